@@ -1,0 +1,63 @@
+"""The hard cost boundary.
+
+Every attempt reserves an upper bound of its cost before it is sent; the reservation is
+replaced by the real cost when the provider reports usage. Because in-flight attempts hold
+reservations, `spent` can never pass the limit, whatever the concurrency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Prices:
+    input_per_mtok: float
+    output_per_mtok: float
+    currency: str = "USD"
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        # Unrounded on purpose: reports round for display only.
+        return input_tokens * self.input_per_mtok / 1_000_000 + output_tokens * self.output_per_mtok / 1_000_000
+
+
+class BudgetExhausted(Exception):
+    """The next attempt's reservation does not fit under the boundary."""
+
+
+@dataclass
+class Reservation:
+    amount: float
+    settled: bool = False
+
+
+class Budget:
+    """Single event-loop accounting; all methods are synchronous and non-blocking."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.spent = 0.0
+        self.reserved = 0.0
+        self.exhausted = False
+
+    def reserve(self, amount: float) -> Reservation:
+        if self.limit is not None and self.spent + self.reserved + amount > self.limit:
+            self.exhausted = True
+            raise BudgetExhausted(
+                f"the next attempt may cost up to {amount:.6f}, and {self.spent:.6f} is spent with "
+                f"{self.reserved:.6f} reserved under a boundary of {self.limit:.6f}"
+            )
+        self.reserved += amount
+        return Reservation(amount)
+
+    def settle(self, reservation: Reservation, actual: float) -> None:
+        """Replace a reservation with what the attempt really cost (0 when nothing was billed)."""
+        if reservation.settled:
+            return
+        reservation.settled = True
+        self.reserved -= reservation.amount
+        self.spent += actual
+
+    @property
+    def remaining(self) -> float | None:
+        return None if self.limit is None else self.limit - self.spent - self.reserved

@@ -1,0 +1,202 @@
+"""Cases (JSON Lines) and evidence (YAML): strict models and loaders.
+
+Problems in the dataset are not usage errors: they are `input_contract` findings (the change
+broke the input contract), collected for every line so one run shows them all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gate.loading import FileProblem, format_validation_error, read_text, read_yaml_mapping, sha256_hex
+from gate.policy import ControlRole, LoadedPolicy
+from gate.states import Finding, State
+
+MAX_FINDINGS_PER_FILE = 200
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Adjudication(_Strict):
+    label: str
+    reason: str = ""
+    evidence: list[str] = Field(default_factory=list)
+
+
+class Pair(_Strict):
+    id: str = Field(min_length=1)
+    kind: Literal["invariant", "flip"]
+
+
+class Case(_Strict):
+    case_id: str = Field(min_length=1)
+    partition: str
+    slice: str
+    rubric_version: str
+    user_input: str
+    reference: str | None = None
+    response: str
+    response_sha256: str | None = None
+    human_adjudication: Adjudication
+    expected_control_role: ControlRole | None = None
+    pair: Pair | None = None
+    group_id: str | None = None
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    generation: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("rubric_version", mode="before")
+    @classmethod
+    def _as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, int | float) else v
+
+    @property
+    def human_label(self) -> str:
+        return self.human_adjudication.label
+
+    @property
+    def is_control(self) -> bool:
+        return self.expected_control_role is not None
+
+    def field_text(self, name: str) -> str | None:
+        value = getattr(self, name, None)
+        return value if isinstance(value, str) else None
+
+
+class EvidenceDoc(_Strict):
+    version: str
+    text: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, int | float) else v
+
+
+@dataclass
+class Dataset:
+    """The cases a policy names, with the findings met while loading them."""
+
+    cases: list[Case]
+    evidence: dict[str, EvidenceDoc]
+    findings: list[Finding]
+    sha256: str
+    # case_id -> "file:line", for messages
+    locations: dict[str, str] = field(default_factory=dict)
+
+    def by_id(self) -> dict[str, Case]:
+        return {c.case_id: c for c in self.cases}
+
+
+def _contract(message: str, location: str, case_ids: tuple[str, ...] = ()) -> Finding:
+    return Finding(State.QUALITY_FAILED, "input_contract", message, case_ids=case_ids, location=location)
+
+
+def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding], dict[str, str], bytes]:
+    """Parse one JSONL file; every bad line becomes a finding naming file, line and field."""
+    findings: list[Finding] = []
+    cases: list[Case] = []
+    locations: dict[str, str] = {}
+    try:
+        text = read_text(path, "case file")
+    except FileProblem as exc:
+        return [], [_contract(exc.message, display)], {}, b""
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{display}:{lineno}"
+        if len(findings) >= MAX_FINDINGS_PER_FILE:
+            findings.append(_contract(f"{display}: more problems not shown; fix the ones above first", display))
+            break
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            findings.append(
+                _contract(
+                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix: one JSON object per line", where
+                )
+            )
+            continue
+        if not isinstance(obj, dict):
+            findings.append(_contract(f"{where}: a case must be a JSON object, not {type(obj).__name__}", where))
+            continue
+        cid = obj.get("case_id")
+        ids = (cid,) if isinstance(cid, str) and cid else ()
+        try:
+            case = Case.model_validate(obj)
+        except ValidationError as exc:
+            for problem in format_validation_error(exc):
+                label = f" (case {cid})" if ids else ""
+                findings.append(_contract(f"{where}{label}: {problem}", where, ids))
+            continue
+        cases.append(case)
+        locations.setdefault(case.case_id, where)
+    return cases, findings, locations, text.encode("utf-8")
+
+
+def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], list[Finding], bytes]:
+    try:
+        raw = read_yaml_mapping(path, "evidence file")
+    except FileProblem as exc:
+        return {}, [_contract(exc.message, display)], b""
+    docs: dict[str, EvidenceDoc] = {}
+    findings: list[Finding] = []
+    for key, value in raw.items():
+        if not isinstance(value, dict):
+            findings.append(
+                _contract(
+                    f"{display}: `{key}` must be a mapping {{version, text or sha256}}; fix: add those keys", display
+                )
+            )
+            continue
+        try:
+            doc = EvidenceDoc.model_validate(value)
+        except ValidationError as exc:
+            findings += [_contract(f"{display}: {p}", display) for p in format_validation_error(exc, prefix=str(key))]
+            continue
+        if doc.text is None and doc.sha256 is None:
+            findings.append(_contract(f"{display}: `{key}` has neither `text` nor `sha256`; fix: add one", display))
+            continue
+        if doc.text is not None and doc.sha256 is not None and sha256_hex(doc.text) != doc.sha256:
+            findings.append(
+                _contract(
+                    f"{display}: `{key}.sha256` does not match its `text`; fix: recompute the hash or restore the text",
+                    display,
+                )
+            )
+        docs[str(key)] = doc
+    return docs, findings, path.read_bytes()
+
+
+def load_dataset(loaded: LoadedPolicy) -> Dataset:
+    """Load every case file and the evidence file the policy names."""
+    digest_parts: list[str] = []
+    cases: list[Case] = []
+    findings: list[Finding] = []
+    locations: dict[str, str] = {}
+    for rel, path in zip(loaded.policy.cases, loaded.case_paths, strict=True):
+        file_cases, file_findings, file_locations, raw = load_cases_file(path, rel)
+        cases += file_cases
+        findings += file_findings
+        for cid, loc in file_locations.items():
+            locations.setdefault(cid, loc)
+        digest_parts.append(f"{rel}\0{sha256_hex(raw)}")
+    evidence: dict[str, EvidenceDoc] = {}
+    if loaded.evidence_path is not None and loaded.policy.evidence is not None:
+        evidence, ev_findings, raw = load_evidence(loaded.evidence_path, loaded.policy.evidence)
+        findings += ev_findings
+        digest_parts.append(f"{loaded.policy.evidence}\0{sha256_hex(raw)}")
+    return Dataset(
+        cases=cases,
+        evidence=evidence,
+        findings=findings,
+        sha256=sha256_hex("\n".join(digest_parts)),
+        locations=locations,
+    )

@@ -1,0 +1,106 @@
+"""Shared helpers for reading user files and turning pydantic errors into actionable lines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """A stable text form of parsed content: the same meaning always hashes the same."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _hint(err_type: str, loc: str) -> str:
+    hints = {
+        "extra_forbidden": f"remove `{loc}` (unknown key; check its spelling against the docs)",
+        "missing": f"add `{loc}`",
+        "string_type": "write it as a quoted string",
+        "int_type": "write a whole number",
+        "int_parsing": "write a whole number",
+        "float_type": "write a number",
+        "float_parsing": "write a number",
+        "bool_type": "write true or false",
+        "bool_parsing": "write true or false",
+        "list_type": "write a list, e.g. [a, b]",
+        "dict_type": "write a mapping of key: value",
+        "model_type": "write a mapping of key: value",
+        "literal_error": "use one of the values listed",
+        "date_from_datetime_parsing": "write a date as YYYY-MM-DD",
+        "date_parsing": "write a date as YYYY-MM-DD",
+        "date_type": "write a date as YYYY-MM-DD",
+    }
+    return hints.get(err_type, "correct the value")
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> list[str]:
+    """One line per problem: `key.path: what is wrong; fix: what to do`."""
+    lines: list[str] = []
+    for err in exc.errors():
+        parts = [str(p) for p in err["loc"]]
+        loc = ".".join(parts) if parts else "(top level)"
+        if prefix:
+            loc = f"{prefix}.{loc}" if parts else prefix
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        lines.append(f"`{loc}`: {msg}; fix: {_hint(err['type'], loc)}")
+    return lines
+
+
+class FileProblem(Exception):
+    """A file could not be read or parsed; `message` names the file and the fix."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def read_text(path: Path, what: str) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileProblem(f"{path}: the {what} does not exist; fix: create it or correct the path") from None
+    except IsADirectoryError:
+        raise FileProblem(f"{path}: the {what} is a directory; fix: point to a file") from None
+    except UnicodeDecodeError as exc:
+        raise FileProblem(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); fix: save it as UTF-8") from None
+    except OSError as exc:
+        raise FileProblem(f"{path}: the {what} cannot be read ({exc.strerror}); fix: check permissions") from None
+    if not text.strip():
+        raise FileProblem(f"{path}: the {what} is empty; fix: write its content")
+    return text
+
+
+def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    text = read_text(path, what)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise FileProblem(
+            f"{path}: the {what} is not valid YAML{where} ({problem}); fix: correct the YAML syntax there"
+        ) from None
+    if not isinstance(data, dict):
+        raise FileProblem(
+            f"{path}: the {what} must be a YAML mapping of keys to values, not {type(data).__name__}; "
+            "fix: start the file with `key: value` lines"
+        )
+    return data

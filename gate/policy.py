@@ -1,0 +1,301 @@
+"""The reviewed, versioned policy: strict models and the loader.
+
+Unknown keys are errors everywhere: a typo in a limit must never silently fall back to a default.
+An invalid policy file is a usage error (exit 2) that lists every problem found.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gate.errors import PolicyError
+from gate.loading import FileProblem, canonical_json, format_validation_error, read_text, read_yaml_mapping
+from gate.loading import sha256_hex as _sha256
+
+ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
+ControlRole = Literal["positive", "negative", "boundary", "persuasion", "injection", "missing_evidence"]
+CONTROL_ROLES: tuple[str, ...] = ("positive", "negative", "boundary", "persuasion", "injection", "missing_evidence")
+STANDARD_PARTITIONS: tuple[str, ...] = ("dev", "calibration", "held_out", "sentinel")
+# Case fields a prompt may show the judge. The human label, its reason and the control role are
+# the answer key: a prompt that could see them would grade itself.
+PLACEHOLDER_FIELDS: frozenset[str] = frozenset({"user_input", "reference", "response"})
+LEAKING_FIELDS: frozenset[str] = frozenset(
+    {"human_adjudication", "human_label", "label", "expected_control_role", "pair", "adjudication"}
+)
+REQUIRED_PLACEHOLDER = "response"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metric(Strict):
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    allowed_values: list[str] = Field(min_length=1)
+    prompt_file: str | None = None
+    prompt: str | None = None
+    label_aliases: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, int | float) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> Metric:
+        if (self.prompt_file is None) == (self.prompt is None):
+            raise ValueError("give exactly one of `prompt_file` or `prompt`")
+        allowed = set(self.allowed_values)
+        if len(allowed) != len(self.allowed_values):
+            raise ValueError("`allowed_values` has duplicates")
+        if not {"pass", "fail"} <= allowed:
+            raise ValueError("`allowed_values` must contain pass and fail")
+        extra = allowed - {"pass", "fail", "review_required"}
+        if extra:
+            raise ValueError(f"`allowed_values` may only add review_required, not {sorted(extra)}")
+        for alias, target in self.label_aliases.items():
+            if target not in allowed:
+                raise ValueError(f"`label_aliases.{alias}` maps to {target!r}, which is not an allowed value")
+        return self
+
+
+_ALL_RETRYABLE: tuple[ErrorKind, ...] = ("rate_limit", "server_error", "timeout", "connection")
+
+
+class Retries(Strict):
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    retry_on: list[ErrorKind] = Field(default_factory=lambda: list(_ALL_RETRYABLE))
+
+
+class Price(Strict):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    currency: str = "USD"
+
+
+class Evaluator(Strict):
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0, ge=0, le=2)
+    seed: int | None = None
+    max_output_tokens: int = Field(default=256, ge=16)
+    timeout_s: float = Field(default=60, gt=0)
+    max_concurrency: int = Field(default=8, ge=1, le=256)
+    retries: Retries = Field(default_factory=Retries)
+    repeats: int = Field(default=1, ge=1)
+    # No default: a model without a reviewed price would report $0 spent, so it is refused.
+    price: Price | None = None
+
+    @field_validator("repeats")
+    @classmethod
+    def _odd(cls, v: int) -> int:
+        if v % 2 == 0:
+            raise ValueError("repeats must be odd (1, 3, 5...) so a majority always exists")
+        return v
+
+
+class SliceLimit(Strict):
+    max_false_passes: int = Field(ge=0)
+    max_false_fails: int | None = Field(default=None, ge=0)
+    priority: int = 100
+
+
+class Limits(Strict):
+    max_evaluator_errors: int = Field(default=0, ge=0)
+    max_total_cost: float = Field(gt=0)
+
+
+class Lane(Strict):
+    partitions: list[str] = Field(min_length=1)
+    controls: bool = False
+
+
+class Override(Strict):
+    id: str = Field(min_length=1)
+    case_ids: list[str] = Field(min_length=1)
+    blocker: str = Field(min_length=1)
+    approver: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    evidence: str = Field(min_length=1)
+    expires: dt.date
+    follow_up: str = Field(min_length=1)
+
+
+class Leakage(Strict):
+    jaccard_threshold: float = Field(default=0.8, gt=0, le=1)
+    shingle_words: int = Field(default=3, ge=1, le=10)
+
+
+class Policy(Strict):
+    version: Literal[1]
+    policy_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    policy_version: str = Field(min_length=1)
+    metric: Metric
+    evaluator: Evaluator
+    cases: list[str] = Field(min_length=1)
+    evidence: str | None = None
+    rubrics: list[str] = Field(min_length=1)
+    slices: dict[str, SliceLimit] = Field(min_length=1)
+    limits: Limits
+    missing_evidence: Literal["block", "review"] = "block"
+    lanes: dict[str, Lane] = Field(min_length=1)
+    overrides: list[Override] = Field(default_factory=list)
+    partitions: list[str] = Field(default_factory=list)
+    leakage: Leakage = Field(default_factory=Leakage)
+    cache_dir: str | None = None
+
+    @field_validator("policy_version", mode="before")
+    @classmethod
+    def _pv_as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, int | float) else v
+
+    @property
+    def all_partitions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*STANDARD_PARTITIONS, *self.partitions]))
+
+    @model_validator(mode="after")
+    def _lanes_use_known_partitions(self) -> Policy:
+        known = set(self.all_partitions)
+        for name, lane in self.lanes.items():
+            bad = [p for p in lane.partitions if p not in known]
+            if bad:
+                raise ValueError(
+                    f"`lanes.{name}.partitions` names unknown partition(s) {bad}; "
+                    f"declare them under `partitions:` or use one of {sorted(known)}"
+                )
+        ids = [o.id for o in self.overrides]
+        if len(ids) != len(set(ids)):
+            raise ValueError("`overrides` has duplicate ids")
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A validated policy with its resolved files and its canonical hash."""
+
+    path: Path
+    policy: Policy
+    prompt_text: str
+    placeholders: tuple[str, ...]
+    sha256: str
+    prompt_sha256: str
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, relative: str) -> Path:
+        return (self.base_dir / relative).resolve()
+
+    @property
+    def case_paths(self) -> list[Path]:
+        return [self.resolve(p) for p in self.policy.cases]
+
+    @property
+    def evidence_path(self) -> Path | None:
+        return self.resolve(self.policy.evidence) if self.policy.evidence else None
+
+
+def prompt_placeholders(template: str) -> tuple[list[str], list[str]]:
+    """Parse `str.format` placeholders; return (field names, problems).
+
+    Attribute/index access, conversions and format specs are refused: ragas renders with
+    `str.format`, and `{response:.200}` would silently truncate what the judge sees.
+    """
+    names: list[str] = []
+    problems: list[str] = []
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return [], [
+            f"the prompt template is not a valid format string ({exc}); fix: double literal braces as {{{{ }}}}"
+        ]
+    for _literal, field_name, spec, conversion in parsed:
+        if field_name is None:
+            continue
+        if field_name == "" or field_name.isdigit():
+            problems.append("the prompt has a positional placeholder `{}`; fix: name it, e.g. `{response}`")
+            continue
+        root = field_name.split(".")[0].split("[")[0]
+        if root != field_name:
+            problems.append(f"placeholder `{{{field_name}}}` uses attribute or index access; fix: use `{{{root}}}`")
+        if spec or conversion:
+            problems.append(
+                f"placeholder `{{{field_name}}}` has a format spec or conversion, which can truncate or alter "
+                f"the input; fix: write `{{{root}}}`"
+            )
+        if root not in names:
+            names.append(root)
+    for name in names:
+        if name in LEAKING_FIELDS:
+            problems.append(
+                f"placeholder `{{{name}}}` would show the judge the human answer key (label leak); "
+                "fix: remove it from the prompt"
+            )
+        elif name not in PLACEHOLDER_FIELDS:
+            problems.append(
+                f"placeholder `{{{name}}}` is not a case field the judge may see; "
+                f"fix: use only {sorted(PLACEHOLDER_FIELDS)}"
+            )
+    if REQUIRED_PLACEHOLDER not in names:
+        problems.append(
+            "the prompt has no `{response}` placeholder, so the judge would never see the answer; fix: add it"
+        )
+    return names, problems
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """Load and validate a policy file; raise PolicyError listing every problem."""
+    p = Path(path)
+    try:
+        raw = read_yaml_mapping(p, "policy file")
+    except FileProblem as exc:
+        raise PolicyError(str(p), [exc.message]) from None
+    try:
+        policy = Policy.model_validate(raw)
+    except ValidationError as exc:
+        raise PolicyError(str(p), format_validation_error(exc)) from None
+
+    problems: list[str] = []
+    if policy.metric.prompt_file is not None:
+        prompt_path = (p.parent / policy.metric.prompt_file).resolve()
+        try:
+            prompt_text = read_text(prompt_path, "prompt file (`metric.prompt_file`)")
+        except FileProblem as exc:
+            raise PolicyError(str(p), [exc.message]) from None
+    else:
+        prompt_text = policy.metric.prompt or ""
+        if not prompt_text.strip():
+            problems.append("`metric.prompt` is empty; fix: write the judge prompt")
+    names, prompt_problems = prompt_placeholders(prompt_text)
+    problems += [f"`metric.prompt`: {m}" for m in prompt_problems]
+    if policy.evaluator.price is None:
+        problems.append(
+            f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "
+            "gate would report $0 spent; fix: add `price: {input_per_mtok: X, output_per_mtok: Y, currency: USD}`"
+        )
+    if problems:
+        raise PolicyError(str(p), problems)
+
+    # Canonical hash: parsed content (so comments and key order do not matter) + the prompt text.
+    digest = _sha256(canonical_json(raw) + "\n" + prompt_text)
+    return LoadedPolicy(
+        path=p.resolve(),
+        policy=policy,
+        prompt_text=prompt_text,
+        placeholders=tuple(names),
+        sha256=digest,
+        prompt_sha256=_sha256(prompt_text),
+    )
+
+
+def today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()

@@ -1,0 +1,165 @@
+"""The judgment record (records.jsonl, schema_version 1): one line per judgment.
+
+Every record carries its own lineage so a single line can explain which configuration produced
+its verdict. Readers accept every schema version up to the current one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate.loading import format_validation_error
+
+SCHEMA_VERSION = 1
+
+Status = Literal["ok", "error", "skipped"]
+RecordErrorKind = Literal[
+    "rate_limit",
+    "server_error",
+    "timeout",
+    "connection",
+    "parse_error",
+    "invalid_label",
+    "auth",
+    "bad_request",
+    "budget",
+    "cancelled",
+]
+CacheState = Literal["hit", "miss", "off"]
+
+
+class Attempt(BaseModel):
+    """One HTTP request sent to the provider (abandoned ones included)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status_code: int | None = None
+    latency_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error_kind: RecordErrorKind | None = None
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    case_id: str
+    slice: str
+    partition: str
+    control_role: str | None = None
+    human_label: str
+    judge_label: str | None = None
+    judge_reason: str | None = None
+    status: Status
+    error_kind: RecordErrorKind | None = None
+    error_message: str | None = None
+    repeat_index: int = 0
+    attempts: list[Attempt] = Field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cache: CacheState = "off"
+    prompt_sha256: str = ""
+    input_sha256: str = ""
+    metric_version: str = ""
+    evaluator_model: str = ""
+    ragas_version: str = ""
+    # Lineage beyond SPEC section 6's minimum: enough to tie a line to its policy and dataset.
+    policy_id: str = ""
+    policy_version: str = ""
+    policy_sha256: str = ""
+    dataset_sha256: str = ""
+    gate_version: str = ""
+    lane: str | None = None
+
+    @property
+    def retries(self) -> int:
+        return max(0, len(self.attempts) - 1)
+
+
+class RecordsError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _upgrade(obj: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older record to the current schema. Version 1 is the first; nothing to do yet."""
+    return obj
+
+
+def parse_record(obj: Any, where: str) -> Record:
+    if not isinstance(obj, dict):
+        raise RecordsError(f"{where}: a record must be a JSON object")
+    version = obj.get("schema_version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise RecordsError(f"{where}: `schema_version` must be a positive whole number")
+    if version > SCHEMA_VERSION:
+        raise RecordsError(
+            f"{where}: record schema_version {version} is newer than this gate reads ({SCHEMA_VERSION}); "
+            "fix: upgrade ragas-gate"
+        )
+    try:
+        return Record.model_validate(_upgrade(obj))
+    except ValidationError as exc:
+        problems = "; ".join(format_validation_error(exc))
+        raise RecordsError(f"{where}: {problems}") from None
+
+
+def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]:
+    """Read a records.jsonl file. A torn last line (a run killed mid-write) is skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecordsError(f"{path}: the records file does not exist; fix: pass the records.jsonl of a run") from None
+    except OSError as exc:
+        raise RecordsError(f"{path}: cannot read the records file ({exc.strerror})") from None
+    lines = text.splitlines()
+    out: list[Record] = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
+                break
+            raise RecordsError(f"{path}:{i}: not valid JSON ({exc.msg}); fix: restore the file from the run") from None
+        out.append(parse_record(obj, f"{path}:{i}"))
+    return out
+
+
+class RecordWriter:
+    """Appends one record per line and flushes it to disk as soon as it is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] = path.open("a", encoding="utf-8")
+
+    def write(self, record: Record) -> None:
+        self._fh.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_records(path: Path, records: Iterable[Record]) -> None:
+    with RecordWriter(path) as w:
+        for r in records:
+            w.write(r)

@@ -1,0 +1,101 @@
+"""The four gate states, their exit codes, and the finding every check produces.
+
+A finding is the unit of "something blocks": validators return them, the decision turns them
+into the blockers of result.json. It carries its own state so that every blocker is listed under
+its state whatever the overall outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class State(StrEnum):
+    PASSED = "passed"
+    QUALITY_FAILED = "quality_failed"
+    EVALUATION_INCOMPLETE = "evaluation_incomplete"
+    REVIEW_REQUIRED = "review_required"
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self]
+
+    @property
+    def conclusion(self) -> str:
+        """The GitHub check-run conclusion for this state."""
+        return _CONCLUSIONS[self]
+
+    @property
+    def rank(self) -> int:
+        """Higher wins: quality_failed > evaluation_incomplete > review_required > passed."""
+        return _RANK[self]
+
+
+_EXIT_CODES = {
+    State.PASSED: 0,
+    State.QUALITY_FAILED: 1,
+    State.EVALUATION_INCOMPLETE: 3,
+    State.REVIEW_REQUIRED: 4,
+}
+_CONCLUSIONS = {
+    State.PASSED: "success",
+    State.QUALITY_FAILED: "failure",
+    State.EVALUATION_INCOMPLETE: "cancelled",
+    State.REVIEW_REQUIRED: "action_required",
+}
+_RANK = {
+    State.PASSED: 0,
+    State.REVIEW_REQUIRED: 1,
+    State.EVALUATION_INCOMPLETE: 2,
+    State.QUALITY_FAILED: 3,
+}
+
+USAGE_ERROR_EXIT = 2
+
+
+def overall_state(states: list[State]) -> State:
+    """The state that wins under the SPEC's precedence; `passed` when nothing blocks."""
+    return max(states, key=lambda s: s.rank, default=State.PASSED)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One blocker: which state it pushes to, what kind it is, which cases it concerns."""
+
+    state: State
+    kind: str
+    message: str
+    case_ids: tuple[str, ...] = ()
+    slice: str | None = None
+    # Where in the inputs it was found ("cases/x.jsonl:12"); shown to people, not part of SPEC.
+    location: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "state": self.state.value,
+            "kind": self.kind,
+            "slice": self.slice,
+            "case_ids": list(self.case_ids),
+            "message": self.message,
+        }
+        if self.location:
+            out["location"] = self.location
+        if self.extra:
+            out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        known = {"state", "kind", "slice", "case_ids", "message", "location"}
+        return cls(
+            state=State(data["state"]),
+            kind=str(data["kind"]),
+            message=str(data.get("message", "")),
+            case_ids=tuple(data.get("case_ids") or ()),
+            slice=data.get("slice"),
+            location=data.get("location"),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
