@@ -1,0 +1,432 @@
+"""The GitHub Action's container entry point: `python -m gate.action`.
+
+What it does, in order:
+1. reads the inputs (`INPUT_<NAME>`, upper-cased with hyphens kept: `INPUT_GITHUB-TOKEN`), the event
+   (`GITHUB_EVENT_PATH`: a `pull_request` gives the PR number and `pull_request.head.sha`; any other
+   event uses `GITHUB_SHA` and posts no comment), `GITHUB_REPOSITORY` and `GITHUB_API_URL`;
+2. masks the GitHub token and the evaluator key (`::add-mask::`);
+3. runs the lane: `gate run --policy P --lane L --out <working-directory>/gate-out [--max-cost X]`;
+4. reads `result.json`, `report.md`, `summary.md` from the output directory and publishes: a check
+   run whenever there is a token and a SHA, the sticky comment on a PR when `comment: sticky`;
+   a refused write (fork PRs: read-only token) is a warning and changes nothing else;
+5. appends the summary to `$GITHUB_STEP_SUMMARY`, writes the outputs `state`, `exit-code`,
+   `result-path`, `cost`, `unrun-case-ids` to `$GITHUB_OUTPUT` (heredoc form, random delimiters).
+
+The step's exit status: 1 when the result's state is listed in `fail-on` (default: every state but
+`passed`), else 0. The state's own exit code (0, 1, 3 or 4: SPEC section 2) is the `exit-code`
+output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
+from gate.report.checkrun import format_cost
+
+log = logging.getLogger(__name__)
+
+STATES = ("passed", "quality_failed", "evaluation_incomplete", "review_required")
+DEFAULT_FAIL_ON = frozenset(("quality_failed", "evaluation_incomplete", "review_required"))
+USAGE_ERROR_EXIT = 2
+OUT_DIR_NAME = "gate-out"
+STEP_SUMMARY_MAX_BYTES = 1_000_000  # the runner refuses more than 1 MiB per step
+# Environment variables whose values are masked besides the token and the policy's api_key_env.
+_SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+_MIN_MASK_LEN = 8
+
+
+class InputError(ValueError):
+    """A bad Action input: the message names the input and the fix."""
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    policy: str
+    lane: str
+    token: str
+    comment: str  # sticky | off
+    fail_on: frozenset[str]
+    max_cost: str | None
+    working_directory: Path
+    comment_author: str | None
+    repository: str
+    api_url: str
+    event_name: str
+    head_sha: str | None
+    pr_number: int | None
+    workspace: Path
+    output_file: Path | None
+    summary_file: Path | None
+
+    @property
+    def out_dir(self) -> Path:
+        return self.working_directory / OUT_DIR_NAME
+
+
+# ---- workflow commands, outputs, summary ------------------------------------------------------
+def escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def command(name: str, message: str, stream: TextIO | None = None) -> None:
+    """Print a workflow command (`::warning::...`)."""
+    print(f"::{name}::{escape_data(message)}", file=stream or sys.stdout, flush=True)
+
+
+def mask(values: Iterable[str], stream: TextIO | None = None) -> None:
+    for value in values:
+        for line in value.splitlines():
+            if line.strip():
+                print(f"::add-mask::{line.strip()}", file=stream or sys.stdout, flush=True)
+
+
+def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
+    """Append `name<<DELIM / value / DELIM` blocks (multiline-safe) to `$GITHUB_OUTPUT`."""
+    with path.open("a", encoding="utf-8") as f:
+        for name, value in outputs.items():
+            delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+            while delimiter in value:
+                delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+            f.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+
+
+def append_summary(path: Path, markdown: str) -> None:
+    data = markdown.encode("utf-8")
+    if len(data) > STEP_SUMMARY_MAX_BYTES:
+        note = "\n\n_Summary trimmed to the runner's 1 MiB limit; the full report is in the artifact._\n"
+        room = STEP_SUMMARY_MAX_BYTES - len(note.encode("utf-8"))
+        markdown = data[:room].decode("utf-8", errors="ignore") + note
+    with path.open("a", encoding="utf-8") as f:
+        f.write(markdown if markdown.endswith("\n") else markdown + "\n")
+
+
+# ---- inputs and event -------------------------------------------------------------------------
+def get_input(env: Mapping[str, str], name: str, default: str = "") -> str:
+    """`INPUT_<NAME>` with hyphens kept, as the runner sets it (underscored spelling accepted too)."""
+    key = f"INPUT_{name.upper()}"
+    value = env.get(key)
+    if value is None:
+        value = env.get(key.replace("-", "_"))
+    value = (value or "").strip()
+    return value or default
+
+
+def parse_fail_on(raw: str) -> frozenset[str]:
+    if not raw.strip():
+        return DEFAULT_FAIL_ON
+    items = {item.strip() for item in re.split(r"[,\s]+", raw) if item.strip()}
+    if items == {"none"}:
+        return frozenset()
+    unknown = sorted(items - set(STATES))
+    if unknown:
+        raise InputError(
+            f"input 'fail-on': unknown state(s) {', '.join(unknown)}; use a comma list of "
+            f"{', '.join(STATES)} (or 'none')"
+        )
+    return frozenset(items)
+
+
+def read_event(env: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """(head SHA, PR number). A pull_request event gives its head commit, not the merge commit."""
+    payload: dict[str, Any] = {}
+    event_path = env.get("GITHUB_EVENT_PATH")
+    if event_path:
+        try:
+            loaded = json.loads(Path(event_path).read_text(encoding="utf-8"))
+            payload = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError) as exc:
+            log.warning("could not read the event payload %s: %s", event_path, exc)
+    pr = payload.get("pull_request")
+    if isinstance(pr, dict):
+        head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
+        sha = head.get("sha") if isinstance(head, dict) else None
+        number = pr.get("number", payload.get("number"))
+        return (str(sha) if sha else env.get("GITHUB_SHA") or None), (int(number) if number else None)
+    return env.get("GITHUB_SHA") or None, None
+
+
+def read_context(env: Mapping[str, str]) -> ActionContext:
+    policy = get_input(env, "policy")
+    if not policy:
+        raise InputError("input 'policy' is required: the path of the policy YAML, relative to working-directory")
+    comment = get_input(env, "comment", "sticky").lower()
+    if comment not in ("sticky", "off"):
+        raise InputError(f"input 'comment' must be 'sticky' or 'off', not {comment!r}")
+    max_cost = get_input(env, "max-cost") or None
+    if max_cost is not None:
+        try:
+            if float(max_cost) < 0:
+                raise ValueError
+        except ValueError:
+            raise InputError(f"input 'max-cost' must be a non-negative number, not {max_cost!r}") from None
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+    working_directory = workspace / get_input(env, "working-directory", ".")
+    if not working_directory.is_dir():
+        raise InputError(f"input 'working-directory': {working_directory} is not a directory")
+    head_sha, pr_number = read_event(env)
+    output_file = env.get("GITHUB_OUTPUT")
+    summary_file = env.get("GITHUB_STEP_SUMMARY")
+    return ActionContext(
+        policy=policy,
+        lane=get_input(env, "lane", "pr"),
+        token=get_input(env, "github-token"),
+        comment=comment,
+        fail_on=parse_fail_on(get_input(env, "fail-on")),
+        max_cost=max_cost,
+        working_directory=working_directory,
+        comment_author=get_input(env, "comment-author") or None,
+        repository=env.get("GITHUB_REPOSITORY", ""),
+        api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
+        event_name=env.get("GITHUB_EVENT_NAME", ""),
+        head_sha=head_sha,
+        pr_number=pr_number,
+        workspace=workspace,
+        output_file=Path(output_file) if output_file else None,
+        summary_file=Path(summary_file) if summary_file else None,
+    )
+
+
+def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
+    """The token, the evaluator key the policy names, and any *_API_KEY/*_TOKEN/... value."""
+    names = {name for name in env if _SECRET_NAME.search(name)}
+    try:
+        policy = yaml.safe_load((ctx.working_directory / ctx.policy).read_text(encoding="utf-8"))
+        key_env = policy.get("evaluator", {}).get("api_key_env") if isinstance(policy, dict) else None
+        if isinstance(key_env, str):
+            names.add(key_env)
+    except (OSError, yaml.YAMLError, AttributeError):
+        pass  # the run reports an unreadable policy as a usage error
+    values = [ctx.token] + [env[n] for n in sorted(names) if n in env]
+    return [v for v in dict.fromkeys(values) if v and len(v.strip()) >= _MIN_MASK_LEN]
+
+
+# ---- running and publishing -------------------------------------------------------------------
+def gate_run_args(ctx: ActionContext) -> list[str]:
+    args = ["run", "--policy", ctx.policy, "--lane", ctx.lane, "--out", str(ctx.out_dir)]
+    if ctx.max_cost is not None:
+        args += ["--max-cost", ctx.max_cost]
+    return args
+
+
+def run_gate(ctx: ActionContext) -> int:
+    """Run the lane in the working directory through the CLI; its exit code."""
+    cli_main: Callable[[list[str]], int] = importlib.import_module("gate.cli").main
+    previous = Path.cwd()
+    os.chdir(ctx.working_directory)
+    try:
+        return int(cli_main(gate_run_args(ctx)) or 0)
+    except SystemExit as exc:  # argparse and friends
+        return exc.code if isinstance(exc.code, int) else USAGE_ERROR_EXIT
+    finally:
+        os.chdir(previous)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def load_result(result_dir: Path) -> dict[str, Any]:
+    """The parsed result.json; ValueError naming the file when it is missing or not a result."""
+    path = result_dir / "result.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the result ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("state") not in STATES or "policy_id" not in data:
+        raise ValueError(f"{path}: not a gate result (needs 'policy_id' and a 'state' among {', '.join(STATES)})")
+    return data
+
+
+def outputs_for(result: Mapping[str, Any], result_path: str) -> dict[str, str]:
+    cost = result.get("cost") or {}
+    return {
+        "state": str(result["state"]),
+        "exit-code": str(result.get("exit_code", "")),
+        "result-path": result_path,
+        "cost": repr(float(cost.get("total") or 0.0)),
+        "unrun-case-ids": json.dumps(list(result.get("unrun_case_ids") or [])),
+    }
+
+
+def _display_path(path: Path, workspace: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(workspace.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _publishing_note(outcome: PublishResult | None, reason: str | None) -> str:
+    if outcome is None:
+        return f"\n> **ragas-gate:** nothing published to GitHub: {reason}.\n"
+    if not outcome.warnings:
+        return ""
+    lines = ["", "> **ragas-gate: publishing incomplete** (the state above is unchanged)"]
+    lines += [f"> - {w}" for w in outcome.warnings]
+    lines.append(
+        "> A pull request from a fork gets a read-only token: the check run and the comment are "
+        "refused there, and this summary is the report."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def publish_and_report(
+    result_dir: Path,
+    ctx: ActionContext,
+    *,
+    run_exit: int | None = None,
+    options: ClientOptions | None = None,
+    stream: TextIO | None = None,
+) -> int:
+    """Publish the result in `result_dir`, write the summary and the outputs; the step's exit code."""
+    stream = stream or sys.stdout
+    try:
+        if run_exit == USAGE_ERROR_EXIT:
+            raise ValueError(
+                f"`gate run` exited {USAGE_ERROR_EXIT} (usage error: bad input or invalid policy; "
+                "its message above names the file, the field and the fix)"
+            )
+        result = load_result(result_dir)
+    except ValueError as exc:
+        command("error", f"ragas-gate produced no result: {exc}", stream)
+        if ctx.summary_file is not None:
+            append_summary(ctx.summary_file, f"## ragas-gate: no result\n\n{exc}\n")
+        if ctx.output_file is not None:
+            write_outputs(ctx.output_file, {"state": "", "exit-code": str(run_exit if run_exit else 2)})
+        return run_exit if run_exit not in (None, 0) else USAGE_ERROR_EXIT
+
+    report_md = _read_text(result_dir / "report.md")
+    summary_md = _read_text(result_dir / "summary.md") or report_md
+    if report_md is None:
+        report_md = summary_md or f"ragas-gate: `{result['state']}` (see result.json)"
+    if summary_md is None:
+        summary_md = report_md
+
+    outcome: PublishResult | None = None
+    reason: str | None = None
+    if not ctx.token:
+        reason = "no github-token given"
+    elif not ctx.repository:
+        reason = "GITHUB_REPOSITORY is not set"
+    else:
+        outcome = publish(
+            result,
+            report_md,
+            token=ctx.token,
+            repository=ctx.repository,
+            head_sha=ctx.head_sha,
+            pr_number=ctx.pr_number,
+            api_url=ctx.api_url,
+            comment=ctx.comment == "sticky",
+            comment_author=ctx.comment_author,
+            annotation_path=_display_path(ctx.working_directory / ctx.policy, ctx.workspace),
+            options=options,
+        )
+        for warning in outcome.warnings:
+            command("warning", f"ragas-gate: {warning}", stream)
+        if outcome.check_run_url:
+            print(f"check run: {outcome.check_run_url}", file=stream)
+    if reason:
+        command("notice", f"ragas-gate: nothing published to GitHub ({reason})", stream)
+
+    state = str(result["state"])
+    print(
+        f"ragas-gate: {state} (exit code {result.get('exit_code')}), cost "
+        f"{format_cost(result.get('cost') or {})}, {len(result.get('unrun_case_ids') or [])} unrun",
+        file=stream,
+        flush=True,
+    )
+    if ctx.summary_file is not None:
+        append_summary(ctx.summary_file, summary_md + _publishing_note(outcome, reason))
+    if ctx.output_file is not None:
+        result_path = _display_path(result_dir / "result.json", ctx.workspace)
+        write_outputs(ctx.output_file, outputs_for(result, result_path))
+    return 1 if state in ctx.fail_on else 0
+
+
+def publish_result_dir(
+    result_dir: Path,
+    env: Mapping[str, str],
+    *,
+    options: ClientOptions | None = None,
+    stream: TextIO | None = None,
+) -> int:
+    """`gate publish --result DIR`: publish an existing result; exit with the result's state code.
+
+    Token: `GITHUB_TOKEN` (or `GH_TOKEN`). Target: `GITHUB_REPOSITORY`, the head SHA and PR from
+    `GITHUB_EVENT_PATH` (else `GITHUB_SHA`), `GITHUB_API_URL`. `GATE_COMMENT=off` posts no comment;
+    `GATE_COMMENT_AUTHOR` names the login whose sticky comment may be edited. A refused or failed
+    write is a warning on stderr and never changes the exit code. An unreadable result exits 2.
+    """
+    stream = stream or sys.stderr
+    try:
+        result = load_result(result_dir)
+    except ValueError as exc:
+        print(f"gate publish: {exc}; pass --result the directory `gate run --out` wrote", file=stream)
+        return USAGE_ERROR_EXIT
+    code = int(result.get("exit_code", USAGE_ERROR_EXIT))
+    token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
+    repository = env.get("GITHUB_REPOSITORY", "")
+    if not token or not repository:
+        missing = "GITHUB_TOKEN" if not token else "GITHUB_REPOSITORY"
+        print(f"gate publish: warning: {missing} is not set; nothing published", file=stream)
+        return code
+    head_sha, pr_number = read_event(env)
+    report_md = _read_text(result_dir / "report.md") or _read_text(result_dir / "summary.md") or ""
+    outcome = publish(
+        result,
+        report_md,
+        token=token,
+        repository=repository,
+        head_sha=head_sha,
+        pr_number=pr_number,
+        api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
+        comment=env.get("GATE_COMMENT", "sticky").strip().lower() != "off",
+        comment_author=env.get("GATE_COMMENT_AUTHOR") or None,
+        annotation_path=env.get("GATE_POLICY_PATH") or "result.json",
+        options=options,
+    )
+    for warning in outcome.warnings:
+        print(f"gate publish: warning: {warning}", file=stream)
+    if outcome.check_run_url:
+        print(f"gate publish: check run {outcome.check_run_url}", file=stream)
+    if outcome.comment_action in ("created", "edited", "unchanged"):
+        print(f"gate publish: sticky comment {outcome.comment_action}", file=stream)
+    return code
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("github").setLevel(logging.WARNING)
+    try:
+        ctx = read_context(env)
+    except InputError as exc:
+        command("error", str(exc))
+        return USAGE_ERROR_EXIT
+    mask(secrets_to_mask(ctx, env))
+    # A result.json left by an earlier run in the same workspace must not be published as this one's.
+    (ctx.out_dir / "result.json").unlink(missing_ok=True)
+    run_exit = run_gate(ctx)
+    return publish_and_report(ctx.out_dir, ctx, run_exit=run_exit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

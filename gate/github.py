@@ -1,0 +1,310 @@
+"""Publish a gate result to GitHub with PyGithub: one check run and one sticky PR comment.
+
+Rules (SPEC sections 2 and 8):
+- one check run per publish, named `ragas-gate / <policy_id>`, on the head SHA, with the
+  conclusion of the result's state; annotations at most 50 per request (the rest appended by PATCH);
+- one sticky PR comment, found by the hidden marker `<!-- ragas-gate:<policy_id> -->` on any page of
+  the PR's comments, and edited only when its author is the token's own login (`GET /user`), or
+  `github-actions[bot]` when `GET /user` answers 403 (the workflow's GITHUB_TOKEN), or the login the
+  caller names (`comment_author`); otherwise a new comment is created;
+- a refused or failed write (a fork PR's read-only token answers 403) is a warning: `publish` never
+  raises and never changes the result's state;
+- retries: reads (GET/HEAD) are retried on 5xx and rate limits; writes never are. A create that
+  fails ambiguously (5xx, timeout: it may have landed) is checked by listing the head SHA's check
+  runs for our one-off `external_id`; it is re-sent once only when it verifiably did not land;
+- the token is never logged: every warning is scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from github import Auth, Github, GithubException, GithubRetry
+from github.CheckRun import CheckRun
+from github.Repository import Repository
+
+from gate.report.checkrun import CheckRunPayload, annotation_batches, build_check_run
+
+log = logging.getLogger(__name__)
+
+DEFAULT_API_URL = "https://api.github.com"
+ACTIONS_BOT_LOGIN = "github-actions[bot]"
+# GitHub refuses comment bodies over 65,536 characters; stay under it counted in bytes as well.
+COMMENT_MAX_BYTES = 65_000
+COMMENT_TRIM_HINT = "the full report is in the workflow run's `ragas-gate` artifact (report.md, result.json)"
+
+
+def comment_marker(policy_id: str) -> str:
+    return f"<!-- ragas-gate:{policy_id} -->"
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Throttling and retry settings. The defaults are PyGithub's polite ones; tests pass zeros."""
+
+    seconds_between_requests: float = 0.25
+    seconds_between_writes: float = 1.0
+    timeout: int = 30
+    read_retries: int = 3
+    backoff_factor: float = 1.0
+    secondary_rate_wait: float = 60.0
+
+
+@dataclass
+class PublishResult:
+    check_run_id: int | None = None
+    check_run_url: str | None = None
+    check_run_creates: int = 0  # create requests sent (2 only after a verified-absent failure)
+    annotations_sent: int = 0
+    comment_id: int | None = None
+    comment_action: str = "none"  # created | edited | unchanged | off | skipped | failed | none
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.warnings
+
+
+class _Scrubber:
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = [s for s in secrets if s]
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def make_retry(options: ClientOptions) -> GithubRetry:
+    """Retry reads only. POST/PATCH are never repeated by the transport: a 502 on a create may
+    hide a created object, and repeating it would make a second one. (Connection failures before
+    a request is sent are still retried by urllib3: nothing reached the server.)"""
+    return GithubRetry(
+        total=options.read_retries,
+        backoff_factor=options.backoff_factor,
+        allowed_methods=frozenset({"GET", "HEAD"}),
+        status_forcelist=[500, 502, 503, 504],
+        raise_on_status=False,
+        secondary_rate_wait=options.secondary_rate_wait,
+    )
+
+
+def make_client(token: str, api_url: str = DEFAULT_API_URL, options: ClientOptions | None = None) -> Github:
+    """A PyGithub client for `api_url` (GitHub Enterprise: `https://HOST/api/v3`)."""
+    options = options or ClientOptions()
+    return Github(
+        auth=Auth.Token(token),
+        base_url=(api_url or DEFAULT_API_URL).rstrip("/"),
+        lazy=True,
+        per_page=100,
+        timeout=options.timeout,
+        retry=make_retry(options),
+        seconds_between_requests=options.seconds_between_requests,
+        seconds_between_writes=options.seconds_between_writes,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, GithubException):
+        message = exc.data.get("message") if isinstance(exc.data, dict) else None
+        return f"HTTP {exc.status}" + (f": {message}" if message else "")
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _ambiguous(exc: BaseException) -> bool:
+    """Whether a failed write may nevertheless have been applied server-side."""
+    if isinstance(exc, GithubException):
+        return exc.status >= 500
+    return isinstance(exc, requests.RequestException)
+
+
+class _Publisher:
+    def __init__(self, gh: Github, repository: str, out: PublishResult, scrub: _Scrubber) -> None:
+        self.gh = gh
+        self.repository = repository
+        self.out = out
+        self.scrub = scrub
+        self._repo: Repository | None = None
+
+    @property
+    def repo(self) -> Repository:
+        if self._repo is None:
+            self._repo = self.gh.get_repo(self.repository)
+        return self._repo
+
+    def warn(self, message: str) -> None:
+        message = self.scrub(message)
+        log.warning("%s", message)
+        self.out.warnings.append(message)
+
+    # ---- check run -------------------------------------------------------------------------
+    def check_run(self, head_sha: str, payload: CheckRunPayload) -> None:
+        batches = list(annotation_batches(payload.annotations))
+        first = batches[0] if batches else []
+        external_id = f"ragas-gate-{uuid.uuid4().hex}"
+        run: CheckRun | None = None
+        for attempt in (1, 2):
+            try:
+                self.out.check_run_creates += 1
+                run = self.repo.create_check_run(
+                    name=payload.name,
+                    head_sha=head_sha,
+                    external_id=external_id,
+                    status="completed",
+                    conclusion=payload.conclusion,
+                    completed_at=datetime.now(UTC),
+                    output=payload.output(first),
+                )
+                break
+            except Exception as exc:  # any failure is a warning, never a crash
+                if not _ambiguous(exc):
+                    self.warn(f"check run '{payload.name}' not created ({_describe(exc)}).")
+                    return
+                try:
+                    run = self._find_check_run(head_sha, payload.name, external_id)
+                except Exception as lookup_exc:
+                    self.warn(
+                        f"check run '{payload.name}': create failed ({_describe(exc)}) and whether it "
+                        f"landed could not be checked ({_describe(lookup_exc)}); not re-sent, to avoid "
+                        "a duplicate."
+                    )
+                    return
+                if run is not None:
+                    log.info("check run create answered %s but the run exists; using it", _describe(exc))
+                    break
+                if attempt == 2:
+                    self.warn(f"check run '{payload.name}' not created after 2 attempts ({_describe(exc)}).")
+                    return
+                log.info("check run create failed (%s) and did not land; re-sending once", _describe(exc))
+        assert run is not None
+        self.out.check_run_id = run.id
+        self.out.check_run_url = run.html_url
+        self.out.annotations_sent = len(first)
+        for batch in batches[1:]:
+            try:
+                run.edit(output=payload.output(batch))
+            except Exception as exc:
+                self.warn(
+                    f"check run '{payload.name}': {self.out.annotations_sent} of {len(payload.annotations)} "
+                    f"annotations sent; appending more failed ({_describe(exc)})."
+                )
+                return
+            self.out.annotations_sent += len(batch)
+
+    def _find_check_run(self, head_sha: str, name: str, external_id: str) -> CheckRun | None:
+        for run in self.repo.get_commit(head_sha).get_check_runs(check_name=name):
+            if run.external_id == external_id:
+                return run
+        return None
+
+    # ---- sticky comment --------------------------------------------------------------------
+    def editable_authors(self, comment_author: str | None) -> set[str]:
+        if comment_author:
+            return {comment_author}
+        try:
+            return {self.gh.get_user().login}
+        except GithubException as exc:
+            if exc.status == 403:  # an installation token (the workflow's GITHUB_TOKEN)
+                return {ACTIONS_BOT_LOGIN}
+            self.warn(f"could not tell the token's own login (GET /user: {_describe(exc)}).")
+            return set()
+
+    def sticky_comment(self, pr_number: int, marker: str, body: str, comment_author: str | None) -> None:
+        authors = self.editable_authors(comment_author)
+        issue = self.repo.get_issue(pr_number)
+        existing = None
+        try:
+            for comment in issue.get_comments():
+                user = comment.user
+                if marker in (comment.body or "") and user is not None and user.login in authors:
+                    existing = comment
+                    break
+        except Exception as exc:
+            self.out.comment_action = "failed"
+            self.warn(
+                f"PR #{pr_number}: could not list comments ({_describe(exc)}); no comment posted, to avoid a duplicate."
+            )
+            return
+        try:
+            if existing is None:
+                created = issue.create_comment(body)
+                self.out.comment_id = created.id
+                self.out.comment_action = "created"
+            elif existing.body == body:
+                self.out.comment_id = existing.id
+                self.out.comment_action = "unchanged"
+            else:
+                existing.edit(body)
+                self.out.comment_id = existing.id
+                self.out.comment_action = "edited"
+        except Exception as exc:
+            self.out.comment_action = "failed"
+            verb = "created" if existing is None else "edited"
+            self.warn(f"PR #{pr_number}: sticky comment not {verb} ({_describe(exc)}).")
+
+
+def comment_body(policy_id: str, report_md: str, *, limit: int = COMMENT_MAX_BYTES) -> str:
+    """The sticky comment: the marker, then the report, trimmed to `limit` bytes with a note."""
+    marker = comment_marker(policy_id)
+    body = report_md if marker in report_md else f"{marker}\n{report_md}"
+    data = body.encode("utf-8")
+    if len(data) <= limit:
+        return body
+    note = f"\n\n---\n_Comment trimmed to fit GitHub's size limit: {COMMENT_TRIM_HINT}._\n"
+    room = limit - len(note.encode("utf-8"))
+    head = data[:room].decode("utf-8", errors="ignore")
+    if marker not in head:
+        head = marker + "\n" + head[: max(0, len(head) - len(marker) - 1)]
+    return head + note
+
+
+def publish(
+    result: Mapping[str, Any],
+    report_md: str,
+    *,
+    token: str,
+    repository: str,
+    head_sha: str | None,
+    pr_number: int | None = None,
+    api_url: str = DEFAULT_API_URL,
+    comment: bool = True,
+    comment_author: str | None = None,
+    annotation_path: str = "result.json",
+    options: ClientOptions | None = None,
+    secrets: Iterable[str] = (),
+) -> PublishResult:
+    """Publish `result` (a parsed result.json). Never raises: failures come back as warnings."""
+    out = PublishResult()
+    scrub = _Scrubber([token, *secrets])
+    gh: Github | None = None
+    try:
+        payload = build_check_run(result, report_md, annotation_path=annotation_path)
+        gh = make_client(token, api_url, options)
+        publisher = _Publisher(gh, repository, out, scrub)
+        if head_sha:
+            publisher.check_run(head_sha, payload)
+        else:
+            publisher.warn("no head SHA known: no check run published.")
+        if not comment:
+            out.comment_action = "off"
+        elif pr_number is None:
+            out.comment_action = "skipped"
+        else:
+            policy_id = str(result["policy_id"])
+            publisher.sticky_comment(
+                pr_number, comment_marker(policy_id), comment_body(policy_id, report_md), comment_author
+            )
+    except Exception as exc:  # publishing must never change the outcome
+        message = scrub(f"publishing failed: {_describe(exc)}")
+        log.warning("%s", message)
+        out.warnings.append(message)
+    finally:
+        if gh is not None:
+            gh.close()
+    return out

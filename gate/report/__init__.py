@@ -1,0 +1,1 @@
+"""Renderers of a gate result: check-run payload, Markdown report."""
