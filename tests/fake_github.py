@@ -93,7 +93,7 @@ class FakeGitHub:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
 
@@ -367,6 +367,121 @@ class FakeGitHub:
             rels += [f'{link(page - 1)}; rel="prev"', f'{link(1)}; rel="first"']
         headers = {"Link": ", ".join(rels)} if rels else {}
         return 200, chunk, headers
+
+
+# ---- result.json fixtures (SPEC section 5) for the publishing tests ---------------------------
+EXIT_CODES = {"passed": 0, "quality_failed": 1, "evaluation_incomplete": 3, "review_required": 4}
+_BLOCKERS: dict[str, list[dict[str, Any]]] = {
+    "passed": [],
+    "quality_failed": [
+        {
+            "state": "quality_failed",
+            "kind": "false_pass_limit",
+            "slice": "billing-policy-critical",
+            "case_ids": ["refund-window-incorrect-012", "refund-window-incorrect-019"],
+            "message": "2 false passes in billing-policy-critical; max_false_passes is 0",
+        },
+        {
+            "state": "evaluation_incomplete",
+            "kind": "evaluator_errors",
+            "slice": "general",
+            "case_ids": ["general-shipping-004"],
+            "message": "1 evaluator error (timeout); max_evaluator_errors is 0",
+        },
+    ],
+    "evaluation_incomplete": [
+        {
+            "state": "evaluation_incomplete",
+            "kind": "budget_exhausted",
+            "slice": None,
+            "case_ids": ["general-shipping-007", "general-shipping-008"],
+            "message": "max_total_cost 0.02 USD reached; 2 cases not run",
+        },
+        {
+            "state": "evaluation_incomplete",
+            "kind": "unrun_cases",
+            "slice": "general",
+            "case_ids": ["general-shipping-007", "general-shipping-008"],
+            "message": "2 eligible cases were not run",
+        },
+    ],
+    "review_required": [
+        {
+            "state": "review_required",
+            "kind": "unstable_verdict",
+            "slice": "general",
+            "case_ids": ["general-refund-tone-003"],
+            "message": "repeats disagreed (pass, fail, pass)",
+        }
+    ],
+}
+
+
+def sample_result(state: str = "quality_failed", **overrides: Any) -> dict[str, Any]:
+    """A realistic result.json dict (schema_version 1) in `state`."""
+    blockers = [dict(b) for b in _BLOCKERS[state]]
+    unrun = sorted({c for b in blockers if b["kind"] in ("unrun_cases", "budget_exhausted") for c in b["case_ids"]})
+    result: dict[str, Any] = {
+        "schema_version": 1,
+        "policy_id": "refund-answer",
+        "policy_version": "2026-11-30.1",
+        "lane": "pr",
+        "state": state,
+        "exit_code": EXIT_CODES[state],
+        "blockers": blockers,
+        "counts": {
+            "eligible": 12,
+            "completed": 12 - len(unrun) - (1 if state == "quality_failed" else 0),
+            "errored": 1 if state == "quality_failed" else 0,
+            "withheld": 0,
+            "unrun": len(unrun),
+            "cached": 3,
+            "review": 1 if state == "review_required" else 0,
+        },
+        "unrun_case_ids": unrun,
+        "slices": {
+            "billing-policy-critical": {
+                "true_pass": 3,
+                "true_fail": 2,
+                "false_pass": 2 if state == "quality_failed" else 0,
+                "false_fail": 0,
+                "errors": 0,
+                "review": 0,
+                "unrun": 0,
+            },
+            "general": {
+                "true_pass": 4,
+                "true_fail": 1,
+                "false_pass": 0,
+                "false_fail": 0,
+                "errors": 1 if state == "quality_failed" else 0,
+                "review": 1 if state == "review_required" else 0,
+                "unrun": len(unrun),
+            },
+        },
+        "controls": {"ok": True, "failures": []},
+        "cost": {
+            "total": 0.0123456789,
+            "currency": "USD",
+            "input_tokens": 48210,
+            "output_tokens": 1630,
+            "http_attempts": 14,
+            "retries": 2,
+            "cached_calls": 3,
+            "by_slice": {"billing-policy-critical": 0.0061, "general": 0.0062456789},
+        },
+        "lineage": {
+            "policy_sha256": "a" * 64,
+            "dataset_sha256": "b" * 64,
+            "prompt_sha256": "c" * 64,
+            "metric_version": "3",
+            "evaluator_model": "gpt-4o-mini",
+            "ragas_version": "0.4.3",
+            "gate_version": "0.1.0",
+        },
+    }
+    result.update(overrides)
+    return result
 
 
 class _Handler(BaseHTTPRequestHandler):
