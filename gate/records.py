@@ -14,6 +14,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gate.errors import UsageError
 from gate.loading import format_validation_error
 
 SCHEMA_VERSION = 1
@@ -84,10 +85,8 @@ class Record(BaseModel):
         return max(0, len(self.attempts) - 1)
 
 
-class RecordsError(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class RecordsError(UsageError):
+    """A records file cannot be read: a usage error (exit 2) naming the file and line."""
 
 
 def _upgrade(obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,206 @@
+"""The `gate` command line: a thin layer over validate, run, decide and publish.
+
+Every user-facing error is one paragraph naming the file, the field and the fix; exit 2 for
+usage errors. ragas is never imported here: only `gate run` loads it, when a call is due.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+from gate import __version__
+from gate.errors import GateError, UsageError
+from gate.states import USAGE_ERROR_EXIT, Finding, State
+
+STATE_LABEL = {
+    State.QUALITY_FAILED: "quality_failed (the change is wrong)",
+    State.EVALUATION_INCOMPLETE: "evaluation_incomplete (the evidence is not complete)",
+    State.REVIEW_REQUIRED: "review_required (a person must look)",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"gate: {message}; run `{self.prog} --help` for the usage")
+
+
+def _cost(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-cost must be a number, not {value!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError("--max-cost must be greater than 0")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gate", description="A CI release gate for a reviewed pass/fail criterion judged by Ragas.")
+    p.add_argument("--version", action="version", version=f"ragas-gate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    v = sub.add_parser("validate", help="deterministic checks only, no network")
+    v.add_argument("--policy", required=True, help="the policy YAML file")
+    v.add_argument("--lane", default=None, help="check the controls of this lane only")
+    v.add_argument("--format", choices=["text", "json"], default="text")
+
+    r = sub.add_parser("run", help="judge a lane's cases and decide")
+    r.add_argument("--policy", required=True)
+    r.add_argument("--lane", default="pr", help="pr, release, scheduled or any lane the policy defines (default pr)")
+    r.add_argument("--out", default="gate-out", type=Path, help="output directory (default gate-out/)")
+    r.add_argument("--max-cost", type=_cost, default=None, help="a lower cost boundary than the policy's")
+    r.add_argument("--resume", action="store_true", help="reuse completed judgments in --out and the cache")
+    r.add_argument("--dry-run", action="store_true", help="print the plan and estimated cost; no model call")
+    r.add_argument(
+        "--cache-dir", type=Path, default=None, help="judgment cache (default: policy cache_dir or .gate-cache)"
+    )
+    r.add_argument("--no-cache", action="store_true", help="judge without the cache")
+
+    d = sub.add_parser("decide", help="re-apply the policy to recorded runs, no model call")
+    d.add_argument("--policy", required=True)
+    d.add_argument("--records", required=True, nargs="+", type=Path)
+    d.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
+    d.add_argument("--out", type=Path, default=None, help="write result.json and the reports here")
+    d.add_argument("--max-cost", type=_cost, default=None)
+
+    pub = sub.add_parser("publish", help="post the check run and the sticky PR comment for a result")
+    pub.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
+    return p
+
+
+def format_findings_text(findings: Sequence[Finding], out: IO[str]) -> None:
+    if not findings:
+        out.write("No findings: the policy and dataset validate clean.\n")
+        return
+    by_state: dict[State, list[Finding]] = {}
+    for f in findings:
+        by_state.setdefault(f.state, []).append(f)
+    for state in (State.QUALITY_FAILED, State.EVALUATION_INCOMPLETE, State.REVIEW_REQUIRED):
+        group = by_state.get(state, [])
+        if not group:
+            continue
+        kinds = Counter(f.kind for f in group)
+        out.write(
+            f"{STATE_LABEL[state]}: {len(group)} finding(s) ({', '.join(f'{k} {n}' for k, n in kinds.items())})\n"
+        )
+        for f in group:
+            ids = (
+                f" [cases: {', '.join(f.case_ids[:10])}{' ...' if len(f.case_ids) > 10 else ''}]" if f.case_ids else ""
+            )
+            out.write(f"  - {f.kind}: {f.message}{ids}\n")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from gate.cases import load_dataset
+    from gate.plan import LaneError
+    from gate.policy import load_policy
+    from gate.validate import run_validators
+
+    loaded = load_policy(args.policy)
+    if args.lane is not None and args.lane not in loaded.policy.lanes:
+        raise LaneError(
+            f"{args.policy}: lane {args.lane!r} is not defined under `lanes:`; fix: pass one of "
+            f"{', '.join(sorted(loaded.policy.lanes))}"
+        )
+    dataset = load_dataset(loaded)
+    findings = run_validators(loaded, dataset, args.lane)
+    blocking = [f for f in findings if f.state is not State.PASSED]
+    if args.format == "json":
+        json.dump(
+            {
+                "policy_id": loaded.policy.policy_id,
+                "cases": len(dataset.cases),
+                "policy_sha256": loaded.sha256,
+                "dataset_sha256": dataset.sha256,
+                "blocking": bool(blocking),
+                "counts": dict(Counter(f.state.value for f in findings)),
+                "findings": [f.to_dict() for f in findings],
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(
+            f"{args.policy}: policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), "
+            f"{len(dataset.cases)} cases, policy sha256 {loaded.sha256[:12]}, dataset sha256 {dataset.sha256[:12]}\n"
+        )
+        format_findings_text(findings, sys.stdout)
+    return 1 if blocking else 0
+
+
+def _print_outcome(result: dict[str, object], out_dir: Path | None) -> None:
+    from gate.report.markdown import render_summary
+
+    sys.stdout.write(render_summary(result))
+    if out_dir is not None:
+        sys.stdout.write(f"\nWrote {out_dir}/result.json, report.md, summary.md, junit.xml\n")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gate.run import RunOptions, run
+
+    cache_dir: Path | None = None if args.no_cache else (args.cache_dir or Path(".gate-cache"))
+    opts = RunOptions(
+        lane=args.lane,
+        out_dir=args.out,
+        max_cost=args.max_cost,
+        resume=args.resume,
+        dry_run=args.dry_run,
+        cache_dir=cache_dir,
+    )
+    decision = run(args.policy, opts)
+    if args.dry_run:
+        blocking = [b for b in decision.blockers if b.state is State.QUALITY_FAILED]
+        if blocking:
+            format_findings_text(blocking, sys.stdout)
+        return 1 if blocking else 0
+    _print_outcome(decision.result, args.out)
+    return decision.state.exit_code
+
+
+def cmd_decide(args: argparse.Namespace) -> int:
+    from gate.run import decide_from_records, write_outputs
+
+    decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost)
+    if args.out is not None:
+        write_outputs(args.out, decision)
+    _print_outcome(decision.result, args.out)
+    return decision.state.exit_code
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    import os
+
+    from gate.action import publish_result_dir
+
+    return publish_result_dir(args.result, os.environ)
+
+
+COMMANDS = {"validate": cmd_validate, "run": cmd_run, "decide": cmd_decide, "publish": cmd_publish}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except GateError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return USAGE_ERROR_EXIT
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return State.EVALUATION_INCOMPLETE.exit_code
+
+
+def main_entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    main_entry()

@@ -1,0 +1,481 @@
+"""The decision: a pure function from policy, plan, findings and records to a result.
+
+No I/O, no clock (today is an argument), no model. `gate run` and `gate decide` both end here,
+so re-applying a policy to recorded runs gives the same result the run gave.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.cases import Case
+from gate.plan import Plan
+from gate.policy import LoadedPolicy, Override
+from gate.records import Record
+from gate.states import Finding, State, overall_state
+
+RESULT_SCHEMA_VERSION = 1
+
+# Validator findings of these kinds stop the run before any model call (SPEC section 8).
+DETERMINISTIC_BLOCKERS = frozenset({"input_contract", "unknown_slice", "partition_leak", "control_missing"})
+# Errors that mean "not judged" rather than "the evaluator failed on this case".
+UNRUN_ERROR_KINDS = frozenset({"budget", "cancelled"})
+# Override names people write, mapped to the blocker kinds they waive.
+OVERRIDE_ALIASES = {"false_pass": "false_pass_limit", "false_fail": "false_fail_limit"}
+
+OUTCOMES = ("true_pass", "true_fail", "false_pass", "false_fail", "error", "review", "unrun", "withheld")
+
+
+@dataclass(frozen=True)
+class Lineage:
+    policy_sha256: str
+    dataset_sha256: str
+    prompt_sha256: str
+    metric_version: str
+    evaluator_model: str
+    ragas_version: str
+    gate_version: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CaseOutcome:
+    case: Case
+    bucket: str  # completed | errored | withheld | unrun
+    verdict: str | None = None
+    outcome: str = "unrun"  # one of OUTCOMES
+    reason: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    labels: list[str | None] = field(default_factory=list)
+    unstable: bool = False
+    needs_review: bool = False
+    called_model: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "case_id": c.case_id,
+            "slice": c.slice,
+            "partition": c.partition,
+            "control_role": c.expected_control_role,
+            "human_label": c.human_label,
+            "verdict": self.verdict,
+            "labels": self.labels,
+            "bucket": self.bucket,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "error_kind": self.error_kind,
+            "error_message": self.error_message,
+            "unstable": self.unstable,
+            "review": self.needs_review,
+        }
+
+
+def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
+    """One record per (case, repeat): an ok judgment beats an error beats a skip; later beats earlier.
+
+    A resumed run appends new records after old ones; the evidence that completed is what counts,
+    while every paid attempt still counts in cost (see `cost_summary`).
+    """
+    rank = {"ok": 2, "error": 1, "skipped": 0}
+    best: dict[tuple[str, int], Record] = {}
+    for r in records:
+        k = (r.case_id, r.repeat_index)
+        cur = best.get(k)
+        if cur is None or rank[r.status] >= rank[cur.status]:
+            best[k] = r
+    return best
+
+
+def majority(labels: Sequence[str]) -> str | None:
+    counts = Counter(labels).most_common()
+    if not counts:
+        return None
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return None
+    return counts[0][0]
+
+
+def classify(case: Case, plan: Plan, recs: dict[tuple[str, int], Record], blocked: bool) -> CaseOutcome:
+    withheld_ids = {c.case_id for c in plan.withheld}
+    judged = [recs[(case.case_id, i)] for i in range(plan.repeats) if (case.case_id, i) in recs]
+    called = any(r.attempts for r in judged)
+    if blocked:
+        return CaseOutcome(case, "unrun", called_model=called)
+    if case.case_id in withheld_ids and not judged:
+        return CaseOutcome(case, "withheld", outcome="withheld")
+    errored = [r for r in judged if r.status == "error" and r.error_kind not in UNRUN_ERROR_KINDS]
+    oks = [r for r in judged if r.status == "ok"]
+    if errored:
+        first = errored[0]
+        return CaseOutcome(
+            case,
+            "errored",
+            outcome="error",
+            error_kind=first.error_kind,
+            error_message=first.error_message,
+            labels=[r.judge_label for r in judged],
+            called_model=called,
+        )
+    if len(oks) < plan.repeats:
+        unrun_kinds = [r.error_kind for r in judged if r.status != "ok"]
+        return CaseOutcome(
+            case,
+            "unrun",
+            error_kind=unrun_kinds[0] if unrun_kinds else None,
+            error_message=next((r.error_message for r in judged if r.status != "ok"), None),
+            called_model=called,
+        )
+    labels = [r.judge_label or "" for r in sorted(oks, key=lambda r: r.repeat_index)]
+    verdict = majority(labels)
+    unstable = len(set(labels)) > 1
+    reason = next((r.judge_reason for r in oks if r.judge_label == verdict), oks[0].judge_reason)
+    out = CaseOutcome(
+        case,
+        "completed",
+        verdict=verdict,
+        reason=reason,
+        labels=list(labels),
+        unstable=unstable,
+        called_model=called,
+    )
+    human = case.human_label
+    if verdict is None or verdict == "review_required" or human == "review_required":
+        out.outcome = "review"
+        out.needs_review = True
+    elif human == "pass":
+        out.outcome = "true_pass" if verdict == "pass" else "false_fail"
+    else:
+        out.outcome = "true_fail" if verdict == "fail" else "false_pass"
+    if unstable:
+        out.needs_review = True
+    return out
+
+
+def _active_overrides(overrides: Sequence[Override], today: dt.date) -> tuple[dict[str, set[str]], list[Override]]:
+    waive: dict[str, set[str]] = defaultdict(set)
+    expired: list[Override] = []
+    for o in overrides:
+        if o.expires < today:
+            expired.append(o)
+            continue
+        waive[OVERRIDE_ALIASES.get(o.blocker, o.blocker)].update(o.case_ids)
+    return waive, expired
+
+
+def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
+    by_slice: dict[str, float] = defaultdict(float)
+    total = 0.0
+    for r in records:
+        total += r.cost
+        by_slice[r.slice] += r.cost
+    return {
+        "total": total,
+        "currency": currency,
+        "input_tokens": sum(r.input_tokens for r in records),
+        "output_tokens": sum(r.output_tokens for r in records),
+        "http_attempts": sum(len(r.attempts) for r in records),
+        "retries": sum(r.retries for r in records),
+        "cached_calls": sum(1 for r in records if r.cache == "hit"),
+        "by_slice": dict(sorted(by_slice.items())),
+    }
+
+
+@dataclass
+class Decision:
+    state: State
+    blockers: list[Finding]
+    waived: list[dict[str, Any]]
+    outcomes: list[CaseOutcome]
+    result: dict[str, Any]
+
+
+def decide(
+    loaded: LoadedPolicy,
+    plan: Plan,
+    findings: Sequence[Finding],
+    records: Sequence[Record],
+    lineage: Lineage,
+    today: dt.date,
+    *,
+    max_cost: float | None = None,
+    notes: Sequence[str] = (),
+) -> Decision:
+    policy = loaded.policy
+    blockers: list[Finding] = []
+    eligible_ids = set(plan.eligible_ids)
+    blocking_validators = [
+        f
+        for f in findings
+        if f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
+    ]
+    blocked = bool(blocking_validators)
+    blockers += list(findings)
+
+    relevant = [r for r in records if r.case_id in eligible_ids]
+    recs = best_records(relevant)
+    outcomes = [classify(c, plan, recs, blocked) for c in plan.eligible]
+    waive, expired = _active_overrides(policy.overrides, today)
+    waived: list[dict[str, Any]] = []
+
+    def add(state: State, kind: str, message: str, ids: Iterable[str], slice_: str | None = None) -> None:
+        ids = list(ids)
+        waived_ids = [i for i in ids if i in waive.get(kind, set())]
+        kept = [i for i in ids if i not in waive.get(kind, set())]
+        if waived_ids:
+            for o in policy.overrides:
+                if OVERRIDE_ALIASES.get(o.blocker, o.blocker) == kind and set(o.case_ids) & set(waived_ids):
+                    if o.expires < today:
+                        continue
+                    waived.append(
+                        {
+                            "override": o.id,
+                            "kind": kind,
+                            "case_ids": sorted(set(o.case_ids) & set(waived_ids)),
+                            "approver": o.approver,
+                            "reason": o.reason,
+                            "evidence": o.evidence,
+                            "expires": o.expires.isoformat(),
+                            "follow_up": o.follow_up,
+                        }
+                    )
+        if ids and not kept:
+            return
+        blockers.append(Finding(state, kind, message, case_ids=tuple(kept), slice=slice_))
+
+    # Controls: evaluator checks, not slice tallies.
+    control_failures: list[dict[str, Any]] = []
+    for o in outcomes:
+        role = o.case.expected_control_role
+        if role is None:
+            continue
+        if role == "missing_evidence":
+            if o.called_model:
+                control_failures.append(
+                    {"case_id": o.case.case_id, "role": role, "expected": "withheld", "got": o.verdict or "model call"}
+                )
+            continue
+        if o.bucket == "completed" and o.verdict != o.case.human_label:
+            control_failures.append(
+                {"case_id": o.case.case_id, "role": role, "expected": o.case.human_label, "got": o.verdict}
+            )
+    if control_failures:
+        detail = "; ".join(
+            f"{f['case_id']} ({f['role']}): expected {f['expected']}, got {f['got']}" for f in control_failures
+        )
+        add(
+            State.QUALITY_FAILED,
+            "control_failed",
+            f"controls did not separate, so no other verdict counts: {detail}",
+            [f["case_id"] for f in control_failures],
+        )
+
+    # Pairs: invariant verdicts must match, flip verdicts must differ.
+    pairs: dict[str, list[CaseOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.case.pair is not None:
+            pairs[o.case.pair.id].append(o)
+    for pair_id, members in sorted(pairs.items()):
+        if len(members) != 2 or any(m.bucket != "completed" or m.verdict is None for m in members):
+            continue
+        a, b = members
+        kind = a.case.pair.kind if a.case.pair else "invariant"
+        same = a.verdict == b.verdict
+        if (kind == "invariant" and not same) or (kind == "flip" and same):
+            want = "the same verdict" if kind == "invariant" else "different verdicts"
+            add(
+                State.QUALITY_FAILED,
+                "pair_violated",
+                f"{kind} pair {pair_id}: {a.case.case_id} got {a.verdict} and {b.case.case_id} got {b.verdict}; "
+                f"the pair must get {want}",
+                [a.case.case_id, b.case.case_id],
+            )
+
+    # Slice tallies: non-control cases only.
+    slices: dict[str, dict[str, int]] = {}
+    for name in sorted({*policy.slices, *(o.case.slice for o in outcomes if not o.case.is_control)}):
+        slices[name] = {
+            k: 0 for k in ("true_pass", "true_fail", "false_pass", "false_fail", "errors", "review", "unrun")
+        }
+    for o in outcomes:
+        if o.case.is_control:
+            continue
+        tally = slices[o.case.slice]
+        if o.outcome in ("true_pass", "true_fail", "false_pass", "false_fail"):
+            tally[o.outcome] += 1
+        elif o.bucket == "errored":
+            tally["errors"] += 1
+        elif o.bucket == "unrun":
+            tally["unrun"] += 1
+        if o.needs_review or (o.bucket == "withheld" and policy.missing_evidence == "review"):
+            tally["review"] += 1
+    for name in slices:
+        limit = policy.slices.get(name)
+        if limit is None:
+            continue  # unknown_slice is a validator finding
+        fp = [
+            o.case.case_id
+            for o in outcomes
+            if not o.case.is_control and o.case.slice == name and o.outcome == "false_pass"
+        ]
+        fp_counted = [i for i in fp if i not in waive.get("false_pass_limit", set())]
+        if len(fp_counted) > limit.max_false_passes:
+            add(
+                State.QUALITY_FAILED,
+                "false_pass_limit",
+                f"slice {name}: {len(fp_counted)} false pass(es), limit {limit.max_false_passes}: the judge passed "
+                "answers people failed",
+                fp,
+                name,
+            )
+        elif fp and len(fp_counted) < len(fp):
+            add(State.QUALITY_FAILED, "false_pass_limit", "", [i for i in fp if i not in fp_counted], name)
+        if limit.max_false_fails is not None:
+            ff = [
+                o.case.case_id
+                for o in outcomes
+                if not o.case.is_control and o.case.slice == name and o.outcome == "false_fail"
+            ]
+            ff_counted = [i for i in ff if i not in waive.get("false_fail_limit", set())]
+            if len(ff_counted) > limit.max_false_fails:
+                add(
+                    State.QUALITY_FAILED,
+                    "false_fail_limit",
+                    f"slice {name}: {len(ff_counted)} false fail(s), limit {limit.max_false_fails}: the judge failed "
+                    "answers people passed",
+                    ff,
+                    name,
+                )
+            elif ff and len(ff_counted) < len(ff):
+                add(State.QUALITY_FAILED, "false_fail_limit", "", [i for i in ff if i not in ff_counted], name)
+
+    # Review routes.
+    unstable = [o.case.case_id for o in outcomes if o.unstable]
+    if unstable:
+        add(
+            State.REVIEW_REQUIRED,
+            "unstable_verdict",
+            f"the judge disagreed with itself across {plan.repeats} repeats on {len(unstable)} case(s); a person decides",
+            unstable,
+        )
+    abstained = [o.case.case_id for o in outcomes if o.verdict == "review_required" and not o.unstable]
+    if abstained:
+        add(State.REVIEW_REQUIRED, "abstention", "the judge abstained (review_required) on these cases", abstained)
+    conflicts = [o.case.case_id for o in outcomes if o.case.human_label == "review_required"]
+    if conflicts:
+        add(
+            State.REVIEW_REQUIRED,
+            "label_conflict",
+            "reviewers did not settle the human label (review_required); adjudicate before they can gate",
+            conflicts,
+        )
+
+    # Evaluation completeness.
+    errored = [o for o in outcomes if o.bucket == "errored"]
+    if len(errored) > policy.limits.max_evaluator_errors:
+        kinds = Counter(o.error_kind or "unknown" for o in errored)
+        add(
+            State.EVALUATION_INCOMPLETE,
+            "evaluator_errors",
+            f"{len(errored)} evaluator error(s), limit {policy.limits.max_evaluator_errors} "
+            f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}); errors are neither pass nor fail",
+            [o.case.case_id for o in errored],
+        )
+    unrun = [o for o in outcomes if o.bucket == "unrun"]
+    no_key = [o.case.case_id for o in unrun if o.error_kind == "auth" and not o.called_model]
+    budget = [o.case.case_id for o in unrun if o.error_kind == "budget"]
+    budget_hit = budget or any(r.error_kind == "budget" for r in relevant)
+    if no_key:
+        add(
+            State.EVALUATION_INCOMPLETE,
+            "missing_credentials",
+            f"no API key in ${policy.evaluator.api_key_env}, so no case was judged; fix: set that secret",
+            no_key,
+        )
+    if budget_hit:
+        boundary = _boundary(policy.limits.max_total_cost, max_cost)
+        not_run = [o.case.case_id for o in unrun if o.case.case_id not in no_key]
+        add(
+            State.EVALUATION_INCOMPLETE,
+            "budget_exhausted",
+            f"the cost boundary ({boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged",
+            not_run,
+        )
+    else:
+        rest = [o for o in unrun if o.case.case_id not in no_key]
+        if rest:
+            why = "deterministic checks blocked, so no model call was made" if blocked else None
+            if why is None and control_failures:
+                why = "not scheduled after a control or pair failed"
+            if why is None and any(o.error_kind == "cancelled" for o in rest):
+                why = "the run was interrupted before they were judged"
+            add(
+                State.EVALUATION_INCOMPLETE,
+                "unrun_cases",
+                f"{len(rest)} eligible case(s) have no complete judgment" + (f": {why}" if why else ""),
+                [o.case.case_id for o in rest],
+            )
+    for ov in expired:
+        blockers.append(
+            Finding(
+                State.REVIEW_REQUIRED,
+                "expired_override",
+                f"override {ov.id} ({ov.blocker} for {', '.join(ov.case_ids)}, approved by {ov.approver}) expired on "
+                f"{ov.expires.isoformat()} and waives nothing; fix: renew it with a new review or remove it",
+                case_ids=tuple(ov.case_ids),
+            )
+        )
+
+    blockers = [b for b in blockers if b.state is not State.PASSED]
+    state = overall_state([b.state for b in blockers])
+    counts = {
+        "eligible": len(outcomes),
+        "completed": sum(1 for o in outcomes if o.bucket == "completed"),
+        "errored": len(errored),
+        "withheld": sum(1 for o in outcomes if o.bucket == "withheld"),
+        "unrun": len(unrun),
+        "cached": sum(1 for r in recs.values() if r.cache == "hit"),
+        "review": sum(
+            1
+            for o in outcomes
+            if o.needs_review
+            or (o.bucket == "withheld" and policy.missing_evidence == "review" and not o.case.is_control)
+        ),
+    }
+    price = policy.evaluator.price
+    cost = cost_summary(relevant, price.currency if price else "USD")
+    result: dict[str, Any] = {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "policy_id": policy.policy_id,
+        "policy_version": policy.policy_version,
+        "lane": plan.lane,
+        "state": state.value,
+        "exit_code": state.exit_code,
+        "blockers": [b.to_dict() for b in blockers],
+        "counts": counts,
+        "unrun_case_ids": [o.case.case_id for o in unrun],
+        "slices": slices,
+        "controls": {"ok": not control_failures, "failures": control_failures},
+        "cost": cost,
+        "lineage": lineage.to_dict(),
+        "waived": waived,
+        "overrides": [{**o.model_dump(mode="json"), "expired": o.expires < today} for o in policy.overrides],
+        "limits": {
+            "max_total_cost": _boundary(policy.limits.max_total_cost, max_cost),
+            "max_evaluator_errors": policy.limits.max_evaluator_errors,
+        },
+        "notes": list(notes),
+        "cases": [o.to_dict() for o in outcomes],
+    }
+    return Decision(state=state, blockers=blockers, waived=waived, outcomes=outcomes, result=result)
+
+
+def _boundary(policy_limit: float, flag: float | None) -> float:
+    return policy_limit if flag is None else min(policy_limit, flag)

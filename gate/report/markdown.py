@@ -1,0 +1,237 @@
+"""The PR comment body (report.md) and the job summary (summary.md), from a result dict.
+
+Pure. Everything that comes from case text, judge reasons or messages passes through `escape`,
+so a response that says `<img src=x>` or `[click](http://evil)` cannot break or hijack the comment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+STATE_ICON = {
+    "passed": "✅",
+    "quality_failed": "❌",
+    "evaluation_incomplete": "⚠️",
+    "review_required": "👀",
+}
+STATE_MEANING = {
+    "passed": "nothing blocks.",
+    "quality_failed": "the change is wrong (product or metric): fix it before merging.",
+    "evaluation_incomplete": "the evidence is not complete: fix the run (key, provider, budget), not the product.",
+    "review_required": "a person must look at the cases below before this can go ahead.",
+}
+STATE_ORDER = ("quality_failed", "evaluation_incomplete", "review_required")
+MAX_IDS_INLINE = 25
+MAX_REASON_CHARS = 280
+# GitHub caps comments near 64 KiB; keep a margin for the marker and the trim note.
+MAX_REPORT_BYTES = 60_000
+
+_ESCAPE_RE = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+
+
+def escape(text: object, limit: int | None = None) -> str:
+    """Neutralise Markdown, HTML and mentions in untrusted text; fold it onto one line."""
+    s = " ".join(str(text).split())
+    if limit is not None and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _ESCAPE_RE.sub(r"\\\1", s)
+    # "@team" would notify people; "https://" would autolink. Break both with a zero-width joiner.
+    s = s.replace("@", "@\u200d")
+    s = re.sub(r"(?i)(https?|ftp|www)(:|\.)", lambda m: m.group(1) + "\u200d" + m.group(2), s)
+    return s
+
+
+def code_id(case_id: object) -> str:
+    """Case ids in code spans; backticks inside are replaced so the span cannot be closed early."""
+    return "`" + str(case_id).replace("`", "'").replace("\n", " ") + "`"
+
+
+def id_list(ids: Sequence[Any], limit: int = MAX_IDS_INLINE) -> str:
+    shown = ", ".join(code_id(i) for i in ids[:limit])
+    more = len(ids) - limit
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def money(value: float, currency: str) -> str:
+    # Display only: result.json keeps the unrounded figure.
+    return f"{value:.4f} {currency}" if value < 1 else f"{value:.2f} {currency}"
+
+
+def marker(policy_id: str) -> str:
+    return f"<!-- ragas-gate:{policy_id} -->"
+
+
+LIST_ONLY_KINDS = frozenset({"unrun_cases", "budget_exhausted", "missing_credentials", "partition_leak"})
+MAX_DETAILED = 10
+
+
+def _blockers(result: Mapping[str, Any]) -> list[str]:
+    cases = {c["case_id"]: c for c in result.get("cases", [])}
+    blockers: list[Mapping[str, Any]] = result.get("blockers", [])
+    if not blockers:
+        return ["No blockers.", ""]
+    lines: list[str] = []
+    for state in STATE_ORDER:
+        group = [b for b in blockers if b.get("state") == state]
+        if not group:
+            continue
+        lines.append(f"#### {STATE_ICON[state]} {state} ({len(group)})")
+        for b in group:
+            where = f" · slice `{escape(b['slice'])}`" if b.get("slice") else ""
+            lines.append(f"- **{b['kind']}**{where}: {escape(b.get('message', ''), 600)}")
+            ids = [str(i) for i in b.get("case_ids") or []]
+            if b["kind"] in LIST_ONLY_KINDS:
+                if ids:
+                    lines.append(f"  - cases: {id_list(ids)}")
+                continue
+            detailed = [i for i in ids if i in cases][:MAX_DETAILED]
+            lines += [f"  - {code_id(i)}: {_case_detail(cases[i])}" for i in detailed]
+            rest = [i for i in ids if i not in detailed]
+            if rest:
+                lines.append(f"  - {'and ' if detailed else ''}{len(rest)} more: {id_list(rest)}")
+        lines.append("")
+    return lines
+
+
+def _case_detail(c: Mapping[str, Any]) -> str:
+    human = c.get("human_label")
+    verdict = c.get("verdict")
+    if c.get("bucket") == "errored":
+        return f"evaluator error `{c.get('error_kind')}`: {escape(c.get('error_message') or '', MAX_REASON_CHARS)}"
+    if c.get("bucket") == "withheld":
+        return "withheld (no reference evidence)"
+    if c.get("bucket") == "unrun":
+        return "not judged"
+    labels = c.get("labels") or []
+    votes = f" (votes: {', '.join(str(v) for v in labels)})" if len(labels) > 1 else ""
+    reason = c.get("reason")
+    why = f" — judge: “{escape(reason, MAX_REASON_CHARS)}”" if reason else ""
+    return f"human **{escape(human)}**, judge **{escape(verdict)}**{votes}{why}"
+
+
+def _slice_table(result: Mapping[str, Any], limits: Mapping[str, Any] | None) -> list[str]:
+    slices: Mapping[str, Mapping[str, int]] = result.get("slices", {})
+    if not slices:
+        return []
+    lines = [
+        "| slice | false pass | false fail | true pass | true fail | errors | review | unrun |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name, t in slices.items():
+        fp = f"**{t['false_pass']}**" if t["false_pass"] else "0"
+        ff = f"**{t['false_fail']}**" if t["false_fail"] else "0"
+        lines.append(
+            f"| `{escape(name)}` | {fp} | {ff} | {t['true_pass']} | {t['true_fail']} | {t['errors']} | "
+            f"{t['review']} | {t['unrun']} |"
+        )
+    return lines
+
+
+def _cost(result: Mapping[str, Any]) -> list[str]:
+    cost: Mapping[str, Any] = result.get("cost", {})
+    cur = cost.get("currency", "USD")
+    limits = result.get("limits") or {}
+    boundary = limits.get("max_total_cost")
+    bound = f" of a {money(boundary, cur)} boundary" if boundary is not None else ""
+    lines = [
+        f"**{money(cost.get('total', 0.0), cur)}**{bound} · {cost.get('input_tokens', 0)} input / "
+        f"{cost.get('output_tokens', 0)} output tokens · {cost.get('http_attempts', 0)} HTTP attempts "
+        f"({cost.get('retries', 0)} retries) · {cost.get('cached_calls', 0)} cached calls",
+    ]
+    by_slice: Mapping[str, float] = cost.get("by_slice", {})
+    if by_slice:
+        lines.append("")
+        lines.append("By slice: " + ", ".join(f"`{escape(k)}` {money(v, cur)}" for k, v in by_slice.items()))
+    return lines
+
+
+def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str:
+    state = str(result.get("state", "evaluation_incomplete"))
+    policy_id = str(result.get("policy_id", ""))
+    counts: Mapping[str, int] = result.get("counts", {})
+    lines: list[str] = []
+    if with_marker:
+        lines.append(marker(policy_id))
+    lines += [
+        f"## {STATE_ICON.get(state, '')} ragas-gate / {escape(policy_id)}: `{state}`",
+        "",
+        f"**{state}** — {STATE_MEANING.get(state, '')} Lane `{escape(result.get('lane', ''))}`, policy "
+        f"`{escape(policy_id)}` version `{escape(result.get('policy_version', ''))}`, exit code "
+        f"{result.get('exit_code')}.",
+        "",
+        f"Cases: {counts.get('eligible', 0)} eligible = {counts.get('completed', 0)} completed + "
+        f"{counts.get('errored', 0)} errored + {counts.get('withheld', 0)} withheld + {counts.get('unrun', 0)} unrun "
+        f"· {counts.get('review', 0)} need review · {counts.get('cached', 0)} judgments from cache",
+        "",
+        "### Blockers",
+        *_blockers(result),
+    ]
+    table = _slice_table(result, None)
+    if table:
+        lines += ["### Slices (controls excluded)", *table, ""]
+    controls = result.get("controls") or {}
+    if controls.get("failures"):
+        lines.append("### Controls: did not separate")
+        for f in controls["failures"]:
+            lines.append(
+                f"- {code_id(f['case_id'])} ({escape(f['role'])}): expected {escape(f['expected'])}, "
+                f"got {escape(f['got'])}"
+            )
+        lines.append("")
+    lines += ["### Cost", *_cost(result), ""]
+    unrun = list(result.get("unrun_case_ids") or [])
+    if unrun:
+        lines += [
+            f"### Unrun cases ({len(unrun)})",
+            "<details><summary>case ids</summary>",
+            "",
+            ", ".join(code_id(i) for i in unrun),
+            "",
+            "</details>",
+            "",
+        ]
+    waived = result.get("waived") or []
+    overrides = result.get("overrides") or []
+    if waived or overrides:
+        lines.append("### Overrides")
+        for o in overrides:
+            status = "**expired**" if o.get("expired") else f"until {escape(o.get('expires'))}"
+            lines.append(
+                f"- `{escape(o['id'])}` waives `{escape(o['blocker'])}` for {id_list(o.get('case_ids', []))} "
+                f"({status}); approver {escape(o.get('approver'))}; reason: {escape(o.get('reason'), 300)}; "
+                f"evidence: `{str(o.get('evidence', '')).replace('`', '')}`; follow-up: {escape(o.get('follow_up'))}"
+            )
+        for w in waived:
+            lines.append(
+                f"  - applied: `{escape(w['override'])}` waived `{escape(w['kind'])}` for {id_list(w['case_ids'])}"
+            )
+        lines.append("")
+    for note in result.get("notes") or []:
+        lines.append(f"> {escape(note)}")
+    lineage: Mapping[str, str] = result.get("lineage", {})
+    if lineage:
+        lines += [
+            "<details><summary>Lineage</summary>",
+            "",
+            *(f"- {k}: `{escape(v)}`" for k, v in lineage.items()),
+            "",
+            "</details>",
+        ]
+    return _cap("\n".join(lines) + "\n")
+
+
+def _cap(text: str) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= MAX_REPORT_BYTES:
+        return text
+    cut = data[:MAX_REPORT_BYTES].decode("utf-8", errors="ignore")
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return cut + "\n\n_Report trimmed to fit a PR comment; the full result is in result.json and junit.xml._\n"
+
+
+def render_summary(result: Mapping[str, Any]) -> str:
+    """The job summary: the same report, without the sticky-comment marker."""
+    return render_report(result, with_marker=False)

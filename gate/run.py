@@ -1,0 +1,519 @@
+"""`gate run`: plan, judge under a hard cost boundary, record, decide, write the outputs.
+
+I/O lives here; the decision itself is `gate.decide.decide`, a pure function, so `gate decide`
+on the records this writes gives the same result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from gate import __version__
+from gate.budget import Budget, Prices
+from gate.cases import Case, Dataset, load_dataset
+from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide
+from gate.judge import Evaluator, Judgment
+from gate.judge.render import RenderError, render_case
+from gate.plan import Plan, make_plan
+from gate.policy import LoadedPolicy, load_policy, today
+from gate.records import Record, RecordWriter, read_records
+from gate.report.junit import render_junit
+from gate.report.markdown import render_report, render_summary
+from gate.states import Finding, State
+from gate.validate import run_validators
+
+# An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
+# instructor system message with the response schema, model name and sampling fields.
+REQUEST_OVERHEAD_BYTES = 2_048
+
+
+@dataclass
+class RunOptions:
+    lane: str
+    out_dir: Path
+    max_cost: float | None = None
+    resume: bool = False
+    dry_run: bool = False
+    cache_dir: Path | None = None
+    progress: IO[str] | None = None
+
+
+EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
+
+
+def installed_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return ""
+
+
+def make_lineage(loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = ()) -> Lineage:
+    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas")
+    return Lineage(
+        policy_sha256=loaded.sha256,
+        dataset_sha256=dataset.sha256,
+        prompt_sha256=loaded.prompt_sha256,
+        metric_version=loaded.policy.metric.version,
+        evaluator_model=loaded.policy.evaluator.model,
+        ragas_version=ragas,
+        gate_version=__version__,
+    )
+
+
+def boundary(loaded: LoadedPolicy, max_cost: float | None) -> float:
+    limit = loaded.policy.limits.max_total_cost
+    return limit if max_cost is None else min(limit, max_cost)
+
+
+def prices(loaded: LoadedPolicy) -> Prices:
+    p = loaded.policy.evaluator.price
+    assert p is not None  # load_policy refuses a policy without prices
+    return Prices(p.input_per_mtok, p.output_per_mtok, p.currency)
+
+
+def prompt_bytes(loaded: LoadedPolicy, case: Case) -> int:
+    try:
+        return len(render_case(loaded.prompt_text, loaded.placeholders, case).prompt.encode("utf-8"))
+    except RenderError:
+        fields = sum(len((case.field_text(n) or "").encode("utf-8")) for n in loaded.placeholders)
+        return len(loaded.prompt_text.encode("utf-8")) + fields
+
+
+def current_input_sha256(loaded: LoadedPolicy, case: Case) -> str | None:
+    try:
+        return render_case(loaded.prompt_text, loaded.placeholders, case).input_sha256
+    except RenderError:
+        return None
+
+
+def judgment_upper_bound(loaded: LoadedPolicy, case: Case) -> float:
+    """What one attempt may cost at most: request bytes bound prompt tokens from above."""
+    ev = loaded.policy.evaluator
+    return prices(loaded).cost(prompt_bytes(loaded, case) + REQUEST_OVERHEAD_BYTES, ev.max_output_tokens)
+
+
+def judgment_typical(loaded: LoadedPolicy, case: Case) -> float:
+    """A typical cost: ~4 bytes a token, the schema message, a short JSON verdict."""
+    return prices(loaded).cost((prompt_bytes(loaded, case) + 1_200) // 4, 80)
+
+
+def blocking_findings(findings: Sequence[Finding]) -> list[Finding]:
+    return [
+        f
+        for f in findings
+        if f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
+    ]
+
+
+class Progress:
+    """A live line on a terminal; a plain line every ~10% or 15 s in CI logs."""
+
+    def __init__(self, total: int, stream: IO[str] | None) -> None:
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.stream = stream
+        self.tty = bool(stream is not None and stream.isatty())
+        self.started = time.monotonic()
+        self.last_plain = 0.0
+        self.step = max(1, total // 10)
+
+    def tick(self, judgment: Judgment, spent: float) -> None:
+        self.done += 1
+        if judgment.status == "error":
+            self.errors += 1
+        if self.stream is None:
+            return
+        line = (
+            f"gate: {self.done}/{self.total} judgments, {self.errors} errors, "
+            f"{spent:.4f} spent, {time.monotonic() - self.started:.0f}s"
+        )
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write("\r" + line + "   ")
+            if self.done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif self.done % self.step == 0 or self.done == self.total or now - self.last_plain >= 15:
+            self.last_plain = now
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.stream is not None and self.done != self.total:
+            self.stream.write("\n")
+
+
+@dataclass
+class Runner:
+    loaded: LoadedPolicy
+    dataset: Dataset
+    plan: Plan
+    evaluator: Evaluator
+    writer: RecordWriter
+    budget: Budget
+    lineage: Lineage
+    progress: Progress
+    reuse: dict[tuple[str, int], Record] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    emitted: list[Record] = field(default_factory=list)
+    stop_reason: str | None = None
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
+        return Record(
+            case_id=case.case_id,
+            slice=case.slice,
+            partition=case.partition,
+            control_role=case.expected_control_role,
+            human_label=case.human_label,
+            judge_label=j.label if j.status == "ok" else None,
+            judge_reason=j.reason if j.status == "ok" else None,
+            status=j.status,
+            error_kind=j.error_kind,
+            error_message=j.error_message,
+            repeat_index=repeat,
+            attempts=j.attempts,
+            input_tokens=j.input_tokens,
+            output_tokens=j.output_tokens,
+            cost=j.cost,
+            cache=j.cache,
+            prompt_sha256=j.prompt_sha256,
+            input_sha256=j.input_sha256,
+            metric_version=self.lineage.metric_version,
+            evaluator_model=self.lineage.evaluator_model,
+            ragas_version=self.evaluator.ragas_version,
+            policy_id=self.loaded.policy.policy_id,
+            policy_version=self.loaded.policy.policy_version,
+            policy_sha256=self.lineage.policy_sha256,
+            dataset_sha256=self.lineage.dataset_sha256,
+            gate_version=__version__,
+            lane=self.plan.lane,
+        )
+
+    def emit(self, record: Record) -> None:
+        self.writer.write(record)
+        self.records.append(record)
+        self.emitted.append(record)
+
+    async def judge_one(self, case: Case, repeat: int) -> None:
+        reused = self.reuse.get((case.case_id, repeat))
+        if reused is not None:
+            # Completed in an earlier attempt of this run: already in records.jsonl, nothing to pay.
+            self.records.append(reused)
+            return
+        try:
+            j = await self.evaluator.judge(case, repeat, self.budget)
+        except asyncio.CancelledError:
+            self.emit(
+                self.to_record(
+                    case,
+                    repeat,
+                    Judgment(status="skipped", error_kind="cancelled", error_message="interrupted while in flight"),
+                )
+            )
+            raise
+        self.emit(self.to_record(case, repeat, j))
+        self.progress.tick(j, self.budget.spent)
+        if j.error_kind == "budget" and self.stop_reason is None:
+            self.stop_reason = "budget"
+
+    async def run_phase(self, items: Sequence[tuple[Case, int]], after_case: Callable[[Case], None]) -> None:
+        queue: deque[tuple[Case, int]] = deque(items)
+        remaining: dict[str, int] = {}
+        for case, _ in items:
+            remaining[case.case_id] = remaining.get(case.case_id, 0) + 1
+
+        async def worker() -> None:
+            while queue and self.stop_reason is None:
+                case, repeat = queue.popleft()
+                await self.judge_one(case, repeat)
+                remaining[case.case_id] -= 1
+                if remaining[case.case_id] == 0:
+                    after_case(case)
+
+        n = min(self.loaded.policy.evaluator.max_concurrency, len(items))
+        workers = [asyncio.create_task(worker()) for _ in range(n)]
+        self.tasks.update(workers)
+        await asyncio.gather(*workers, return_exceptions=True)
+        self.tasks.difference_update(workers)
+
+    def verdict(self, case: Case) -> str | None:
+        labels = [r.judge_label for r in self.records if r.case_id == case.case_id and r.status == "ok"]
+        if len(labels) < self.plan.repeats:
+            return None
+        from gate.decide import majority
+
+        return majority([lbl or "" for lbl in labels])
+
+    def check_pair(self, case: Case) -> None:
+        if case.pair is None or self.stop_reason is not None:
+            return
+        mates = [c for c in self.plan.scheduled if c.pair and c.pair.id == case.pair.id and c.case_id != case.case_id]
+        if len(mates) != 1:
+            return
+        a, b = self.verdict(case), self.verdict(mates[0])
+        if a is None or b is None:
+            return
+        if (case.pair.kind == "invariant" and a != b) or (case.pair.kind == "flip" and a == b):
+            self.stop_reason = "pair_violated"
+
+    def controls_failed(self) -> bool:
+        for case in self.plan.scheduled:
+            if case.expected_control_role is None:
+                continue
+            v = self.verdict(case)
+            if v is not None and v != case.human_label:
+                return True
+        return False
+
+    def cancel(self) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = "cancelled"
+        for t in list(self.tasks):
+            t.cancel()
+
+    async def execute(self) -> None:
+        scheduled = self.plan.scheduled
+        controls = [c for c in scheduled if c.is_control]
+        others = [c for c in scheduled if not c.is_control]
+        reps = range(self.plan.repeats)
+        await self.run_phase([(c, i) for c in controls for i in reps], self.check_pair)
+        if self.stop_reason is None and self.controls_failed():
+            self.stop_reason = "control_failed"
+        if self.stop_reason is None:
+            await self.run_phase([(c, i) for c in others for i in reps], self.check_pair)
+
+
+def _reusable(loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan) -> dict[tuple[str, int], Record]:
+    """Completed judgments of an earlier run of this configuration that `--resume` may keep."""
+    cases = {c.case_id: c for c in plan.scheduled}
+    out: dict[tuple[str, int], Record] = {}
+    for r in prior:
+        case = cases.get(r.case_id)
+        if (
+            r.status != "ok"
+            or case is None
+            or r.policy_sha256 != loaded.sha256
+            or r.input_sha256 != current_input_sha256(loaded, case)
+        ):
+            continue
+        out[(r.case_id, r.repeat_index)] = r
+    return out
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_outputs(out_dir: Path, decision: Decision) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = decision.result
+    _write_json_atomic(out_dir / "result.json", result)
+    (out_dir / "report.md").write_text(render_report(result), encoding="utf-8")
+    (out_dir / "summary.md").write_text(render_summary(result), encoding="utf-8")
+    (out_dir / "junit.xml").write_text(render_junit(result), encoding="utf-8")
+
+
+def print_plan(
+    loaded: LoadedPolicy, plan: Plan, findings: Sequence[Finding], max_cost: float | None, out: IO[str]
+) -> None:
+    ev = loaded.policy.evaluator
+    cur = ev.price.currency if ev.price else "USD"
+    scheduled = plan.scheduled
+    upper = sum(judgment_upper_bound(loaded, c) for c in scheduled) * plan.repeats
+    typical = sum(judgment_typical(loaded, c) for c in scheduled) * plan.repeats
+    limit = boundary(loaded, max_cost)
+    out.write(f"Plan for lane {plan.lane!r} of policy {loaded.policy.policy_id} ({loaded.policy.policy_version})\n")
+    out.write(
+        f"  eligible: {len(plan.eligible)} cases ({sum(1 for c in plan.eligible if c.is_control)} controls first), "
+        f"withheld: {len(plan.withheld)}, judgments: {len(scheduled) * plan.repeats} "
+        f"({plan.repeats} per case), model {ev.model}\n"
+    )
+    out.write(f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur}; boundary {limit:g} {cur}\n")
+    if upper > limit:
+        fit, acc = 0, 0.0
+        for c in scheduled:
+            acc += judgment_upper_bound(loaded, c) * plan.repeats
+            if acc > limit:
+                break
+            fit += 1
+        out.write(f"  the worst case does not fit: at least the first {fit} cases fit under the boundary\n")
+    blocking = blocking_findings(findings)
+    if blocking:
+        out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
+    out.write("  order:\n")
+    held = {c.case_id for c in plan.withheld}
+    for i, c in enumerate(plan.eligible, start=1):
+        tag = (c.expected_control_role and f"control:{c.expected_control_role}") or c.partition
+        note = "  (withheld: no reference)" if c.case_id in held else ""
+        out.write(f"    {i:4d}. {c.case_id}  [{c.slice}, {tag}]{note}\n")
+
+
+def load_inputs(policy_path: str | Path, lane: str) -> tuple[LoadedPolicy, Dataset, Plan, list[Finding]]:
+    loaded = load_policy(policy_path)
+    dataset = load_dataset(loaded)
+    plan = make_plan(loaded, dataset, lane)
+    findings = run_validators(loaded, dataset, lane)
+    return loaded, dataset, plan, findings
+
+
+def default_factory(loaded: LoadedPolicy, api_key: str, cache_dir: Path | None) -> Evaluator:
+    # Imported here: this is the moment a model call is due, and only now is ragas worth loading.
+    from gate.judge import make_evaluator
+
+    return make_evaluator(loaded, api_key=api_key, cache_dir=cache_dir)
+
+
+async def _judge_all(runner: Runner) -> None:
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, runner.cancel)
+            installed.append(sig)
+    try:
+        await runner.execute()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await runner.evaluator.aclose()
+
+
+def run(
+    policy_path: str | Path,
+    opts: RunOptions,
+    *,
+    env: dict[str, str] | None = None,
+    factory: EvaluatorFactory = default_factory,
+    clock: Callable[[], dt.date] = today,
+) -> Decision:
+    env = dict(os.environ) if env is None else env
+    loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
+    out = opts.out_dir
+    progress_stream = opts.progress if opts.progress is not None else sys.stderr
+    if opts.dry_run:
+        print_plan(loaded, plan, findings, opts.max_cost, sys.stdout)
+        lineage = make_lineage(loaded, dataset)
+        return decide(
+            loaded, plan, findings, [], lineage, clock(), max_cost=opts.max_cost, notes=["dry run: no model call"]
+        )
+
+    out.mkdir(parents=True, exist_ok=True)
+    records_path = out / "records.jsonl"
+    prior: list[Record] = []
+    if opts.resume and records_path.exists():
+        prior = read_records(records_path)
+    elif records_path.exists():
+        records_path.unlink()  # a fresh run never mixes with an older one's evidence
+
+    notes: list[str] = []
+    new_records: list[Record] = []
+    lineage = make_lineage(loaded, dataset, prior)
+    api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
+    writer = RecordWriter(records_path)
+    try:
+        if blocking_findings(findings):
+            notes.append("deterministic checks blocked: no model call was made")
+        elif not api_key:
+            for case in plan.scheduled:
+                for i in range(plan.repeats):
+                    rec = Record(
+                        case_id=case.case_id,
+                        slice=case.slice,
+                        partition=case.partition,
+                        control_role=case.expected_control_role,
+                        human_label=case.human_label,
+                        status="skipped",
+                        error_kind="auth",
+                        error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
+                        repeat_index=i,
+                        metric_version=lineage.metric_version,
+                        evaluator_model=lineage.evaluator_model,
+                        ragas_version=lineage.ragas_version,
+                        policy_id=loaded.policy.policy_id,
+                        policy_version=loaded.policy.policy_version,
+                        policy_sha256=lineage.policy_sha256,
+                        dataset_sha256=lineage.dataset_sha256,
+                        gate_version=__version__,
+                        lane=plan.lane,
+                    )
+                    writer.write(rec)
+                    new_records.append(rec)
+        else:
+            budget = Budget(boundary(loaded, opts.max_cost))
+            # Money already spent by the interrupted run counts against the same boundary.
+            budget.spent = sum(r.cost for r in prior)
+            evaluator = factory(loaded, api_key, opts.cache_dir)
+            runner = Runner(
+                loaded=loaded,
+                dataset=dataset,
+                plan=plan,
+                evaluator=evaluator,
+                writer=writer,
+                budget=budget,
+                lineage=lineage,
+                progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream),
+                reuse=_reusable(loaded, prior, plan) if opts.resume else {},
+            )
+            asyncio.run(_judge_all(runner))
+            runner.progress.close()
+            new_records = runner.emitted
+            if runner.stop_reason == "cancelled":
+                notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
+            elif runner.stop_reason == "budget":
+                notes.append("the cost boundary stopped scheduling; completed evidence is kept")
+            elif runner.stop_reason in ("control_failed", "pair_violated"):
+                notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
+            if prior:
+                notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {records_path}")
+    finally:
+        writer.close()
+
+    all_records = prior + new_records
+    lineage = make_lineage(loaded, dataset, all_records)
+    decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
+    write_outputs(out, decision)
+    return decision
+
+
+def decide_from_records(
+    policy_path: str | Path,
+    record_paths: Sequence[Path],
+    lane: str | None,
+    max_cost: float | None = None,
+    clock: Callable[[], dt.date] = today,
+) -> Decision:
+    records: list[Record] = []
+    for p in record_paths:
+        records += read_records(p)
+    lanes = sorted({r.lane for r in records if r.lane})
+    if lane is None:
+        if len(lanes) != 1:
+            from gate.errors import UsageError
+
+            raise UsageError(
+                f"the records name {'no lane' if not lanes else 'several lanes: ' + ', '.join(lanes)}; "
+                "fix: pass --lane with the lane to decide"
+            )
+        lane = lanes[0]
+    loaded, dataset, plan, findings = load_inputs(policy_path, lane)
+    lineage = make_lineage(loaded, dataset, records)
+    return decide(loaded, plan, findings, records, lineage, clock(), max_cost=max_cost)
