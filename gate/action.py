@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import sys
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -230,6 +231,10 @@ def run_gate(ctx: ActionContext) -> int:
         return int(cli_main(gate_run_args(ctx)) or 0)
     except SystemExit as exc:  # argparse and friends
         return exc.code if isinstance(exc.code, int) else USAGE_ERROR_EXIT
+    except Exception as exc:  # a crash still gets a summary, outputs and a failed step
+        traceback.print_exc()
+        command("error", f"ragas-gate crashed: {type(exc).__name__}: {exc}")
+        return 1
     finally:
         os.chdir(previous)
 
