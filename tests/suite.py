@@ -36,8 +36,9 @@ def case(
     pair: dict[str, str] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One case. The response text names the case, so a fake provider can script per case."""
-    text = response if response is not None else f"Answer for {case_id}: refunds within 7 days."
+    """One case. The response names the case (so a fake provider can script per case) and carries
+    the fake provider's oracle marker for the human label, so an unscripted judge agrees with people."""
+    text = response if response is not None else f"Answer for {case_id}: refunds within 7 days. [[judge:{label}]]"
     out: dict[str, Any] = {
         "case_id": case_id,
         "partition": partition,

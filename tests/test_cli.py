@@ -1,0 +1,83 @@
+"""`gate validate` and the CLI's contract: exit codes, output, no traceback, no ragas import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from suite import case, controls, write_suite
+
+from gate.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "policies" / "example" / "policy.yaml"
+
+
+def test_example_policy_validates_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--policy", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "No findings" in out and "support-refunds" in out
+
+
+def test_validate_imports_no_ragas_and_opens_no_socket() -> None:
+    code = f"""
+import sys, socket
+def deny(*a, **k):
+    raise AssertionError("network used")
+socket.socket.connect = deny
+from gate.cli import main
+rc = main(["validate", "--policy", {str(EXAMPLE)!r}, "--format", "json"])
+assert "ragas" not in sys.modules, "ragas imported"
+assert "openai" not in sys.modules, "openai imported"
+sys.exit(rc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["blocking"] is False and data["findings"] == []
+    assert len(data["policy_sha256"]) == 64
+
+
+def test_blocking_findings_exit_1_grouped_by_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [*controls(), case("c-1", slice="mystery"), case("c-2", reference="")]
+    policy = write_suite(tmp_path, cases)
+    assert main(["validate", "--policy", str(policy)]) == 1
+    out = capsys.readouterr().out
+    assert "quality_failed" in out and "unknown_slice" in out and "missing_evidence" in out
+    assert "c-1" in out and "c-2" in out
+
+
+def test_json_format_lists_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [*controls(), case("c-1"), case("c-1")]
+    policy = write_suite(tmp_path, cases)
+    assert main(["validate", "--policy", str(policy), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["blocking"] is True
+    dup = [f for f in data["findings"] if f["kind"] == "input_contract" and "c-1" in f["case_ids"]]
+    assert dup and dup[0]["state"] == "quality_failed"
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["validate"], "--policy"),
+        (["validate", "--policy", "/nonexistent/policy.yaml"], "/nonexistent/policy.yaml"),
+        (["run", "--policy", "x.yaml", "--max-cost", "-1"], "--max-cost"),
+        (["frobnicate"], "frobnicate"),
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("version: 1\npolicy_id: x\n  metric: [unclosed\n")
+    assert main(["validate", "--policy", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "line" in err and "fix" in err
