@@ -7,12 +7,24 @@ in `gate.judge.ragas_judge` and is imported only when a model call is due.
 
 from __future__ import annotations
 
+import enum
+import importlib.metadata
+import os
+import random
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from gate.budget import Budget
 from gate.cases import Case
+from gate.judge.outcome import RetryTiming
 from gate.records import Attempt, CacheState, RecordErrorKind, Status
+
+if TYPE_CHECKING:
+    from gate.judge.ragas_judge import RagasEvaluator
+    from gate.policy import LoadedPolicy
+
+PROVIDER_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
 @dataclass
@@ -41,3 +53,67 @@ class Evaluator(Protocol):
     async def judge(self, case: Case, repeat_index: int, budget: Budget) -> Judgment: ...
 
     async def aclose(self) -> None: ...
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def ragas_version() -> str:
+    """The installed ragas version, read from package metadata (ragas is not imported)."""
+    return _dist_version("ragas")
+
+
+def instructor_version() -> str:
+    """The installed instructor version, read from package metadata (instructor is not imported)."""
+    return _dist_version("instructor")
+
+
+class _FromEnv(enum.Enum):
+    OPENAI_BASE_URL = "OPENAI_BASE_URL"
+
+
+FROM_ENV = _FromEnv.OPENAI_BASE_URL
+
+
+def resolve_base_url(policy_base_url: str | None, base_url_env: str | _FromEnv | None = FROM_ENV) -> str:
+    """Policy `evaluator.base_url`, else OPENAI_BASE_URL (read now unless given), else the provider default."""
+    if policy_base_url:
+        return policy_base_url
+    env = os.environ.get("OPENAI_BASE_URL") if isinstance(base_url_env, _FromEnv) else base_url_env
+    return env or PROVIDER_DEFAULT_BASE_URL
+
+
+def make_evaluator(
+    loaded: LoadedPolicy,
+    *,
+    api_key: str,
+    cache_dir: Path | None,
+    base_url_env: str | _FromEnv | None = FROM_ENV,
+    timing: RetryTiming | None = None,
+    rng: random.Random | None = None,
+    data_dir: Path | None = None,
+) -> RagasEvaluator:
+    """Build the Ragas-backed evaluator (imports ragas now; ~2 s once per process).
+
+    `api_key` is the value of the env var the policy names (the caller reads it; an empty key is
+    refused with JudgeConfigError, a UsageError). `cache_dir=None` turns the cache off.
+    `base_url_env` defaults to OPENAI_BASE_URL at call time. `timing` and `rng` set the retry
+    backoff (tests shrink it). `data_dir` is ragas' private XDG_DATA_HOME (default: under
+    `cache_dir`, else a temporary directory). Raises JudgeConfigError when the policy cannot be
+    honoured (no key, no prices, a model whose sampling settings ragas rewrites).
+    """
+    from gate.judge.ragas_judge import RagasEvaluator
+
+    return RagasEvaluator(
+        loaded,
+        api_key=api_key,
+        base_url=resolve_base_url(loaded.policy.evaluator.base_url, base_url_env),
+        cache_dir=cache_dir,
+        timing=timing,
+        rng=rng,
+        data_dir=data_dir,
+    )

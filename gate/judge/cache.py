@@ -1,0 +1,108 @@
+"""The judgment cache: SQLite in a cache directory, keyed by everything that shapes a verdict.
+
+Only successful judgments (`status: ok`) are stored. The key is the sha256 of the canonical JSON of
+`CacheKeyParts`: change any part (the metric, its prompt, labels or aliases, the model, the base
+URL's host, the sampling settings, the ragas or instructor version, any rendered input, the repeat
+index) and the cache misses.
+
+Concurrency: WAL journal, a busy timeout, one short autocommit statement per read or write and
+`INSERT OR IGNORE` (the first writer of a key wins; two writers of one key hold equivalent
+verdicts), so several processes (shards, parallel jobs) can share one cache directory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from gate.loading import canonical_json, sha256_hex
+
+CACHE_FILE = "judgments.sqlite3"
+KEY_SCHEMA = 1
+_BUSY_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class CacheKeyParts:
+    metric_name: str
+    metric_version: str
+    prompt_template: str
+    allowed_values: tuple[str, ...]
+    label_aliases: tuple[tuple[str, str], ...]  # sorted (alias, target) pairs
+    model: str
+    base_url_host: str
+    temperature: float
+    seed: int | None
+    max_output_tokens: int
+    ragas_version: str
+    instructor_version: str
+    input_sha256: tuple[tuple[str, str], ...]  # sorted (placeholder, sha256 of its rendered text)
+    repeat_index: int
+
+    def key(self) -> str:
+        return sha256_hex(canonical_json({"key_schema": KEY_SCHEMA, **asdict(self)}))
+
+
+def url_host(base_url: str) -> str:
+    """The host part of a base URL, lower-cased (the port and path do not change a verdict)."""
+    return (urlsplit(base_url).hostname or "").lower()
+
+
+@dataclass(frozen=True)
+class CachedVerdict:
+    label: str
+    reason: str
+
+
+class JudgmentCache:
+    """A process-safe store of ok verdicts. Open one per evaluator; close it with `close()`."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        self.path = cache_dir / CACHE_FILE
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        self._setup()
+
+    def _setup(self) -> None:
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS judgments ("
+                    " key TEXT PRIMARY KEY, label TEXT NOT NULL, reason TEXT NOT NULL,"
+                    " created_at REAL NOT NULL, parts TEXT NOT NULL)"
+                )
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def get(self, key: str) -> CachedVerdict | None:
+        with self._lock:
+            row = self._conn.execute("SELECT label, reason FROM judgments WHERE key = ?", (key,)).fetchone()
+        return None if row is None else CachedVerdict(label=str(row[0]), reason=str(row[1]))
+
+    def put(self, key: str, parts: CacheKeyParts, label: str, reason: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO judgments (key, label, reason, created_at, parts) VALUES (?, ?, ?, ?, ?)",
+                (key, label, reason, time.time(), canonical_json(asdict(parts))),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT COUNT(*) FROM judgments").fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

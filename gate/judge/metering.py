@@ -1,0 +1,207 @@
+"""Metering every HTTP attempt through httpx event hooks on the provider client.
+
+The evaluator's `httpx.AsyncClient` carries two hooks. Each judgment sets its own `JudgmentSink`
+in the `SINK` context variable (asyncio tasks copy the context, so concurrent judgments never see
+each other's sink; `asyncio.wait_for` copies the reference, so the hooks write into the same sink).
+
+- request hook, before anything is sent:
+  1. the wire contract: the user message must be the prompt we rendered, and `temperature`,
+     `seed` and the max-tokens field must be the policy's values, or the request is refused;
+  2. the budget: it reserves an upper bound of the attempt's cost, `len(request body in bytes)`
+     input tokens (a byte count bounds the token count) plus `max_output_tokens` output tokens, at
+     the policy's prices. `BudgetExhausted` is raised from the hook, so nothing is sent.
+- response hook: reads the body, records status, latency and the provider's `usage`, and settles
+  the reservation at the real cost (tokens x prices, unrounded; 0 when the response has no usage).
+
+An attempt abandoned without a response (timeout, dropped connection, cancellation) keeps its full
+reservation as spent (`settle(reservation, reservation.amount)`): the provider may have billed it
+and the hard cap must hold. Its record shows 0 tokens and 0 cost because nothing was reported, so
+a budget's `spent` can exceed the sum of the records' costs by those reservations, never the cap.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx2 as httpx
+
+from gate.budget import Budget, BudgetExhausted, Prices, Reservation
+from gate.judge.outcome import kind_for_status, parse_retry_after
+from gate.records import Attempt, RecordErrorKind
+
+
+class OutsideJudgment(RuntimeError):
+    """A request was made on the judge's client outside a judgment (nothing is sent)."""
+
+
+class WireContractError(RuntimeError):
+    """The request about to be sent differs from what the policy and the rendered prompt say."""
+
+
+@dataclass(frozen=True)
+class WireExpectations:
+    prompt: str
+    temperature: float
+    seed: int | None
+    max_output_tokens: int
+
+
+@dataclass
+class WireAttempt:
+    """One HTTP request as the hooks saw it."""
+
+    started: float
+    reservation: Reservation | None
+    status_code: int | None = None
+    latency_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    error_kind: RecordErrorKind | None = None
+    retry_after_s: float | None = None
+    content: str | None = None
+    finish_reason: str | None = None
+    done: bool = False
+
+    def to_attempt(self) -> Attempt:
+        return Attempt(
+            status_code=self.status_code,
+            latency_ms=round(self.latency_ms, 3),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            error_kind=self.error_kind,
+        )
+
+
+@dataclass
+class JudgmentSink:
+    budget: Budget
+    prices: Prices
+    expect: WireExpectations
+    attempts: list[WireAttempt] = field(default_factory=list)
+    refused: Literal["budget", "contract"] | None = None
+    refusal_message: str | None = None
+    _pending: dict[int, tuple[httpx.Request, WireAttempt]] = field(default_factory=dict)
+
+    def settle_pending(self, kind: RecordErrorKind) -> None:
+        """Close every attempt that got no response; keep its reservation as spent."""
+        now = time.monotonic()
+        for _req, attempt in list(self._pending.values()):
+            if attempt.done:
+                continue
+            attempt.done = True
+            attempt.latency_ms = (now - attempt.started) * 1000.0
+            attempt.error_kind = attempt.error_kind or kind
+            if attempt.reservation is not None:
+                self.budget.settle(attempt.reservation, attempt.reservation.amount)
+        self._pending.clear()
+
+    @property
+    def last(self) -> WireAttempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+SINK: contextvars.ContextVar[JudgmentSink | None] = contextvars.ContextVar("gate_judge_sink", default=None)
+
+
+def _user_text(body: Any) -> str | None:
+    if not isinstance(body, dict):
+        return None
+    users = [m for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    if len(users) != 1 or not isinstance(users[0].get("content"), str):
+        return None
+    content: str = users[0]["content"]
+    return content
+
+
+def check_wire(body: Any, expect: WireExpectations) -> str | None:
+    """Why this request body breaks the contract, or None when it is what the policy says."""
+    if not isinstance(body, dict):
+        return "the request body is not a JSON object"
+    if _user_text(body) != expect.prompt:
+        return "the user message on the wire is not the rendered prompt"
+    temp = body.get("temperature")
+    if not isinstance(temp, int | float) or not math.isclose(float(temp), expect.temperature, abs_tol=1e-12):
+        return f"temperature on the wire is {temp!r}, the policy says {expect.temperature!r}"
+    if body.get("seed") != expect.seed:
+        return f"seed on the wire is {body.get('seed')!r}, the policy says {expect.seed!r}"
+    max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+    if max_tokens != expect.max_output_tokens:
+        return f"max tokens on the wire is {max_tokens!r}, the policy says {expect.max_output_tokens!r}"
+    return None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+async def on_request(request: httpx.Request) -> None:
+    sink = SINK.get()
+    if sink is None:
+        raise OutsideJudgment("the judge's HTTP client was used outside a judgment")
+    body_bytes = request.content
+    try:
+        body = json.loads(body_bytes) if body_bytes else None
+    except ValueError:
+        body = None
+    problem = check_wire(body, sink.expect)
+    if problem is not None:
+        sink.refused = "contract"
+        sink.refusal_message = problem
+        raise WireContractError(problem)
+    bound = sink.prices.cost(len(body_bytes), sink.expect.max_output_tokens)
+    try:
+        reservation = sink.budget.reserve(bound)
+    except BudgetExhausted as exc:
+        sink.refused = "budget"
+        sink.refusal_message = f"budget boundary reached: {exc}"
+        raise
+    attempt = WireAttempt(started=time.monotonic(), reservation=reservation)
+    sink.attempts.append(attempt)
+    sink._pending[id(request)] = (request, attempt)
+
+
+async def on_response(response: httpx.Response) -> None:
+    sink = SINK.get()
+    if sink is None:
+        return
+    entry = sink._pending.get(id(response.request))
+    if entry is None:
+        return
+    _req, attempt = entry
+    await response.aread()
+    attempt.status_code = response.status_code
+    attempt.latency_ms = (time.monotonic() - attempt.started) * 1000.0
+    attempt.error_kind = kind_for_status(response.status_code)
+    attempt.retry_after_s = parse_retry_after(dict(response.headers))
+    try:
+        payload = json.loads(response.content) if response.content else None
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict):
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            attempt.input_tokens = _int(usage.get("prompt_tokens"))
+            attempt.output_tokens = _int(usage.get("completion_tokens"))
+        choices = payload.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            choice = choices[0]
+            fr = choice.get("finish_reason")
+            attempt.finish_reason = fr if isinstance(fr, str) else None
+            message = choice.get("message")
+            if isinstance(message, dict) and isinstance(message.get("content"), str):
+                attempt.content = message["content"]
+    attempt.cost = sink.prices.cost(attempt.input_tokens, attempt.output_tokens)
+    attempt.done = True
+    sink._pending.pop(id(response.request), None)
+    if attempt.reservation is not None:
+        sink.budget.settle(attempt.reservation, attempt.cost)
+
+
+def event_hooks() -> dict[str, list[Any]]:
+    return {"request": [on_request], "response": [on_response]}

@@ -1,0 +1,126 @@
+"""Pure rules of the judge's one retry layer and of reading a reply (no ragas, no network).
+
+- `kind_for_status`: HTTP status -> error kind (429 rate_limit, 408 timeout, 401/403 auth,
+  5xx server_error, any other 4xx bad_request).
+- `RetryTiming` / `backoff_delay`: capped exponential backoff with jitter; a Retry-After (or
+  retry-after-ms) header is honoured, capped at `retry_after_cap_s`.
+- `RETRYABLE`: the only kinds a policy may list in `retry_on`. A verdict, a parse_error, an
+  invalid_label, auth and bad_request are never retried, whatever the policy says.
+- `interpret_reply`: the strict reading of a reply's message content: a JSON object (no fence, no
+  prose) with a `value` that is an allowed label exactly (or a declared alias) and a non-empty
+  `reason`. Anything else is an error, never a label.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gate.records import RecordErrorKind
+
+RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+
+
+def kind_for_status(code: int) -> RecordErrorKind | None:
+    if 200 <= code < 300:
+        return None
+    if code == 429:
+        return "rate_limit"
+    if code == 408:
+        return "timeout"
+    if code in (401, 403):
+        return "auth"
+    if code >= 500:
+        return "server_error"
+    return "bad_request"
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` (seconds or an HTTP date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, float(when.timestamp()) - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True)
+class RetryTiming:
+    """How long to wait between attempts. Defaults suit a real provider; tests shrink them."""
+
+    base_s: float = 0.5  # first backoff
+    cap_s: float = 8.0  # longest backoff
+    retry_after_cap_s: float = 30.0  # longest wait a Retry-After header can ask for
+    jitter: float = 0.5  # a backoff d is drawn from [d * (1 - jitter), d]
+
+
+def backoff_delay(timing: RetryTiming, retry_number: int, retry_after: float | None, rng: random.Random) -> float:
+    """Delay before retry `retry_number` (1 = the second attempt)."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), timing.retry_after_cap_s)
+    d = min(timing.cap_s, timing.base_s * float(2 ** max(retry_number - 1, 0)))
+    return max(0.0, d * (1.0 - timing.jitter * rng.random()))
+
+
+@dataclass(frozen=True)
+class ReplyReading:
+    label: str | None  # an allowed value (after aliases) when the reply is usable
+    reason: str | None
+    error_kind: RecordErrorKind | None  # parse_error or invalid_label when unusable
+    message: str | None
+    aliased_from: str | None = None
+
+
+def _clip(text: str, n: int = 80) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def interpret_reply(content: str | None, allowed: Sequence[str], aliases: Mapping[str, str]) -> ReplyReading:
+    """Read a reply's content strictly. Errors are never turned into labels."""
+    if content is None or not content.strip():
+        return ReplyReading(None, None, "parse_error", "the reply has no content")
+    try:
+        obj = json.loads(content)
+    except ValueError:
+        return ReplyReading(
+            None, None, "parse_error", f"the reply is not a bare JSON object (prose or a fence?): {_clip(content)!r}"
+        )
+    if not isinstance(obj, dict):
+        return ReplyReading(None, None, "parse_error", f"the reply is JSON but not an object: {_clip(content)!r}")
+    value = obj.get("value")
+    reason = obj.get("reason")
+    if not isinstance(value, str):
+        return ReplyReading(None, None, "parse_error", "the reply has no `value` string")
+    if not isinstance(reason, str) or not reason.strip():
+        return ReplyReading(
+            None, None, "parse_error", f"the reply for {_clip(value)!r} has a missing or empty `reason`"
+        )
+    if value in allowed:
+        return ReplyReading(value, reason, None, None)
+    if value in aliases and aliases[value] in allowed:
+        return ReplyReading(aliases[value], reason, None, None, aliased_from=value)
+    return ReplyReading(
+        None,
+        None,
+        "invalid_label",
+        f"the judge answered {_clip(value)!r}, which is not one of {list(allowed)}"
+        + (f" or a declared alias {sorted(aliases)}" if aliases else " (labels are exact; no aliases are declared)"),
+    )

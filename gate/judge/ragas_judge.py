@@ -1,0 +1,415 @@
+"""The Ragas-backed evaluator: `ragas.metrics.DiscreteMetric` + `ragas.llms.llm_factory`.
+
+Importing this module does not import ragas, openai or instructor: `RagasEvaluator.__init__` does,
+after `prepare_ragas_environment` has turned telemetry off (`RAGAS_DO_NOT_TRACK=true`) and pointed
+`XDG_DATA_HOME` at a private directory (ragas writes a `ragas/uuid.json` there).
+
+One judgment = up to `evaluator.retries.max_attempts` HTTP requests, each one `ascore` call:
+- openai gets `max_retries=0`; instructor gets `max_retries=0`, which in instructor 1.17.0 means
+  "retries after the first attempt" (tenacity `stop_after_attempt(max_retries + 1)`), so no re-ask;
+  API errors are not retried by instructor at all (it wraps them in InstructorRetryException).
+- our loop retries only the kinds in both `retry_on` and RETRYABLE, with `backoff_delay` between
+  attempts; each attempt is bounded by `asyncio.wait_for(timeout_s)` and the client's own timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gate.budget import Budget, Prices
+from gate.cases import Case
+from gate.errors import UsageError
+from gate.judge import Judgment, instructor_version, ragas_version
+from gate.judge.cache import CacheKeyParts, JudgmentCache, url_host
+from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
+from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
+from gate.judge.render import RenderedInput, RenderError, render_case
+from gate.policy import LoadedPolicy
+from gate.records import RecordErrorKind
+
+log = logging.getLogger("gate.judge")
+
+MAX_MESSAGE = 500
+
+
+class JudgeConfigError(UsageError):
+    """The evaluator cannot honour the policy as written (a usage error: fix the policy)."""
+
+
+def prepare_ragas_environment(data_dir: Path | None) -> Path:
+    """Telemetry off and a private XDG_DATA_HOME, before ragas is imported. Returns the data dir."""
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    if data_dir is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="ragas-gate-data-"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["XDG_DATA_HOME"] = str(data_dir)
+    try:  # an earlier import may have cached the answer before the variable was set
+        import sys
+
+        analytics = sys.modules.get("ragas._analytics")
+        if analytics is not None:
+            analytics.do_not_track.cache_clear()
+    except AttributeError:
+        pass
+    return data_dir
+
+
+@dataclass
+class _Outcome:
+    label: str | None = None
+    reason: str | None = None
+    kind: RecordErrorKind | None = None
+    message: str | None = None
+    retry_after: float | None = None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(seen) < 12 and all(cur is not s for s in seen):
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+class RagasEvaluator:
+    """Implements `gate.judge.Evaluator`. Build it with `gate.judge.make_evaluator`."""
+
+    def __init__(
+        self,
+        loaded: LoadedPolicy,
+        *,
+        api_key: str,
+        base_url: str,
+        cache_dir: Path | None,
+        timing: RetryTiming | None = None,
+        rng: random.Random | None = None,
+        data_dir: Path | None = None,
+    ) -> None:
+        if not api_key:
+            raise JudgeConfigError(
+                f"no API key: the environment variable `{loaded.policy.evaluator.api_key_env}` is empty or unset"
+            )
+        ev = loaded.policy.evaluator
+        if ev.price is None:
+            raise JudgeConfigError(
+                f"`evaluator.price` is missing for model {ev.model!r}; fix: add reviewed prices to the policy"
+            )
+        self.loaded = loaded
+        self.base_url = base_url
+        self.prices = Prices(ev.price.input_per_mtok, ev.price.output_per_mtok, ev.price.currency)
+        self.timing = timing or RetryTiming()
+        self._rng = rng or random.Random()
+        self._api_key = api_key
+        self.ragas_version = ragas_version()
+        self.instructor_version = instructor_version()
+        self._sem: asyncio.Semaphore | None = None
+        self.cache = JudgmentCache(cache_dir) if cache_dir is not None else None
+
+        if data_dir is None and cache_dir is not None:
+            data_dir = cache_dir / "ragas-data"
+        prev_xdg = os.environ.get("XDG_DATA_HOME")
+        prepare_ragas_environment(data_dir)
+        try:
+            import httpx2 as httpx
+            import openai
+            from ragas.llms import llm_factory
+            from ragas.metrics import DiscreteMetric
+
+            for name in ("instructor", "ragas"):
+                # our records carry every failure; their loggers would print each one again
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+            self._openai = openai
+            connect = min(ev.timeout_s, 10.0)
+            self._http = httpx.AsyncClient(
+                event_hooks=event_hooks(),
+                timeout=httpx.Timeout(ev.timeout_s, connect=connect),
+                limits=httpx.Limits(
+                    max_connections=ev.max_concurrency + 4, max_keepalive_connections=ev.max_concurrency
+                ),
+            )
+            self._client = openai.AsyncOpenAI(
+                api_key=api_key,
+                base_url=base_url,
+                max_retries=0,
+                timeout=httpx.Timeout(ev.timeout_s, connect=connect),
+                http_client=self._http,
+            )
+            model_kwargs: dict[str, Any] = {
+                "temperature": ev.temperature,
+                "max_tokens": ev.max_output_tokens,
+                "max_retries": 0,
+            }
+            if ev.seed is not None:
+                model_kwargs["seed"] = ev.seed
+            self._llm: Any = llm_factory(ev.model, client=self._client, **model_kwargs)
+            self._metric = DiscreteMetric(
+                name=loaded.policy.metric.name,
+                allowed_values=list(loaded.policy.metric.allowed_values),
+                prompt=loaded.prompt_text,
+            )
+        finally:
+            # ragas resolved its data dir when llm_factory built its first event; put ours back
+            if prev_xdg is None:
+                os.environ.pop("XDG_DATA_HOME", None)
+            else:
+                os.environ["XDG_DATA_HOME"] = prev_xdg
+        self._check_sampling()
+
+    # -- configuration ---------------------------------------------------------------------------
+    def _check_sampling(self) -> None:
+        """Refuse a model for which ragas would rewrite the policy's sampling settings."""
+        ev = self.loaded.policy.evaluator
+        mapped: dict[str, Any] = self._llm._map_provider_params()  # what ragas will put on the wire
+        temp = mapped.get("temperature")
+        max_tokens = mapped.get("max_tokens", mapped.get("max_completion_tokens"))
+        if not isinstance(temp, int | float) or not math.isclose(float(temp), ev.temperature):
+            raise JudgeConfigError(
+                f"ragas {self.ragas_version} sends temperature {temp!r} for model {ev.model!r} (a reasoning "
+                f"model), not the policy's {ev.temperature!r}; fix: set `evaluator.temperature: {temp}`"
+            )
+        if max_tokens != ev.max_output_tokens or mapped.get("seed") != ev.seed:
+            raise JudgeConfigError(
+                f"ragas {self.ragas_version} would not send the policy's max_output_tokens/seed for {ev.model!r}"
+            )
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.loaded.policy.evaluator.max_concurrency)
+        return self._sem
+
+    def render(self, case: Case) -> RenderedInput:
+        return render_case(self.loaded.prompt_text, self.loaded.placeholders, case)
+
+    def key_parts(self, rendered: RenderedInput, repeat_index: int) -> CacheKeyParts:
+        p = self.loaded.policy
+        ev = p.evaluator
+        return CacheKeyParts(
+            metric_name=p.metric.name,
+            metric_version=p.metric.version,
+            prompt_template=self.loaded.prompt_text,
+            allowed_values=tuple(p.metric.allowed_values),
+            label_aliases=tuple(sorted(p.metric.label_aliases.items())),
+            model=ev.model,
+            base_url_host=url_host(self.base_url),
+            temperature=float(ev.temperature),
+            seed=ev.seed,
+            max_output_tokens=ev.max_output_tokens,
+            ragas_version=self.ragas_version,
+            instructor_version=self.instructor_version,
+            input_sha256=tuple(sorted(rendered.field_sha256.items())),
+            repeat_index=repeat_index,
+        )
+
+    def cache_key(self, case: Case, repeat_index: int) -> str:
+        """The cache key of one judgment (raises RenderError when the case cannot be rendered)."""
+        return self.key_parts(self.render(case), repeat_index).key()
+
+    def cached(self, case: Case, repeat_index: int) -> Judgment | None:
+        """The cached judgment, without any call, or None (no cache, a miss, or unrenderable)."""
+        if self.cache is None:
+            return None
+        try:
+            rendered = self.render(case)
+        except RenderError:
+            return None
+        hit = self.cache.get(self.key_parts(rendered, repeat_index).key())
+        if hit is None:
+            return None
+        return Judgment(
+            status="ok",
+            label=hit.label,
+            reason=hit.reason,
+            cache="hit",
+            prompt_sha256=rendered.prompt_sha256,
+            input_sha256=rendered.input_sha256,
+        )
+
+    # -- judging ---------------------------------------------------------------------------------
+    async def judge(self, case: Case, repeat_index: int, budget: Budget) -> Judgment:
+        try:
+            rendered = self.render(case)
+        except RenderError as exc:
+            return Judgment(status="error", error_kind="bad_request", error_message=f"input contract: {exc.message}")
+        parts = self.key_parts(rendered, repeat_index)
+        key = parts.key()
+        if self.cache is not None:
+            try:
+                hit = self.cache.get(key)
+            except Exception as exc:  # a broken cache is a miss, never a failed judgment
+                log.warning("judgment cache read failed (%s); judging instead", type(exc).__name__)
+                hit = None
+            if hit is not None:
+                return Judgment(
+                    status="ok",
+                    label=hit.label,
+                    reason=hit.reason,
+                    cache="hit",
+                    prompt_sha256=rendered.prompt_sha256,
+                    input_sha256=rendered.input_sha256,
+                )
+        ev = self.loaded.policy.evaluator
+        sink = JudgmentSink(
+            budget=budget,
+            prices=self.prices,
+            expect=WireExpectations(
+                prompt=rendered.prompt,
+                temperature=float(ev.temperature),
+                seed=ev.seed,
+                max_output_tokens=ev.max_output_tokens,
+            ),
+        )
+        token = SINK.set(sink)
+        try:
+            outcome = await self._attempts(rendered, sink)
+        finally:
+            sink.settle_pending("cancelled")
+            SINK.reset(token)
+
+        attempts = [a.to_attempt() for a in sink.attempts]
+        judgment = Judgment(
+            status="ok",
+            attempts=attempts,
+            input_tokens=sum(a.input_tokens for a in sink.attempts),
+            output_tokens=sum(a.output_tokens for a in sink.attempts),
+            cost=math.fsum(a.cost for a in sink.attempts),
+            cache="miss" if self.cache is not None else "off",
+            prompt_sha256=rendered.prompt_sha256,
+            input_sha256=rendered.input_sha256,
+        )
+        if outcome.kind is None and outcome.label is not None:
+            judgment.label = outcome.label
+            judgment.reason = outcome.reason
+            if self.cache is not None:
+                try:
+                    self.cache.put(key, parts, outcome.label, outcome.reason or "")
+                except Exception as exc:
+                    log.warning("judgment cache write failed (%s)", type(exc).__name__)
+            return judgment
+        judgment.status = "skipped" if outcome.kind == "budget" and not sink.attempts else "error"
+        judgment.error_kind = outcome.kind or "parse_error"
+        judgment.error_message = self._scrub(outcome.message or "no usable reply")
+        return judgment
+
+    async def _attempts(self, rendered: RenderedInput, sink: JudgmentSink) -> _Outcome:
+        ev = self.loaded.policy.evaluator
+        retry_on = set(ev.retries.retry_on) & RETRYABLE
+        retry_number = 0
+        while True:
+            outcome = await self._one_attempt(rendered, sink)
+            if outcome.kind is None or outcome.kind not in retry_on:
+                return outcome
+            if len(sink.attempts) >= ev.retries.max_attempts:
+                n = len(sink.attempts)
+                outcome.message = f"{outcome.message} (gave up after {n} attempt{'s' if n != 1 else ''})"
+                return outcome
+            retry_number += 1
+            await asyncio.sleep(backoff_delay(self.timing, retry_number, outcome.retry_after, self._rng))
+
+    async def _one_attempt(self, rendered: RenderedInput, sink: JudgmentSink) -> _Outcome:
+        timeout_s = self.loaded.policy.evaluator.timeout_s
+        sent_before = len(sink.attempts)
+        async with self._semaphore():
+            try:
+                result = await asyncio.wait_for(self._metric.ascore(llm=self._llm, **rendered.kwargs), timeout_s)
+            except TimeoutError:
+                sink.settle_pending("timeout")
+                return _Outcome(kind="timeout", message=f"no reply within timeout_s={timeout_s:g}")
+            except Exception as exc:
+                outcome = self._classify(exc, sink, sent_before)
+                sink.settle_pending("timeout" if outcome.kind == "timeout" else "connection")
+                self._mark_last(sink, sent_before, outcome.kind)
+                return outcome
+        sink.settle_pending("connection")
+        value = getattr(result, "value", None)
+        reason = getattr(result, "reason", None)
+        allowed = self.loaded.policy.metric.allowed_values
+        if not isinstance(value, str) or value not in allowed:
+            outcome = _Outcome(kind="invalid_label", message=f"ragas returned {value!r}, not one of {allowed}")
+        elif not isinstance(reason, str) or not reason.strip():
+            outcome = _Outcome(kind="parse_error", message=f"the reply for {value!r} has a missing or empty `reason`")
+        else:
+            outcome = _Outcome(label=value, reason=reason)
+        self._mark_last(sink, sent_before, outcome.kind)
+        return outcome
+
+    @staticmethod
+    def _mark_last(sink: JudgmentSink, sent_before: int, kind: RecordErrorKind | None) -> None:
+        """Give this attempt's answered 2xx request the judgment's reading of its reply."""
+        if len(sink.attempts) > sent_before:
+            last = sink.attempts[-1]
+            if last.status_code is not None and kind_for_status(last.status_code) is None:
+                last.error_kind = kind
+
+    def _classify(self, exc: Exception, sink: JudgmentSink, sent_before: int) -> _Outcome:
+        openai = self._openai
+        if sink.refused == "budget":
+            return _Outcome(kind="budget", message=sink.refusal_message)
+        if sink.refused == "contract":
+            return _Outcome(kind="bad_request", message=f"wire contract: {sink.refusal_message}")
+        last = sink.attempts[-1] if len(sink.attempts) > sent_before else None
+        for e in _chain(exc):
+            name = type(e).__name__
+            if name == "IncompleteOutputException":
+                return _Outcome(
+                    kind="parse_error",
+                    message=(
+                        "finish_reason length: the reply was cut at max_output_tokens="
+                        f"{self.loaded.policy.evaluator.max_output_tokens}; fix: raise evaluator.max_output_tokens"
+                    ),
+                )
+            if isinstance(e, openai.APIStatusError):
+                code = e.status_code
+                kind = kind_for_status(code) or "bad_request"
+                retry_after = last.retry_after_s if last is not None else None
+                return _Outcome(kind=kind, message=f"HTTP {code}: {self._api_message(e)}", retry_after=retry_after)
+            if isinstance(e, openai.APITimeoutError):
+                return _Outcome(kind="timeout", message="the provider did not answer within the client timeout")
+            if isinstance(e, openai.APIConnectionError):
+                cause = e.__cause__
+                detail = f" ({type(cause).__name__})" if cause is not None else ""
+                return _Outcome(kind="connection", message=f"connection error{detail}")
+        if last is not None and last.status_code is not None and kind_for_status(last.status_code) is None:
+            if last.finish_reason == "length":
+                return _Outcome(kind="parse_error", message="finish_reason length: the reply was cut off")
+            reading = interpret_reply(
+                last.content, self.loaded.policy.metric.allowed_values, self.loaded.policy.metric.label_aliases
+            )
+            if reading.error_kind is not None:
+                return _Outcome(kind=reading.error_kind, message=reading.message)
+            if reading.aliased_from is not None:
+                return _Outcome(label=reading.label, reason=reading.reason)
+            return _Outcome(kind="parse_error", message=f"ragas rejected the reply: {type(exc).__name__}")
+        return _Outcome(kind="bad_request", message=f"unexpected evaluator error: {type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _api_message(e: Any) -> str:
+        body = getattr(e, "body", None)
+        if isinstance(body, dict):
+            msg = body.get("message")
+            if isinstance(msg, str):
+                return msg
+            err = body.get("error")
+            if isinstance(err, dict) and isinstance(err.get("message"), str):
+                return str(err["message"])
+        return json.dumps(body)[:200] if body is not None else type(e).__name__
+
+    def _scrub(self, message: str) -> str:
+        if self._api_key:
+            message = message.replace(self._api_key, "***")
+        return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        await self._http.aclose()
+        if self.cache is not None:
+            self.cache.close()

@@ -1,0 +1,30 @@
+"""Shared fixtures.
+
+- `fake_openai`: a started `FakeOpenAI` (tests/fake_openai.py) on 127.0.0.1, stopped after the
+  test. Unmatched requests get the oracle (`[[judge:pass]]` / `[[judge:fail]]` markers in the
+  prompt, else "pass"); script cases with `fake_openai.script("case-id", reply("fail"), ...)`.
+  Point the judge at it with `evaluator.base_url: <fake_openai.base_url>` or OPENAI_BASE_URL.
+- `fake_openai_env`: the same server, plus OPENAI_BASE_URL set to it and telemetry off
+  (`RAGAS_DO_NOT_TRACK=true`) for the test, for code paths (`gate run` in-process or as a
+  subprocess inheriting os.environ) that resolve the base URL from the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_openai_env(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    return fake_openai
