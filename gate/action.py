@@ -420,7 +420,6 @@ def publish_result_dir(
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    logging.getLogger("github").setLevel(logging.WARNING)
     try:
         ctx = read_context(env)
     except InputError as exc:

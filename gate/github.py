@@ -98,6 +98,9 @@ def make_retry(options: ClientOptions) -> GithubRetry:
 def make_client(token: str, api_url: str = DEFAULT_API_URL, options: ClientOptions | None = None) -> Github:
     """A PyGithub client for `api_url` (GitHub Enterprise: `https://HOST/api/v3`)."""
     options = options or ClientOptions()
+    # PyGithub logs at INFO to its own stderr handler, e.g. "Request GET /user failed with 403" on
+    # every run with the workflow token (an expected answer); our warnings say what matters.
+    logging.getLogger("github").setLevel(logging.WARNING)
     return Github(
         auth=Auth.Token(token),
         base_url=(api_url or DEFAULT_API_URL).rstrip("/"),
