@@ -487,6 +487,9 @@ def sample_result(state: str = "quality_failed", **overrides: Any) -> dict[str, 
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeGitHub
     protocol_version = "HTTP/1.1"
+    # One buffered write per response and no Nagle delay: keep-alive requests stay fast.
+    wbufsize = 1 << 16
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         return

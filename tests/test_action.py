@@ -24,6 +24,7 @@ from gate.action import (
     ActionContext,
     InputError,
     gate_run_args,
+    main,
     mask,
     parse_fail_on,
     publish_and_report,
@@ -337,3 +338,12 @@ def test_publish_result_dir_without_result_or_token(tmp_path: Path) -> None:
     assert "result.json" in stream.getvalue()
     result_dir = write_result_dir(tmp_path / "out", sample_result("evaluation_incomplete"))
     assert publish_result_dir(result_dir, {"GITHUB_REPOSITORY": "a/b"}, stream=stream) == 3
+
+
+def test_main_with_a_bad_input_is_a_usage_error_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = runner_env(tmp_path, api_url="", fail_on="everything")
+    assert main(env) == 2
+    out = capsys.readouterr().out
+    assert "::error::input 'fail-on'" in out and TOKEN not in out
