@@ -45,11 +45,19 @@ class JudgeConfigError(UsageError):
     """The evaluator cannot honour the policy as written (a usage error: fix the policy)."""
 
 
+_PROCESS_DATA_DIR: list[Path] = []
+
+
 def prepare_ragas_environment(data_dir: Path | None) -> Path:
-    """Telemetry off and a private XDG_DATA_HOME, before ragas is imported. Returns the data dir."""
+    """Telemetry off and a private XDG_DATA_HOME, before ragas is imported. Returns the data dir.
+
+    Without a `data_dir`, one temporary directory per process is used.
+    """
     os.environ["RAGAS_DO_NOT_TRACK"] = "true"
     if data_dir is None:
-        data_dir = Path(tempfile.mkdtemp(prefix="ragas-gate-data-"))
+        if not _PROCESS_DATA_DIR:
+            _PROCESS_DATA_DIR.append(Path(tempfile.mkdtemp(prefix="ragas-gate-data-")))
+        data_dir = _PROCESS_DATA_DIR[0]
     data_dir.mkdir(parents=True, exist_ok=True)
     os.environ["XDG_DATA_HOME"] = str(data_dir)
     try:  # an earlier import may have cached the answer before the variable was set

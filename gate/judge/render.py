@@ -57,6 +57,16 @@ def render_fields(template: str, placeholders: Sequence[str], fields: Mapping[st
     rendering that does not contain every field's text verbatim (truncation or alteration).
     """
     declared = list(placeholders)
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise RenderError(f"the prompt is not a valid format string ({exc}); fix: double literal braces") from None
+    for _literal, field_name, spec, conversion in parsed:
+        if field_name is not None and (spec or conversion or not field_name.isidentifier()):
+            raise RenderError(
+                f"placeholder `{{{field_name}}}` uses a format spec, conversion, index or attribute, which can "
+                "alter what the judge sees; fix: write a plain `{name}`"
+            )
     used = template_fields(template)
     if sorted(used) != sorted(declared):
         raise RenderError(
