@@ -32,7 +32,7 @@ from fake_openai import (
 
 from gate.budget import Budget, Prices
 from gate.cases import Case
-from gate.judge import Judgment, make_evaluator, resolve_base_url
+from gate.judge import Judgment, make_evaluator, partial_judgment, resolve_base_url
 from gate.judge.outcome import RetryTiming
 from gate.judge.ragas_judge import JudgeConfigError, RagasEvaluator
 from gate.loading import canonical_json
@@ -318,6 +318,32 @@ def test_missing_or_empty_placeholder_field_is_an_error_without_a_call(
     assert (j.status, j.label, j.error_kind) == ("error", None, "bad_request")
     assert field in (j.error_message or "")
     assert fake_openai.count() == 0 and j.attempts == []
+
+
+def test_cancelled_judgment_keeps_its_sent_attempts(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("c-cancel", slow(3.0))
+    ev = evaluator(policy(tmp_path, fake_openai))
+    budget = Budget(1.0)
+
+    async def main() -> BaseException:
+        task = asyncio.create_task(ev.judge(mkcase("c-cancel"), 0, budget))
+        while fake_openai.count("c-cancel") == 0:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError as exc:
+            return exc
+        finally:
+            await ev.aclose()
+        raise AssertionError("not cancelled")
+
+    exc = asyncio.run(main())
+    j = partial_judgment(exc)
+    assert j is not None
+    assert (j.status, j.label, j.error_kind) == ("error", None, "cancelled")
+    assert [(a.status_code, a.error_kind) for a in j.attempts] == [(None, "cancelled")]
+    assert budget.reserved == pytest.approx(0.0, abs=1e-15) and budget.spent > 0  # kept, conservatively
 
 
 # -- budget ----------------------------------------------------------------------------------------

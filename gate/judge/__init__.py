@@ -55,6 +55,24 @@ class Evaluator(Protocol):
     async def aclose(self) -> None: ...
 
 
+_PARTIAL_ATTR = "gate_partial_judgment"
+
+
+def attach_partial_judgment(exc: BaseException, judgment: Judgment) -> None:
+    """Attach what a cancelled judgment had done (attempts sent, tokens, cost) to its CancelledError."""
+    setattr(exc, _PARTIAL_ATTR, judgment)
+
+
+def partial_judgment(exc: BaseException) -> Judgment | None:
+    """The judgment attached to a CancelledError raised by `Evaluator.judge`, if any.
+
+    Its `error_kind` is "cancelled"; status "skipped" when nothing was sent, else "error", and its
+    `attempts` list every request that was sent (abandoned ones included), so they are counted.
+    """
+    j = getattr(exc, _PARTIAL_ATTR, None)
+    return j if isinstance(j, Judgment) else None
+
+
 def _dist_version(name: str) -> str:
     try:
         return importlib.metadata.version(name)

@@ -28,13 +28,13 @@ from typing import Any
 from gate.budget import Budget, Prices
 from gate.cases import Case
 from gate.errors import UsageError
-from gate.judge import Judgment, instructor_version, ragas_version
+from gate.judge import Judgment, attach_partial_judgment, instructor_version, ragas_version
 from gate.judge.cache import CacheKeyParts, JudgmentCache, url_host
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
 from gate.judge.render import RenderedInput, RenderError, render_case
 from gate.policy import LoadedPolicy
-from gate.records import RecordErrorKind
+from gate.records import CacheState, RecordErrorKind
 
 log = logging.getLogger("gate.judge")
 
@@ -276,34 +276,44 @@ class RagasEvaluator:
                 max_output_tokens=ev.max_output_tokens,
             ),
         )
+        cache_state: CacheState = "miss" if self.cache is not None else "off"
         token = SINK.set(sink)
         try:
             outcome = await self._attempts(rendered, sink)
+        except asyncio.CancelledError as exc:
+            sink.settle_pending("cancelled")
+            interrupted = _Outcome(kind="cancelled", message="interrupted while in flight")
+            attach_partial_judgment(exc, self._assemble(sink, rendered, cache_state, interrupted))
+            raise
         finally:
             sink.settle_pending("cancelled")
             SINK.reset(token)
 
-        attempts = [a.to_attempt() for a in sink.attempts]
+        judgment = self._assemble(sink, rendered, cache_state, outcome)
+        if judgment.status == "ok" and judgment.label is not None and self.cache is not None:
+            try:
+                self.cache.put(key, parts, judgment.label, judgment.reason or "")
+            except Exception as exc:
+                log.warning("judgment cache write failed (%s)", type(exc).__name__)
+        return judgment
+
+    def _assemble(self, sink: JudgmentSink, rendered: RenderedInput, cache: CacheState, outcome: _Outcome) -> Judgment:
         judgment = Judgment(
             status="ok",
-            attempts=attempts,
+            attempts=[a.to_attempt() for a in sink.attempts],
             input_tokens=sum(a.input_tokens for a in sink.attempts),
             output_tokens=sum(a.output_tokens for a in sink.attempts),
             cost=math.fsum(a.cost for a in sink.attempts),
-            cache="miss" if self.cache is not None else "off",
+            cache=cache,
             prompt_sha256=rendered.prompt_sha256,
             input_sha256=rendered.input_sha256,
         )
         if outcome.kind is None and outcome.label is not None:
             judgment.label = outcome.label
             judgment.reason = outcome.reason
-            if self.cache is not None:
-                try:
-                    self.cache.put(key, parts, outcome.label, outcome.reason or "")
-                except Exception as exc:
-                    log.warning("judgment cache write failed (%s)", type(exc).__name__)
             return judgment
-        judgment.status = "skipped" if outcome.kind == "budget" and not sink.attempts else "error"
+        # nothing sent: skipped (budget, cancelled); something sent and no verdict: an error
+        judgment.status = "skipped" if outcome.kind in ("budget", "cancelled") and not sink.attempts else "error"
         judgment.error_kind = outcome.kind or "parse_error"
         judgment.error_message = self._scrub(outcome.message or "no usable reply")
         return judgment
