@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gate.loading import FileProblem, format_validation_error, read_text, read_yaml_mapping, sha256_hex
+from gate.loading import FileProblem, format_validation_error, gc_paused, read_text, read_yaml_mapping, sha256_hex
 from gate.policy import ControlRole, LoadedPolicy
 from gate.states import Finding, State
 
@@ -88,8 +88,10 @@ class Dataset:
     evidence: dict[str, EvidenceDoc]
     findings: list[Finding]
     sha256: str
-    # case_id -> "file:line", for messages
+    # case_id -> "file:line" of its first occurrence, for messages
     locations: dict[str, str] = field(default_factory=dict)
+    # "file:line" of every case, parallel to `cases` (duplicated ids each keep their own line)
+    case_locations: list[str] = field(default_factory=list)
 
     def by_id(self) -> dict[str, Case]:
         return {c.case_id: c for c in self.cases}
@@ -99,17 +101,29 @@ def _contract(message: str, location: str, case_ids: tuple[str, ...] = ()) -> Fi
     return Finding(State.QUALITY_FAILED, "input_contract", message, case_ids=case_ids, location=location)
 
 
-def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding], dict[str, str], bytes]:
-    """Parse one JSONL file; every bad line becomes a finding naming file, line and field."""
+def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding], list[str], bytes]:
+    """Parse one JSONL file; every bad line becomes a finding naming file, line and field.
+
+    Returns the cases, the findings, the "file:line" of each case and the raw bytes.
+    """
     findings: list[Finding] = []
     cases: list[Case] = []
-    locations: dict[str, str] = {}
+    where_each: list[str] = []
     try:
         text = read_text(path, "case file")
     except FileProblem as exc:
-        return [], [_contract(exc.message, display)], {}, b""
+        return [], [_contract(exc.message, display)], [], b""
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
+            continue
+        try:
+            # Fast path: one call parses and validates a well-formed line.
+            fast = Case.model_validate_json(line)
+        except ValidationError:
+            pass
+        else:
+            cases.append(fast)
+            where_each.append(f"{display}:{lineno}")
             continue
         where = f"{display}:{lineno}"
         if len(findings) >= MAX_FINDINGS_PER_FILE:
@@ -137,8 +151,8 @@ def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding]
                 findings.append(_contract(f"{where}{label}: {problem}", where, ids))
             continue
         cases.append(case)
-        locations.setdefault(case.case_id, where)
-    return cases, findings, locations, text.encode("utf-8")
+        where_each.append(where)
+    return cases, findings, where_each, text.encode("utf-8")
 
 
 def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], list[Finding], bytes]:
@@ -177,16 +191,25 @@ def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], lis
 
 def load_dataset(loaded: LoadedPolicy) -> Dataset:
     """Load every case file and the evidence file the policy names."""
+    # Parsing creates many objects that all stay alive: pausing the cyclic garbage collector
+    # (which would rescan them again and again) makes loading several times faster.
+    with gc_paused():
+        return _load_dataset(loaded)
+
+
+def _load_dataset(loaded: LoadedPolicy) -> Dataset:
     digest_parts: list[str] = []
     cases: list[Case] = []
     findings: list[Finding] = []
     locations: dict[str, str] = {}
+    case_locations: list[str] = []
     for rel, path in zip(loaded.policy.cases, loaded.case_paths, strict=True):
         file_cases, file_findings, file_locations, raw = load_cases_file(path, rel)
         cases += file_cases
         findings += file_findings
-        for cid, loc in file_locations.items():
-            locations.setdefault(cid, loc)
+        case_locations += file_locations
+        for case, loc in zip(file_cases, file_locations, strict=True):
+            locations.setdefault(case.case_id, loc)
         digest_parts.append(f"{rel}\0{sha256_hex(raw)}")
     evidence: dict[str, EvidenceDoc] = {}
     if loaded.evidence_path is not None and loaded.policy.evidence is not None:
@@ -199,4 +222,5 @@ def load_dataset(loaded: LoadedPolicy) -> Dataset:
         findings=findings,
         sha256=sha256_hex("\n".join(digest_parts)),
         locations=locations,
+        case_locations=case_locations,
     )

@@ -1,0 +1,87 @@
+"""Deterministic validators: no network, no model, no ragas.
+
+Each validator is a plain function `(Context) -> list[Finding]`, one small module per concern.
+`run_validators` returns the loader's findings followed by every validator's, in a fixed order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from gate.cases import Dataset
+from gate.errors import UsageError
+from gate.policy import LoadedPolicy
+from gate.states import Finding, State
+from gate.validate.context import Context
+from gate.validate.controls import missing_controls
+from gate.validate.duplicates import duplicate_case_ids
+from gate.validate.evidence import unresolved_evidence
+from gate.validate.fields import empty_fields
+from gate.validate.integrity import response_hash_mismatch
+from gate.validate.labels import disallowed_labels
+from gate.validate.leakage import group_leaks, text_leaks
+from gate.validate.pairs import pair_defects
+from gate.validate.references import missing_references
+from gate.validate.rubrics import unknown_rubrics
+from gate.validate.taxonomy import unknown_partitions, unknown_slices
+
+Validator = Callable[[Context], list[Finding]]
+
+VALIDATORS: tuple[Validator, ...] = (
+    duplicate_case_ids,
+    empty_fields,
+    unknown_rubrics,
+    unknown_partitions,
+    unknown_slices,
+    disallowed_labels,
+    unresolved_evidence,
+    response_hash_mismatch,
+    missing_references,
+    pair_defects,
+    missing_controls,
+    group_leaks,
+    text_leaks,
+)
+
+# Kinds a validator may produce; all but a `review`-routed missing_evidence block the run.
+DETERMINISTIC_KINDS: frozenset[str] = frozenset(
+    {"input_contract", "unknown_slice", "partition_leak", "control_missing", "missing_evidence"}
+)
+
+
+def run_validators(loaded: LoadedPolicy, dataset: Dataset, lane: str | None = None) -> list[Finding]:
+    """The loader's findings, then every validator's, in a deterministic order.
+
+    With `lane`, lane-specific checks (controls) look at that lane only; otherwise at every lane.
+    An unknown lane is a usage error.
+    """
+    if lane is not None and lane not in loaded.policy.lanes:
+        raise UsageError(
+            f"--lane {lane}: {loaded.path} defines no lane {lane!r}; fix: use one of {sorted(loaded.policy.lanes)}"
+        )
+    ctx = Context(loaded=loaded, dataset=dataset, lane=lane)
+    findings = list(dataset.findings)
+    for validator in VALIDATORS:
+        findings += validator(ctx)
+    return findings
+
+
+def blocking(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that stop the run before any model call (state quality_failed, SPEC section 8)."""
+    return [f for f in findings if f.state is State.QUALITY_FAILED]
+
+
+def withheld_case_ids(findings: Iterable[Finding]) -> set[str]:
+    """Cases never sent to the judge because their evidence is missing."""
+    return {cid for f in findings if f.kind == "missing_evidence" for cid in f.case_ids}
+
+
+__all__ = [
+    "DETERMINISTIC_KINDS",
+    "VALIDATORS",
+    "Context",
+    "Validator",
+    "blocking",
+    "run_validators",
+    "withheld_case_ids",
+]

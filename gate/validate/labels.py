@@ -1,0 +1,31 @@
+"""Human labels must be one of the metric's allowed values."""
+
+from __future__ import annotations
+
+from gate.states import Finding
+from gate.validate.context import Context, contract
+
+
+def disallowed_labels(ctx: Context) -> list[Finding]:
+    metric = ctx.policy.metric
+    allowed = metric.allowed_values
+    bad: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        label = case.human_label
+        if label.strip() and label not in allowed:
+            bad.setdefault(label, []).append(i)
+    findings: list[Finding] = []
+    for label, idx in bad.items():
+        if label in metric.label_aliases:
+            fix = f"write the canonical label {metric.label_aliases[label]!r} (aliases apply to judge output only)"
+        elif label == "review_required":
+            fix = (
+                "adjudicate them to pass or fail, or add review_required to `metric.allowed_values` "
+                f"in {ctx.policy_file} if abstention is reviewed as allowed"
+            )
+        else:
+            fix = f"relabel them with one of {allowed}"
+        findings.append(
+            contract(ctx, idx, f"have human label {label!r}, which is not in `metric.allowed_values` {allowed}", fix)
+        )
+    return findings

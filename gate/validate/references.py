@@ -1,0 +1,66 @@
+"""Missing evidence: a case without a reference is never sent to the judge (SPEC section 8)."""
+
+from __future__ import annotations
+
+from gate.states import Finding, State
+from gate.validate.context import Context, contract, grouped
+
+MISSING_EVIDENCE_ROLE = "missing_evidence"
+
+
+def _blank(value: str | None) -> bool:
+    return value is None or not value.strip()
+
+
+def missing_references(ctx: Context) -> list[Finding]:
+    mode = ctx.policy.missing_evidence
+    state = State.QUALITY_FAILED if mode == "block" else State.REVIEW_REQUIRED
+    by_slice: dict[str, list[int]] = {}
+    by_role: dict[str, list[int]] = {}
+    referenced_withheld: list[int] = []
+    for i, case in enumerate(ctx.cases):
+        role = case.expected_control_role
+        blank = _blank(case.reference)
+        if role is None and blank:
+            by_slice.setdefault(case.slice, []).append(i)
+        elif role == MISSING_EVIDENCE_ROLE and not blank:
+            referenced_withheld.append(i)
+        elif role is not None and role != MISSING_EVIDENCE_ROLE and blank:
+            by_role.setdefault(role, []).append(i)
+    findings: list[Finding] = []
+    for slice_name, idx in by_slice.items():
+        if mode == "block":
+            outcome = "they are withheld from the judge and block the gate (`missing_evidence: block`)"
+        else:
+            outcome = "they are withheld from the judge and need a person (`missing_evidence: review`)"
+        findings.append(
+            grouped(
+                ctx,
+                idx,
+                state=state,
+                kind="missing_evidence",
+                what=f"have no `reference`, so {outcome}",
+                fix="add the reference the answer must agree with",
+                slice_name=slice_name,
+            )
+        )
+    for role_name, idx in by_role.items():
+        findings.append(
+            contract(
+                ctx,
+                idx,
+                f"are {role_name} controls without a `reference` (only missing_evidence controls may omit it)",
+                "add the reference the control's answer is judged against",
+            )
+        )
+    if referenced_withheld:
+        findings.append(
+            contract(
+                ctx,
+                referenced_withheld,
+                "are missing_evidence controls that have a `reference`, so the gate would send them to the "
+                "judge and the control would fail",
+                "empty their reference, or give them another expected_control_role",
+            )
+        )
+    return findings

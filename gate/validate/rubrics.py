@@ -1,0 +1,24 @@
+"""Every case's rubric version must be one the policy accepts."""
+
+from __future__ import annotations
+
+from gate.states import Finding
+from gate.validate.context import Context, contract
+
+
+def unknown_rubrics(ctx: Context) -> list[Finding]:
+    accepted = ctx.policy.rubrics
+    bad: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        version = case.rubric_version
+        if version.strip() and version not in accepted:
+            bad.setdefault(version, []).append(i)
+    return [
+        contract(
+            ctx,
+            idx,
+            f"use rubric_version {version!r}, which {ctx.policy_file} does not accept (`rubrics`: {accepted})",
+            f"relabel them under one of {accepted}, or add {version!r} to `rubrics` once it is reviewed",
+        )
+        for version, idx in bad.items()
+    ]

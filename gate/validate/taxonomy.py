@@ -1,0 +1,43 @@
+"""Slices and partitions must be ones the policy declares."""
+
+from __future__ import annotations
+
+from gate.states import Finding, State
+from gate.validate.context import Context, contract, grouped
+
+
+def unknown_slices(ctx: Context) -> list[Finding]:
+    declared = list(ctx.policy.slices)
+    bad: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        if case.slice.strip() and case.slice not in ctx.policy.slices:
+            bad.setdefault(case.slice, []).append(i)
+    return [
+        grouped(
+            ctx,
+            idx,
+            state=State.QUALITY_FAILED,
+            kind="unknown_slice",
+            what=f"are in slice {name!r}, which {ctx.policy_file} does not define, so no limit covers them",
+            fix=f"add `slices.{name}` with reviewed limits to the policy, or move them to one of {declared}",
+            slice_name=name,
+        )
+        for name, idx in bad.items()
+    ]
+
+
+def unknown_partitions(ctx: Context) -> list[Finding]:
+    known = ctx.policy.all_partitions
+    bad: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        if case.partition.strip() and case.partition not in known:
+            bad.setdefault(case.partition, []).append(i)
+    return [
+        contract(
+            ctx,
+            idx,
+            f"are in partition {name!r}, which is not one of {list(known)}",
+            f"use one of those, or declare {name!r} under `partitions:` in {ctx.policy_file}",
+        )
+        for name, idx in bad.items()
+    ]
