@@ -46,7 +46,7 @@ def main() -> int:
 
     def careful_judge(req: RecordedRequest) -> object:
         for response, label, reason in answers:
-            if response and response in req.user_prompt:
+            if response and response in req.prompt:
                 return reply(label, reason or "Matches the reviewed reading of the reference.")
         return reply("fail", "Could not verify the response against the reference.")
 

@@ -126,7 +126,7 @@ def test_failed_control_stops_scheduling(tmp_path: Path, fake: FakeOpenAI) -> No
     res = result(out)
     assert kinds(res)["control_failed"] == ["ctl-injection"]
     assert sorted(res["unrun_case_ids"]) == ["c-1", "c-2", "g-1"]
-    assert all(r.user_prompt.count("ctl-") for r in fake.requests)  # only controls were sent
+    assert fake.requests and all("ctl-" in r.prompt for r in fake.requests)  # only controls were sent
 
 
 @pytest.mark.usefixtures("with_key")
@@ -185,12 +185,12 @@ def test_budget_boundary_is_never_exceeded_and_critical_goes_first(tmp_path: Pat
     cases = [*controls()]
     cases += [case(f"crit-{i:02d}") for i in range(10)]
     cases += [case(f"gen-{i:02d}", slice="general") for i in range(10)]
-    # Each attempt reserves ~(prompt bytes + overhead) x $1/Mtok + 64 x $2/Mtok, about $0.0024.
+    # Each attempt reserves ~(request bytes) x $1/Mtok + 64 x $2/Mtok (~$0.002) but costs ~$0.0003.
     policy = write_suite(tmp_path / "s", cases, evaluator=evaluator(fake, max_concurrency=3))
     out = tmp_path / "out"
-    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--max-cost", "0.03") == 3
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--max-cost", "0.004") == 3
     res = result(out)
-    assert res["cost"]["total"] <= 0.03
+    assert 0 < res["cost"]["total"] <= 0.004
     assert res["state"] == "evaluation_incomplete"
     unrun = res["unrun_case_ids"]
     assert unrun and set(kinds(res)["budget_exhausted"]) == set(unrun)

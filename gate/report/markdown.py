@@ -216,7 +216,7 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
         lines += [
             "<details><summary>Lineage</summary>",
             "",
-            *(f"- {k}: `{escape(v)}`" for k, v in lineage.items()),
+            *(f"- {k}: {code_id(v)}" for k, v in lineage.items()),
             "",
             "</details>",
         ]
