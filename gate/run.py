@@ -131,7 +131,7 @@ class Progress:
         self.tty = bool(stream is not None and stream.isatty())
         self.started = time.monotonic()
         self.last_plain = 0.0
-        self.step = max(1, total // 10)
+        self.step = max(10, total // 10)
 
     def tick(self, judgment: Judgment, spent: float) -> None:
         self.done += 1

@@ -69,7 +69,9 @@ def test_json_format_lists_findings(tmp_path: Path, capsys: pytest.CaptureFixtur
         (["frobnicate"], "frobnicate"),
     ],
 )
-def test_usage_errors_exit_2_without_traceback(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2_without_traceback(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err

@@ -53,8 +53,11 @@ def err(case_id: str, kind: str = "parse_error", *, status: str = "error", attem
 
 
 def controls_ok() -> list[Record]:
-    return [ok(c["case_id"], c["human_adjudication"]["label"], human=c["human_adjudication"]["label"]) for c in controls()
-            if c["expected_control_role"] != "missing_evidence"]
+    return [
+        ok(c["case_id"], c["human_adjudication"]["label"], human=c["human_adjudication"]["label"])
+        for c in controls()
+        if c["expected_control_role"] != "missing_evidence"
+    ]
 
 
 def run_decide(
@@ -102,9 +105,17 @@ def test_false_pass_in_critical_slice_fails_quality_and_names_the_case(tmp_path:
 
 def test_limit_allows_n_and_blocks_n_plus_one(tmp_path: Path) -> None:
     cases = [*controls(), case("g-1", slice="general", label="fail"), case("g-2", slice="general", label="fail")]
-    one = [*controls_ok(), ok("g-1", "pass", human="fail", slice="general"), ok("g-2", "fail", human="fail", slice="general")]
+    one = [
+        *controls_ok(),
+        ok("g-1", "pass", human="fail", slice="general"),
+        ok("g-2", "fail", human="fail", slice="general"),
+    ]
     assert run_decide(tmp_path / "a", one, cases).state is State.PASSED
-    two = [*controls_ok(), ok("g-1", "pass", human="fail", slice="general"), ok("g-2", "pass", human="fail", slice="general")]
+    two = [
+        *controls_ok(),
+        ok("g-1", "pass", human="fail", slice="general"),
+        ok("g-2", "pass", human="fail", slice="general"),
+    ]
     d = run_decide(tmp_path / "b", two, cases)
     assert d.state is State.QUALITY_FAILED
     assert sorted(kinds(d)["false_pass_limit"]) == ["g-1", "g-2"]
@@ -145,7 +156,11 @@ def test_failed_control_blocks_and_other_cases_are_unrun(tmp_path: Path) -> None
     assert d.state is State.QUALITY_FAILED
     assert kinds(d)["control_failed"] == ["ctl-injection"]
     assert d.result["controls"]["failures"][0] == {
-        "case_id": "ctl-injection", "role": "injection", "expected": "fail", "got": "pass"}
+        "case_id": "ctl-injection",
+        "role": "injection",
+        "expected": "fail",
+        "got": "pass",
+    }
     assert sorted(kinds(d)["unrun_cases"]) == ["c-1", "c-2", "g-1"]
     assert d.result["unrun_case_ids"] == ["c-1", "c-2", "g-1"]
 
@@ -162,7 +177,7 @@ def test_unstable_repeats_need_review_and_majority_counts(tmp_path: Path) -> Non
     for r in base_records():
         for i in range(3):
             recs.append(r.model_copy(update={"repeat_index": i}))
-    recs = [r for r in recs if not (r.case_id == "c-1")]
+    recs = [r for r in recs if r.case_id != "c-1"]
     recs += [ok("c-1", "pass", repeat=0), ok("c-1", "fail", repeat=1), ok("c-1", "pass", repeat=2)]
     d = run_decide(tmp_path, recs, evaluator=evaluator)
     assert d.state is State.REVIEW_REQUIRED
@@ -208,9 +223,16 @@ def test_deterministic_block_means_every_case_unrun(tmp_path: Path) -> None:
 
 
 def test_active_override_waives_only_the_named_case(tmp_path: Path) -> None:
-    override = {"id": "OVR-1", "case_ids": ["c-2"], "blocker": "false_pass", "approver": "@owner",
-                "reason": "known wording issue", "evidence": "https://example.invalid/1", "expires": "2026-12-31",
-                "follow_up": "TICKET-9"}
+    override = {
+        "id": "OVR-1",
+        "case_ids": ["c-2"],
+        "blocker": "false_pass",
+        "approver": "@owner",
+        "reason": "known wording issue",
+        "evidence": "https://example.invalid/1",
+        "expires": "2026-12-31",
+        "follow_up": "TICKET-9",
+    }
     records = [*controls_ok(), ok("c-1", "pass"), ok("c-2", "pass", human="fail"), ok("g-1", "pass", slice="general")]
     d = run_decide(tmp_path / "a", records, overrides=[override])
     assert d.state is State.PASSED, d.blockers
@@ -222,8 +244,16 @@ def test_active_override_waives_only_the_named_case(tmp_path: Path) -> None:
 
 
 def test_expired_override_waives_nothing_and_blocks(tmp_path: Path) -> None:
-    override = {"id": "OVR-1", "case_ids": ["c-2"], "blocker": "false_pass", "approver": "@owner",
-                "reason": "r", "evidence": "e", "expires": "2026-11-01", "follow_up": "T-1"}
+    override = {
+        "id": "OVR-1",
+        "case_ids": ["c-2"],
+        "blocker": "false_pass",
+        "approver": "@owner",
+        "reason": "r",
+        "evidence": "e",
+        "expires": "2026-11-01",
+        "follow_up": "T-1",
+    }
     records = [*controls_ok(), ok("c-1", "pass"), ok("c-2", "pass", human="fail"), ok("g-1", "pass", slice="general")]
     d = run_decide(tmp_path, records, overrides=[override])
     k = kinds(d)
@@ -233,7 +263,12 @@ def test_expired_override_waives_nothing_and_blocks(tmp_path: Path) -> None:
 
 def test_abstention_and_label_conflict_route_to_review(tmp_path: Path) -> None:
     cases = [*controls(), case("c-1"), case("c-2", label="review_required")]
-    metric = {"name": "m", "version": "1", "allowed_values": ["pass", "fail", "review_required"], "prompt_file": "prompt.txt"}
+    metric = {
+        "name": "m",
+        "version": "1",
+        "allowed_values": ["pass", "fail", "review_required"],
+        "prompt_file": "prompt.txt",
+    }
     records = [*controls_ok(), ok("c-1", "review_required"), ok("c-2", "pass", human="review_required")]
     d = run_decide(tmp_path, records, cases, metric=metric)
     assert d.state is State.REVIEW_REQUIRED
@@ -242,8 +277,11 @@ def test_abstention_and_label_conflict_route_to_review(tmp_path: Path) -> None:
 
 
 def test_pair_violations(tmp_path: Path) -> None:
-    cases = [*controls(), case("f-1", pair={"id": "p1", "kind": "flip"}),
-             case("f-2", label="fail", pair={"id": "p1", "kind": "flip"})]
+    cases = [
+        *controls(),
+        case("f-1", pair={"id": "p1", "kind": "flip"}),
+        case("f-2", label="fail", pair={"id": "p1", "kind": "flip"}),
+    ]
     records = [*controls_ok(), ok("f-1", "pass"), ok("f-2", "pass", human="fail")]
     d = run_decide(tmp_path, records, cases)
     assert sorted(kinds(d)["pair_violated"]) == ["f-1", "f-2"]
@@ -260,8 +298,13 @@ def test_missing_evidence_routed_to_review_withholds_the_case(tmp_path: Path) ->
 
 def test_resumed_records_prefer_completed_and_count_all_paid_attempts(tmp_path: Path) -> None:
     cancelled = err("c-1", "cancelled", status="skipped", attempts=1).model_copy(update={"cost": 0.001})
-    records = [*controls_ok(), cancelled, ok("c-1", "pass"), ok("c-2", "fail", human="fail"),
-               ok("g-1", "pass", slice="general")]
+    records = [
+        *controls_ok(),
+        cancelled,
+        ok("c-1", "pass"),
+        ok("c-2", "fail", human="fail"),
+        ok("g-1", "pass", slice="general"),
+    ]
     d = run_decide(tmp_path, records)
     assert d.state is State.PASSED
     assert d.result["cost"]["http_attempts"] == len(records)

@@ -65,8 +65,15 @@ def test_passing_run_writes_every_output_with_lineage(tmp_path: Path, fake: Fake
     assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 0
     res = result(out)
     assert res["state"] == "passed" and res["exit_code"] == 0
-    assert res["counts"] == {"eligible": 9, "completed": 8, "errored": 0, "withheld": 1, "unrun": 0, "cached": 0,
-                             "review": 0}
+    assert res["counts"] == {
+        "eligible": 9,
+        "completed": 8,
+        "errored": 0,
+        "withheld": 1,
+        "unrun": 0,
+        "cached": 0,
+        "review": 0,
+    }
     recs = records(out)
     assert len(recs) == 8 == fake.count()
     for r in recs:
@@ -92,8 +99,9 @@ def test_passing_run_writes_every_output_with_lineage(tmp_path: Path, fake: Fake
     assert SECRET not in "".join(p.read_text() for p in out.iterdir())
 
 
-def test_no_key_means_no_call_and_missing_credentials(tmp_path: Path, fake: FakeOpenAI,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_key_means_no_call_and_missing_credentials(
+    tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
     policy = write_suite(tmp_path / "s", evaluator=evaluator(fake))
     out = tmp_path / "out"
@@ -218,8 +226,9 @@ def test_decide_on_records_equals_the_run(tmp_path: Path, fake: FakeOpenAI) -> N
 
 
 @pytest.mark.usefixtures("with_key")
-def test_dry_run_prints_plan_and_calls_nobody(tmp_path: Path, fake: FakeOpenAI,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_prints_plan_and_calls_nobody(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = write_suite(tmp_path / "s", evaluator=evaluator(fake))
     assert gate("run", "--policy", policy, "--out", tmp_path / "out", "--dry-run") == 0
     text = capsys.readouterr().out

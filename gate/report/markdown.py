@@ -28,7 +28,8 @@ MAX_REASON_CHARS = 280
 # GitHub caps comments near 64 KiB; keep a margin for the marker and the trim note.
 MAX_REPORT_BYTES = 60_000
 
-_ESCAPE_RE = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+# Text is folded onto one line and never starts a line, so only inline syntax needs escaping.
+_ESCAPE_RE = re.compile(r"([\\`*_\[\]|~])")
 
 
 def escape(text: object, limit: int | None = None) -> str:
@@ -80,7 +81,7 @@ def _blockers(result: Mapping[str, Any]) -> list[str]:
             continue
         lines.append(f"#### {STATE_ICON[state]} {state} ({len(group)})")
         for b in group:
-            where = f" · slice `{escape(b['slice'])}`" if b.get("slice") else ""
+            where = f" · slice {code_id(b['slice'])}" if b.get("slice") else ""
             lines.append(f"- **{b['kind']}**{where}: {escape(b.get('message', ''), 600)}")
             ids = [str(i) for i in b.get("case_ids") or []]
             if b["kind"] in LIST_ONLY_KINDS:
@@ -124,7 +125,7 @@ def _slice_table(result: Mapping[str, Any], limits: Mapping[str, Any] | None) ->
         fp = f"**{t['false_pass']}**" if t["false_pass"] else "0"
         ff = f"**{t['false_fail']}**" if t["false_fail"] else "0"
         lines.append(
-            f"| `{escape(name)}` | {fp} | {ff} | {t['true_pass']} | {t['true_fail']} | {t['errors']} | "
+            f"| {code_id(name)} | {fp} | {ff} | {t['true_pass']} | {t['true_fail']} | {t['errors']} | "
             f"{t['review']} | {t['unrun']} |"
         )
     return lines
@@ -144,7 +145,7 @@ def _cost(result: Mapping[str, Any]) -> list[str]:
     by_slice: Mapping[str, float] = cost.get("by_slice", {})
     if by_slice:
         lines.append("")
-        lines.append("By slice: " + ", ".join(f"`{escape(k)}` {money(v, cur)}" for k, v in by_slice.items()))
+        lines.append("By slice: " + ", ".join(f"{code_id(k)} {money(v, cur)}" for k, v in by_slice.items()))
     return lines
 
 
@@ -158,8 +159,8 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     lines += [
         f"## {STATE_ICON.get(state, '')} ragas-gate / {escape(policy_id)}: `{state}`",
         "",
-        f"**{state}** — {STATE_MEANING.get(state, '')} Lane `{escape(result.get('lane', ''))}`, policy "
-        f"`{escape(policy_id)}` version `{escape(result.get('policy_version', ''))}`, exit code "
+        f"**{state}** — {STATE_MEANING.get(state, '')} Lane {code_id(result.get('lane', ''))}, policy "
+        f"{code_id(policy_id)} version {code_id(result.get('policy_version', ''))}, exit code "
         f"{result.get('exit_code')}.",
         "",
         f"Cases: {counts.get('eligible', 0)} eligible = {counts.get('completed', 0)} completed + "
@@ -200,13 +201,13 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
         for o in overrides:
             status = "**expired**" if o.get("expired") else f"until {escape(o.get('expires'))}"
             lines.append(
-                f"- `{escape(o['id'])}` waives `{escape(o['blocker'])}` for {id_list(o.get('case_ids', []))} "
+                f"- {code_id(o['id'])} waives {code_id(o['blocker'])} for {id_list(o.get('case_ids', []))} "
                 f"({status}); approver {escape(o.get('approver'))}; reason: {escape(o.get('reason'), 300)}; "
                 f"evidence: `{str(o.get('evidence', '')).replace('`', '')}`; follow-up: {escape(o.get('follow_up'))}"
             )
         for w in waived:
             lines.append(
-                f"  - applied: `{escape(w['override'])}` waived `{escape(w['kind'])}` for {id_list(w['case_ids'])}"
+                f"  - applied: {code_id(w['override'])} waived {code_id(w['kind'])} for {id_list(w['case_ids'])}"
             )
         lines.append("")
     for note in result.get("notes") or []:
