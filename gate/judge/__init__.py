@@ -2,7 +2,22 @@
 
 Nothing in this package imports ragas at module import time: `gate validate`, `gate decide` and
 the reports must work without paying ragas' ~2 s import. The ragas-backed implementation lives
-in `gate.judge.ragas_judge` and is imported only when a model call is due.
+in `gate.judge.ragas_judge` and is imported only when a model call is due (`make_evaluator`).
+
+Public API:
+- `make_evaluator(loaded, *, api_key, cache_dir, base_url_env=FROM_ENV, timing=None, rng=None,
+  data_dir=None) -> RagasEvaluator` (an `Evaluator`); raises `JudgeConfigError` (a UsageError).
+- `Evaluator.judge(case, repeat_index, budget) -> Judgment` never raises for provider or parse
+  problems; on cancellation it re-raises CancelledError with `partial_judgment(exc)` attached.
+- `resolve_base_url`, `ragas_version`, `instructor_version` (package metadata, no import).
+- `gate.judge.render.render_case` / `render_fields`: the rendered-input contract (pure).
+- `gate.judge.cache.JudgmentCache` / `CacheKeyParts`: the SQLite cache and its key.
+- `gate.judge.outcome`: retry kinds, Retry-After, backoff, strict reply reading (pure).
+- `gate.judge.metering`: the httpx hooks (budget reservation, usage, per-attempt records).
+
+Accounting rule: an attempt abandoned without a response (timeout, dropped connection,
+cancellation) keeps its whole budget reservation as spent, since the provider may have billed it;
+its record shows 0 tokens and 0 cost because nothing was reported.
 """
 
 from __future__ import annotations
