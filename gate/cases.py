@@ -139,7 +139,12 @@ def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding]
             )
             continue
         if not isinstance(obj, dict):
-            findings.append(_contract(f"{where}: a case must be a JSON object, not {type(obj).__name__}", where))
+            findings.append(
+                _contract(
+                    f"{where}: a case must be a JSON object, not {type(obj).__name__}; fix: write one {{...}} object per line",
+                    where,
+                )
+            )
             continue
         cid = obj.get("case_id")
         ids = (cid,) if isinstance(cid, str) and cid else ()
