@@ -24,7 +24,7 @@ from gate import __version__
 from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide
-from gate.judge import Evaluator, Judgment
+from gate.judge import Evaluator, Judgment, partial_judgment
 from gate.judge.render import RenderError, render_case
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
@@ -219,14 +219,11 @@ class Runner:
             return
         try:
             j = await self.evaluator.judge(case, repeat, self.budget)
-        except asyncio.CancelledError:
-            self.emit(
-                self.to_record(
-                    case,
-                    repeat,
-                    Judgment(status="skipped", error_kind="cancelled", error_message="interrupted while in flight"),
-                )
-            )
+        except asyncio.CancelledError as exc:
+            # The evaluator attaches what it sent before the interrupt: those attempts were paid.
+            partial = partial_judgment(exc) or Judgment(status="skipped", error_kind="cancelled")
+            partial.error_message = partial.error_message or "interrupted while in flight"
+            self.emit(self.to_record(case, repeat, partial))
             raise
         self.emit(self.to_record(case, repeat, j))
         self.progress.tick(j, self.budget.spent)

@@ -275,7 +275,11 @@ def test_sigint_then_resume_never_pays_twice(tmp_path: Path, fake: FakeOpenAI) -
     first = result(out)
     assert first["state"] == "evaluation_incomplete"
     recs = records(out)
-    assert any(r["error_kind"] == "cancelled" for r in recs)
+    cancelled = [r for r in recs if r["error_kind"] == "cancelled"]
+    assert cancelled
+    # In-flight requests were sent (and may be billed): their attempts stay in the evidence.
+    assert any(r["attempts"] for r in cancelled)
+    assert first["cost"]["http_attempts"] == fake.count()
     done_first = {r["case_id"] for r in recs if r["status"] == "ok"}
     assert first["unrun_case_ids"]
     resumed = subprocess.run([*cmd, "--resume"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
