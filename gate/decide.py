@@ -316,45 +316,31 @@ def decide(
             tally["unrun"] += 1
         if o.needs_review or (o.bucket == "withheld" and policy.missing_evidence == "review"):
             tally["review"] += 1
+    limit_checks = (
+        ("false_pass", "false_pass_limit", "max_false_passes", "the judge passed answers people failed"),
+        ("false_fail", "false_fail_limit", "max_false_fails", "the judge failed answers people passed"),
+    )
     for name in slices:
         limit = policy.slices.get(name)
         if limit is None:
             continue  # unknown_slice is a validator finding
-        fp = [
-            o.case.case_id
-            for o in outcomes
-            if not o.case.is_control and o.case.slice == name and o.outcome == "false_pass"
-        ]
-        fp_counted = [i for i in fp if i not in waive.get("false_pass_limit", set())]
-        if len(fp_counted) > limit.max_false_passes:
-            add(
-                State.QUALITY_FAILED,
-                "false_pass_limit",
-                f"slice {name}: {len(fp_counted)} false pass(es), limit {limit.max_false_passes}: the judge passed "
-                "answers people failed",
-                fp,
-                name,
-            )
-        elif fp and len(fp_counted) < len(fp):
-            add(State.QUALITY_FAILED, "false_pass_limit", "", [i for i in fp if i not in fp_counted], name)
-        if limit.max_false_fails is not None:
-            ff = [
+        for outcome, limit_kind, field_name, meaning in limit_checks:
+            allowed: int | None = getattr(limit, field_name)
+            if allowed is None:
+                continue
+            ids = [
                 o.case.case_id
                 for o in outcomes
-                if not o.case.is_control and o.case.slice == name and o.outcome == "false_fail"
+                if not o.case.is_control and o.case.slice == name and o.outcome == outcome
             ]
-            ff_counted = [i for i in ff if i not in waive.get("false_fail_limit", set())]
-            if len(ff_counted) > limit.max_false_fails:
-                add(
-                    State.QUALITY_FAILED,
-                    "false_fail_limit",
-                    f"slice {name}: {len(ff_counted)} false fail(s), limit {limit.max_false_fails}: the judge failed "
-                    "answers people passed",
-                    ff,
-                    name,
-                )
-            elif ff and len(ff_counted) < len(ff):
-                add(State.QUALITY_FAILED, "false_fail_limit", "", [i for i in ff if i not in ff_counted], name)
+            counted = [i for i in ids if i not in waive.get(limit_kind, set())]
+            if len(counted) > allowed:
+                label = outcome.replace("_", " ")
+                msg = f"slice {name}: {len(counted)} {label}(es), limit {allowed}: {meaning}"
+                add(State.QUALITY_FAILED, limit_kind, msg.replace("fail(es)", "fail(s)"), ids, name)
+            elif len(counted) < len(ids):
+                # Within the limit only thanks to an override: record the waiver, block nothing.
+                add(State.QUALITY_FAILED, limit_kind, "", [i for i in ids if i not in counted], name)
 
     # Review routes.
     unstable = [o.case.case_id for o in outcomes if o.unstable]

@@ -159,6 +159,41 @@ class Progress:
             self.stream.write("\n")
 
 
+def make_record(
+    case: Case, repeat: int, j: Judgment, loaded: LoadedPolicy, lineage: Lineage, lane: str, ragas_version: str
+) -> Record:
+    """One records.jsonl line: the judgment plus the lineage that explains it."""
+    return Record(
+        case_id=case.case_id,
+        slice=case.slice,
+        partition=case.partition,
+        control_role=case.expected_control_role,
+        human_label=case.human_label,
+        judge_label=j.label if j.status == "ok" else None,
+        judge_reason=j.reason if j.status == "ok" else None,
+        status=j.status,
+        error_kind=j.error_kind,
+        error_message=j.error_message,
+        repeat_index=repeat,
+        attempts=j.attempts,
+        input_tokens=j.input_tokens,
+        output_tokens=j.output_tokens,
+        cost=j.cost,
+        cache=j.cache,
+        prompt_sha256=j.prompt_sha256,
+        input_sha256=j.input_sha256,
+        metric_version=lineage.metric_version,
+        evaluator_model=lineage.evaluator_model,
+        ragas_version=ragas_version,
+        policy_id=loaded.policy.policy_id,
+        policy_version=loaded.policy.policy_version,
+        policy_sha256=lineage.policy_sha256,
+        dataset_sha256=lineage.dataset_sha256,
+        gate_version=__version__,
+        lane=lane,
+    )
+
+
 @dataclass
 class Runner:
     loaded: LoadedPolicy
@@ -176,35 +211,7 @@ class Runner:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
-        return Record(
-            case_id=case.case_id,
-            slice=case.slice,
-            partition=case.partition,
-            control_role=case.expected_control_role,
-            human_label=case.human_label,
-            judge_label=j.label if j.status == "ok" else None,
-            judge_reason=j.reason if j.status == "ok" else None,
-            status=j.status,
-            error_kind=j.error_kind,
-            error_message=j.error_message,
-            repeat_index=repeat,
-            attempts=j.attempts,
-            input_tokens=j.input_tokens,
-            output_tokens=j.output_tokens,
-            cost=j.cost,
-            cache=j.cache,
-            prompt_sha256=j.prompt_sha256,
-            input_sha256=j.input_sha256,
-            metric_version=self.lineage.metric_version,
-            evaluator_model=self.lineage.evaluator_model,
-            ragas_version=self.evaluator.ragas_version,
-            policy_id=self.loaded.policy.policy_id,
-            policy_version=self.loaded.policy.policy_version,
-            policy_sha256=self.lineage.policy_sha256,
-            dataset_sha256=self.lineage.dataset_sha256,
-            gate_version=__version__,
-            lane=self.plan.lane,
-        )
+        return make_record(case, repeat, j, self.loaded, self.lineage, self.plan.lane, self.evaluator.ragas_version)
 
     def emit(self, record: Record) -> None:
         self.writer.write(record)
@@ -432,26 +439,12 @@ def run(
         elif not api_key:
             for case in plan.scheduled:
                 for i in range(plan.repeats):
-                    rec = Record(
-                        case_id=case.case_id,
-                        slice=case.slice,
-                        partition=case.partition,
-                        control_role=case.expected_control_role,
-                        human_label=case.human_label,
+                    missing = Judgment(
                         status="skipped",
                         error_kind="auth",
                         error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
-                        repeat_index=i,
-                        metric_version=lineage.metric_version,
-                        evaluator_model=lineage.evaluator_model,
-                        ragas_version=lineage.ragas_version,
-                        policy_id=loaded.policy.policy_id,
-                        policy_version=loaded.policy.policy_version,
-                        policy_sha256=lineage.policy_sha256,
-                        dataset_sha256=lineage.dataset_sha256,
-                        gate_version=__version__,
-                        lane=plan.lane,
                     )
+                    rec = make_record(case, i, missing, loaded, lineage, plan.lane, lineage.ragas_version)
                     writer.write(rec)
                     new_records.append(rec)
         else:
