@@ -6,6 +6,7 @@ broke the input contract), collected for every line so one run shows them all.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gate.loading import FileProblem, format_validation_error, gc_paused, read_text, read_yaml_mapping, sha256_hex
+from gate.loading import (
+    FileProblem,
+    format_validation_error,
+    gc_paused,
+    open_binary,
+    read_yaml_mapping,
+    sha256_hex,
+)
 from gate.policy import ControlRole, LoadedPolicy
 from gate.states import Finding, State
 
@@ -101,63 +109,77 @@ def _contract(message: str, location: str, case_ids: tuple[str, ...] = ()) -> Fi
     return Finding(State.QUALITY_FAILED, "input_contract", message, case_ids=case_ids, location=location)
 
 
-def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding], list[str], bytes]:
+def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding], list[str], str]:
     """Parse one JSONL file; every bad line becomes a finding naming file, line and field.
 
-    Returns the cases, the findings, the "file:line" of each case and the raw bytes.
+    Streams the file (a large dataset is never held twice in memory) and returns the cases, the
+    findings, the "file:line" of each case and the sha256 of the file's bytes.
     """
     findings: list[Finding] = []
     cases: list[Case] = []
     where_each: list[str] = []
+    digest = hashlib.sha256()
     try:
-        text = read_text(path, "case file")
+        handle = open_binary(path, "case file")
     except FileProblem as exc:
-        return [], [_contract(exc.message, display)], [], b""
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            # Fast path: one call parses and validates a well-formed line.
-            fast = Case.model_validate_json(line)
-        except ValidationError:
-            pass
-        else:
-            cases.append(fast)
-            where_each.append(f"{display}:{lineno}")
-            continue
-        where = f"{display}:{lineno}"
-        if len(findings) >= MAX_FINDINGS_PER_FILE:
-            findings.append(_contract(f"{display}: more problems not shown; fix the ones above first", display))
-            break
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            findings.append(
-                _contract(
-                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix: one JSON object per line", where
-                )
-            )
-            continue
-        if not isinstance(obj, dict):
-            findings.append(
-                _contract(
-                    f"{where}: a case must be a JSON object, not {type(obj).__name__}; fix: write one {{...}} object per line",
-                    where,
-                )
-            )
-            continue
-        cid = obj.get("case_id")
-        ids = (cid,) if isinstance(cid, str) and cid else ()
-        try:
-            case = Case.model_validate(obj)
-        except ValidationError as exc:
-            for problem in format_validation_error(exc):
-                label = f" (case {cid})" if ids else ""
-                findings.append(_contract(f"{where}{label}: {problem}", where, ids))
-            continue
-        cases.append(case)
-        where_each.append(where)
-    return cases, findings, where_each, text.encode("utf-8")
+        return [], [_contract(exc.message, display)], [], digest.hexdigest()
+    has_content = False
+    capped = False
+    with handle:
+        for lineno, line in enumerate(handle, start=1):
+            digest.update(line)
+            if not line.strip():
+                continue
+            has_content = True
+            try:
+                # Fast path: one call parses and validates a well-formed line.
+                fast = Case.model_validate_json(line)
+            except ValidationError:
+                pass
+            else:
+                cases.append(fast)
+                where_each.append(f"{display}:{lineno}")
+                continue
+            if capped:
+                continue
+            if len(findings) >= MAX_FINDINGS_PER_FILE:
+                findings.append(_contract(f"{display}: more problems not shown; fix the ones above first", display))
+                capped = True
+                continue
+            where = f"{display}:{lineno}"
+            case, problems = _parse_case_line(line, where)
+            if case is not None:
+                cases.append(case)
+                where_each.append(where)
+            findings += problems
+    if not has_content:
+        findings.append(_contract(f"{path}: the case file is empty; fix: write one JSON case per line", display))
+    return cases, findings, where_each, digest.hexdigest()
+
+
+def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding]]:
+    """The slow path for a line the fast path refused: say exactly what is wrong with it."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [_contract(f"{where}: not UTF-8 text (byte {exc.start}); fix: save the file as UTF-8", where)]
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix: one JSON object per line"
+        return None, [_contract(message, where)]
+    if not isinstance(obj, dict):
+        message = (
+            f"{where}: a case must be a JSON object, not {type(obj).__name__}; fix: write one {{...}} object per line"
+        )
+        return None, [_contract(message, where)]
+    cid = obj.get("case_id")
+    ids = (cid,) if isinstance(cid, str) and cid else ()
+    try:
+        return Case.model_validate(obj), []
+    except ValidationError as exc:
+        label = f" (case {cid})" if ids else ""
+        return None, [_contract(f"{where}{label}: {problem}", where, ids) for problem in format_validation_error(exc)]
 
 
 def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], list[Finding], bytes]:
@@ -209,13 +231,13 @@ def _load_dataset(loaded: LoadedPolicy) -> Dataset:
     locations: dict[str, str] = {}
     case_locations: list[str] = []
     for rel, path in zip(loaded.policy.cases, loaded.case_paths, strict=True):
-        file_cases, file_findings, file_locations, raw = load_cases_file(path, rel)
+        file_cases, file_findings, file_locations, file_digest = load_cases_file(path, rel)
         cases += file_cases
         findings += file_findings
         case_locations += file_locations
         for case, loc in zip(file_cases, file_locations, strict=True):
             locations.setdefault(case.case_id, loc)
-        digest_parts.append(f"{rel}\0{sha256_hex(raw)}")
+        digest_parts.append(f"{rel}\0{file_digest}")
     evidence: dict[str, EvidenceDoc] = {}
     if loaded.evidence_path is not None and loaded.policy.evidence is not None:
         evidence, ev_findings, raw = load_evidence(loaded.evidence_path, loaded.policy.evidence)

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from pydantic import ValidationError
@@ -82,6 +82,20 @@ class FileProblem(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def open_binary(path: Path, what: str) -> BinaryIO:
+    """Open a file for streaming reads; the same actionable messages as `read_text`."""
+    try:
+        if path.is_dir():
+            raise IsADirectoryError
+        return path.open("rb")
+    except FileNotFoundError:
+        raise FileProblem(f"{path}: the {what} does not exist; fix: create it or correct the path") from None
+    except IsADirectoryError:
+        raise FileProblem(f"{path}: the {what} is a directory; fix: point to a file") from None
+    except OSError as exc:
+        raise FileProblem(f"{path}: the {what} cannot be read ({exc.strerror}); fix: check permissions") from None
 
 
 def read_text(path: Path, what: str) -> str:

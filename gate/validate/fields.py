@@ -16,7 +16,8 @@ def _blank(value: str | None) -> bool:
 
 
 def _text(case: Case, name: str) -> str | None:
-    return case.field_text(name)
+    value = getattr(case, name, None)
+    return value if isinstance(value, str) else None
 
 
 def empty_fields(ctx: Context) -> list[Finding]:
@@ -24,7 +25,8 @@ def empty_fields(ctx: Context) -> list[Finding]:
     names = list(dict.fromkeys([*REQUIRED_TEXT, *placeholders]))
     findings: list[Finding] = []
     for name in names:
-        idx = [i for i, c in enumerate(ctx.cases) if _blank(_text(c, name))]
+        values = [_text(c, name) for c in ctx.cases]
+        idx = [i for i, v in enumerate(values) if v is None or not v.strip()]
         if not idx:
             continue
         if name in placeholders:
