@@ -131,9 +131,11 @@ def generate(n: int, compare: int, seed: int = 11) -> tuple[list[dict[str, Any]]
         dst["partition"] = "held_out" if src["partition"] != "held_out" else "dev"
         dst["user_input"] = src["user_input"]
         dst["response"] = g.edit(src["response"], edits=1 + s % 2 if s % 3 else 25)
-        a, b = f"{src['user_input']}\n{src['response']}", f"{dst['user_input']}\n{dst['response']}"
-        if jaccard(shingle_set(a, 3), shingle_set(b, 3)) >= THRESHOLD:
-            planted.add(tuple(sorted((src["case_id"], dst["case_id"]))))  # type: ignore[arg-type]
+        text_a = f"{src['user_input']}\n{src['response']}"
+        text_b = f"{dst['user_input']}\n{dst['response']}"
+        if jaccard(shingle_set(text_a, 3), shingle_set(text_b, 3)) >= THRESHOLD:
+            first, second = sorted((src["case_id"], dst["case_id"]))
+            planted.add((first, second))
     # Planted group leaks: one paraphrase family in two partitions.
     leaked_groups: set[str] = set()
     for k in range(5):
@@ -245,7 +247,7 @@ def main() -> int:
         f"total: {r['total_s']:.2f}s"
     )
     print(f"throughput: {rate:,.0f} cases/s (target >= 20,000)   peak RSS: {r['rss_mb']:.0f} MB (target < 1024)")
-    found_pairs = {tuple(sorted(p)) for p in r["leak_pairs"]}
+    found_pairs = {(min(p), max(p)) for p in r["leak_pairs"]}
     print(f"findings: {r['findings']} of kinds {r['kinds']}")
     if found_pairs != planted:
         ok = False
