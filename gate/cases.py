@@ -179,7 +179,9 @@ def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding
         return Case.model_validate(obj), []
     except ValidationError as exc:
         label = f" (case {cid})" if ids else ""
-        return None, [_contract(f"{where}{label}: {problem}", where, ids) for problem in format_validation_error(exc)]
+        return None, [
+            _contract(f"{where}{label}: {problem}", where, ids) for problem in format_validation_error(exc, model=Case)
+        ]
 
 
 def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], list[Finding], bytes]:

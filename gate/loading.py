@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import gc
 import hashlib
 import json
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -59,8 +61,34 @@ def _hint(err_type: str, loc: str) -> str:
     return hints.get(err_type, "correct the value")
 
 
-def format_validation_error(exc: ValidationError, prefix: str = "") -> list[str]:
-    """One line per problem: `key.path: what is wrong; fix: what to do`."""
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation like `Model`, `Model | None`, `list[Model]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _known_keys(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The keys allowed where `loc` points, found by walking the model along the path."""
+    for part in loc:
+        if model is None:
+            return []
+        field = model.model_fields.get(str(part)) if isinstance(part, str) else None
+        if field is None:
+            continue  # a list index or a mapping key (e.g. a slice name): same model continues
+        model = _model_in(field.annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> list[str]:
+    """One line per problem: `key.path: what is wrong; fix: what to do`.
+
+    With `model`, an unknown key also names the closest known key ("did you mean ...").
+    """
     lines: list[str] = []
     for err in exc.errors():
         parts = [str(p) for p in err["loc"]]
@@ -68,11 +96,18 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> list[str]
         if prefix:
             loc = f"{prefix}.{loc}" if parts else prefix
         msg = err["msg"]
+        hint = _hint(err["type"], loc)
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+            known = _known_keys(model, tuple(err["loc"][:-1]))
+            close = difflib.get_close_matches(parts[-1], known, n=1) if parts and known else []
+            if close:
+                hint = f"rename it to `{close[0]}` if that is what you meant, or remove it"
+            elif known:
+                hint = f"remove it (allowed here: {', '.join(known)})"
         elif err["type"] == "missing":
             msg = "required key is missing"
-        lines.append(f"`{loc}`: {msg}; fix: {_hint(err['type'], loc)}")
+        lines.append(f"`{loc}`: {msg}; fix: {hint}")
     return lines
 
 

@@ -262,7 +262,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     try:
         policy = Policy.model_validate(raw)
     except ValidationError as exc:
-        raise PolicyError(str(p), format_validation_error(exc)) from None
+        raise PolicyError(str(p), format_validation_error(exc, model=Policy)) from None
 
     problems: list[str] = []
     if policy.metric.prompt_file is not None:

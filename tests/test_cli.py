@@ -83,3 +83,12 @@ def test_malformed_yaml_names_file_and_line(tmp_path: Path, capsys: pytest.Captu
     assert main(["validate", "--policy", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "line" in err and "fix" in err
+
+
+def test_misspelled_key_suggests_the_known_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = write_suite(tmp_path, slices={"critical": {"max_false_pases": 0}})
+    assert main(["validate", "--policy", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert "`slices.critical.max_false_pases`: unknown key" in err
+    assert "rename it to `max_false_passes`" in err
+    assert "`slices.critical.max_false_passes`: required key is missing" in err
