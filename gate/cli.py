@@ -146,14 +146,14 @@ def _print_outcome(result: dict[str, object], out_dir: Path | None) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from gate.run import RunOptions, run
 
-    cache_dir: Path | None = None if args.no_cache else (args.cache_dir or Path(".gate-cache"))
     opts = RunOptions(
         lane=args.lane,
         out_dir=args.out,
         max_cost=args.max_cost,
         resume=args.resume,
         dry_run=args.dry_run,
-        cache_dir=cache_dir,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
     )
     decision = run(args.policy, opts)
     if args.dry_run:

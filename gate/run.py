@@ -37,6 +37,7 @@ from gate.validate import run_validators
 # An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
 # instructor system message with the response schema, model name and sampling fields.
 REQUEST_OVERHEAD_BYTES = 2_048
+DEFAULT_CACHE_DIR = ".gate-cache"
 
 
 @dataclass
@@ -46,7 +47,8 @@ class RunOptions:
     max_cost: float | None = None
     resume: bool = False
     dry_run: bool = False
-    cache_dir: Path | None = None
+    cache_dir: Path | None = None  # None: the policy's `cache_dir`, else .gate-cache
+    use_cache: bool = True
     progress: IO[str] | None = None
 
 
@@ -379,6 +381,16 @@ def load_inputs(policy_path: str | Path, lane: str) -> tuple[LoadedPolicy, Datas
     return loaded, dataset, plan, findings
 
 
+def cache_dir_for(loaded: LoadedPolicy, opts: RunOptions) -> Path | None:
+    if not opts.use_cache:
+        return None
+    if opts.cache_dir is not None:
+        return opts.cache_dir
+    if loaded.policy.cache_dir:
+        return loaded.resolve(loaded.policy.cache_dir)
+    return Path(DEFAULT_CACHE_DIR)
+
+
 def default_factory(loaded: LoadedPolicy, api_key: str, cache_dir: Path | None) -> Evaluator:
     # Imported here: this is the moment a model call is due, and only now is ragas worth loading.
     from gate.judge import make_evaluator
@@ -451,7 +463,7 @@ def run(
             budget = Budget(boundary(loaded, opts.max_cost))
             # Money already spent by the interrupted run counts against the same boundary.
             budget.spent = sum(r.cost for r in prior)
-            evaluator = factory(loaded, api_key, opts.cache_dir)
+            evaluator = factory(loaded, api_key, cache_dir_for(loaded, opts))
             runner = Runner(
                 loaded=loaded,
                 dataset=dataset,

@@ -287,3 +287,16 @@ def test_sigint_then_resume_never_pays_twice(tmp_path: Path, fake: FakeOpenAI) -
     assert result(out)["state"] == "passed"
     for cid in done_first:
         assert fake.count(f"for {cid}:") == 1, cid  # judged once, never paid again
+
+
+@pytest.mark.usefixtures("with_key")
+def test_policy_cache_dir_is_used_and_a_rerun_pays_nothing(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = write_suite(tmp_path / "s", evaluator=evaluator(fake), cache_dir="judgments")
+    assert gate("run", "--policy", policy, "--out", tmp_path / "o1") == 0
+    assert (tmp_path / "s" / "judgments").is_dir()
+    sent = fake.count()
+    assert gate("run", "--policy", policy, "--out", tmp_path / "o2") == 0
+    assert fake.count() == sent
+    res = result(tmp_path / "o2")
+    assert res["counts"]["cached"] == 8 and res["cost"]["cached_calls"] == 8 and res["cost"]["total"] == 0
+    assert all(r["cache"] == "hit" for r in records(tmp_path / "o2"))
