@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import json
 import os
 import signal
@@ -475,6 +476,9 @@ def run(
                 progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream),
                 reuse=_reusable(loaded, prior, plan) if opts.resume else {},
             )
+            # ragas' import leaves ~300k long-lived objects that every full collection rescans
+            # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
+            gc.freeze()
             asyncio.run(_judge_all(runner))
             runner.progress.close()
             new_records = runner.emitted

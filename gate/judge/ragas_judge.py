@@ -248,8 +248,9 @@ class RagasEvaluator:
             rendered = self.render(case)
         except RenderError as exc:
             return Judgment(status="error", error_kind="bad_request", error_message=f"input contract: {exc.message}")
-        parts = self.key_parts(rendered, repeat_index)
-        key = parts.key()
+        # The key costs a canonical dump and a hash: only worth it when there is a cache.
+        parts = self.key_parts(rendered, repeat_index) if self.cache is not None else None
+        key = parts.key() if parts is not None else ""
         if self.cache is not None:
             try:
                 hit = self.cache.get(key)
@@ -290,7 +291,7 @@ class RagasEvaluator:
             SINK.reset(token)
 
         judgment = self._assemble(sink, rendered, cache_state, outcome)
-        if judgment.status == "ok" and judgment.label is not None and self.cache is not None:
+        if judgment.status == "ok" and judgment.label is not None and self.cache is not None and parts is not None:
             try:
                 self.cache.put(key, parts, judgment.label, judgment.reason or "")
             except Exception as exc:
