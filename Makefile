@@ -40,5 +40,10 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
+# Benchmarks print side-by-side ratios; they are not tests (see bench/README.md).
+bench: $(STAMP)
+	$(BIN)/python bench/validate.py
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/run.py --quick
+
 clean:
 	rm -rf $(VENV) gate-out .gate-cache .pytest_cache .mypy_cache .ruff_cache
