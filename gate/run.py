@@ -403,7 +403,7 @@ async def _judge_all(runner: Runner) -> None:
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        with contextlib.suppress(RuntimeError, ValueError):  # no signal support here (e.g. Windows)
             loop.add_signal_handler(sig, runner.cancel)
             installed.append(sig)
     try:

@@ -29,7 +29,7 @@ from gate.budget import Budget, Prices
 from gate.cases import Case
 from gate.errors import UsageError
 from gate.judge import Judgment, attach_partial_judgment, instructor_version, ragas_version
-from gate.judge.cache import CacheKeyParts, JudgmentCache, url_host
+from gate.judge.cache import CachedVerdict, CacheKeyParts, JudgmentCache, url_host
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
 from gate.judge.render import RenderedInput, RenderError, render_case
@@ -87,6 +87,18 @@ def _chain(exc: BaseException) -> list[BaseException]:
         seen.append(cur)
         cur = cur.__cause__ or cur.__context__
     return seen
+
+
+def _hit_judgment(hit: CachedVerdict, rendered: RenderedInput) -> Judgment:
+    """A verdict served from the cache: free, with no attempts, but the same input hashes."""
+    return Judgment(
+        status="ok",
+        label=hit.label,
+        reason=hit.reason,
+        cache="hit",
+        prompt_sha256=rendered.prompt_sha256,
+        input_sha256=rendered.input_sha256,
+    )
 
 
 class RagasEvaluator:
@@ -231,16 +243,7 @@ class RagasEvaluator:
         except RenderError:
             return None
         hit = self.cache.get(self.key_parts(rendered, repeat_index).key())
-        if hit is None:
-            return None
-        return Judgment(
-            status="ok",
-            label=hit.label,
-            reason=hit.reason,
-            cache="hit",
-            prompt_sha256=rendered.prompt_sha256,
-            input_sha256=rendered.input_sha256,
-        )
+        return None if hit is None else _hit_judgment(hit, rendered)
 
     # -- judging ---------------------------------------------------------------------------------
     async def judge(self, case: Case, repeat_index: int, budget: Budget) -> Judgment:
@@ -258,14 +261,7 @@ class RagasEvaluator:
                 log.warning("judgment cache read failed (%s); judging instead", type(exc).__name__)
                 hit = None
             if hit is not None:
-                return Judgment(
-                    status="ok",
-                    label=hit.label,
-                    reason=hit.reason,
-                    cache="hit",
-                    prompt_sha256=rendered.prompt_sha256,
-                    input_sha256=rendered.input_sha256,
-                )
+                return _hit_judgment(hit, rendered)
         ev = self.loaded.policy.evaluator
         sink = JudgmentSink(
             budget=budget,
