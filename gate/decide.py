@@ -398,7 +398,7 @@ def decide(
         rest = [o for o in unrun if o.case.case_id not in no_key]
         if rest:
             why = "deterministic checks blocked, so no model call was made" if blocked else None
-            if why is None and control_failures:
+            if why is None and (control_failures or any(b.kind == "pair_violated" for b in blockers)):
                 why = "not scheduled after a control or pair failed"
             if why is None and any(o.error_kind == "cancelled" for o in rest):
                 why = "the run was interrupted before they were judged"
