@@ -1,0 +1,85 @@
+"""records.jsonl: written a line at a time, read back strictly, older versions readable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gate.cli import main
+from gate.records import Attempt, Record, RecordsError, RecordWriter, read_records
+
+
+def rec(case_id: str = "c-1") -> Record:
+    return Record(
+        case_id=case_id,
+        slice="critical",
+        partition="sentinel",
+        human_label="pass",
+        judge_label="pass",
+        judge_reason="ok",
+        status="ok",
+        attempts=[Attempt(status_code=200, latency_ms=3.5, input_tokens=10, output_tokens=2)],
+        input_tokens=10,
+        output_tokens=2,
+        cost=1.4e-5,
+    )
+
+
+def test_each_record_is_on_disk_as_soon_as_it_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    writer = RecordWriter(path)
+    writer.write(rec("a"))
+    # Another process (a crash, a `tail -f`) sees the line before the writer is closed.
+    assert [json.loads(line)["case_id"] for line in path.read_text().splitlines()] == ["a"]
+    writer.write(rec("b"))
+    writer.close()
+    assert [r.case_id for r in read_records(path)] == ["a", "b"]
+    assert read_records(path)[0] == rec("a")
+
+
+def test_a_torn_last_line_from_a_killed_run_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(rec("a").model_dump(mode="json")) + "\n" + '{"case_id": "b", "sli')
+    assert [r.case_id for r in read_records(path)] == ["a"]
+
+
+def test_a_corrupt_line_in_the_middle_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    good = json.dumps(rec().model_dump(mode="json"))
+    path.write_text(good + "\n{not json\n" + good + "\n")
+    with pytest.raises(RecordsError, match=r"records.jsonl:2: not valid JSON"):
+        read_records(path)
+
+
+def test_a_newer_schema_version_asks_for_an_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps({**rec().model_dump(mode="json"), "schema_version": 2}) + "\n")
+    with pytest.raises(RecordsError, match="upgrade ragas-gate"):
+        read_records(path)
+
+
+def test_a_version_1_record_without_the_later_lineage_fields_reads(tmp_path: Path) -> None:
+    minimal = {
+        "case_id": "c-1", "slice": "critical", "partition": "held_out", "control_role": None,
+        "human_label": "fail", "judge_label": None, "judge_reason": None, "status": "error",
+        "error_kind": "timeout", "repeat_index": 0, "attempts": [], "input_tokens": 0, "output_tokens": 0,
+        "cost": 0.0, "cache": "off", "prompt_sha256": "", "input_sha256": "", "metric_version": "1",
+        "evaluator_model": "m", "ragas_version": "0.4.3",
+    }  # fmt: skip
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(minimal) + "\n")
+    (r,) = read_records(path)
+    assert r.schema_version == 1 and r.error_kind == "timeout" and r.judge_label is None
+
+
+def test_decide_on_a_corrupt_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from suite import write_suite
+
+    policy = write_suite(tmp_path / "s")
+    path = tmp_path / "records.jsonl"
+    path.write_text('{"case_id": 3}\n')
+    assert main(["decide", "--policy", str(policy), "--records", str(path), "--lane", "pr"]) == 2
+    err = capsys.readouterr().err
+    assert "records.jsonl:1" in err and "Traceback" not in err
