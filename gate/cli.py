@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -35,8 +36,8 @@ def _cost(value: str) -> float:
         v = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--max-cost must be a number, not {value!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("--max-cost must be greater than 0")
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"--max-cost must be a finite number greater than 0, not {value!r}")
     return v
 
 

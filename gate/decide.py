@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.cases import Case
+from gate.judge.render import RenderError, render_case
 from gate.plan import Plan
 from gate.policy import LoadedPolicy, Override
 from gate.records import Record
@@ -188,6 +189,31 @@ def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
     }
 
 
+def _current_prompts(loaded: LoadedPolicy, plan: Plan) -> dict[str, str]:
+    """sha256 of the prompt each eligible case renders to now (cases that cannot render: none)."""
+    out: dict[str, str] = {}
+    for c in plan.eligible:
+        try:
+            out[c.case_id] = render_case(loaded.prompt_text, loaded.placeholders, c).prompt_sha256
+        except RenderError:
+            continue
+    return out
+
+
+def _staleness(r: Record, loaded: LoadedPolicy, prompt_sha256: str | None) -> str | None:
+    """Why a record cannot be evidence for this policy, or None when it can."""
+    policy = loaded.policy
+    if r.policy_id and r.policy_id != policy.policy_id:
+        return f"policy {r.policy_id}, not {policy.policy_id}"
+    if r.evaluator_model and r.evaluator_model != policy.evaluator.model:
+        return f"evaluator model {r.evaluator_model}, not {policy.evaluator.model}"
+    if r.metric_version and r.metric_version != policy.metric.version:
+        return f"metric version {r.metric_version}, not {policy.metric.version}"
+    if r.prompt_sha256 and prompt_sha256 and r.prompt_sha256 != prompt_sha256:
+        return "the rendered prompt differs: the prompt template or the case changed"
+    return None
+
+
 @dataclass
 class Decision:
     state: State
@@ -220,7 +246,18 @@ def decide(
     blockers += list(findings)
 
     relevant = [r for r in records if r.case_id in eligible_ids]
-    recs = best_records(relevant)
+    # Evidence counts only for the configuration that produced it: a record judged under another
+    # model, metric version or rendered prompt says nothing about this policy (its cost still counts).
+    current = _current_prompts(loaded, plan)
+    stale: dict[str, str] = {}
+    fresh: list[Record] = []
+    for r in relevant:
+        why = _staleness(r, loaded, current.get(r.case_id))
+        if why:
+            stale.setdefault(r.case_id, why)
+        else:
+            fresh.append(r)
+    recs = best_records(fresh)
     outcomes = [classify(c, plan, recs, blocked) for c in plan.eligible]
     waive, expired = _active_overrides(policy.overrides, today)
     waived: list[dict[str, Any]] = []
@@ -377,7 +414,26 @@ def decide(
     unrun = [o for o in outcomes if o.bucket == "unrun"]
     no_key = [o.case.case_id for o in unrun if o.error_kind == "auth" and not o.called_model]
     budget = [o.case.case_id for o in unrun if o.error_kind == "budget"]
-    budget_hit = budget or any(r.error_kind == "budget" for r in relevant)
+    budget_hit = budget or any(r.error_kind == "budget" for r in fresh)
+    stale_unrun = [o.case.case_id for o in unrun if o.case.case_id in stale and not o.error_kind]
+    if stale_unrun:
+        first = stale[stale_unrun[0]]
+        add(
+            State.EVALUATION_INCOMPLETE,
+            "stale_records",
+            f"{len(stale_unrun)} case(s) have records only from another configuration ({first}); they are not "
+            "evidence for this policy; fix: run `gate run` again (the cache serves whatever still matches)",
+            stale_unrun,
+        )
+    if not any(not o.case.is_control for o in outcomes):
+        lane = policy.lanes[plan.lane]
+        add(
+            State.EVALUATION_INCOMPLETE,
+            "no_cases",
+            f"lane {plan.lane} selects no case outside the controls (partitions {', '.join(lane.partitions)}): a gate "
+            "with nothing to judge cannot pass; fix: add cases to those partitions or correct the lane",
+            [],
+        )
     if no_key:
         add(
             State.EVALUATION_INCOMPLETE,
@@ -387,15 +443,17 @@ def decide(
         )
     if budget_hit:
         boundary = _boundary(policy.limits.max_total_cost, max_cost)
-        not_run = [o.case.case_id for o in unrun if o.case.case_id not in no_key]
+        not_run = [o.case.case_id for o in unrun if o.case.case_id not in no_key and o.case.case_id not in stale_unrun]
+        budget_detail = next((r.error_message for r in fresh if r.error_kind == "budget" and r.error_message), None)
         add(
             State.EVALUATION_INCOMPLETE,
             "budget_exhausted",
-            f"the cost boundary ({boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged",
+            f"the cost boundary ({boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged"
+            + (f" ({budget_detail})" if budget_detail else ""),
             not_run,
         )
     else:
-        rest = [o for o in unrun if o.case.case_id not in no_key]
+        rest = [o for o in unrun if o.case.case_id not in no_key and o.case.case_id not in stale_unrun]
         if rest:
             why = "deterministic checks blocked, so no model call was made" if blocked else None
             if why is None and (control_failures or any(b.kind == "pair_violated" for b in blockers)):

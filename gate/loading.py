@@ -42,6 +42,8 @@ def canonical_json(value: Any) -> str:
 def _hint(err_type: str, loc: str) -> str:
     hints = {
         "extra_forbidden": f"remove `{loc}` (unknown key; check its spelling against the docs)",
+        "string_pattern_mismatch": "use the documented form (for `api_key_env`: the NAME of an environment "
+        "variable such as OPENAI_API_KEY, never the key itself)",
         "missing": f"add `{loc}`",
         "string_type": "write it as a quoted string",
         "int_type": "write a whole number",
@@ -149,10 +151,33 @@ def read_text(path: Path, what: str) -> str:
     return text
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key written twice in one mapping.
+
+    PyYAML keeps the last value silently; a reviewer reading the first would approve a policy the
+    gate does not run.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} is written twice (first at line {seen[key] + 1}); the second value would "
+                    "silently win",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     text = read_text(path, what)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

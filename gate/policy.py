@@ -83,7 +83,8 @@ class Price(Strict):
 class Evaluator(Strict):
     model: str = Field(min_length=1)
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    # The NAME of the variable holding the key, never the key: a pasted key would be echoed.
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
     temperature: float = Field(default=0, ge=0, le=2)
     seed: int | None = None
     max_output_tokens: int = Field(default=256, ge=16)
@@ -275,8 +276,19 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         prompt_text = policy.metric.prompt or ""
         if not prompt_text.strip():
             problems.append("`metric.prompt` is empty; fix: write the judge prompt")
+    # Files the policy names must exist: a wrong path is a broken policy (exit 2), not a product
+    # failure. What is inside them is checked later, case by case.
+    named = [(f"cases[{i}]", rel) for i, rel in enumerate(policy.cases)]
+    if policy.evidence is not None:
+        named.append(("evidence", policy.evidence))
+    for key, rel in named:
+        target = (p.parent / rel).resolve()
+        if not target.is_file():
+            what = "is a directory" if target.is_dir() else "does not exist"
+            problems.append(f"`{key}`: {rel} ({target}) {what}; fix: correct the path, relative to the policy file")
     names, prompt_problems = prompt_placeholders(prompt_text)
-    problems += [f"`metric.prompt`: {m}" for m in prompt_problems]
+    where = f"`metric.prompt_file` ({policy.metric.prompt_file})" if policy.metric.prompt_file else "`metric.prompt`"
+    problems += [f"{where}: {m}" for m in prompt_problems]
     if policy.evaluator.price is None:
         problems.append(
             f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "

@@ -116,11 +116,18 @@ def parse_record(obj: Any, where: str) -> Record:
 def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]:
     """Read a records.jsonl file. A torn last line (a run killed mid-write) is skipped."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise RecordsError(
+            f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); fix: restore the file from the run's artifact"
+        ) from None
     except FileNotFoundError:
         raise RecordsError(f"{path}: the records file does not exist; fix: pass the records.jsonl of a run") from None
     except OSError as exc:
         raise RecordsError(f"{path}: cannot read the records file ({exc.strerror})") from None
+    if not text.strip():
+        raise RecordsError(f"{path}: the records file is empty; fix: pass the records.jsonl of a run that judged cases")
     lines = text.splitlines()
     out: list[Record] = []
     for i, line in enumerate(lines, start=1):

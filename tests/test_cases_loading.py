@@ -8,9 +8,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import pytest
 from validate_factory import Suite, make_case
 
 from gate.cases import MAX_FINDINGS_PER_FILE
+from gate.errors import PolicyError
 from gate.loading import sha256_hex
 from gate.states import Finding, State
 
@@ -114,11 +116,13 @@ def test_problems_per_file_are_capped(tmp_path: Path) -> None:
     assert "more problems not shown" in found[-1].message
 
 
-def test_missing_case_file(tmp_path: Path) -> None:
+def test_missing_case_file_is_a_broken_policy(tmp_path: Path) -> None:
+    # A path that leads nowhere is the policy's defect (exit 2), not a product failure (exit 1).
     suite = Suite(tmp_path)
     suite.policy["cases"].append("cases/extra.jsonl")
-    (f,) = loader_findings(suite)
-    assert "cases/extra.jsonl" in f.message and "does not exist" in f.message
+    with pytest.raises(PolicyError) as err:
+        loader_findings(suite)
+    assert "`cases[1]`: cases/extra.jsonl" in err.value.message and "does not exist" in err.value.message
 
 
 def test_empty_case_file(tmp_path: Path) -> None:

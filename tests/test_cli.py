@@ -66,6 +66,8 @@ def test_json_format_lists_findings(tmp_path: Path, capsys: pytest.CaptureFixtur
         (["validate"], "--policy"),
         (["validate", "--policy", "/nonexistent/policy.yaml"], "/nonexistent/policy.yaml"),
         (["run", "--policy", "x.yaml", "--max-cost", "-1"], "--max-cost"),
+        (["run", "--policy", "x.yaml", "--max-cost", "nan"], "--max-cost"),
+        (["run", "--policy", "x.yaml", "--max-cost", "inf"], "--max-cost"),
         (["frobnicate"], "frobnicate"),
     ],
 )
@@ -92,3 +94,22 @@ def test_misspelled_key_suggests_the_known_one(tmp_path: Path, capsys: pytest.Ca
     assert "`slices.critical.max_false_pases`: unknown key" in err
     assert "rename it to `max_false_passes`" in err
     assert "`slices.critical.max_false_passes`: required key is missing" in err
+
+
+def test_a_key_written_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = write_suite(tmp_path)
+    policy.write_text(policy.read_text() + "policy_id: shadow-id\n")
+    assert main(["validate", "--policy", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert "'policy_id' is written twice" in err and "line" in err
+
+
+def test_a_pasted_key_as_api_key_env_is_refused_and_not_echoed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "sk-proj-PASTEDsecret0123456789"
+    policy = write_suite(tmp_path, evaluator={"api_key_env": secret})
+    assert main(["validate", "--policy", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert "evaluator.api_key_env" in err and "NAME of an environment variable" in err
+    assert secret not in err

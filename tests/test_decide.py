@@ -309,3 +309,36 @@ def test_resumed_records_prefer_completed_and_count_all_paid_attempts(tmp_path: 
     assert d.state is State.PASSED
     assert d.result["cost"]["http_attempts"] == len(records)
     assert d.result["cost"]["total"] == pytest.approx(0.001 + 0.00012 * (len(records) - 1))
+
+
+def test_records_from_another_model_are_not_evidence(tmp_path: Path) -> None:
+    foreign = [r.model_copy(update={"evaluator_model": "gpt-4.1"}) for r in base_records()]
+    d = run_decide(tmp_path, foreign)
+    assert d.state is State.EVALUATION_INCOMPLETE
+    stale = kinds(d)["stale_records"]
+    assert sorted(stale) == sorted(r.case_id for r in foreign)
+    assert "gpt-4.1" in next(b.message for b in d.blockers if b.kind == "stale_records")
+    assert d.result["counts"]["completed"] == 0
+
+
+def test_records_whose_rendered_prompt_changed_are_not_evidence(tmp_path: Path) -> None:
+    from gate.judge.render import render_case
+
+    path = write_suite(tmp_path)
+    loaded = load_policy(path)
+    plan = make_plan(loaded, load_dataset(loaded), "pr")
+    current = {c.case_id: render_case(loaded.prompt_text, loaded.placeholders, c).prompt_sha256 for c in plan.scheduled}
+    records = [r.model_copy(update={"prompt_sha256": current[r.case_id]}) for r in base_records()]
+    assert decide(loaded, plan, [], records, LINEAGE, TODAY).state is State.PASSED
+    records[-1] = records[-1].model_copy(update={"prompt_sha256": "0" * 64})
+    d = decide(loaded, plan, [], records, LINEAGE, TODAY)
+    assert kinds(d)["stale_records"] == [records[-1].case_id]
+    assert "rendered prompt differs" in d.blockers[-1].message or any(
+        "rendered prompt differs" in b.message for b in d.blockers
+    )
+
+
+def test_a_lane_with_nothing_but_controls_cannot_pass(tmp_path: Path) -> None:
+    d = run_decide(tmp_path, controls_ok(), [*controls()])
+    assert d.state is State.EVALUATION_INCOMPLETE
+    assert "no_cases" in kinds(d)

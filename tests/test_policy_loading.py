@@ -167,7 +167,7 @@ def test_prompt_placeholder_rules(tmp_path: Path, prompt: str, expected: str) ->
     suite = Suite(tmp_path)
     suite.prompt = prompt
     err = policy_error(suite)
-    assert any(expected in p and "`metric.prompt`" in p for p in err.problems), err.problems
+    assert any(expected in p and "`metric.prompt_file` (" in p for p in err.problems), err.problems
 
 
 def test_missing_price_is_refused(tmp_path: Path) -> None:

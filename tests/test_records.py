@@ -83,3 +83,14 @@ def test_decide_on_a_corrupt_file_is_a_usage_error(tmp_path: Path, capsys: pytes
     assert main(["decide", "--policy", str(policy), "--records", str(path), "--lane", "pr"]) == 2
     err = capsys.readouterr().err
     assert "records.jsonl:1" in err and "Traceback" not in err
+
+
+def test_bad_bytes_and_empty_files_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    good = json.dumps(rec().model_dump(mode="json")).encode()
+    path.write_bytes(good + b"\n" + b"\xff\xfe\n" + good + b"\n")
+    with pytest.raises(RecordsError, match=r"records.jsonl:2: not UTF-8"):
+        read_records(path)
+    path.write_text("\n")
+    with pytest.raises(RecordsError, match="is empty"):
+        read_records(path)

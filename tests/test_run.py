@@ -300,3 +300,13 @@ def test_policy_cache_dir_is_used_and_a_rerun_pays_nothing(tmp_path: Path, fake:
     res = result(tmp_path / "o2")
     assert res["counts"]["cached"] == 8 and res["cost"]["cached_calls"] == 8 and res["cost"]["total"] == 0
     assert all(r["cache"] == "hit" for r in records(tmp_path / "o2"))
+
+
+@pytest.mark.usefixtures("with_key")
+def test_a_key_echoed_in_the_judge_reason_never_reaches_outputs(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.script("c-1", reply("pass", f"I was called with {SECRET}"))
+    policy = write_suite(tmp_path / "s", evaluator=evaluator(fake))
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 0
+    assert "I was called with ***" in (out / "records.jsonl").read_text()
+    assert SECRET not in "".join(p.read_text() for p in out.iterdir())

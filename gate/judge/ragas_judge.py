@@ -307,7 +307,8 @@ class RagasEvaluator:
         )
         if outcome.kind is None and outcome.label is not None:
             judgment.label = outcome.label
-            judgment.reason = outcome.reason
+            # A provider can echo anything back, the key included: reasons reach PR comments.
+            judgment.reason = self._scrub_key(outcome.reason) if outcome.reason is not None else None
             return judgment
         # nothing sent: skipped (budget, cancelled); something sent and no verdict: an error
         judgment.status = "skipped" if outcome.kind in ("budget", "cancelled") and not sink.attempts else "error"
@@ -418,9 +419,11 @@ class RagasEvaluator:
                 return str(err["message"])
         return json.dumps(body)[:200] if body is not None else type(e).__name__
 
+    def _scrub_key(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
     def _scrub(self, message: str) -> str:
-        if self._api_key:
-            message = message.replace(self._api_key, "***")
+        message = self._scrub_key(message)
         return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
     async def aclose(self) -> None:
