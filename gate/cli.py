@@ -156,6 +156,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
     )
+    if not args.dry_run:
+        # A result left by an earlier run must never be read (or published) as this run's.
+        for name in OUTPUT_FILES:
+            (args.out / name).unlink(missing_ok=True)
     decision = run(args.policy, opts)
     if args.dry_run:
         blocking = [b for b in decision.blockers if b.state is State.QUALITY_FAILED]
@@ -184,6 +188,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return publish_result_dir(args.result, os.environ)
 
 
+OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml")
 COMMANDS = {"validate": cmd_validate, "run": cmd_run, "decide": cmd_decide, "publish": cmd_publish}
 
 

@@ -185,6 +185,9 @@ def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
         "http_attempts": sum(len(r.attempts) for r in records),
         "retries": sum(r.retries for r in records),
         "cached_calls": sum(1 for r in records if r.cache == "hit"),
+        # Sent but never answered (timeout, dropped, interrupted): no usage was reported, so they
+        # add nothing to `total`, but a provider may still bill them.
+        "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
         "by_slice": dict(sorted(by_slice.items())),
     }
 

@@ -97,7 +97,7 @@ def format_validation_error(exc: ValidationError, prefix: str = "", model: type[
         loc = ".".join(parts) if parts else "(top level)"
         if prefix:
             loc = f"{prefix}.{loc}" if parts else prefix
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         hint = _hint(err["type"], loc)
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
@@ -109,6 +109,10 @@ def format_validation_error(exc: ValidationError, prefix: str = "", model: type[
                 hint = f"remove it (allowed here: {', '.join(known)})"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "value_error" and not parts:
+            # A whole-file rule: its message names the keys and the fix itself.
+            lines.append(str(err.get("ctx", {}).get("error", msg)))
+            continue
         lines.append(f"`{loc}`: {msg}; fix: {hint}")
     return lines
 

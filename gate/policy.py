@@ -170,11 +170,11 @@ class Policy(Strict):
             if bad:
                 raise ValueError(
                     f"`lanes.{name}.partitions` names unknown partition(s) {bad}; "
-                    f"declare them under `partitions:` or use one of {sorted(known)}"
+                    f"fix: declare them under `partitions:` or use one of {sorted(known)}"
                 )
         ids = [o.id for o in self.overrides]
         if len(ids) != len(set(ids)):
-            raise ValueError("`overrides` has duplicate ids")
+            raise ValueError("`overrides` has duplicate ids; fix: give each override its own id")
         return self
 
 

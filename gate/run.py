@@ -126,8 +126,9 @@ def blocking_findings(findings: Sequence[Finding]) -> list[Finding]:
 class Progress:
     """A live line on a terminal; a plain line every ~10% or 15 s in CI logs."""
 
-    def __init__(self, total: int, stream: IO[str] | None) -> None:
+    def __init__(self, total: int, stream: IO[str] | None, currency: str = "USD") -> None:
         self.total = total
+        self.currency = currency
         self.done = 0
         self.errors = 0
         self.stream = stream
@@ -136,16 +137,21 @@ class Progress:
         self.last_plain = 0.0
         self.step = max(10, total // 10)
 
-    def tick(self, judgment: Judgment, spent: float) -> None:
+    def line(self, budget_used: float) -> str:
+        # "budget used" counts unanswered attempts at their reservation (see README), so it can
+        # read higher than the cost result.json reports from provider usage.
+        return (
+            f"gate: {self.done}/{self.total} judgments, {self.errors} errors, "
+            f"{budget_used:.4f} {self.currency} budget used, {time.monotonic() - self.started:.0f}s"
+        )
+
+    def tick(self, judgment: Judgment, budget_used: float) -> None:
         self.done += 1
         if judgment.status == "error":
             self.errors += 1
         if self.stream is None:
             return
-        line = (
-            f"gate: {self.done}/{self.total} judgments, {self.errors} errors, "
-            f"{spent:.4f} spent, {time.monotonic() - self.started:.0f}s"
-        )
+        line = self.line(budget_used)
         now = time.monotonic()
         if self.tty:
             self.stream.write("\r" + line + "   ")
@@ -157,9 +163,15 @@ class Progress:
             self.stream.write(line + "\n")
             self.stream.flush()
 
-    def close(self) -> None:
-        if self.tty and self.stream is not None and self.done != self.total:
+    def close(self, stop_reason: str | None, budget_used: float) -> None:
+        if self.stream is None:
+            return
+        if self.tty and self.done != self.total:
             self.stream.write("\n")
+        if stop_reason is not None:
+            why = stop_reason.replace("_", " ")
+            self.stream.write(f"{self.line(budget_used)}; scheduling stopped: {why}\n")
+        self.stream.flush()
 
 
 def make_record(
@@ -236,7 +248,7 @@ class Runner:
             self.emit(self.to_record(case, repeat, partial))
             raise
         self.emit(self.to_record(case, repeat, j))
-        self.progress.tick(j, self.budget.spent)
+        self.progress.tick(j, self.budget.spent + self.budget.reserved)
         if j.error_kind == "budget" and self.stop_reason is None:
             self.stop_reason = "budget"
 
@@ -340,7 +352,12 @@ def write_outputs(out_dir: Path, decision: Decision) -> None:
 
 
 def print_plan(
-    loaded: LoadedPolicy, plan: Plan, findings: Sequence[Finding], max_cost: float | None, out: IO[str]
+    loaded: LoadedPolicy,
+    plan: Plan,
+    findings: Sequence[Finding],
+    max_cost: float | None,
+    out: IO[str],
+    has_key: bool = True,
 ) -> None:
     ev = loaded.policy.evaluator
     cur = ev.price.currency if ev.price else "USD"
@@ -366,6 +383,8 @@ def print_plan(
     blocking = blocking_findings(findings)
     if blocking:
         out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
+    elif not has_key:
+        out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
     out.write("  order:\n")
     held = {c.case_id for c in plan.withheld}
     for i, c in enumerate(plan.eligible, start=1):
@@ -427,7 +446,8 @@ def run(
     out = opts.out_dir
     progress_stream = opts.progress if opts.progress is not None else sys.stderr
     if opts.dry_run:
-        print_plan(loaded, plan, findings, opts.max_cost, sys.stdout)
+        has_key = bool(env.get(loaded.policy.evaluator.api_key_env, "").strip())
+        print_plan(loaded, plan, findings, opts.max_cost, sys.stdout, has_key)
         lineage = make_lineage(loaded, dataset)
         return decide(
             loaded, plan, findings, [], lineage, clock(), max_cost=opts.max_cost, notes=["dry run: no model call"]
@@ -473,14 +493,14 @@ def run(
                 writer=writer,
                 budget=budget,
                 lineage=lineage,
-                progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream),
+                progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream, prices(loaded).currency),
                 reuse=_reusable(loaded, prior, plan) if opts.resume else {},
             )
             # ragas' import leaves ~300k long-lived objects that every full collection rescans
             # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
             gc.freeze()
             asyncio.run(_judge_all(runner))
-            runner.progress.close()
+            runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
             new_records = runner.emitted
             if runner.stop_reason == "cancelled":
                 notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")

@@ -279,7 +279,9 @@ def test_sigint_then_resume_never_pays_twice(tmp_path: Path, fake: FakeOpenAI) -
     assert cancelled
     # In-flight requests were sent (and may be billed): their attempts stay in the evidence.
     assert any(r["attempts"] for r in cancelled)
-    assert first["cost"]["http_attempts"] == fake.count()
+    # Every request the provider saw is metered; one cut off while being sent (at most one per
+    # worker, max_concurrency 2) is metered too, as it may have reached the provider.
+    assert fake.count() <= first["cost"]["http_attempts"] <= fake.count() + 2
     done_first = {r["case_id"] for r in recs if r["status"] == "ok"}
     assert first["unrun_case_ids"]
     resumed = subprocess.run([*cmd, "--resume"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)

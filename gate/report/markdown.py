@@ -142,6 +142,14 @@ def _cost(result: Mapping[str, Any]) -> list[str]:
         f"{cost.get('output_tokens', 0)} output tokens · {cost.get('http_attempts', 0)} HTTP attempts "
         f"({cost.get('retries', 0)} retries) · {cost.get('cached_calls', 0)} cached calls",
     ]
+    unanswered = cost.get("unanswered_attempts", 0)
+    if unanswered:
+        lines.append("")
+        lines.append(
+            f"{unanswered} attempt(s) got no answer (timeout, dropped connection, interrupt): no usage was "
+            "reported, so they are not in the total, but the provider may bill them; the cost boundary "
+            "counted each at its reserved upper bound."
+        )
     by_slice: Mapping[str, float] = cost.get("by_slice", {})
     if by_slice:
         lines.append("")
