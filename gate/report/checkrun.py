@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate.states import State
+
 MAX_OUTPUT_BYTES = 65_535
 MAX_ANNOTATIONS_PER_REQUEST = 50
 # A ceiling on annotations per check run, so that a run with thousands of blockers does not turn
@@ -24,12 +26,7 @@ MAX_TITLE_CHARS = 250
 MAX_ANNOTATION_MESSAGE_CHARS = 4_000
 ARTIFACT_HINT = "the full report is in the workflow run's `ragas-gate` artifact (report.md, result.json)"
 
-CONCLUSIONS: dict[str, str] = {
-    "passed": "success",
-    "quality_failed": "failure",
-    "evaluation_incomplete": "cancelled",
-    "review_required": "action_required",
-}
+CONCLUSIONS: dict[str, str] = {state.value: state.conclusion for state in State}
 # How loud a blocker's annotation is, by the blocker's own state.
 ANNOTATION_LEVELS: dict[str, str] = {
     "quality_failed": "failure",
