@@ -24,7 +24,7 @@ from typing import IO, Any
 from gate import __version__
 from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
-from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide
+from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
 from gate.judge import Evaluator, Judgment, partial_judgment
 from gate.judge.render import RenderError, render_case
 from gate.plan import Plan, make_plan
@@ -220,8 +220,16 @@ class Runner:
     lineage: Lineage
     progress: Progress
     reuse: dict[tuple[str, int], Record] = field(default_factory=dict)
-    records: list[Record] = field(default_factory=list)
     emitted: list[Record] = field(default_factory=list)
+    # case id -> labels of its completed judgments, for the control and pair checks mid-run
+    ok_labels: dict[str, list[str]] = field(default_factory=dict)
+    pair_members: dict[str, list[Case]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for c in self.plan.scheduled:
+            if c.pair is not None:
+                self.pair_members.setdefault(c.pair.id, []).append(c)
+
     stop_reason: str | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -230,14 +238,18 @@ class Runner:
 
     def emit(self, record: Record) -> None:
         self.writer.write(record)
-        self.records.append(record)
         self.emitted.append(record)
+        self.remember(record)
+
+    def remember(self, record: Record) -> None:
+        if record.status == "ok":
+            self.ok_labels.setdefault(record.case_id, []).append(record.judge_label or "")
 
     async def judge_one(self, case: Case, repeat: int) -> None:
         reused = self.reuse.get((case.case_id, repeat))
         if reused is not None:
             # Completed in an earlier attempt of this run: already in records.jsonl, nothing to pay.
-            self.records.append(reused)
+            self.remember(reused)
             return
         try:
             j = await self.evaluator.judge(case, repeat, self.budget)
@@ -273,17 +285,13 @@ class Runner:
         self.tasks.difference_update(workers)
 
     def verdict(self, case: Case) -> str | None:
-        labels = [r.judge_label for r in self.records if r.case_id == case.case_id and r.status == "ok"]
-        if len(labels) < self.plan.repeats:
-            return None
-        from gate.decide import majority
-
-        return majority([lbl or "" for lbl in labels])
+        labels = self.ok_labels.get(case.case_id, [])
+        return majority(labels) if len(labels) >= self.plan.repeats else None
 
     def check_pair(self, case: Case) -> None:
         if case.pair is None or self.stop_reason is not None:
             return
-        mates = [c for c in self.plan.scheduled if c.pair and c.pair.id == case.pair.id and c.case_id != case.case_id]
+        mates = [c for c in self.pair_members.get(case.pair.id, []) if c.case_id != case.case_id]
         if len(mates) != 1:
             return
         a, b = self.verdict(case), self.verdict(mates[0])

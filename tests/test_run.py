@@ -312,3 +312,18 @@ def test_a_key_echoed_in_the_judge_reason_never_reaches_outputs(tmp_path: Path, 
     assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 0
     assert "I was called with ***" in (out / "records.jsonl").read_text()
     assert SECRET not in "".join(p.read_text() for p in out.iterdir())
+
+
+@pytest.mark.usefixtures("with_key")
+def test_a_violated_pair_stops_scheduling(tmp_path: Path, fake: FakeOpenAI) -> None:
+    flip = {"id": "p-1", "kind": "flip"}
+    cases = [*controls(), case("p-a", pair=flip), case("p-b", label="fail", pair=flip)]
+    cases += [case(f"z-{i}") for i in range(4)]
+    fake.script("p-b", reply("pass", "Same as the other one."))  # a flip pair must differ
+    policy = write_suite(tmp_path / "s", cases, evaluator=evaluator(fake, max_concurrency=1))
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 1
+    res = result(out)
+    assert sorted(kinds(res)["pair_violated"]) == ["p-a", "p-b"]
+    assert res["unrun_case_ids"] == ["z-0", "z-1", "z-2", "z-3"]
+    assert fake.count("z-") == 0
