@@ -74,9 +74,28 @@ def grouped(
     idx = list(indices)
     locations = [ctx.where(i) for i in idx]
     ids = tuple(dict.fromkeys(ctx.cases[i].case_id for i in idx))
-    count = f"{len(ids)} case(s)" if len(ids) != 1 else f"case {ids[0]}"
+    if len(ids) == 1:
+        count = f"case {ids[0]}"
+        verb, _, rest = what.partition(" ")
+        what = f"{_SINGULAR.get(verb, verb)} {rest}" if rest else what
+    else:
+        count = f"{len(ids)} cases"
     message = f"{describe_locations(locations)}: {count} {what}; fix: {fix}"
     return Finding(state, kind, message, case_ids=ids, slice=slice_name, location=locations[0] if locations else None)
+
+
+# `what` is written for many cases ("have no reference"); one case reads "has no reference".
+_SINGULAR = {
+    "have": "has",
+    "are": "is",
+    "do": "does",
+    "cite": "cites",
+    "share": "shares",
+    "use": "uses",
+    "name": "names",
+    "belong": "belongs",
+    "lack": "lacks",
+}
 
 
 def contract(ctx: Context, indices: Iterable[int], what: str, fix: str, slice_name: str | None = None) -> Finding:
