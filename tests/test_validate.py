@@ -239,13 +239,13 @@ def test_missing_evidence_control_with_empty_reference_is_expected(suite: Suite)
 def test_other_control_without_reference(suite: Suite) -> None:
     suite.case("ctl-positive")["reference"] = ""
     (f,) = suite.findings()
-    assert f.kind == "input_contract" and "positive controls" in f.message
+    assert f.kind == "input_contract" and "control role positive" in f.message
 
 
 def test_missing_evidence_control_with_reference(suite: Suite) -> None:
     suite.case("ctl-missing_evidence")["reference"] = "Some text."
     (f,) = suite.findings()
-    assert f.kind == "input_contract" and "missing_evidence controls" in f.message
+    assert f.kind == "input_contract" and "under control role missing_evidence" in f.message
 
 
 # --- pairs ----------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def missing_references(ctx: Context) -> list[Finding]:
             contract(
                 ctx,
                 idx,
-                f"are {role_name} controls without a `reference` (only missing_evidence controls may omit it)",
+                f"have no `reference` (control role {role_name}; only missing_evidence controls may omit it)",
                 "add the reference the control's answer is judged against",
             )
         )
@@ -58,9 +58,9 @@ def missing_references(ctx: Context) -> list[Finding]:
             contract(
                 ctx,
                 referenced_withheld,
-                "are missing_evidence controls that have a `reference`, so the gate would send them to the "
-                "judge and the control would fail",
-                "empty their reference, or give them another expected_control_role",
+                "have a `reference` under control role missing_evidence, so the gate would send the case to "
+                "the judge and the control would fail",
+                "empty the reference, or give the case another expected_control_role",
             )
         )
     return findings
