@@ -125,23 +125,11 @@ class FileProblem(Exception):
         self.message = message
 
 
-def open_binary(path: Path, what: str) -> BinaryIO:
-    """Open a file for streaming reads; the same actionable messages as `read_text`."""
+@contextmanager
+def _file_problems(path: Path, what: str) -> Iterator[None]:
+    """Turn the ways a file cannot be read into one actionable message each."""
     try:
-        if path.is_dir():
-            raise IsADirectoryError
-        return path.open("rb")
-    except FileNotFoundError:
-        raise FileProblem(f"{path}: the {what} does not exist; fix: create it or correct the path") from None
-    except IsADirectoryError:
-        raise FileProblem(f"{path}: the {what} is a directory; fix: point to a file") from None
-    except OSError as exc:
-        raise FileProblem(f"{path}: the {what} cannot be read ({exc.strerror}); fix: check permissions") from None
-
-
-def read_text(path: Path, what: str) -> str:
-    try:
-        text = path.read_text(encoding="utf-8")
+        yield
     except FileNotFoundError:
         raise FileProblem(f"{path}: the {what} does not exist; fix: create it or correct the path") from None
     except IsADirectoryError:
@@ -150,6 +138,19 @@ def read_text(path: Path, what: str) -> str:
         raise FileProblem(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); fix: save it as UTF-8") from None
     except OSError as exc:
         raise FileProblem(f"{path}: the {what} cannot be read ({exc.strerror}); fix: check permissions") from None
+
+
+def open_binary(path: Path, what: str) -> BinaryIO:
+    """Open a file for streaming reads; the same actionable messages as `read_text`."""
+    with _file_problems(path, what):
+        if path.is_dir():
+            raise IsADirectoryError
+        return path.open("rb")
+
+
+def read_text(path: Path, what: str) -> str:
+    with _file_problems(path, what):
+        text = path.read_text(encoding="utf-8")
     if not text.strip():
         raise FileProblem(f"{path}: the {what} is empty; fix: write its content")
     return text

@@ -18,6 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_github import BOT_LOGIN, EXIT_CODES, FakeGitHub, sample_result
+from runner_env import API_KEY, HEAD, MERGE, TOKEN, parse_github_output, runner_env
 
 from gate.action import (
     DEFAULT_FAIL_ON,
@@ -35,35 +36,7 @@ from gate.action import (
 )
 from gate.github import ClientOptions, comment_marker
 
-TOKEN = "ghs_FAKEtokenNEVERprinted0123456789"
-API_KEY = "sk-test-FAKEkeyNEVERprinted987654321"
-HEAD = "9e1c" * 10
-MERGE = "4d4d" * 10
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
-
-
-def parse_github_output(text: str) -> dict[str, str]:
-    """Parse `$GITHUB_OUTPUT` the way the runner does (`k=v` lines and `k<<DELIM` blocks)."""
-    out: dict[str, str] = {}
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line:
-            continue
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            value: list[str] = []
-            while lines[i] != delimiter:
-                value.append(lines[i])
-                i += 1
-            i += 1
-            out[name] = "\n".join(value)
-        else:
-            name, val = line.split("=", 1)
-            out[name] = val
-    return out
 
 
 def write_result_dir(path: Path, result: dict[str, Any], report: str = "# report\n") -> Path:
@@ -72,43 +45,6 @@ def write_result_dir(path: Path, result: dict[str, Any], report: str = "# report
     (path / "report.md").write_text(report, encoding="utf-8")
     (path / "summary.md").write_text(f"## ragas-gate: {result['state']}\n\nsummary body\n", encoding="utf-8")
     return path
-
-
-def runner_env(tmp_path: Path, *, api_url: str, event: dict[str, Any] | None = None, **inputs: str) -> dict[str, str]:
-    """The environment a container action step gets: INPUT_* with hyphens, GITHUB_* files."""
-    workspace = tmp_path / "workspace"
-    (workspace / "evals").mkdir(parents=True, exist_ok=True)
-    (workspace / "evals" / "policy.yaml").write_text(
-        "version: 1\npolicy_id: refund-answer\nevaluator:\n  api_key_env: JUDGE_KEY\n", encoding="utf-8"
-    )
-    files = tmp_path / "files"
-    files.mkdir(exist_ok=True)
-    event_path = files / "event.json"
-    if event is None:
-        event = {"number": 17, "pull_request": {"number": 17, "head": {"sha": HEAD, "ref": "feature"}}}
-    event_path.write_text(json.dumps(event), encoding="utf-8")
-    (files / "output").write_text("earlier=value\n", encoding="utf-8")
-    env = {
-        "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_EVENT_PATH": str(event_path),
-        "GITHUB_EVENT_NAME": "pull_request" if "pull_request" in event else "workflow_dispatch",
-        "GITHUB_SHA": MERGE,
-        "GITHUB_REPOSITORY": "acme/support-bot",
-        "GITHUB_API_URL": api_url,
-        "GITHUB_OUTPUT": str(files / "output"),
-        "GITHUB_STEP_SUMMARY": str(files / "summary.md"),
-        "JUDGE_KEY": API_KEY,
-        "INPUT_POLICY": "policy.yaml",
-        "INPUT_LANE": "pr",
-        "INPUT_GITHUB-TOKEN": TOKEN,
-        "INPUT_COMMENT": "sticky",
-        "INPUT_FAIL-ON": "",
-        "INPUT_MAX-COST": "",
-        "INPUT_WORKING-DIRECTORY": "evals",
-        "INPUT_COMMENT-AUTHOR": "",
-    }
-    env.update({f"INPUT_{k.upper().replace('_', '-')}": v for k, v in inputs.items()})
-    return env
 
 
 def outputs(ctx: ActionContext) -> dict[str, str]:
