@@ -55,7 +55,8 @@ class Budget:
         if reservation.settled:
             return
         reservation.settled = True
-        self.reserved -= reservation.amount
+        # Float subtraction leaves dust (-1e-19) once every reservation is settled; never below 0.
+        self.reserved = max(0.0, self.reserved - reservation.amount)
         self.spent += actual
 
     @property
