@@ -43,6 +43,7 @@ STATES = ("passed", "quality_failed", "evaluation_incomplete", "review_required"
 DEFAULT_FAIL_ON = frozenset(("quality_failed", "evaluation_incomplete", "review_required"))
 USAGE_ERROR_EXIT = 2
 OUT_DIR_NAME = "gate-out"
+INPUTS_JSON_VAR = "GATE_INPUTS"  # toJSON(inputs), from action.yml
 STEP_SUMMARY_MAX_BYTES = 1_000_000  # the runner refuses more than 1 MiB per step
 # Environment variables whose values are masked besides the token and the policy's api_key_env.
 _SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
@@ -123,6 +124,29 @@ def get_input(env: Mapping[str, str], name: str, default: str = "") -> str:
         value = env.get(key.replace("-", "_"))
     value = (value or "").strip()
     return value or default
+
+
+def expand_json_inputs(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` plus every input of `GATE_INPUTS` as `INPUT_<NAME>` (an INPUT_* already set wins).
+
+    action.yml passes `toJSON(inputs)` to the container in `GATE_INPUTS`, so that an input needs
+    only its declaration there (scripts/action-run never names inputs one by one).
+    """
+    merged = dict(env)
+    raw = env.get(INPUTS_JSON_VAR, "").strip()
+    if not raw:
+        return merged
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"{INPUTS_JSON_VAR} is not JSON ({exc}); action.yml sets it to toJSON(inputs)") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{INPUTS_JSON_VAR} must be a JSON object of inputs; action.yml sets it to toJSON(inputs)")
+    for name, value in data.items():
+        if isinstance(value, (dict, list)):
+            raise InputError(f"input {name!r} must be a string, not {type(value).__name__}")
+        merged.setdefault(f"INPUT_{str(name).upper()}", "" if value is None else str(value))
+    return merged
 
 
 def parse_fail_on(raw: str) -> frozenset[str]:
@@ -421,6 +445,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
+        env = expand_json_inputs(env)
         ctx = read_context(env)
     except InputError as exc:
         command("error", str(exc))

@@ -24,6 +24,7 @@ from gate.action import (
     DEFAULT_FAIL_ON,
     ActionContext,
     InputError,
+    expand_json_inputs,
     gate_run_args,
     main,
     mask,
@@ -283,3 +284,16 @@ def test_main_with_a_bad_input_is_a_usage_error_before_any_run(
     assert main(env) == 2
     out = capsys.readouterr().out
     assert "::error::input 'fail-on'" in out and TOKEN not in out
+
+
+def test_inputs_arrive_as_one_json_object_from_the_wrapper(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """action.yml passes toJSON(inputs) as GATE_INPUTS; each becomes INPUT_<NAME>, hyphens kept."""
+    env = {k: v for k, v in runner_env(tmp_path, api_url="").items() if not k.startswith("INPUT_")}
+    inputs = {"policy": "policy.yaml", "lane": "release", "github-token": TOKEN, "working-directory": "evals"}
+    env["GATE_INPUTS"] = json.dumps({**inputs, "max-cost": "0.25", "comment-author": None}, indent=2)
+    ctx = read_context(expand_json_inputs(env))
+    assert (ctx.lane, ctx.token, ctx.max_cost, ctx.comment_author) == ("release", TOKEN, "0.25", None)
+    env["GATE_INPUTS"] = '{"policy": "policy.yaml", "lane": '
+    assert main(env) == 2
+    out = capsys.readouterr().out
+    assert "::error::GATE_INPUTS is not JSON" in out and TOKEN not in out

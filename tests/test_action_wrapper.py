@@ -1,0 +1,273 @@
+"""action.yml's wrapper run as the runner runs it, against a stub `docker` that records its calls.
+
+Per ref a user may pin (v1, v1.2.3, main, a commit SHA, a branch with a slash, a fork, `uses: ./`)
+and per `image` input: which image is pulled or built and run, that a ref without an image falls
+back to building the Dockerfile and says why, that nothing is written into the workspace, and that
+the evaluator key reaches docker only as the name of a variable in its environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from composite_runner import ROOT, Runner, StepRun, stub_docker_dir
+from runner_env import API_KEY, HEAD, MERGE, TOKEN
+from stub_docker import BUILT_IMAGE
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+ACTION_FILES = ("action.yml", "Dockerfile", "scripts/action-run")
+
+
+@dataclass
+class Outcome:
+    steps: list[StepRun]
+    calls: list[dict[str, Any]]
+    workspace: Path
+    temp: Path
+
+    @property
+    def returncode(self) -> int:
+        return self.steps[-1].returncode
+
+    @property
+    def log(self) -> str:
+        return "".join(s.stdout + s.stderr for s in self.steps)
+
+    def commands(self) -> list[str]:
+        return [" ".join(c["argv"][:2]) if c["argv"][0] == "image" else c["argv"][0] for c in self.calls]
+
+    def run_call(self) -> dict[str, Any]:
+        (run,) = [c for c in self.calls if c["argv"][0] == "run"]
+        return run
+
+
+def copy_action(dest: Path) -> Path:
+    for rel in ACTION_FILES:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dest / rel)
+    return dest
+
+
+def files_under(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+def run_wrapper(
+    tmp_path: Path,
+    *,
+    repository: str = "acme/ragas-gate",
+    ref: str = "v1",
+    local: bool = False,
+    expressions: bool = True,
+    with_: dict[str, str] | None = None,
+    stub: dict[str, str] | None = None,
+) -> Outcome:
+    """Run action.yml for `uses: <repository>@<ref>` (or `uses: ./` when local)."""
+    workspace = tmp_path / "work" / "support-bot" / "support-bot"
+    workspace.mkdir(parents=True)
+    (workspace / "evals").mkdir()
+    (workspace / "evals" / "policy.yaml").write_text("version: 1\npolicy_id: refund-answer\n", encoding="utf-8")
+    if local:
+        action_path = copy_action(workspace)
+        repository = ref = ""
+    else:  # where the runner checks out `uses: owner/repo@ref` (a ref may hold slashes)
+        action_path = copy_action(tmp_path / "work" / "_actions" / repository / ref)
+    temp = tmp_path / "work" / "_temp"
+    files = temp / "_runner_file_commands"
+    files.mkdir(parents=True)
+    (files / "set_output_1").write_text("", encoding="utf-8")
+    (files / "step_summary_1").write_text("", encoding="utf-8")
+    (temp / "_github_workflow").mkdir()
+    event = temp / "_github_workflow" / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 17, "head": {"sha": HEAD}}}), encoding="utf-8")
+    before = files_under(workspace)
+    docker_log = tmp_path / "docker-calls.jsonl"
+    docker_log.touch()
+    caller_env = {"OPENAI_API_KEY": API_KEY, "APP_STAGE": "ci"}
+    env = {
+        "PATH": f"{stub_docker_dir(tmp_path)}:{os.environ['PATH']}",
+        "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": "/host/only/site-packages",
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_REPOSITORY": "acme/support-bot",
+        "GITHUB_SHA": MERGE,
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_OUTPUT": str(files / "set_output_1"),
+        "GITHUB_STEP_SUMMARY": str(files / "step_summary_1"),
+        "GITHUB_ENV": str(files / "set_env_1"),
+        "ACTIONS_RUNTIME_TOKEN": "runtime-token-never-passed",
+        "STUB_DOCKER_LOG": str(docker_log),
+        **caller_env,
+        **(stub or {}),
+    }
+    runner = Runner(
+        action_path=action_path,
+        workspace=workspace,
+        temp=temp,
+        env=env,
+        caller_env=caller_env,
+        github={
+            "token": TOKEN,
+            "action_path": str(action_path),
+            "action_ref": ref if expressions else "",
+            "action_repository": repository if expressions else "",
+        },
+    )
+    inputs = {"policy": "policy.yaml", "working-directory": "evals", **(with_ or {})}
+    steps = runner.run_action(inputs)
+    calls = [json.loads(line) for line in docker_log.read_text(encoding="utf-8").splitlines()]
+    after = files_under(workspace)
+    assert after == before, f"the wrapper wrote into the workspace: {sorted(after - before)}"
+    assert [p.name for p in temp.iterdir() if p.name.startswith("ragas-gate.")] == [], "temp files left behind"
+    return Outcome(steps, calls, workspace, temp)
+
+
+@pytest.mark.parametrize(
+    ("repository", "ref", "image"),
+    [
+        ("acme/ragas-gate", "v1", "ghcr.io/acme/ragas-gate:v1"),
+        ("acme/ragas-gate", "v1.2.3", "ghcr.io/acme/ragas-gate:v1.2.3"),
+        ("acme/ragas-gate", "main", "ghcr.io/acme/ragas-gate:main"),
+        ("acme/ragas-gate", SHA, f"ghcr.io/acme/ragas-gate:{SHA}"),
+        ("acme/ragas-gate", "feature/quiet-log", "ghcr.io/acme/ragas-gate:feature-quiet-log"),
+        ("Alice-Fork/Ragas-Gate", "main", "ghcr.io/alice-fork/ragas-gate:main"),
+    ],
+)
+def test_each_ref_pulls_its_image_and_runs_it(tmp_path: Path, repository: str, ref: str, image: str) -> None:
+    out = run_wrapper(tmp_path, repository=repository, ref=ref)
+    assert out.returncode == 0, out.log
+    assert out.commands() == ["pull", "run"]
+    assert out.calls[0]["argv"][-1] == image
+    assert out.run_call()["image"] == image
+    assert f"ragas-gate: image {image} (action {repository}@{ref})" in out.log
+    assert "::notice" not in out.log
+
+
+def test_the_ref_is_read_from_the_action_path_when_the_expressions_are_empty(tmp_path: Path) -> None:
+    out = run_wrapper(tmp_path, repository="acme/ragas-gate", ref="release/2.0", expressions=False)
+    assert out.returncode == 0, out.log
+    assert out.run_call()["image"] == "ghcr.io/acme/ragas-gate:release-2.0"
+
+
+def test_a_ref_without_an_image_builds_the_dockerfile_and_says_why(tmp_path: Path) -> None:
+    out = run_wrapper(tmp_path, repository="alice/ragas-gate", ref="wip/judge", stub={"STUB_PULL_STATUS": "1"})
+    assert out.returncode == 0, out.log
+    assert out.commands() == ["pull", "build", "run"]
+    build = out.calls[1]["argv"]
+    action_path = tmp_path / "work" / "_actions" / "alice" / "ragas-gate" / "wip" / "judge"
+    assert build[-1] == str(action_path) and build[build.index("-f") + 1] == f"{action_path}/Dockerfile"
+    assert out.run_call()["image"] == BUILT_IMAGE
+    assert "::notice title=ragas-gate::building the action's Dockerfile" in out.log
+    assert "ghcr.io/alice/ragas-gate:wip-judge: Error response from daemon: manifest unknown" in out.log
+
+
+def test_uses_dot_builds_the_checkout_without_pulling(tmp_path: Path) -> None:
+    out = run_wrapper(tmp_path, local=True)
+    assert out.returncode == 0, out.log
+    assert out.commands() == ["build", "run"]
+    assert out.calls[0]["argv"][-1] == str(out.workspace)
+    assert "local path (uses: ./...)" in out.log
+
+
+def test_a_failed_build_is_an_error(tmp_path: Path) -> None:
+    out = run_wrapper(tmp_path, local=True, stub={"STUB_BUILD_STATUS": "1"})
+    assert out.returncode == 2 and out.commands() == ["build"]
+    assert (
+        "failed to solve" in out.log and "::error title=ragas-gate::building the action's Dockerfile failed" in out.log
+    )
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        'alpine"\n  entrypoint: sh',
+        "alpine; touch pwned",
+        "$(touch pwned)",
+        "--privileged",
+        "-v=/:/host alpine",
+        "ghcr.io/acme/ragas-gate:v1 --network=host",
+        "Alpine:latest",
+        "alpine:" + "x" * 200,
+    ],
+)
+def test_a_hostile_image_input_is_refused_before_docker_runs(tmp_path: Path, hostile: str) -> None:
+    out = run_wrapper(tmp_path, with_={"image": hostile})
+    assert out.returncode == 2
+    assert out.calls == []
+    assert "::error title=ragas-gate::input 'image' is not an image reference" in out.log
+    assert "%0A" in out.log or "\n" not in hostile  # a newline in the value cannot start a new command
+    assert not (tmp_path / "pwned").exists() and not (out.workspace / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["registry.example.com:5000/mirror/ragas-gate:v1", "ragas-gate@sha256:" + "a" * 64, "docker://ragas-gate:smoke"],
+)
+def test_the_image_input_is_pulled_and_run(tmp_path: Path, image: str) -> None:
+    out = run_wrapper(tmp_path, with_={"image": image})
+    assert out.returncode == 0, out.log
+    assert out.commands() == ["pull", "run"]
+    assert out.run_call()["image"] == image.removeprefix("docker://")
+
+
+def test_an_image_input_that_cannot_be_pulled_uses_a_local_copy_or_fails(tmp_path: Path) -> None:
+    local = run_wrapper(
+        tmp_path / "a", with_={"image": "ragas-gate:smoke"}, stub={"STUB_PULL_STATUS": "1", "STUB_INSPECT_STATUS": "0"}
+    )
+    assert local.returncode == 0 and local.commands() == ["pull", "image inspect", "run"]
+    assert "using the local copy" in local.log
+    missing = run_wrapper(tmp_path / "b", with_={"image": "ragas-gate:smoke"}, stub={"STUB_PULL_STATUS": "1"})
+    assert missing.returncode == 2 and "build" not in missing.commands()
+    assert "::error title=ragas-gate::could not pull the image input ragas-gate:smoke" in missing.log
+
+
+def test_image_dockerfile_builds(tmp_path: Path) -> None:
+    out = run_wrapper(tmp_path, with_={"image": "Dockerfile"})
+    assert out.commands() == ["build", "run"] and "the image input says Dockerfile" in out.log
+
+
+def test_docker_run_gets_the_runner_layout_and_the_key_by_name_only(tmp_path: Path) -> None:
+    out = run_wrapper(tmp_path, with_={"max-cost": "0.50"})
+    run = out.run_call()
+    argv: list[str] = run["argv"]
+    joined = "\n".join(argv)
+    # Secrets: named, never valued, on docker's command line; docker finds them in its environment.
+    assert API_KEY not in joined and TOKEN not in joined
+    assert argv[argv.index("OPENAI_API_KEY") - 1] == "-e"
+    assert run["env"]["OPENAI_API_KEY"] == API_KEY
+    inputs = json.loads(run["env"]["GATE_INPUTS"])
+    assert inputs["github-token"] == TOKEN and inputs["max-cost"] == "0.50" and inputs["policy"] == "policy.yaml"
+    # The caller's own variables pass; the host's do not; the runner's internals never do.
+    assert run["env"]["APP_STAGE"] == "ci"
+    for name in ("PYTHONPATH", "PATH", "ACTIONS_RUNTIME_TOKEN", "GITHUB_ENV", "GATE_CALLER_ENV", "STUB_DOCKER_LOG"):
+        assert name not in run["env"], name
+    # The runner's mounts, the workspace as workdir, its owner as the user.
+    mounts = dict(reversed(argv[i + 1].split(":")[:2]) for i, a in enumerate(argv) if a == "-v")
+    assert mounts["/github/workspace"] == str(out.workspace)
+    assert run["env"]["GITHUB_WORKSPACE"] == "/github/workspace" == argv[argv.index("--workdir") + 1]
+    assert mounts["/github/file_commands/output"].endswith("set_output_1")
+    assert run["env"]["GITHUB_OUTPUT"] == "/github/file_commands/output"
+    assert run["env"]["GITHUB_EVENT_PATH"] == "/github/workflow/event.json"
+    assert run["env"]["HOME"] == "/github/home" and mounts["/github/home"].startswith(str(out.temp))
+    stat = out.workspace.stat()
+    assert argv[argv.index("--user") + 1] == f"{stat.st_uid}:{stat.st_gid}"
+    assert run["env"]["GITHUB_REPOSITORY"] == "acme/support-bot" and run["env"]["GITHUB_SHA"] == MERGE
+    assert argv[argv.index("--pull") + 1] == "never"
+
+
+def test_the_container_exit_status_is_the_step_status(tmp_path: Path) -> None:
+    assert run_wrapper(tmp_path / "a", stub={"STUB_RUN_STATUS": "1"}).returncode == 1
+    broken = run_wrapper(tmp_path / "b", stub={"STUB_RUN_STATUS": "125"})
+    assert broken.returncode == 2 and "docker could not run the container" in broken.log
