@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--cache-dir", type=Path, default=None, help="judgment cache (default: policy cache_dir or .gate-cache)"
     )
     r.add_argument("--no-cache", action="store_true", help="judge without the cache")
+    r.add_argument(
+        "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
+    )
 
     d = sub.add_parser("decide", help="re-apply the policy to recorded runs, no model call")
     d.add_argument("--policy", required=True)
@@ -69,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
     d.add_argument("--out", type=Path, default=None, help="write result.json and the reports here")
     d.add_argument("--max-cost", type=_cost, default=None)
+
+    m = sub.add_parser("merge", help="combine the outputs of `gate run --shard I/N` into one decision")
+    m.add_argument("--policy", required=True)
+    m.add_argument("shards", nargs="+", type=Path, metavar="DIR", help="the --out directory of each shard")
+    m.add_argument("--out", required=True, type=Path, help="write the merged result.json, reports and records here")
 
     pub = sub.add_parser("publish", help="post the check run and the sticky PR comment for a result")
     pub.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
@@ -146,6 +154,7 @@ def _print_outcome(result: dict[str, object], out_dir: Path | None) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from gate.run import RunOptions, run
+    from gate.shard import parse_shard
 
     opts = RunOptions(
         lane=args.lane,
@@ -155,6 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
+        shard=parse_shard(args.shard) if args.shard is not None else None,
     )
     if not args.dry_run:
         # A result left by an earlier run must never be read (or published) as this run's.
@@ -180,6 +190,19 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return decision.state.exit_code
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from gate.merge import merge, write_merged
+
+    if any(args.out.resolve() == d.resolve() for d in args.shards):
+        raise UsageError(f"gate merge: --out {args.out} is one of the shard directories; fix: merge into a new one")
+    for name in OUTPUT_FILES:  # a result left by an earlier merge must never pass for this one's
+        (args.out / name).unlink(missing_ok=True)
+    merged = merge(args.policy, args.shards)
+    write_merged(args.out, merged)
+    _print_outcome(merged.decision.result, args.out)
+    return merged.decision.state.exit_code
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     import os
 
@@ -189,7 +212,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml")
-COMMANDS = {"validate": cmd_validate, "run": cmd_run, "decide": cmd_decide, "publish": cmd_publish}
+COMMANDS = {"validate": cmd_validate, "run": cmd_run, "decide": cmd_decide, "merge": cmd_merge, "publish": cmd_publish}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

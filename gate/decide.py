@@ -90,9 +90,16 @@ def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
     for r in records:
         k = (r.case_id, r.repeat_index)
         cur = best.get(k)
-        if cur is None or rank[r.status] >= rank[cur.status]:
+        if cur is None or rank[r.status] > rank[cur.status]:
+            best[k] = r
+        elif rank[r.status] == rank[cur.status] and not _failed_control(cur):
+            # Controls run in every shard of a merge: a control that failed anywhere stays failed.
             best[k] = r
     return best
+
+
+def _failed_control(r: Record) -> bool:
+    return r.status == "ok" and r.control_role is not None and r.judge_label != r.human_label
 
 
 def majority(labels: Sequence[str]) -> str | None:
@@ -415,10 +422,16 @@ def decide(
             [o.case.case_id for o in errored],
         )
     unrun = [o for o in outcomes if o.bucket == "unrun"]
+    # Cases a finding already names as not judged (a shard missing from a merge) are not listed twice.
+    explained = {i for f in findings if f.kind == "missing_shard" for i in f.case_ids}
     no_key = [o.case.case_id for o in unrun if o.error_kind == "auth" and not o.called_model]
     budget = [o.case.case_id for o in unrun if o.error_kind == "budget"]
     budget_hit = budget or any(r.error_kind == "budget" for r in fresh)
-    stale_unrun = [o.case.case_id for o in unrun if o.case.case_id in stale and not o.error_kind]
+    stale_unrun = [
+        o.case.case_id
+        for o in unrun
+        if o.case.case_id in stale and not o.error_kind and o.case.case_id not in explained
+    ]
     if stale_unrun:
         first = stale[stale_unrun[0]]
         add(
@@ -446,7 +459,11 @@ def decide(
         )
     if budget_hit:
         boundary = _boundary(policy.limits.max_total_cost, max_cost)
-        not_run = [o.case.case_id for o in unrun if o.case.case_id not in no_key and o.case.case_id not in stale_unrun]
+        not_run = [
+            o.case.case_id
+            for o in unrun
+            if o.case.case_id not in no_key and o.case.case_id not in stale_unrun and o.case.case_id not in explained
+        ]
         budget_detail = next((r.error_message for r in fresh if r.error_kind == "budget" and r.error_message), None)
         add(
             State.EVALUATION_INCOMPLETE,
@@ -456,7 +473,11 @@ def decide(
             not_run,
         )
     else:
-        rest = [o for o in unrun if o.case.case_id not in no_key and o.case.case_id not in stale_unrun]
+        rest = [
+            o
+            for o in unrun
+            if o.case.case_id not in no_key and o.case.case_id not in stale_unrun and o.case.case_id not in explained
+        ]
         if rest:
             why = "deterministic checks blocked, so no model call was made" if blocked else None
             if why is None and (control_failures or any(b.kind == "pair_violated" for b in blockers)):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import gc
 import json
@@ -32,6 +33,7 @@ from gate.policy import LoadedPolicy, load_policy, today
 from gate.records import Record, RecordWriter, read_records
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
+from gate.shard import Shard, select
 from gate.states import Finding, State
 from gate.validate import run_validators
 
@@ -51,6 +53,7 @@ class RunOptions:
     cache_dir: Path | None = None  # None: the policy's `cache_dir`, else .gate-cache
     use_cache: bool = True
     progress: IO[str] | None = None
+    shard: Shard | None = None  # `--shard I/N`: this share of the cases, 1/N of the boundary
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
@@ -451,14 +454,21 @@ def run(
 ) -> Decision:
     env = dict(os.environ) if env is None else env
     loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
+    if opts.shard is not None:
+        plan = select(plan, opts.shard)
+        # N shards each spend at most 1/N of the boundary, so together they never exceed it.
+        opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count)
     out = opts.out_dir
     progress_stream = opts.progress if opts.progress is not None else sys.stderr
     if opts.dry_run:
         has_key = bool(env.get(loaded.policy.evaluator.api_key_env, "").strip())
         print_plan(loaded, plan, findings, opts.max_cost, sys.stdout, has_key)
         lineage = make_lineage(loaded, dataset)
-        return decide(
-            loaded, plan, findings, [], lineage, clock(), max_cost=opts.max_cost, notes=["dry run: no model call"]
+        return with_shard(
+            decide(
+                loaded, plan, findings, [], lineage, clock(), max_cost=opts.max_cost, notes=["dry run: no model call"]
+            ),
+            opts.shard,
         )
 
     out.mkdir(parents=True, exist_ok=True)
@@ -524,7 +534,14 @@ def run(
     all_records = prior + new_records
     lineage = make_lineage(loaded, dataset, all_records)
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
-    write_outputs(out, decision)
+    write_outputs(out, with_shard(decision, opts.shard))
+    return decision
+
+
+def with_shard(decision: Decision, shard: Shard | None) -> Decision:
+    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
+    if shard is not None:
+        decision.result["shard"] = shard.to_dict()
     return decision
 
 
