@@ -48,6 +48,17 @@ class Attempt(BaseModel):
     error_kind: RecordErrorKind | None = None
 
 
+class Sampling(BaseModel):
+    """The evaluator's sampling settings as sent on every request (SPEC 8), and the repeat count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float
+    seed: int | None = None
+    max_output_tokens: int
+    repeats: int = 1
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -80,6 +91,16 @@ class Record(BaseModel):
     dataset_sha256: str = ""
     gate_version: str = ""
     lane: str | None = None
+    # SPEC 11 lineage, for `gate compare`. None: written before these fields existed (compare
+    # reports the step as `unknown`); see docs/SCHEMA.md for the versioning policy.
+    gold_sha256: str | None = None
+    field_sha256: dict[str, str] | None = None
+    rubric_version: str | None = None
+    sampling: Sampling | None = None
+    base_url_host: str | None = None
+    allowed_values: list[str] | None = None
+    label_aliases_sha256: str | None = None
+    prompt_template_sha256: str | None = None
 
     @property
     def retries(self) -> int:

@@ -26,8 +26,9 @@ from gate import __version__
 from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
-from gate.judge import Evaluator, Judgment, partial_judgment
+from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.render import RenderError, render_case
+from gate.lineage import JudgeSettings
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
 from gate.records import Record, RecordWriter, read_records
@@ -178,7 +179,14 @@ class Progress:
 
 
 def make_record(
-    case: Case, repeat: int, j: Judgment, loaded: LoadedPolicy, lineage: Lineage, lane: str, ragas_version: str
+    case: Case,
+    repeat: int,
+    j: Judgment,
+    loaded: LoadedPolicy,
+    lineage: Lineage,
+    lane: str,
+    ragas_version: str,
+    judge: JudgeSettings,
 ) -> Record:
     """One records.jsonl line: the judgment plus the lineage that explains it."""
     return Record(
@@ -209,6 +217,7 @@ def make_record(
         dataset_sha256=lineage.dataset_sha256,
         gate_version=__version__,
         lane=lane,
+        **judge.for_case(case, loaded.placeholders),
     )
 
 
@@ -222,6 +231,7 @@ class Runner:
     budget: Budget
     lineage: Lineage
     progress: Progress
+    judge: JudgeSettings
     reuse: dict[tuple[str, int], Record] = field(default_factory=dict)
     emitted: list[Record] = field(default_factory=list)
     # case id -> labels of its completed judgments, for the control and pair checks mid-run
@@ -237,7 +247,9 @@ class Runner:
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
-        return make_record(case, repeat, j, self.loaded, self.lineage, self.plan.lane, self.evaluator.ragas_version)
+        return make_record(
+            case, repeat, j, self.loaded, self.lineage, self.plan.lane, self.evaluator.ragas_version, self.judge
+        )
 
     def emit(self, record: Record) -> None:
         self.writer.write(record)
@@ -483,6 +495,7 @@ def run(
     new_records: list[Record] = []
     lineage = make_lineage(loaded, dataset, prior)
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
     writer = RecordWriter(records_path)
     try:
         if blocking_findings(findings):
@@ -495,7 +508,7 @@ def run(
                         error_kind="auth",
                         error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
                     )
-                    rec = make_record(case, i, missing, loaded, lineage, plan.lane, lineage.ragas_version)
+                    rec = make_record(case, i, missing, loaded, lineage, plan.lane, lineage.ragas_version, judge)
                     writer.write(rec)
                     new_records.append(rec)
         else:
@@ -512,6 +525,7 @@ def run(
                 budget=budget,
                 lineage=lineage,
                 progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream, prices(loaded).currency),
+                judge=judge,
                 reuse=_reusable(loaded, prior, plan) if opts.resume else {},
             )
             # ragas' import leaves ~300k long-lived objects that every full collection rescans
