@@ -3,6 +3,11 @@
 Every attempt reserves an upper bound of its cost before it is sent; the reservation is
 replaced by the real cost when the provider reports usage. Because in-flight attempts hold
 reservations, `spent` can never pass the limit, whatever the concurrency.
+
+The bound is true for an honest provider (request bytes bound prompt tokens; `max_tokens` bounds
+the completion). A reply that reports more than its reservation breaks that premise: the real
+cost is counted, `overruns` goes up and no further attempt is reserved, so scheduling stops. Spend
+can then pass the limit by at most the excess of the attempts already in flight.
 """
 
 from __future__ import annotations
@@ -39,8 +44,15 @@ class Budget:
         self.spent = 0.0
         self.reserved = 0.0
         self.exhausted = False
+        self.overruns = 0
 
     def reserve(self, amount: float) -> Reservation:
+        if self.overruns:
+            self.exhausted = True
+            raise BudgetExhausted(
+                f"{self.overruns} attempt(s) reported a cost above their reserved upper bound, so the boundary "
+                "can no longer be guaranteed; no further attempt is sent"
+            )
         if self.limit is not None and self.spent + self.reserved + amount > self.limit:
             self.exhausted = True
             raise BudgetExhausted(
@@ -58,6 +70,8 @@ class Budget:
         # Float subtraction leaves dust (-1e-19) once every reservation is settled; never below 0.
         self.reserved = max(0.0, self.reserved - reservation.amount)
         self.spent += actual
+        if actual > reservation.amount * (1 + 1e-9):
+            self.overruns += 1
 
     @property
     def remaining(self) -> float | None:

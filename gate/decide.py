@@ -195,6 +195,11 @@ def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
         # Sent but never answered (timeout, dropped, interrupted): no usage was reported, so they
         # add nothing to `total`, but a provider may still bill them.
         "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
+        # Answered without `usage` (SPEC 8): each keeps its whole reservation as spent.
+        "usage_missing": sum(1 for r in records for a in r.attempts if a.usage_missing),
+        # What the cost boundary counted: `total` plus the reservations kept for the two kinds above.
+        "budget_spent": total + sum(a.held for r in records for a in r.attempts),
+        "over_reservation": sum(1 for r in records for a in r.attempts if a.over_reservation),
         "by_slice": dict(sorted(by_slice.items())),
     }
 

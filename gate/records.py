@@ -46,6 +46,14 @@ class Attempt(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     error_kind: RecordErrorKind | None = None
+    # The bill beyond reported usage (SPEC 8 "Budget"): an attempt answered without `usage`, or not
+    # answered at all, keeps its whole reservation as spent; `held` is that amount.
+    usage_missing: bool = False
+    held: float = 0.0
+    # The provider reported more than the attempt's reserved upper bound (scheduling stops).
+    over_reservation: bool = False
+    # Matches the attempt's line in the write-ahead journal (attempts.jsonl); None in older records.
+    attempt_id: str | None = None
 
 
 class Sampling(BaseModel):
@@ -105,6 +113,11 @@ class Record(BaseModel):
     @property
     def retries(self) -> int:
         return max(0, len(self.attempts) - 1)
+
+    @property
+    def budget_charge(self) -> float:
+        """What this judgment counted against the cost boundary: reported cost plus held reservations."""
+        return self.cost + sum(a.held for a in self.attempts)
 
 
 class RecordsError(UsageError):

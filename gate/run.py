@@ -385,7 +385,9 @@ def print_plan(
     ev = loaded.policy.evaluator
     cur = ev.price.currency if ev.price else "USD"
     scheduled = plan.scheduled
-    upper = sum(judgment_upper_bound(loaded, c) for c in scheduled) * plan.repeats
+    # "At most" is the worst case: every judgment uses all of its `max_attempts` requests.
+    per_judgment = plan.repeats * ev.retries.max_attempts
+    upper = sum(judgment_upper_bound(loaded, c) for c in scheduled) * per_judgment
     typical = sum(judgment_typical(loaded, c) for c in scheduled) * plan.repeats
     limit = boundary(loaded, max_cost)
     out.write(f"Plan for lane {plan.lane!r} of policy {loaded.policy.policy_id} ({loaded.policy.policy_version})\n")
@@ -394,11 +396,14 @@ def print_plan(
         f"withheld: {len(plan.withheld)}, judgments: {len(scheduled) * plan.repeats} "
         f"({plan.repeats} per case), model {ev.model}\n"
     )
-    out.write(f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur}; boundary {limit:g} {cur}\n")
+    out.write(
+        f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur} (every judgment using all "
+        f"{ev.retries.max_attempts} attempts); boundary {limit:g} {cur}\n"
+    )
     if upper > limit:
         fit, acc = 0, 0.0
         for c in scheduled:
-            acc += judgment_upper_bound(loaded, c) * plan.repeats
+            acc += judgment_upper_bound(loaded, c) * per_judgment
             if acc > limit:
                 break
             fit += 1
@@ -514,7 +519,7 @@ def run(
         else:
             budget = Budget(boundary(loaded, opts.max_cost))
             # Money already spent by the interrupted run counts against the same boundary.
-            budget.spent = sum(r.cost for r in prior)
+            budget.spent = sum(r.budget_charge for r in prior)
             evaluator = factory(loaded, api_key, cache_dir_for(loaded, opts))
             runner = Runner(
                 loaded=loaded,

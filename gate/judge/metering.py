@@ -11,7 +11,9 @@ each other's sink; `asyncio.wait_for` copies the reference, so the hooks write i
      input tokens (a byte count bounds the token count) plus `max_output_tokens` output tokens, at
      the policy's prices. `BudgetExhausted` is raised from the hook, so nothing is sent.
 - response hook: reads the body, records status, latency and the provider's `usage`, and settles
-  the reservation at the real cost (tokens x prices, unrounded; 0 when the response has no usage).
+  the reservation at the real cost (tokens x prices, unrounded). A 2xx reply without a usable
+  `usage` is `usage_missing`: its whole reservation stays spent (`held`), since the provider
+  billed it by an amount we cannot know. An error status without usage is settled at 0.
 
 An attempt abandoned without a response (timeout, dropped connection, cancellation) keeps its full
 reservation as spent (`settle(reservation, reservation.amount)`): the provider may have billed it
@@ -67,6 +69,10 @@ class WireAttempt:
     content: str | None = None
     finish_reason: str | None = None
     done: bool = False
+    usage_missing: bool = False
+    held: float = 0.0  # reservation kept as spent beyond reported usage
+    over_reservation: bool = False
+    attempt_id: str | None = None
 
     def to_attempt(self) -> Attempt:
         return Attempt(
@@ -75,6 +81,10 @@ class WireAttempt:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             error_kind=self.error_kind,
+            usage_missing=self.usage_missing,
+            held=self.held,
+            over_reservation=self.over_reservation,
+            attempt_id=self.attempt_id,
         )
 
 
@@ -98,6 +108,7 @@ class JudgmentSink:
             attempt.latency_ms = (now - attempt.started) * 1000.0
             attempt.error_kind = attempt.error_kind or kind
             if attempt.reservation is not None:
+                attempt.held = attempt.reservation.amount
                 self.budget.settle(attempt.reservation, attempt.reservation.amount)
         self._pending.clear()
 
@@ -138,6 +149,18 @@ def check_wire(body: Any, expect: WireExpectations) -> str | None:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _usage(payload: Any) -> tuple[int, int] | None:
+    """(prompt_tokens, completion_tokens) when the reply reports both as whole numbers >= 0."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    for v in (pt, ct):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            return None
+    return _int(pt), _int(ct)
 
 
 async def on_request(request: httpx.Request) -> None:
@@ -183,11 +206,10 @@ async def on_response(response: httpx.Response) -> None:
         payload = json.loads(response.content) if response.content else None
     except ValueError:
         payload = None
+    usage = _usage(payload)
+    if usage is not None:
+        attempt.input_tokens, attempt.output_tokens = usage
     if isinstance(payload, dict):
-        usage = payload.get("usage")
-        if isinstance(usage, dict):
-            attempt.input_tokens = _int(usage.get("prompt_tokens"))
-            attempt.output_tokens = _int(usage.get("completion_tokens"))
         choices = payload.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
             choice = choices[0]
@@ -199,8 +221,15 @@ async def on_response(response: httpx.Response) -> None:
     attempt.cost = sink.prices.cost(attempt.input_tokens, attempt.output_tokens)
     attempt.done = True
     sink._pending.pop(id(response.request), None)
-    if attempt.reservation is not None:
-        sink.budget.settle(attempt.reservation, attempt.cost)
+    if attempt.reservation is None:
+        return
+    charge = attempt.cost
+    if usage is None and 200 <= response.status_code < 300:
+        attempt.usage_missing = True
+        attempt.held = attempt.reservation.amount
+        charge = attempt.reservation.amount
+    attempt.over_reservation = charge > attempt.reservation.amount * (1 + 1e-9)
+    sink.budget.settle(attempt.reservation, charge)
 
 
 def event_hooks() -> dict[str, list[Any]]:

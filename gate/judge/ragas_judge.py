@@ -319,17 +319,18 @@ class RagasEvaluator:
     async def _attempts(self, rendered: RenderedInput, sink: JudgmentSink) -> _Outcome:
         ev = self.loaded.policy.evaluator
         retry_on = set(ev.retries.retry_on) & RETRYABLE
-        retry_number = 0
+        # Counted here, not from the request hook: an attempt that times out before its request is
+        # built never reaches the hook, and must still use up one of `max_attempts`.
+        tries = 0
         while True:
+            tries += 1
             outcome = await self._one_attempt(rendered, sink)
             if outcome.kind is None or outcome.kind not in retry_on:
                 return outcome
-            if len(sink.attempts) >= ev.retries.max_attempts:
-                n = len(sink.attempts)
-                outcome.message = f"{outcome.message} (gave up after {n} attempt{'s' if n != 1 else ''})"
+            if tries >= ev.retries.max_attempts:
+                outcome.message = f"{outcome.message} (gave up after {tries} attempt{'s' if tries != 1 else ''})"
                 return outcome
-            retry_number += 1
-            await asyncio.sleep(backoff_delay(self.timing, retry_number, outcome.retry_after, self._rng))
+            await asyncio.sleep(backoff_delay(self.timing, tries, outcome.retry_after, self._rng))
 
     async def _one_attempt(self, rendered: RenderedInput, sink: JudgmentSink) -> _Outcome:
         timeout_s = self.loaded.policy.evaluator.timeout_s

@@ -150,6 +150,23 @@ def _cost(result: Mapping[str, Any]) -> list[str]:
             "reported, so they are not in the total, but the provider may bill them; the cost boundary "
             "counted each at its reserved upper bound."
         )
+    missing = cost.get("usage_missing", 0)
+    if missing:
+        lines.append("")
+        lines.append(
+            f"{missing} attempt(s) were answered without `usage`: the provider billed them by an amount it did not "
+            "report, so each counts at its reserved upper bound against the cost boundary."
+        )
+    if missing or unanswered:
+        lines.append("")
+        lines.append(f"Budget used (the total plus those reservations): {money(cost.get('budget_spent', 0.0), cur)}")
+    overrun = cost.get("over_reservation", 0)
+    if overrun:
+        lines.append("")
+        lines.append(
+            f"{overrun} attempt(s) reported a cost above their reserved upper bound: scheduling stopped, and the "
+            "boundary holds only up to that excess."
+        )
     by_slice: Mapping[str, float] = cost.get("by_slice", {})
     if by_slice:
         lines.append("")
