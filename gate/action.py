@@ -14,18 +14,19 @@ What it does, in order:
 
 The step's exit status: 1 when the result's state is listed in `fail-on` (default: every state but
 `passed`), else 0. The state's own exit code (0, 1, 3 or 4: SPEC section 2) is the `exit-code`
-output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2.
+output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2; an
+internal error of the Action itself exits 3 with a one-paragraph `::error::` (SPEC section 8).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
 import os
 import re
 import sys
-import traceback
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from gate import crash
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
 from gate.report.checkrun import format_cost
 
@@ -255,10 +257,10 @@ def run_gate(ctx: ActionContext) -> int:
         return int(cli_main(gate_run_args(ctx)) or 0)
     except SystemExit as exc:  # argparse and friends
         return exc.code if isinstance(exc.code, int) else USAGE_ERROR_EXIT
-    except Exception as exc:  # a crash still gets a summary, outputs and a failed step
-        traceback.print_exc()
-        command("error", f"ragas-gate crashed: {type(exc).__name__}: {exc}")
-        return 1
+    except Exception as exc:  # `gate.cli.main` guards its own; this is a last resort, never a verdict
+        crash.print_traceback_if_debug(exc, sys.stderr)
+        command("error", crash.crash_message("`gate run`", exc, None, resumable=True))
+        return crash.INTERNAL_ERROR_EXIT
     finally:
         os.chdir(previous)
 
@@ -444,6 +446,19 @@ def publish_result_dir(
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        return _main(env)
+    except Exception as exc:  # a bug in the Action itself: a message and exit 3, never a state's code
+        crash.print_traceback_if_debug(exc, sys.stderr)
+        command("error", crash.crash_message("the ragas-gate Action", exc, None))
+        output_file = env.get("GITHUB_OUTPUT")
+        if output_file:
+            with contextlib.suppress(Exception):
+                write_outputs(Path(output_file), {"exit-code": str(crash.INTERNAL_ERROR_EXIT)})
+        return crash.INTERNAL_ERROR_EXIT
+
+
+def _main(env: Mapping[str, str]) -> int:
     try:
         env = expand_json_inputs(env)
         ctx = read_context(env)

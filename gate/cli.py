@@ -215,7 +215,31 @@ OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml")
 COMMANDS = {"validate": cmd_validate, "run": cmd_run, "decide": cmd_decide, "merge": cmd_merge, "publish": cmd_publish}
 
 
+def report_crash(args: argparse.Namespace | None, exc: Exception) -> int:
+    """An unexpected error: one paragraph on stderr, a result.json that claims no verdict, exit 3."""
+    from gate import crash
+
+    command = getattr(args, "command", None)
+    written = None
+    out_dir: Path | None = getattr(args, "out", None)
+    if (
+        args is not None
+        and out_dir is not None
+        and command in ("run", "decide")
+        and not getattr(args, "dry_run", False)
+    ):
+        sources = [out_dir / "records.jsonl"] if command == "run" else list(args.records)
+        if crash.write_crash_result(exc, args.policy, args.lane, out_dir, sources):
+            written = f"{out_dir}/result.json says so, with the cases left unjudged."
+    crash.print_traceback_if_debug(exc, sys.stderr)
+    what = f"`gate {command}`" if command else "`gate`"
+    message = crash.crash_message(what, exc, written, resumable=command == "run")
+    sys.stderr.write(f"error: {message}\n")
+    return crash.INTERNAL_ERROR_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
@@ -225,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return State.EVALUATION_INCOMPLETE.exit_code
+    except Exception as exc:  # a bug or a broken install is never a verdict (SPEC section 8)
+        return report_crash(args, exc)
 
 
 def main_entry() -> None:
