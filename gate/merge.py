@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate.checks import attach_checks, evaluate_checks
 from gate.decide import Decision, decide
 from gate.errors import UsageError
 from gate.policy import today
@@ -170,16 +171,18 @@ def merge(
     caps = [s.max_total_cost for s in shards if s.max_total_cost is not None]
     max_cost = max(caps) * count if caps else None
     notes = [f"merged shards {', '.join(str(s.shard) for s in shards)}"]
+    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     decision = decide(
         loaded,
         plan,
-        [*findings, *missing],
+        [*findings, *missing, *check_blockers],
         records,
         make_lineage(loaded, dataset, records),
         clock(),
         max_cost=max_cost,
         notes=notes,
     )
+    attach_checks(decision.result, check_results, plan.eligible)
     decision.result["merged_shards"] = {
         "count": count,
         "indices": sorted(present),

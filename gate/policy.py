@@ -135,6 +135,24 @@ class Leakage(Strict):
     shingle_words: int = Field(default=3, ge=1, le=10)
 
 
+class Check(Strict):
+    """A deterministic check: a function in the team's repository (see gate/checks.py)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    file: str = Field(min_length=1)
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    allowed_values: list[str] = Field(default_factory=lambda: ["pass", "fail"], min_length=1)
+    gate: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> Check:
+        if len(set(self.allowed_values)) != len(self.allowed_values):
+            raise ValueError("`allowed_values` has duplicates")
+        if not {"pass", "fail"} <= set(self.allowed_values):
+            raise ValueError("`allowed_values` must contain pass and fail")
+        return self
+
+
 class Policy(Strict):
     version: Literal[1]
     policy_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
@@ -152,6 +170,7 @@ class Policy(Strict):
     partitions: list[str] = Field(default_factory=list)
     leakage: Leakage = Field(default_factory=Leakage)
     cache_dir: str | None = None
+    checks: list[Check] = Field(default_factory=list)
 
     @field_validator("policy_version", mode="before")
     @classmethod
@@ -175,6 +194,9 @@ class Policy(Strict):
         ids = [o.id for o in self.overrides]
         if len(ids) != len(set(ids)):
             raise ValueError("`overrides` has duplicate ids; fix: give each override its own id")
+        names = [c.name for c in self.checks]
+        if len(names) != len(set(names)):
+            raise ValueError("`checks` has duplicate names; fix: give each check its own name")
         return self
 
 

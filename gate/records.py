@@ -109,6 +109,8 @@ class Record(BaseModel):
     allowed_values: list[str] | None = None
     label_aliases_sha256: str | None = None
     prompt_template_sha256: str | None = None
+    # The policy's deterministic checks on this case: name -> value, None when the check errored.
+    checks: dict[str, str | None] | None = None
 
     @property
     def retries(self) -> int:

@@ -25,6 +25,7 @@ from typing import IO, Any
 from gate import __version__
 from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
+from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.render import RenderError, render_case
@@ -187,6 +188,7 @@ def make_record(
     lane: str,
     ragas_version: str,
     judge: JudgeSettings,
+    checks: dict[str, str | None] | None = None,
 ) -> Record:
     """One records.jsonl line: the judgment plus the lineage that explains it."""
     return Record(
@@ -218,6 +220,7 @@ def make_record(
         gate_version=__version__,
         lane=lane,
         **judge.for_case(case, loaded.placeholders),
+        checks=checks,
     )
 
 
@@ -237,6 +240,7 @@ class Runner:
     # case id -> labels of its completed judgments, for the control and pair checks mid-run
     ok_labels: dict[str, list[str]] = field(default_factory=dict)
     pair_members: dict[str, list[Case]] = field(default_factory=dict)
+    check_results: CheckResults = NO_CHECKS
 
     def __post_init__(self) -> None:
         for c in self.plan.scheduled:
@@ -248,7 +252,15 @@ class Runner:
 
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
         return make_record(
-            case, repeat, j, self.loaded, self.lineage, self.plan.lane, self.evaluator.ragas_version, self.judge
+            case,
+            repeat,
+            j,
+            self.loaded,
+            self.lineage,
+            self.plan.lane,
+            self.evaluator.ragas_version,
+            self.judge,
+            self.check_results.for_record(case.case_id),
         )
 
     def emit(self, record: Record) -> None:
@@ -499,6 +511,9 @@ def run(
     notes: list[str] = []
     new_records: list[Record] = []
     lineage = make_lineage(loaded, dataset, prior)
+    # The team's deterministic checks: every eligible case, before any model call, at no cost.
+    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
+    findings = [*findings, *check_blockers]
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
     judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
     writer = RecordWriter(records_path)
@@ -513,7 +528,17 @@ def run(
                         error_kind="auth",
                         error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
                     )
-                    rec = make_record(case, i, missing, loaded, lineage, plan.lane, lineage.ragas_version, judge)
+                    rec = make_record(
+                        case,
+                        i,
+                        missing,
+                        loaded,
+                        lineage,
+                        plan.lane,
+                        lineage.ragas_version,
+                        judge,
+                        check_results.for_record(case.case_id),
+                    )
                     writer.write(rec)
                     new_records.append(rec)
         else:
@@ -532,6 +557,7 @@ def run(
                 progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream, prices(loaded).currency),
                 judge=judge,
                 reuse=_reusable(loaded, prior, plan) if opts.resume else {},
+                check_results=check_results,
             )
             # ragas' import leaves ~300k long-lived objects that every full collection rescans
             # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
@@ -553,6 +579,7 @@ def run(
     all_records = prior + new_records
     lineage = make_lineage(loaded, dataset, all_records)
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
+    attach_checks(decision.result, check_results, plan.eligible)
     write_outputs(out, with_shard(decision, opts.shard))
     return decision
 
@@ -586,4 +613,7 @@ def decide_from_records(
         lane = lanes[0]
     loaded, dataset, plan, findings = load_inputs(policy_path, lane)
     lineage = make_lineage(loaded, dataset, records)
-    return decide(loaded, plan, findings, records, lineage, clock(), max_cost=max_cost)
+    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
+    decision = decide(loaded, plan, [*findings, *check_blockers], records, lineage, clock(), max_cost=max_cost)
+    attach_checks(decision.result, check_results, plan.eligible)
+    return decision

@@ -198,6 +198,9 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     table = _slice_table(result, None)
     if table:
         lines += ["### Slices (controls excluded)", *table, ""]
+    from gate.report import sections  # imported here: it builds on this module's escaping
+
+    lines += sections.checks_section(result)
     controls = result.get("controls") or {}
     if controls.get("failures"):
         lines.append("### Controls: did not separate")

@@ -13,6 +13,7 @@ from gate.errors import UsageError
 from gate.loading import gc_paused
 from gate.policy import LoadedPolicy
 from gate.states import Finding, State
+from gate.validate.checks import check_inputs
 from gate.validate.context import Context
 from gate.validate.controls import missing_controls
 from gate.validate.duplicates import duplicate_case_ids
@@ -42,6 +43,7 @@ VALIDATORS: tuple[Validator, ...] = (
     missing_controls,
     group_leaks,
     text_leaks,
+    check_inputs,
 )
 
 # Kinds a validator may produce; all but a `review`-routed missing_evidence block the run.
