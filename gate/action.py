@@ -24,12 +24,14 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
 import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -286,13 +288,27 @@ def load_result(result_dir: Path) -> dict[str, Any]:
     return data
 
 
+def cost_decimal(total: object) -> str:
+    """`cost.total` as a plain decimal for people and scripts: 12 significant digits drop the float
+    noise of summing prices (0.0012055500000000001 -> 0.00120555); never an exponent. result.json
+    keeps the unrounded number."""
+    try:
+        value = float(total or 0.0)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    if not math.isfinite(value):
+        return ""
+    text = format(Decimal(format(value, ".12g")).normalize(), "f")
+    return "0" if text in ("-0", "0.0") else text
+
+
 def outputs_for(result: Mapping[str, Any], result_path: str) -> dict[str, str]:
     cost = result.get("cost") or {}
     return {
         "state": str(result["state"]),
         "exit-code": str(result.get("exit_code", "")),
         "result-path": result_path,
-        "cost": repr(float(cost.get("total") or 0.0)),
+        "cost": cost_decimal(cost.get("total")),
         "unrun-case-ids": json.dumps(list(result.get("unrun_case_ids") or [])),
     }
 
@@ -443,9 +459,16 @@ def publish_result_dir(
     return code
 
 
+def configure_logging(env: Mapping[str, str]) -> None:
+    """Our own INFO lines (DEBUG with the runner's debug logging); other libraries only from WARNING,
+    so httpx's `HTTP Request: POST ...` per judge call never reaches the step log."""
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("gate").setLevel(logging.DEBUG if env.get("RUNNER_DEBUG") == "1" else logging.INFO)
+
+
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    configure_logging(env)
     try:
         return _main(env)
     except Exception as exc:  # a bug in the Action itself: a message and exit 3, never a state's code
