@@ -27,6 +27,7 @@ from gate.action import (
     expand_json_inputs,
     gate_run_args,
     main,
+    outputs_for,
     mask,
     parse_fail_on,
     publish_and_report,
@@ -297,3 +298,12 @@ def test_inputs_arrive_as_one_json_object_from_the_wrapper(tmp_path: Path, capsy
     assert main(env) == 2
     out = capsys.readouterr().out
     assert "::error::GATE_INPUTS is not JSON" in out and TOKEN not in out
+
+
+@pytest.mark.parametrize(
+    ("total", "shown"),
+    [(0.0012055500000000001, "0.00120555"), (0.1 + 0.2, "0.3"), (1e-7, "0.0000001"), (0, "0"), (12.5, "12.5")],
+)
+def test_cost_output_is_a_plain_decimal_without_float_noise(tmp_path: Path, total: float, shown: str) -> None:
+    result = {**sample_result("passed"), "cost": {"total": total, "currency": "USD"}}
+    assert outputs_for(result, "gate-out/result.json")["cost"] == shown

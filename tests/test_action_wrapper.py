@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from composite_runner import ROOT, Runner, StepRun, stub_docker_dir
-from runner_env import API_KEY, HEAD, MERGE, TOKEN
+from fake_github import FakeGitHub
+from fake_openai import FakeOpenAI
+from runner_env import API_KEY, HEAD, MERGE, TOKEN, parse_github_output
 from stub_docker import BUILT_IMAGE
+from suite import case, controls, write_suite
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 ACTION_FILES = ("action.yml", "Dockerfile", "scripts/action-run")
@@ -71,12 +75,21 @@ def run_wrapper(
     expressions: bool = True,
     with_: dict[str, str] | None = None,
     stub: dict[str, str] | None = None,
+    caller_env: dict[str, str] | None = None,
+    suite: Callable[[Path], object] | None = None,
+    may_write: tuple[str, ...] = (),
 ) -> Outcome:
-    """Run action.yml for `uses: <repository>@<ref>` (or `uses: ./` when local)."""
+    """Run action.yml for `uses: <repository>@<ref>` (or `uses: ./` when local).
+
+    `suite` fills the workspace's evals/ directory; `may_write` lists the only top-level entries of
+    evals/ the run may add."""
     workspace = tmp_path / "work" / "support-bot" / "support-bot"
     workspace.mkdir(parents=True)
     (workspace / "evals").mkdir()
-    (workspace / "evals" / "policy.yaml").write_text("version: 1\npolicy_id: refund-answer\n", encoding="utf-8")
+    if suite is None:
+        (workspace / "evals" / "policy.yaml").write_text("version: 1\npolicy_id: refund-answer\n", encoding="utf-8")
+    else:
+        suite(workspace / "evals")
     if local:
         action_path = copy_action(workspace)
         repository = ref = ""
@@ -93,7 +106,7 @@ def run_wrapper(
     before = files_under(workspace)
     docker_log = tmp_path / "docker-calls.jsonl"
     docker_log.touch()
-    caller_env = {"OPENAI_API_KEY": API_KEY, "APP_STAGE": "ci"}
+    caller_env = caller_env if caller_env is not None else {"OPENAI_API_KEY": API_KEY, "APP_STAGE": "ci"}
     env = {
         "PATH": f"{stub_docker_dir(tmp_path)}:{os.environ['PATH']}",
         "HOME": str(tmp_path / "home"),
@@ -128,8 +141,8 @@ def run_wrapper(
     inputs = {"policy": "policy.yaml", "working-directory": "evals", **(with_ or {})}
     steps = runner.run_action(inputs)
     calls = [json.loads(line) for line in docker_log.read_text(encoding="utf-8").splitlines()]
-    after = files_under(workspace)
-    assert after == before, f"the wrapper wrote into the workspace: {sorted(after - before)}"
+    new = {f for f in files_under(workspace) - before if f.split("/")[:2] not in [["evals", w] for w in may_write]}
+    assert not new, f"the wrapper wrote into the workspace: {sorted(new)}"
     assert [p.name for p in temp.iterdir() if p.name.startswith("ragas-gate.")] == [], "temp files left behind"
     return Outcome(steps, calls, workspace, temp)
 
@@ -271,3 +284,41 @@ def test_the_container_exit_status_is_the_step_status(tmp_path: Path) -> None:
     assert run_wrapper(tmp_path / "a", stub={"STUB_RUN_STATUS": "1"}).returncode == 1
     broken = run_wrapper(tmp_path / "b", stub={"STUB_RUN_STATUS": "125"})
     assert broken.returncode == 2 and "docker could not run the container" in broken.log
+
+
+def test_a_whole_run_through_the_wrapper_writes_only_gate_out_and_a_quiet_log(tmp_path: Path) -> None:
+    """The stub runs the real entry point as the container would (its mounts mapped back): a run
+    judged over HTTP by the fake provider, published to the fake GitHub API."""
+    cases = [*controls(), *(case(f"c-{i}") for i in range(30))]
+    with FakeOpenAI() as provider, FakeGitHub(user_status=403) as github:
+        out = run_wrapper(
+            tmp_path,
+            caller_env={"JUDGE_KEY": API_KEY, "GITHUB_API_URL": github.base_url},
+            suite=lambda root: write_suite(
+                root, cases, evaluator={"base_url": provider.base_url, "api_key_env": "JUDGE_KEY"}
+            ),
+            with_={"max-cost": "5"},
+            stub={"STUB_RUN_EXEC": sys.executable},
+            may_write=("gate-out", ".gate-cache"),
+        )
+        check_runs = github.check_runs
+    assert out.returncode == 0, out.log
+    outputs = parse_github_output((out.temp / "_runner_file_commands" / "set_output_1").read_text())
+    result = json.loads((out.workspace / outputs["result-path"]).read_text())
+    assert outputs["state"] == result["state"] == "passed" and outputs["result-path"] == "evals/gate-out/result.json"
+    assert result["cost"]["total"] > 0 and "e" not in outputs["cost"].lower()
+    assert abs(float(outputs["cost"]) - result["cost"]["total"]) <= 1e-12
+    (run,) = check_runs
+    assert run["head_sha"] == HEAD and run["conclusion"] == "success"
+    # A quiet log: no line per HTTP request, a progress line per ~10% of the judgments, the summary.
+    assert "HTTP Request" not in out.log
+    progress = [line for line in out.log.splitlines() if line.startswith("gate: ") and "judgments" in line]
+    assert 2 <= len(progress) <= 12, progress
+    assert "ragas-gate: passed (exit code 0)" in out.log
+    assert API_KEY not in out.log.replace(f"::add-mask::{API_KEY}", "") and TOKEN not in out.log.replace(
+        f"::add-mask::{TOKEN}", ""
+    )
+    # Written as the workspace's owner, only under gate-out/ and .gate-cache/.
+    owner = out.workspace.stat()
+    written = [p for p in (out.workspace / "evals").rglob("*") if p.parts[-1] != "policy.yaml"]
+    assert all((p.stat().st_uid, p.stat().st_gid) == (owner.st_uid, owner.st_gid) for p in written)
