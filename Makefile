@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-offline test lint typecheck check bench clean
+.PHONY: demo demo-offline calibrate-offline test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -28,6 +28,15 @@ demo: $(STAMP)
 demo-offline: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane pr --out gate-out
 
+# Calibration end to end, offline: judge the calibration lane against the fake provider (scripted
+# to disagree with people on two cases, so there is something to see), then measure it.
+CALIBRATION_FLIPS := --flip refund-arrival-vague-incorrect-035 --flip password-reset-no-email-correct-037
+calibrate-offline: $(STAMP)
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane calibration \
+		--out gate-out-calibration $(CALIBRATION_FLIPS)
+	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(EXAMPLE) --records gate-out-calibration/records.jsonl \
+		--out gate-calibration
+
 test: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q
 
@@ -46,4 +55,4 @@ bench: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/run.py --quick
 
 clean:
-	rm -rf $(VENV) gate-out .gate-cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) gate-out gate-out-calibration gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache

@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("shards", nargs="+", type=Path, metavar="DIR", help="the --out directory of each shard")
     m.add_argument("--out", required=True, type=Path, help="write the merged result.json, reports and records here")
 
+    cal = sub.add_parser("calibrate", help="measure the judge against human labels from recorded runs, no model call")
+    cal.add_argument("--policy", required=True)
+    cal.add_argument("--records", required=True, nargs="+", type=Path, help="records.jsonl file(s) of runs")
+    cal.add_argument("--causes", type=Path, default=None, help="classified disagreements: JSONL or CSV case_id,cause")
+    cal.add_argument("--out", type=Path, default=Path("gate-calibration"), help="output directory")
+
     pub = sub.add_parser("publish", help="post the check run and the sticky PR comment for a result")
     pub.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
     return p
@@ -203,6 +209,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return merged.decision.state.exit_code
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from gate.calibrate.command import print_summary, run_calibrate
+
+    print_summary(run_calibrate(args.policy, args.records, args.causes, args.out), sys.stdout)
+    return 0
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     import os
 
@@ -212,7 +225,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml")
-COMMANDS = {"validate": cmd_validate, "run": cmd_run, "decide": cmd_decide, "merge": cmd_merge, "publish": cmd_publish}
+COMMANDS = {
+    "validate": cmd_validate,
+    "run": cmd_run,
+    "decide": cmd_decide,
+    "merge": cmd_merge,
+    "calibrate": cmd_calibrate,
+    "publish": cmd_publish,
+}
 
 
 def report_crash(args: argparse.Namespace | None, exc: Exception) -> int:

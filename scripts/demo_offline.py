@@ -40,9 +40,11 @@ def main() -> int:
             if line.strip():
                 c = json.loads(line)
                 label = c["human_adjudication"]["label"]
+                reason = c["human_adjudication"].get("reason", "")
                 if c["case_id"] in args.flip:
                     label = "pass" if label == "fail" else "fail"
-                answers.append((c["response"], label, c["human_adjudication"].get("reason", "")))
+                    reason = f"Scripted disagreement (--flip): the fake judge answers {label} on this case."
+                answers.append((c["response"], label, reason))
 
     def careful_judge(req: RecordedRequest) -> object:
         for response, label, reason in answers:

@@ -1,0 +1,6 @@
+"""`gate calibrate`: agreement of the judge with adjudicated human labels, from recorded judgments.
+
+`core` (pure measurement), `stats` (Wilson, kappa), `alignment` (the ragas `@discrete_metric`
+comparison, imported lazily), `causes` (reading classified disagreements back), `markdown` and
+`svg` (renderers), `command` (the I/O edge). Importing this package never imports ragas.
+"""
