@@ -5,7 +5,9 @@ What it does, in order:
    (`GITHUB_EVENT_PATH`: a `pull_request` gives the PR number and `pull_request.head.sha`; any other
    event uses `GITHUB_SHA` and posts no comment), `GITHUB_REPOSITORY` and `GITHUB_API_URL`;
 2. masks the GitHub token and the evaluator key (`::add-mask::`);
-3. runs the lane: `gate run --policy P --lane L --out <working-directory>/gate-out [--max-cost X]`;
+3. runs the lane: `gate run --policy P --lane L --out <working-directory>/gate-out [--max-cost X]
+   [--shard I/N]`, or with the `merge` input `gate merge --policy P DIR... --out ...gate-out`
+   (a shard publishes nothing in step 4: the merge job publishes for the whole matrix);
 4. reads `result.json`, `report.md`, `summary.md` from the output directory and publishes: a check
    run whenever there is a token and a SHA, the sticky comment on a PR when `comment: sticky`;
    a refused write (fork PRs: read-only token) is a warning and changes nothing else;
@@ -76,6 +78,8 @@ class ActionContext:
     workspace: Path
     output_file: Path | None
     summary_file: Path | None
+    shard: str | None = None  # `I/N`: run one shard of a matrix; the merge job publishes
+    merge: tuple[str, ...] = ()  # shard directories or globs: merge them and publish
 
     @property
     def out_dir(self) -> Path:
@@ -205,6 +209,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
     working_directory = workspace / get_input(env, "working-directory", ".")
     if not working_directory.is_dir():
         raise InputError(f"input 'working-directory': {working_directory} is not a directory")
+    shard, merge = read_shard_inputs(env)
     head_sha, pr_number = read_event(env)
     output_file = env.get("GITHUB_OUTPUT")
     summary_file = env.get("GITHUB_STEP_SUMMARY")
@@ -225,7 +230,27 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
         workspace=workspace,
         output_file=Path(output_file) if output_file else None,
         summary_file=Path(summary_file) if summary_file else None,
+        shard=shard,
+        merge=merge,
     )
+
+
+def read_shard_inputs(env: Mapping[str, str]) -> tuple[str | None, tuple[str, ...]]:
+    """`shard: I/N` (one matrix job) or `merge: <dirs or globs>` (the job after the matrix)."""
+    from gate.shard import ShardError, parse_shard
+
+    shard = get_input(env, "shard") or None
+    merge = tuple(get_input(env, "merge").split())
+    if shard is not None and merge:
+        raise InputError(
+            "inputs 'shard' and 'merge' exclude each other: a matrix job runs one shard, the job after it merges"
+        )
+    if shard is not None:
+        try:
+            shard = str(parse_shard(shard, "input 'shard'"))
+        except ShardError as exc:
+            raise InputError(exc.message) from None
+    return shard, merge
 
 
 def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
@@ -244,10 +269,28 @@ def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
 
 # ---- running and publishing -------------------------------------------------------------------
 def gate_run_args(ctx: ActionContext) -> list[str]:
+    if ctx.merge:
+        return ["merge", "--policy", ctx.policy, *merge_dirs(ctx), "--out", str(ctx.out_dir)]
     args = ["run", "--policy", ctx.policy, "--lane", ctx.lane, "--out", str(ctx.out_dir)]
     if ctx.max_cost is not None:
         args += ["--max-cost", ctx.max_cost]
+    if ctx.shard is not None:
+        args += ["--shard", ctx.shard]
     return args
+
+
+def merge_dirs(ctx: ActionContext) -> list[str]:
+    """The `merge` input's directories, globs expanded in working-directory (sorted, deduplicated).
+
+    A pattern that matches nothing is passed as written, so `gate merge` names it in its error.
+    """
+    found: list[str] = []
+    for pattern in ctx.merge:
+        matches = sorted(str(p) for p in ctx.working_directory.glob(pattern) if p.is_dir())
+        for item in matches or [str(ctx.working_directory / pattern)]:
+            if item not in found:
+                found.append(item)
+    return found
 
 
 def run_gate(ctx: ActionContext) -> int:
@@ -368,7 +411,9 @@ def publish_and_report(
 
     outcome: PublishResult | None = None
     reason: str | None = None
-    if not ctx.token:
+    if ctx.shard is not None:
+        reason = f"shard {ctx.shard} of a matrix: the merge job publishes one check run and comment for the run"
+    elif not ctx.token:
         reason = "no github-token given"
     elif not ctx.repository:
         reason = "GITHUB_REPOSITORY is not set"

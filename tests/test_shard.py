@@ -194,3 +194,92 @@ def test_merge_refuses_shards_that_do_not_belong_together(
     assert gate("merge", "--policy", policy, outs[0], whole, "--out", merged) == 2
     assert "--shard" in capsys.readouterr().err
     assert not (merged / "result.json").exists()
+
+
+def test_action_matrix_of_shards_then_one_merge_publishes_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sharded workflow through the container entry point: N matrix jobs, each uploading its
+    gate-out/, then one job that downloads them into gate-shards/<artifact>/ and merges."""
+    from fake_github import FakeGitHub
+    from runner_env import parse_github_output, runner_env
+
+    from gate.action import main as action_main
+
+    with FakeOpenAI() as provider, FakeGitHub(user_status=403) as github:
+        monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+        monkeypatch.chdir(tmp_path)
+        evals = tmp_path / "workspace" / "evals"
+        artifacts = tmp_path / "artifacts"
+
+        def job(**inputs: str) -> tuple[int, dict[str, str]]:
+            env = runner_env(tmp_path, api_url=github.base_url, fail_on="", **inputs)
+            env["RAGAS_DO_NOT_TRACK"] = "true"
+            write_suite(evals, cases(), evaluator={"base_url": provider.base_url, "api_key_env": "JUDGE_KEY"})
+            for name in ("INPUT_SHARD", "INPUT_MERGE"):  # left by the previous job
+                monkeypatch.delenv(name, raising=False)
+            for name, value in env.items():  # the container step's environment
+                monkeypatch.setenv(name, value)
+            code = action_main()
+            return code, parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+
+        for i in (1, 2, 3):
+            code, out = job(shard=f"{i}/3")
+            assert out["exit-code"] == str(result(evals / "gate-out")["exit_code"])
+            assert result(evals / "gate-out")["shard"] == {"index": i, "count": 3}
+            artifacts.mkdir(exist_ok=True)
+            (evals / "gate-out").rename(artifacts / f"ragas-gate-shard-{i}")  # upload-artifact
+        assert github.check_runs == [] and github.comments("acme/support-bot", 17) == []
+
+        artifacts.rename(evals / "gate-shards")  # download-artifact, pattern ragas-gate-shard-*
+        code, out = job(merge="gate-shards/*")
+        assert code == 1 and out["state"] == "quality_failed"
+        merged = result(evals / "gate-out")
+        assert merged["merged_shards"] == {"count": 3, "indices": [1, 2, 3], "missing": []}
+        assert {b["kind"] for b in merged["blockers"]} == {"false_pass_limit"}
+        (run,) = github.check_runs
+        assert run["conclusion"] == "failure"
+        (comment,) = github.comments("acme/support-bot", 17)
+        assert "`fp-1`" in comment["body"]
+
+
+def test_action_shard_and_merge_inputs_are_checked(tmp_path: Path) -> None:
+    from runner_env import runner_env
+
+    from gate.action import InputError, gate_run_args, read_context
+
+    ctx = read_context(runner_env(tmp_path, api_url="http://x", shard=" 2/4"))
+    assert gate_run_args(ctx)[-2:] == ["--shard", "2/4"]
+    with pytest.raises(InputError, match="input 'shard'"):
+        read_context(runner_env(tmp_path, api_url="http://x", shard="5/4"))
+    with pytest.raises(InputError, match="exclude each other"):
+        read_context(runner_env(tmp_path, api_url="http://x", shard="1/2", merge="gate-shards/*"))
+    for d in ("gate-shards/b", "gate-shards/a"):
+        (tmp_path / "workspace" / "evals" / d).mkdir(parents=True)
+    ctx = read_context(runner_env(tmp_path, api_url="http://x", merge="gate-shards/* nowhere"))
+    args = gate_run_args(ctx)
+    evals = tmp_path / "workspace" / "evals"
+    assert args[:3] == ["merge", "--policy", "policy.yaml"]
+    assert args[3:6] == [str(evals / "gate-shards/a"), str(evals / "gate-shards/b"), str(evals / "nowhere")]
+
+
+def test_example_workflows_use_only_declared_inputs_and_the_sharded_one_merges_its_matrix() -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    declared = set(yaml.safe_load((root / "action.yml").read_text())["inputs"])
+    assert {"shard", "merge"} <= declared
+    for path in sorted((root / "examples" / "workflows").glob("*.yml")):
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            for step in job["steps"]:
+                if str(step.get("uses", "")).startswith("ragas-gate/ragas-gate@"):
+                    assert set(step.get("with", {})) <= declared, path
+    flow = yaml.safe_load((root / "examples" / "workflows" / "ragas-gate-sharded.yml").read_text())
+    shard_job, merge_job = flow["jobs"]["shard"], flow["jobs"]["merge"]
+    count = len(shard_job["strategy"]["matrix"]["shard"])
+    (gate_step,) = [s for s in shard_job["steps"] if "ragas-gate/ragas-gate@" in str(s.get("uses"))]
+    assert gate_step["with"]["shard"] == "${{ matrix.shard }}/" + str(count)
+    assert merge_job["needs"] == "shard" and "always()" in merge_job["if"]
+    download = next(s for s in merge_job["steps"] if "download-artifact" in str(s.get("uses")))
+    upload = next(s for s in shard_job["steps"] if "upload-artifact" in str(s.get("uses")))
+    assert upload["with"]["name"].startswith(download["with"]["pattern"].rstrip("*"))
+    (merge_step,) = [s for s in merge_job["steps"] if "ragas-gate/ragas-gate@" in str(s.get("uses"))]
+    assert merge_step["with"]["merge"] == download["with"]["path"].rstrip("/") + "/*"
