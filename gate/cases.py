@@ -12,18 +12,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from gate.escape import NAME_RULE, is_name, visible
 from gate.loading import (
     FileProblem,
     format_validation_error,
     gc_paused,
     open_binary,
+    read_bytes,
     read_yaml_mapping,
     sha256_hex,
+    surrogate_at,
 )
 from gate.policy import ControlRole, LoadedPolicy
 from gate.states import Finding, State
+from gate.yaml12 import as_written
 
 MAX_FINDINGS_PER_FILE = 200
 
@@ -41,6 +45,12 @@ class Adjudication(_Strict):
 class Pair(_Strict):
     id: str = Field(min_length=1)
     kind: Literal["invariant", "flip"]
+
+
+def _name(what: str, v: object) -> object:
+    if isinstance(v, str) and not is_name(v):
+        raise ValueError(f"{what} '{visible(v, 80)}' is not allowed: use {NAME_RULE}")
+    return v
 
 
 class Case(_Strict):
@@ -64,6 +74,13 @@ class Case(_Strict):
     def _as_text(cls, v: object) -> object:
         return str(v) if isinstance(v, int | float) else v
 
+    @field_validator("case_id", "slice")
+    @classmethod
+    def _safe_name(cls, v: str, info: ValidationInfo) -> str:
+        # Ids and slice names are printed raw in logs, comments, check runs and XML (SPEC 8).
+        _name("the case id" if info.field_name == "case_id" else "the slice name", v)
+        return v
+
     @property
     def human_label(self) -> str:
         return self.human_adjudication.label
@@ -85,7 +102,7 @@ class EvidenceDoc(_Strict):
     @field_validator("version", mode="before")
     @classmethod
     def _as_text(cls, v: object) -> object:
-        return str(v) if isinstance(v, int | float) else v
+        return as_written(v)
 
 
 @dataclass
@@ -137,9 +154,10 @@ def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding]
             except ValidationError:
                 pass
             else:
-                cases.append(fast)
-                where_each.append(f"{display}:{lineno}")
-                continue
+                if line.count(b":") <= _parsed_key_count(fast) or _duplicate_key(line) is None:
+                    cases.append(fast)
+                    where_each.append(f"{display}:{lineno}")
+                    continue
             if capped:
                 continue
             if len(findings) >= MAX_FINDINGS_PER_FILE:
@@ -157,16 +175,83 @@ def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding]
     return cases, findings, where_each, digest.hexdigest()
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return made
+
+
+def _parsed_key_count(case: Case) -> int:
+    """How many keys the parsed case holds, nested ones included."""
+    count = len(case.model_fields_set) + len(case.human_adjudication.model_fields_set)
+    if case.pair is not None:
+        count += len(case.pair.model_fields_set)
+    stack: list[Any] = [case.provenance, case.generation]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            count += len(item)
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return count
+
+
+def _duplicate_key(line: bytes) -> str | None:
+    """The first key written twice in one object of `line`, if any.
+
+    Called only when the line has more colons than the parsed case has keys: every written key
+    is followed by a colon, so fewer colons prove there is no duplicate without a second parse.
+    """
+    try:
+        json.loads(line, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as exc:
+        return exc.key
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
 def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding]]:
     """The slow path for a line the fast path refused: say exactly what is wrong with it."""
     try:
-        text = line.decode("utf-8")
+        text = line.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         return None, [_contract(f"{where}: not UTF-8 text (byte {exc.start}); fix: save the file as UTF-8", where)]
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as exc:
+        message = (
+            f"{where}: key `{visible(exc.key, 80)}` is written twice in one object; the second value would "
+            "silently win; fix: keep one"
+        )
+        return None, [_contract(message, where)]
     except json.JSONDecodeError as exc:
         message = f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix: one JSON object per line"
+        return None, [_contract(message, where)]
+    except RecursionError:
+        message = f"{where}: the JSON nests too deep to read; fix: a case is one flat object of text fields"
+        return None, [_contract(message, where)]
+    except ValueError:  # e.g. an integer of thousands of digits
+        message = f"{where}: a number is too long to read (thousands of digits); fix: write a real value"
+        return None, [_contract(message, where)]
+    bad_text = surrogate_at(obj)
+    if bad_text is not None:
+        message = (
+            f"{where}: `{visible(bad_text, 80)}` holds a lone surrogate escape (such as \\ud800), which is not "
+            "text; fix: remove it or write the character itself"
+        )
         return None, [_contract(message, where)]
     if not isinstance(obj, dict):
         message = (
@@ -174,7 +259,7 @@ def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding
         )
         return None, [_contract(message, where)]
     cid = obj.get("case_id")
-    ids = (cid,) if isinstance(cid, str) and cid else ()
+    ids = (cid,) if isinstance(cid, str) and is_name(cid) else ()
     try:
         return Case.model_validate(obj), []
     except ValidationError as exc:
@@ -187,11 +272,13 @@ def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding
 def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], list[Finding], bytes]:
     try:
         raw = read_yaml_mapping(path, "evidence file")
+        data = read_bytes(path, "evidence file")
     except FileProblem as exc:
         return {}, [_contract(exc.message, display)], b""
     docs: dict[str, EvidenceDoc] = {}
     findings: list[Finding] = []
-    for key, value in raw.items():
+    for written, value in raw.items():
+        key = visible(written, 120)
         if not isinstance(value, dict):
             findings.append(
                 _contract(
@@ -214,8 +301,8 @@ def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], lis
                     display,
                 )
             )
-        docs[str(key)] = doc
-    return docs, findings, path.read_bytes()
+        docs[str(written)] = doc
+    return docs, findings, data
 
 
 def load_dataset(loaded: LoadedPolicy) -> Dataset:

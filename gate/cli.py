@@ -17,6 +17,7 @@ from typing import IO
 
 from gate import __version__
 from gate.errors import GateError, UsageError
+from gate.escape import log_text
 from gate.states import USAGE_ERROR_EXIT, Finding, State
 
 STATE_LABEL = {
@@ -105,10 +106,9 @@ def format_findings_text(findings: Sequence[Finding], out: IO[str]) -> None:
             f"{STATE_LABEL[state]}: {len(group)} finding(s) ({', '.join(f'{k} {n}' for k, n in kinds.items())})\n"
         )
         for f in group:
-            ids = (
-                f" [cases: {', '.join(f.case_ids[:10])}{' ...' if len(f.case_ids) > 10 else ''}]" if f.case_ids else ""
-            )
-            out.write(f"  - {f.kind}: {f.message}{ids}\n")
+            shown = ", ".join(log_text(i) for i in f.case_ids[:10])
+            ids = f" [cases: {shown}{' ...' if len(f.case_ids) > 10 else ''}]" if f.case_ids else ""
+            out.write(f"  - {f.kind}: {log_text(f.message)}{ids}\n")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -264,7 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except GateError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
+        # One visible line per line of the message: file content can never start a log line.
+        shown = "\n".join(log_text(line) for line in exc.message.split("\n"))
+        sys.stderr.write(f"error: {shown}\n")
         return USAGE_ERROR_EXIT
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import gc
 import hashlib
 import json
+import os
+import re
+import stat
 import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +18,9 @@ from typing import Any, BinaryIO
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
+from gate.escape import visible
+from gate.yaml12 import YamlProblem, load_yaml12
 
 
 def sha256_hex(data: bytes | str) -> str:
@@ -93,7 +100,7 @@ def format_validation_error(exc: ValidationError, prefix: str = "", model: type[
     """
     lines: list[str] = []
     for err in exc.errors():
-        parts = [str(p) for p in err["loc"]]
+        parts = [visible(p, 120) for p in err["loc"]]
         loc = ".".join(parts) if parts else "(top level)"
         if prefix:
             loc = f"{prefix}.{loc}" if parts else prefix
@@ -117,12 +124,42 @@ def format_validation_error(exc: ValidationError, prefix: str = "", model: type[
     return lines
 
 
+def surrogate_at(obj: Any) -> str | None:
+    """The key path of the first string holding a lone surrogate (`"\\ud800"` is valid JSON, not text)."""
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path or "(top level)"
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if _SURROGATE.search(key):
+                    return path or "(top level)"
+                stack.append((f"{path}.{key}" if path else key, value))
+        elif isinstance(item, list):
+            stack += [(f"{path}[{i}]", value) for i, value in enumerate(item)]
+    return None
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 class FileProblem(Exception):
     """A file could not be read or parsed; `message` names the file and the fix."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+# Small files are read whole; case and records files are streamed line by line.
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+MAX_STREAM_BYTES = 4 * 1024 * 1024 * 1024
+
+
+def _size(n: int) -> str:
+    return f"{n / (1024 * 1024 * 1024):g} GiB" if n >= 1024**3 else f"{n / (1024 * 1024):g} MiB"
 
 
 @contextmanager
@@ -137,60 +174,129 @@ def _file_problems(path: Path, what: str) -> Iterator[None]:
     except UnicodeDecodeError as exc:
         raise FileProblem(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); fix: save it as UTF-8") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FileProblem(
+                f"{path}: the {what} is a symbolic link that loops back on itself; fix: point the link at a file"
+            ) from None
         raise FileProblem(f"{path}: the {what} cannot be read ({exc.strerror}); fix: check permissions") from None
+    except ValueError:  # an embedded NUL byte in the path
+        raise FileProblem(f"{visible(str(path))}: the {what} path holds a NUL byte; fix: correct the path") from None
 
 
-def open_binary(path: Path, what: str) -> BinaryIO:
-    """Open a file for streaming reads; the same actionable messages as `read_text`."""
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def open_binary(path: Path, what: str, limit: int = MAX_STREAM_BYTES) -> BinaryIO:
+    """Open a regular file of at most `limit` bytes for streaming reads.
+
+    Anything else (a FIFO that would block forever, `/dev/zero` or `/dev/urandom` that never end,
+    a directory, a symlink loop) is refused with a message naming the file and the fix.
+    """
     with _file_problems(path, what):
-        if path.is_dir():
-            raise IsADirectoryError
-        return path.open("rb")
+        # O_NONBLOCK: opening a FIFO with no writer must not hang; regular files ignore it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FileProblem(f"{path}: the {what} is a directory; fix: point to a file")
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _SPECIAL_KINDS if test(info.st_mode)), "not a regular file")
+            raise FileProblem(
+                f"{path}: the {what} is {kind}, not a regular file; reading it could block or never end; "
+                "fix: point to a regular file"
+            )
+        if info.st_size > limit:
+            raise FileProblem(
+                f"{path}: the {what} is {_size(info.st_size)}, over the {_size(limit)} limit for it; "
+                "fix: point to the right file or split it"
+            )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
-def read_text(path: Path, what: str) -> str:
+def read_bytes(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (see `open_binary`)."""
+    with open_binary(path, what, limit) as handle, _file_problems(path, what):
+        data = handle.read(limit + 1)
+    if len(data) > limit:  # a file that grew, or one whose size the system does not report
+        raise FileProblem(
+            f"{path}: the {what} is over the {_size(limit)} limit for it; fix: point to the right file or split it"
+        )
+    return data
+
+
+def read_text(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    data = read_bytes(path, what, limit)
     with _file_problems(path, what):
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark is not content
     if not text.strip():
         raise FileProblem(f"{path}: the {what} is empty; fix: write its content")
     return text
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key written twice in one mapping.
+def workspace() -> Path:
+    """The checkout the gate runs in: `$GITHUB_WORKSPACE` on Actions, else the current directory."""
+    return Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
 
-    PyYAML keeps the last value silently; a reviewer reading the first would approve a policy the
-    gate does not run.
+
+def resolve_inside(base_dir: Path, written: str, key: str) -> Path:
+    """Resolve a path a policy names, relative to the policy's directory, symlinks included.
+
+    A policy comes from a pull request: it may only name files under its own directory or the
+    workspace, so `../../../etc/passwd`, an absolute path or a link pointing out are refused.
     """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _value in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} is written twice (first at line {seen[key] + 1}); the second value would "
-                    "silently win",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
+    fix = "write it relative to the policy file, inside the repository"
+    if not written.strip():
+        raise FileProblem(f"`{key}` is empty; fix: {fix}")
+    if "\0" in written:
+        raise FileProblem(f"`{key}`: {visible(written)} holds a NUL byte; fix: {fix}")
+    if os.path.isabs(written) or written.startswith("~"):
+        raise FileProblem(
+            f"`{key}`: {visible(written)} is an absolute path; the gate reads only files under the "
+            f"policy's directory or the workspace; fix: {fix}"
+        )
+    try:
+        target = (base_dir / written).resolve()
+    except (OSError, RuntimeError):
+        raise FileProblem(
+            f"`{key}`: {visible(written)} is a symbolic link that loops back on itself; fix: {fix}"
+        ) from None
+    roots = (base_dir.resolve(), workspace())
+    if not any(target.is_relative_to(root) for root in roots):
+        raise FileProblem(
+            f"`{key}`: {visible(written)} resolves to {target}, outside the policy's directory ({roots[0]}) and the "
+            f"workspace ({roots[1]}); fix: {fix}"
+        )
+    return target
 
 
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping, read as YAML 1.2 core (see `gate.yaml12`)."""
     text = read_text(path, what)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+        data = load_yaml12(text)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
         if mark is not None:
             where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = visible(getattr(exc, "problem", None) or str(exc).splitlines()[0])
+        if isinstance(exc, YamlProblem):  # our own refusal: its text names the fix
+            raise FileProblem(f"{path}: the {what}{where}: {problem}") from None
         raise FileProblem(
             f"{path}: the {what} is not valid YAML{where} ({problem}); fix: correct the YAML syntax there"
+        ) from None
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # e.g. `!!timestamp 2026-02-30`
+        raise FileProblem(
+            f"{path}: the {what} holds a value that cannot be read ({visible(str(exc))}); fix: correct it"
         ) from None
     if not isinstance(data, dict):
         raise FileProblem(

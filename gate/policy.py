@@ -14,9 +14,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gate.errors import PolicyError
-from gate.loading import FileProblem, canonical_json, format_validation_error, read_text, read_yaml_mapping
+from gate.errors import PolicyError, UsageError
+from gate.escape import NAME_RULE, is_name, visible
+from gate.loading import (
+    FileProblem,
+    canonical_json,
+    format_validation_error,
+    read_text,
+    read_yaml_mapping,
+    resolve_inside,
+)
 from gate.loading import sha256_hex as _sha256
+from gate.yaml12 import as_written
 
 ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
 ControlRole = Literal["positive", "negative", "boundary", "persuasion", "injection", "missing_evidence"]
@@ -46,7 +55,7 @@ class Metric(Strict):
     @field_validator("version", mode="before")
     @classmethod
     def _version_as_text(cls, v: object) -> object:
-        return str(v) if isinstance(v, int | float) else v
+        return as_written(v)
 
     @model_validator(mode="after")
     def _check(self) -> Metric:
@@ -175,7 +184,15 @@ class Policy(Strict):
     @field_validator("policy_version", mode="before")
     @classmethod
     def _pv_as_text(cls, v: object) -> object:
-        return str(v) if isinstance(v, int | float) else v
+        return as_written(v)
+
+    @field_validator("slices")
+    @classmethod
+    def _slice_names(cls, v: dict[str, SliceLimit]) -> dict[str, SliceLimit]:
+        bad = [name for name in v if not is_name(name)]
+        if bad:
+            raise ValueError(f"slice name '{visible(bad[0], 80)}' is not allowed: use {NAME_RULE}")
+        return v
 
     @property
     def all_partitions(self) -> tuple[str, ...]:
@@ -216,6 +233,7 @@ class LoadedPolicy:
         return self.path.parent
 
     def resolve(self, relative: str) -> Path:
+        """A path the policy names; `load_policy` has checked that it stays inside (see `resolve_inside`)."""
         return (self.base_dir / relative).resolve()
 
     @property
@@ -277,6 +295,8 @@ def prompt_placeholders(template: str) -> tuple[list[str], list[str]]:
 
 def load_policy(path: str | Path) -> LoadedPolicy:
     """Load and validate a policy file; raise PolicyError listing every problem."""
+    if not str(path).strip():
+        raise UsageError("--policy is empty; fix: pass the path of the policy YAML file, e.g. policies/x/policy.yaml")
     p = Path(path)
     try:
         raw = read_yaml_mapping(p, "policy file")
@@ -289,8 +309,8 @@ def load_policy(path: str | Path) -> LoadedPolicy:
 
     problems: list[str] = []
     if policy.metric.prompt_file is not None:
-        prompt_path = (p.parent / policy.metric.prompt_file).resolve()
         try:
+            prompt_path = resolve_inside(p.parent, policy.metric.prompt_file, "metric.prompt_file")
             prompt_text = read_text(prompt_path, "prompt file (`metric.prompt_file`)")
         except FileProblem as exc:
             raise PolicyError(str(p), [exc.message]) from None
@@ -304,10 +324,23 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     if policy.evidence is not None:
         named.append(("evidence", policy.evidence))
     for key, rel in named:
-        target = (p.parent / rel).resolve()
+        try:
+            target = resolve_inside(p.parent, rel, key)
+        except FileProblem as exc:
+            problems.append(exc.message)
+            continue
         if not target.is_file():
-            what = "is a directory" if target.is_dir() else "does not exist"
+            what = "does not exist"
+            if target.is_dir():
+                what = "is a directory"
+            elif target.exists():
+                what = "is not a regular file (a device, pipe or socket)"
             problems.append(f"`{key}`: {rel} ({target}) {what}; fix: correct the path, relative to the policy file")
+    if policy.cache_dir is not None:
+        try:
+            resolve_inside(p.parent, policy.cache_dir, "cache_dir")
+        except FileProblem as exc:
+            problems.append(exc.message)
     names, prompt_problems = prompt_placeholders(prompt_text)
     where = f"`metric.prompt_file` ({policy.metric.prompt_file})" if policy.metric.prompt_file else "`metric.prompt`"
     problems += [f"{where}: {m}" for m in prompt_problems]

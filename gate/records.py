@@ -16,7 +16,8 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.errors import UsageError
-from gate.loading import format_validation_error
+from gate.escape import NAME_RULE, is_name, visible
+from gate.loading import MAX_STREAM_BYTES, FileProblem, format_validation_error, read_bytes, surrogate_at
 
 SCHEMA_VERSION = 1
 
@@ -143,25 +144,41 @@ def parse_record(obj: Any, where: str) -> Record:
             "fix: upgrade ragas-gate"
         )
     try:
-        return Record.model_validate(_upgrade(obj))
+        record = Record.model_validate(_upgrade(obj))
     except ValidationError as exc:
         problems = "; ".join(format_validation_error(exc))
         raise RecordsError(f"{where}: {problems}") from None
+    for key in ("case_id", "slice"):
+        value = getattr(record, key)
+        if not is_name(value):
+            raise RecordsError(
+                f"{where}: `{key}` '{visible(value, 80)}' is not allowed: use {NAME_RULE}; "
+                "fix: restore the file from the run"
+            )
+    text_problem = surrogate_at(obj)
+    if text_problem:
+        raise RecordsError(
+            f"{where}: `{text_problem}` holds a lone surrogate, which is not text; fix: restore the file"
+        )
+    return record
 
 
 def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]:
     """Read a records.jsonl file. A torn last line (a run killed mid-write) is skipped."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        data = read_bytes(path, "records file", MAX_STREAM_BYTES)
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        lineno = path.read_bytes()[: exc.start].count(b"\n") + 1
+        lineno = data[: exc.start].count(b"\n") + 1
         raise RecordsError(
             f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); fix: restore the file from the run's artifact"
         ) from None
-    except FileNotFoundError:
-        raise RecordsError(f"{path}: the records file does not exist; fix: pass the records.jsonl of a run") from None
-    except OSError as exc:
-        raise RecordsError(f"{path}: cannot read the records file ({exc.strerror})") from None
+    except FileProblem as exc:
+        if "does not exist" in exc.message:
+            raise RecordsError(
+                f"{path}: the records file does not exist; fix: pass the records.jsonl of a run"
+            ) from None
+        raise RecordsError(exc.message) from None
     if not text.strip():
         raise RecordsError(f"{path}: the records file is empty; fix: pass the records.jsonl of a run that judged cases")
     lines = text.splitlines()
@@ -175,6 +192,11 @@ def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]
             if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
                 break
             raise RecordsError(f"{path}:{i}: not valid JSON ({exc.msg}); fix: restore the file from the run") from None
+        except (ValueError, RecursionError) as exc:  # thousands of digits; nesting too deep
+            raise RecordsError(
+                f"{path}:{i}: a value cannot be read ({visible(exc, 120) or 'nested too deep'}); "
+                "fix: restore the file from the run"
+            ) from None
         out.append(parse_record(obj, f"{path}:{i}"))
     return out
 
