@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--no-cache", action="store_true", help="judge without the cache")
     r.add_argument(
+        "--base-result", type=Path, default=None, help="a base run's --out dir: the report shows the trend's change"
+    )
+    r.add_argument(
         "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
     )
 
@@ -170,8 +173,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
+        base_result=args.base_result,
         shard=parse_shard(args.shard) if args.shard is not None else None,
     )
+    if args.base_result is not None and args.base_result.resolve() == args.out.resolve():
+        raise UsageError(
+            f"--base-result {args.base_result} is the --out directory this run replaces; fix: pass the base run's own directory"
+        )
     if not args.dry_run:
         # A result left by an earlier run must never be read (or published) as this run's.
         for name in OUTPUT_FILES:

@@ -162,6 +162,76 @@ class Check(Strict):
         return self
 
 
+TREND_BANDS: tuple[int, ...] = (1, 2, 3, 4, 5)
+# Keys that would turn the trend into a gate. Refused with the reason, not as "unknown key".
+_TREND_LIMIT_WORDS = ("min", "max", "limit", "threshold", "gate", "block", "fail", "below", "above")
+TREND_LIMIT_REASON = (
+    "a mean of an ordinal 1-5 scale is not a gate: the step from 3 to 4 is not the step from 4 to 5, and a "
+    "change of judge moves the mean without any change in the product, so a threshold on it cannot be "
+    "defended when it fires; fix: remove it and gate on the pass/fail criterion instead "
+    "(`slices.<slice>.max_false_passes`); the trend stays in the report"
+)
+
+
+class Trend(Strict):
+    """A graded rubric judged beside the verdict: reported per slice, never a gate (gate/trend.py)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    prompt_file: str | None = None
+    prompt: str | None = None
+    bands: dict[int, str]
+
+    @model_validator(mode="after")
+    def _check(self) -> Trend:
+        if (self.prompt_file is None) == (self.prompt is None):
+            raise ValueError("give exactly one of `prompt_file` or `prompt`")
+        if sorted(self.bands) != list(TREND_BANDS):
+            raise ValueError("`bands` must describe exactly the bands 1, 2, 3, 4 and 5")
+        empty = [k for k, v in self.bands.items() if not v.strip()]
+        if empty:
+            raise ValueError(f"band(s) {empty} have an empty description; fix: say what a response in that band is")
+        return self
+
+
+class Drift(Strict):
+    """The `scheduled` lane's unlabelled production traces (gate/drift.py)."""
+
+    traces: str = Field(min_length=1)
+    sample: int = Field(default=200, ge=1)
+    seed: int = 0
+    prompt_file: str | None = None  # reference-free; default: the metric's prompt (if it needs no reference)
+    prompt: str | None = None
+    default_slice: str = Field(default="production", pattern=r"^[A-Za-z0-9._:/-]{1,200}$")
+
+    @model_validator(mode="after")
+    def _check(self) -> Drift:
+        if self.prompt_file is not None and self.prompt is not None:
+            raise ValueError("give at most one of `prompt_file` or `prompt`")
+        return self
+
+
+def _trend_limits(raw: object) -> list[str]:
+    """Keys of a raw policy that put a limit on the trend."""
+    if not isinstance(raw, dict):
+        return []
+    found: list[str] = []
+    trend = raw.get("trend")
+    if isinstance(trend, dict):
+        known = set(Trend.model_fields)
+        found += [
+            f"trend.{k}" for k in trend if k not in known and any(w in str(k).lower() for w in _TREND_LIMIT_WORDS)
+        ]
+    for section in ("limits", "slices"):
+        value = raw.get(section)
+        if not isinstance(value, dict):
+            continue
+        items = [(f"{section}.{k}", v) for k, v in value.items()]
+        if section == "slices":
+            items = [(f"{key}.{k}", None) for key, v in items if isinstance(v, dict) for k in v]
+        found += [key for key, _ in items if "trend" in key.split(".")[-1].lower()]
+    return found
+
+
 class Policy(Strict):
     version: Literal[1]
     policy_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
@@ -180,6 +250,17 @@ class Policy(Strict):
     leakage: Leakage = Field(default_factory=Leakage)
     cache_dir: str | None = None
     checks: list[Check] = Field(default_factory=list)
+    trend: Trend | None = None
+    drift: Drift | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_limit_on_the_trend(cls, data: object) -> object:
+        found = _trend_limits(data)
+        if found:
+            keys = ", ".join(f"`{k}`" for k in found)
+            raise ValueError(f"{keys}: a limit on the trend is refused: {TREND_LIMIT_REASON}")
+        return data
 
     @field_validator("policy_version", mode="before")
     @classmethod
@@ -214,6 +295,11 @@ class Policy(Strict):
         names = [c.name for c in self.checks]
         if len(names) != len(set(names)):
             raise ValueError("`checks` has duplicate names; fix: give each check its own name")
+        if self.drift is not None and "scheduled" in self.lanes:
+            raise ValueError(
+                "`lanes.scheduled` and `drift` both define the scheduled lane; with `drift:` the scheduled lane "
+                "judges production traces; fix: rename `lanes.scheduled` (e.g. `nightly`) or remove `drift`"
+            )
         return self
 
 

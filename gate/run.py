@@ -37,6 +37,7 @@ from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
 from gate.shard import Shard, select
 from gate.states import Finding, State
+from gate.trend import TREND_RECORDS, compare_to_base, judge_trend, load_trend, read_base_trend, summarize
 from gate.validate import run_validators
 
 # An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
@@ -55,6 +56,7 @@ class RunOptions:
     cache_dir: Path | None = None  # None: the policy's `cache_dir`, else .gate-cache
     use_cache: bool = True
     progress: IO[str] | None = None
+    base_result: Path | None = None  # a base run's --out: the trend is compared against it
     shard: Shard | None = None  # `--shard I/N`: this share of the cases, 1/N of the boundary
 
 
@@ -507,6 +509,10 @@ def run(
         prior = read_records(records_path)
     elif records_path.exists():
         records_path.unlink()  # a fresh run never mixes with an older one's evidence
+    (out / TREND_RECORDS).unlink(missing_ok=True)
+    trend_loaded = load_trend(loaded)
+    base_trend = read_base_trend(opts.base_result) if opts.base_result is not None and trend_loaded else None
+    trend_records: list[Record] = []
 
     notes: list[str] = []
     new_records: list[Record] = []
@@ -545,7 +551,8 @@ def run(
             budget = Budget(boundary(loaded, opts.max_cost))
             # Money already spent by the interrupted run counts against the same boundary.
             budget.spent = sum(r.budget_charge for r in prior)
-            evaluator = factory(loaded, api_key, cache_dir_for(loaded, opts))
+            cache = cache_dir_for(loaded, opts)
+            evaluator = factory(loaded, api_key, cache)
             runner = Runner(
                 loaded=loaded,
                 dataset=dataset,
@@ -564,6 +571,8 @@ def run(
             gc.freeze()
             asyncio.run(_judge_all(runner))
             runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
+            if trend_loaded is not None and runner.stop_reason is None:
+                trend_records = _judge_trend(trend_loaded, plan, factory(trend_loaded, api_key, cache), budget, out)
             new_records = runner.emitted
             if runner.stop_reason == "cancelled":
                 notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
@@ -580,8 +589,49 @@ def run(
     lineage = make_lineage(loaded, dataset, all_records)
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
     attach_checks(decision.result, check_results, plan.eligible)
+    if trend_loaded is not None and loaded.policy.trend is not None:
+        summary = summarize(loaded.policy.trend, _trend_cases(plan), trend_records)
+        attach_trend(decision.result, compare_to_base(summary, base_trend) if opts.base_result else summary)
     write_outputs(out, with_shard(decision, opts.shard))
     return decision
+
+
+def _trend_cases(plan: Plan) -> list[Case]:
+    """The trend grades the lane's own cases: controls are evaluator checks, not product answers."""
+    return [c for c in plan.scheduled if not c.is_control]
+
+
+def _judge_trend(
+    trend_loaded: LoadedPolicy, plan: Plan, evaluator: Evaluator, budget: Budget, out: Path
+) -> list[Record]:
+    """The trend beside the verdict, under the same boundary; its judgments go to trend.jsonl."""
+    settings = JudgeSettings.of(trend_loaded, evaluator_base_url(evaluator, trend_loaded))
+    lineage = make_lineage(trend_loaded, Dataset([], {}, [], ""))
+    records: list[Record] = []
+    with RecordWriter(out / TREND_RECORDS) as writer:
+
+        def emit(case: Case, judgment: Judgment) -> None:
+            rec = make_record(case, 0, judgment, trend_loaded, lineage, plan.lane, evaluator.ragas_version, settings)
+            writer.write(rec)
+            records.append(rec)
+
+        concurrency = trend_loaded.policy.evaluator.max_concurrency
+        asyncio.run(judge_trend(evaluator, _trend_cases(plan), budget, concurrency, emit))
+    return records
+
+
+def evaluator_base_url(evaluator: Evaluator, loaded: LoadedPolicy) -> str:
+    return str(getattr(evaluator, "base_url", "") or resolve_base_url(loaded.policy.evaluator.base_url))
+
+
+def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
+    """The trend goes beside the decision; its spend is part of the run's cost (same boundary)."""
+    result["trend"] = trend
+    cost = result.get("cost")
+    if isinstance(cost, dict):
+        for key in ("total", "input_tokens", "output_tokens", "http_attempts"):
+            cost[key] = cost.get(key, 0) + trend["cost"][key]
+        cost["trend_total"] = trend["cost"]["total"]
 
 
 def with_shard(decision: Decision, shard: Shard | None) -> Decision:

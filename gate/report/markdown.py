@@ -201,6 +201,7 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     from gate.report import sections  # imported here: it builds on this module's escaping
 
     lines += sections.checks_section(result)
+    lines += sections.trend_section(result)
     controls = result.get("controls") or {}
     if controls.get("failures"):
         lines.append("### Controls: did not separate")

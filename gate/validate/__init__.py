@@ -26,6 +26,7 @@ from gate.validate.pairs import pair_defects
 from gate.validate.references import missing_references
 from gate.validate.rubrics import unknown_rubrics
 from gate.validate.taxonomy import unknown_partitions, unknown_slices
+from gate.validate.trend import trend_bands
 
 Validator = Callable[[Context], list[Finding]]
 
@@ -44,6 +45,7 @@ VALIDATORS: tuple[Validator, ...] = (
     group_leaks,
     text_leaks,
     check_inputs,
+    trend_bands,
 )
 
 # Kinds a validator may produce; all but a `review`-routed missing_evidence block the run.

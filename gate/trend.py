@@ -1,0 +1,275 @@
+"""The rubric trend: one graded 1-5 judgment beside the verdict, reported per slice, never a gate.
+
+The trend is a second Ragas `DiscreteMetric` (allowed values "1".."5") judged by the same evaluator
+machinery as the verdict: the same boundary (`Budget`), retries and metering, so every trend
+attempt counts against the one cost cap. Its judgments go to `trend.jsonl`, never to
+`records.jsonl`: they are not verdicts, and nothing in the decision reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gate.budget import Budget
+from gate.cases import Case
+from gate.errors import PolicyError, UsageError
+from gate.judge import Evaluator, Judgment
+from gate.loading import FileProblem, read_text, sha256_hex
+from gate.policy import TREND_BANDS, LoadedPolicy, Trend, prompt_placeholders
+from gate.records import Record
+from gate.states import Finding, State
+
+BAND_VALUES: tuple[str, ...] = tuple(str(b) for b in TREND_BANDS)
+TREND_RECORDS = "trend.jsonl"
+
+# Intensifiers and hedges: bands that differ only by these describe one quality at different
+# volumes, and a judge's idea of "somewhat" against "very" does not reproduce.
+ADVERBS = frozenset(
+    {
+        "somewhat",
+        "very",
+        "quite",
+        "fairly",
+        "slightly",
+        "extremely",
+        "mostly",
+        "rather",
+        "highly",
+        "really",
+        "partially",
+        "partly",
+        "largely",
+        "mildly",
+        "moderately",
+        "reasonably",
+        "pretty",
+        "barely",
+        "completely",
+        "fully",
+        "totally",
+        "exceptionally",
+        "truly",
+        "entirely",
+        "generally",
+        "mainly",
+        "marginally",
+        "adequately",
+        "sufficiently",
+        "decently",
+        "incredibly",
+        "remarkably",
+        "especially",
+        "particularly",
+        "notably",
+        "substantially",
+        "significantly",
+        "bit",
+        "little",
+    }
+)
+
+
+def _without_adverbs(text: str) -> tuple[str, ...]:
+    return tuple(w for w in re.findall(r"[a-z0-9']+", text.lower()) if w not in ADVERBS)
+
+
+def adverb_only_pairs(bands: dict[int, str]) -> list[tuple[int, int]]:
+    """Pairs of bands whose descriptions are the same once intensifiers are taken out."""
+    keyed = {b: _without_adverbs(t) for b, t in sorted(bands.items())}
+    return [
+        (a, b)
+        for a in keyed
+        for b in keyed
+        if a < b and keyed[a] == keyed[b] and " ".join(bands[a].lower().split()) != " ".join(bands[b].lower().split())
+    ]
+
+
+def band_findings(loaded: LoadedPolicy) -> list[Finding]:
+    """`gate validate`: band descriptions must be qualitatively distinct."""
+    trend = loaded.policy.trend
+    if trend is None:
+        return []
+    pairs = adverb_only_pairs(trend.bands)
+    if not pairs:
+        return []
+    shown = "; ".join(f"{a} “{trend.bands[a]}” vs {b} “{trend.bands[b]}”" for a, b in pairs)
+    return [
+        Finding(
+            State.REVIEW_REQUIRED,
+            "trend_bands",
+            f"{loaded.path}: `trend.bands` differ only by adverbs ({shown}): a judge cannot reproduce "
+            "“somewhat” against “very”, so the trend would drift with the judge, not the product; fix: describe "
+            "what a response in each band does or lacks (contradicts the source, omits a required fact, ...)",
+            location=str(loaded.path),
+        )
+    ]
+
+
+def _bands_block(trend: Trend) -> str:
+    lines = ["", "", "Place the response in exactly one band:"]
+    lines += [f"{b}: {trend.bands[b]}" for b in TREND_BANDS]
+    lines.append("The value must be exactly one of 1, 2, 3, 4, 5.")
+    # The block is appended to a str.format template: literal braces must be doubled.
+    return "\n".join(lines).replace("{", "{{").replace("}", "}}")
+
+
+def load_trend(loaded: LoadedPolicy) -> LoadedPolicy | None:
+    """The trend as a policy the evaluator can judge with: its prompt (bands appended), values 1-5."""
+    trend = loaded.policy.trend
+    if trend is None:
+        return None
+    if trend.prompt_file is not None:
+        try:
+            template = read_text(loaded.resolve(trend.prompt_file), "trend prompt file (`trend.prompt_file`)")
+        except FileProblem as exc:
+            raise PolicyError(str(loaded.path), [exc.message]) from None
+    else:
+        template = trend.prompt or ""
+    where = f"`trend.prompt_file` ({trend.prompt_file})" if trend.prompt_file else "`trend.prompt`"
+    names, problems = prompt_placeholders(template)
+    if problems:
+        raise PolicyError(str(loaded.path), [f"{where}: {p}" for p in problems])
+    prompt = template + _bands_block(trend)
+    policy = loaded.policy
+    metric = policy.metric.model_copy(
+        update={"name": trend.name, "allowed_values": list(BAND_VALUES), "label_aliases": {}, "prompt": prompt}
+    )
+    return dataclasses.replace(
+        loaded,
+        policy=policy.model_copy(update={"metric": metric}),
+        prompt_text=prompt,
+        placeholders=tuple(names),
+        prompt_sha256=sha256_hex(prompt),
+    )
+
+
+async def judge_trend(
+    evaluator: Evaluator,
+    cases: Sequence[Case],
+    budget: Budget,
+    concurrency: int,
+    emit: Callable[[Case, Judgment], None],
+) -> None:
+    """One trend judgment per case, at most `concurrency` in flight; stops at the boundary."""
+    queue = list(reversed(cases))
+    stopped = False
+
+    async def worker() -> None:
+        nonlocal stopped
+        while queue and not stopped:
+            case = queue.pop()
+            judgment = await evaluator.judge(case, 0, budget)
+            emit(case, judgment)
+            if judgment.error_kind == "budget":
+                stopped = True
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(cases))))))
+    finally:
+        await evaluator.aclose()
+
+
+def _stats(bands: Sequence[int], errors: int, unrun: int) -> dict[str, Any]:
+    dist = Counter(bands)
+    return {
+        "n": len(bands),
+        "mean": sum(bands) / len(bands) if bands else None,
+        "distribution": {v: dist.get(int(v), 0) for v in BAND_VALUES},
+        "errors": errors,
+        "unrun": unrun,
+    }
+
+
+def summarize(trend: Trend, cases: Sequence[Case], records: Sequence[Record]) -> dict[str, Any]:
+    """`result.json` `trend`: per slice and overall, the mean, the band distribution, errors, unrun."""
+    by_case = {r.case_id: r for r in records}
+    per_slice: dict[str, tuple[list[int], list[int]]] = {}
+    all_bands: list[int] = []
+    errors = unrun = 0
+    slice_counts: dict[str, list[int]] = {}
+    for case in cases:
+        bands, counts = per_slice.setdefault(case.slice, ([], [0, 0]))
+        slice_counts[case.slice] = counts
+        r = by_case.get(case.case_id)
+        if r is not None and r.status == "ok" and r.judge_label in BAND_VALUES:
+            bands.append(int(r.judge_label))
+            all_bands.append(int(r.judge_label))
+        elif r is not None and r.status == "error":
+            counts[0] += 1
+            errors += 1
+        else:
+            counts[1] += 1
+            unrun += 1
+    return {
+        "name": trend.name,
+        "gate": False,
+        "bands": {str(b): trend.bands[b] for b in TREND_BANDS},
+        "overall": _stats(all_bands, errors, unrun),
+        "slices": {s: _stats(b, c[0], c[1]) for s, (b, c) in sorted(per_slice.items())},
+        "cost": {
+            "total": sum(r.cost for r in records),
+            "input_tokens": sum(r.input_tokens for r in records),
+            "output_tokens": sum(r.output_tokens for r in records),
+            "http_attempts": sum(len(r.attempts) for r in records),
+        },
+    }
+
+
+def read_base_trend(base: Path) -> dict[str, Any] | None:
+    """The `trend` of a base run (`--out` dir or its result.json); None when the base has none."""
+    path = base / "result.json" if base.is_dir() else base
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: the base result does not exist; fix: pass a run's --out directory") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: the base result cannot be read ({exc}); fix: pass a run's result.json") from None
+    trend = data.get("trend") if isinstance(data, dict) else None
+    return trend if isinstance(trend, dict) else None
+
+
+def _mean(stats: object) -> float | None:
+    if not isinstance(stats, dict):
+        return None
+    mean = stats.get("mean")
+    return float(mean) if isinstance(mean, int | float) and not isinstance(mean, bool) else None
+
+
+def compare_to_base(summary: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+    """Add `base` to a trend summary: the base's mean and distribution per slice, and the change."""
+    if base is None or base.get("name") != summary["name"]:
+        why = "the base run has no trend" if base is None else f"the base run's trend is {base.get('name')!r}"
+        return {**summary, "base": {"compared": False, "note": why}}
+    same_bands = base.get("bands") == summary["bands"]
+    raw_slices = base.get("slices")
+    base_slices: dict[str, Any] = raw_slices if isinstance(raw_slices, dict) else {}
+    slices: dict[str, Any] = {}
+    for name in sorted({*summary["slices"], *base_slices}):
+        head_mean = _mean(summary["slices"].get(name))
+        base_stats = base_slices.get(name)
+        base_mean = _mean(base_stats)
+        slices[name] = {
+            "mean": base_mean,
+            "distribution": base_stats.get("distribution") if isinstance(base_stats, dict) else None,
+            "change": None if head_mean is None or base_mean is None else head_mean - base_mean,
+        }
+    head_all, base_all = _mean(summary["overall"]), _mean(base.get("overall"))
+    return {
+        **summary,
+        "base": {
+            "compared": True,
+            "same_bands": same_bands,
+            "overall": {
+                "mean": base_all,
+                "change": None if head_all is None or base_all is None else head_all - base_all,
+            },
+            "slices": slices,
+        },
+    }

@@ -1,0 +1,12 @@
+"""The rubric trend: its prompt must load and its bands must be qualitatively distinct."""
+
+from __future__ import annotations
+
+from gate.states import Finding
+from gate.trend import band_findings, load_trend
+from gate.validate.context import Context
+
+
+def trend_bands(ctx: Context) -> list[Finding]:
+    load_trend(ctx.loaded)  # a broken trend prompt is a policy error (exit 2), raised here
+    return band_findings(ctx.loaded)
