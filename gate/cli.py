@@ -88,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--causes", type=Path, default=None, help="classified disagreements: JSONL or CSV case_id,cause")
     cal.add_argument("--out", type=Path, default=Path("gate-calibration"), help="output directory")
 
+    cmp = sub.add_parser("compare", help="verdict transitions between two runs and the first diverging artifact")
+    cmp.add_argument("--base", required=True, type=Path, help="the base run's --out directory or records.jsonl")
+    cmp.add_argument("--head", required=True, type=Path, help="the head run's --out directory or records.jsonl")
+    cmp.add_argument(
+        "--policy", type=Path, default=None, help="mark transitions in critical slices (max_false_passes 0)"
+    )
+    cmp.add_argument("--out", type=Path, default=Path("gate-compare"), help="write compare.json and compare.md here")
+
     pub = sub.add_parser("publish", help="post the check run and the sticky PR comment for a result")
     pub.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
     return p
@@ -224,6 +232,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from gate.compare import compare_paths
+    from gate.report.compare import render_compare
+
+    comparison = compare_paths(args.base, args.head, args.policy)
+    markdown = render_compare(comparison)
+    # An unwritable --out is an unexpected error (SPEC 8): `main` reports it and exits 3.
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "compare.json").write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
+    (args.out / "compare.md").write_text(markdown, encoding="utf-8")
+    sys.stdout.write(markdown + f"\nWrote {args.out}/compare.json and compare.md\n")
+    return 0
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     import os
 
@@ -239,6 +261,7 @@ COMMANDS = {
     "decide": cmd_decide,
     "merge": cmd_merge,
     "calibrate": cmd_calibrate,
+    "compare": cmd_compare,
     "publish": cmd_publish,
 }
 

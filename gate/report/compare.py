@@ -1,0 +1,101 @@
+"""compare.md and the PR comment's transitions section, from a `Comparison`.
+
+Pure. Case ids, slices and recorded values come from records files (untrusted) and pass through
+the Markdown escaping of `gate.report.markdown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gate.compare import Comparison, Transition
+from gate.report.markdown import code_id, escape
+
+MAX_CRITICAL_ROWS = 15
+MAX_OTHER_ROWS = 50
+MAX_COMMENT_ROWS = 10
+ARROW = " → "
+
+
+def _kind(kind: str) -> str:
+    return kind.replace("->", ARROW)
+
+
+def _artifact(t: Transition) -> str:
+    if t.first_divergence == "none":
+        return "none: same inputs and configuration, the judge itself moved"
+    if t.first_divergence == "unknown":
+        known = f"; known to differ: {', '.join(t.differing_steps)}" if t.differing_steps else ""
+        steps = ", ".join(t.unknown_steps[:3]) + ("…" if len(t.unknown_steps) > 3 else "")
+        return f"unknown (not recorded: {steps}){known}"
+    if t.base_value is None and t.head_value is None:
+        return f"**{t.first_divergence}**"
+    return f"**{t.first_divergence}**: {escape(t.base_value, 60)}{ARROW}{escape(t.head_value, 60)}"
+
+
+def _rows(transitions: Sequence[Transition], limit: int) -> list[str]:
+    lines = ["| case | slice | human | base → head | first diverging artifact |", "|---|---|---|---|---|"]
+    for t in transitions[:limit]:
+        lines.append(
+            f"| {code_id(t.case_id)} | {escape(t.slice, 60)} | {escape(t.human_label, 20)} | "
+            f"{_kind(t.kind)} | {_artifact(t)} |"
+        )
+    if len(transitions) > limit:
+        lines.append(f"\n… and {len(transitions) - limit} more in compare.json")
+    return lines
+
+
+def _split(c: Comparison) -> tuple[list[Transition], list[Transition]]:
+    critical = [t for t in c.transitions if t.critical]
+    return critical, [t for t in c.transitions if not t.critical]
+
+
+def _counts_line(c: Comparison) -> str:
+    if not c.transitions:
+        return f"No verdict changed: {c.unchanged} case(s) judged the same on both sides."
+    kinds = ", ".join(f"{_kind(k)} **{n}**" for k, n in c.counts.items())
+    return f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases: {kinds}."
+
+
+def render_compare(c: Comparison) -> str:
+    """compare.md: counts, then critical transitions with the diverging artifact, the rest folded."""
+    lines = [
+        "## ragas-gate compare",
+        "",
+        f"Base {code_id(c.base.label)}{ARROW}head {code_id(c.head.label)}",
+        "",
+        _counts_line(c),
+    ]
+    if c.transitions:
+        lines += ["", "| transition | cases |", "|---|---|"]
+        lines += [f"| {_kind(k)} | {n} |" for k, n in c.counts.items()]
+    critical, rest = _split(c)
+    if c.critical_slices is not None:
+        lines += ["", f"### Critical transitions ({len(critical)})", ""]
+        lines += _rows(critical, MAX_CRITICAL_ROWS) if critical else ["None."]
+    if rest:
+        title = "Other transitions" if c.critical_slices is not None else "Transitions"
+        lines += ["", f"<details><summary>{title} ({len(rest)})</summary>", "", *_rows(rest, MAX_OTHER_ROWS)]
+        lines += ["", "</details>"]
+    changes = c.lineage_changes()
+    if changes:
+        lines += ["", "<details><summary>What differs between the runs</summary>", ""]
+        lines += [f"- {code_id(k)}: {_value(a)}{ARROW}{_value(b)}" for k, (a, b) in changes.items()]
+        lines += ["", "</details>"]
+    lines += [f"\n> {escape(n)}" for n in c.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _value(v: object) -> str:
+    if v is None or v == "":
+        return "(not recorded)"
+    text = " ".join(str(v).split())
+    return code_id(text[:12] if len(text) == 64 else text[:80])
+
+
+def render_comment_section(c: Comparison) -> str:
+    """The PR comment's short section: counts, then a short table, critical transitions first."""
+    lines = ["### Against the base run", "", _counts_line(c)]
+    if c.transitions:
+        lines += ["", *_rows(list(c.transitions), MAX_COMMENT_ROWS)]
+    return "\n".join(lines) + "\n"

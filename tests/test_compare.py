@@ -1,0 +1,275 @@
+"""`gate compare`: pairs of runs that differ in exactly one artifact, and compare names it.
+
+A few pairs are real `gate run`s against the fake provider (tests/fake_openai.py): no change
+(the judge moved), a prompt change, a response change. The rest edit one field of the frozen
+records fixture (tests/fixtures/schema/records-v1-lineage.jsonl), as a run with that one artifact
+changed would have written it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, reply
+from suite import PROMPT, case, controls, write_suite
+
+from gate.cli import main
+
+KEY_ENV = "GATE_TEST_KEY"
+FIXTURES = Path(__file__).parent / "fixtures" / "schema"
+LINEAGE_RECORDS = FIXTURES / "records-v1-lineage.jsonl"
+OLD_RECORDS = FIXTURES / "records-v1.jsonl"
+POLICY = FIXTURES / "suite" / "policy.yaml"
+
+
+def gate(*args: str | Path) -> int:
+    return main([str(a) for a in args])
+
+
+def compare(base: Path, head: Path, out: Path, *extra: str | Path) -> dict[str, Any]:
+    assert gate("compare", "--base", base, "--head", head, "--out", out, *extra) == 0
+    data: dict[str, Any] = json.loads((out / "compare.json").read_text())
+    return data
+
+
+def by_case(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["case_id"]: t for t in result["transitions"]}
+
+
+# --- real runs through the fake provider ----------------------------------------------------
+
+CASES = [*controls(), case("c-1"), case("c-2", label="fail"), case("g-1", slice="general")]
+
+
+def run_suite(
+    root: Path, fake: FakeOpenAI, cases: list[dict[str, Any]] = CASES, prompt: str = PROMPT, **policy: Any
+) -> Path:
+    path = write_suite(root, cases, prompt=prompt, evaluator={"base_url": fake.base_url}, **policy)
+    out = root / "out"
+    gate("run", "--policy", path, "--out", out, "--no-cache")
+    assert (out / "records.jsonl").exists()
+    return out
+
+
+@pytest.fixture()
+def base_run(tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(KEY_ENV, "sk-test")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    return run_suite(tmp_path / "base", fake_openai)
+
+
+def test_no_difference_but_a_moved_judge_is_none(base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("Answer for c-1", reply("fail", "Now I doubt it."))
+    head = run_suite(tmp_path / "head", fake_openai)
+    res = compare(base_run, head, tmp_path / "cmp", "--policy", tmp_path / "head" / "policy.yaml")
+    assert list(by_case(res)) == ["c-1"]
+    t = by_case(res)["c-1"]
+    assert (t["base"], t["head"], t["critical"], t["first_divergence"]) == ("pass", "fail", True, "none")
+    assert res["counts"] == {"pass->fail": 1} and res["unchanged"] == 7
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "the judge itself moved" in md
+
+
+def test_a_prompt_change_is_named(base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("Answer for c-1", reply("fail", "The stricter rubric is not met."))
+    head = run_suite(tmp_path / "head", fake_openai, prompt=PROMPT + "Be strict about dates.\n")
+    res = compare(base_run, head, tmp_path / "cmp", "--policy", tmp_path / "head" / "policy.yaml")
+    t = by_case(res)["c-1"]
+    assert (t["base"], t["head"], t["first_divergence"]) == ("pass", "fail", "prompt")
+    assert t["differing_steps"] == ["prompt"] and t["unknown_steps"] == []
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "### Critical transitions (1)" in md and "**prompt**" in md
+
+
+def test_a_response_change_is_named(base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    changed = [
+        c if c["case_id"] != "g-1" else case("g-1", slice="general", response="Refunds within 30 days. [[judge:fail]]")
+        for c in CASES
+    ]
+    head = run_suite(tmp_path / "head", fake_openai, cases=changed)
+    res = compare(base_run, head / "records.jsonl", tmp_path / "cmp", "--policy", tmp_path / "head" / "policy.yaml")
+    t = by_case(res)["g-1"]
+    assert (t["base"], t["head"], t["critical"], t["first_divergence"]) == ("pass", "fail", False, "response")
+
+
+# --- one artifact edited in the records -----------------------------------------------------
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def edited_pair(tmp_path: Path, case_id: str, edit: Edit, flip: bool = True) -> tuple[Path, Path]:
+    """The fixture as base; as head the same records with `edit` applied to `case_id`'s, its verdict flipped."""
+    lines = [json.loads(line) for line in LINEAGE_RECORDS.read_text().splitlines() if line]
+    for rec in lines:
+        if rec["case_id"] == case_id:
+            edit(rec)
+            if flip:
+                rec["judge_label"] = "fail" if rec["judge_label"] == "pass" else "pass"
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return LINEAGE_RECORDS, head
+
+
+def _set(key: str, value: Any) -> Edit:
+    def edit(rec: dict[str, Any]) -> None:
+        rec[key] = value
+
+    return edit
+
+
+def _field(name: str) -> Edit:
+    def edit(rec: dict[str, Any]) -> None:
+        rec["field_sha256"][name] = "0" * 64
+
+    return edit
+
+
+def _sampling(key: str, value: Any) -> Edit:
+    def edit(rec: dict[str, Any]) -> None:
+        rec["sampling"][key] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (_set("gold_sha256", "1" * 64), "gold"),
+        (_field("response"), "response"),
+        (_field("reference"), "reference"),
+        (_field("user_input"), "user_input"),
+        (_set("rubric_version", "rubric-2"), "rubric_version"),
+        (_set("prompt_template_sha256", "2" * 64), "prompt"),
+        (_set("evaluator_model", "gpt-4.1-mini"), "evaluator_model"),
+        (_sampling("temperature", 0.7), "provider_settings"),
+        (_sampling("seed", 8), "provider_settings"),
+        (_set("base_url_host", "api.example.com"), "provider_settings"),
+        (_set("ragas_version", "0.4.4"), "ragas_version"),
+        (_set("allowed_values", ["pass", "fail", "review_required"]), "allowed_values"),
+        (_set("label_aliases_sha256", "3" * 64), "parser"),
+        (_set("gate_version", "0.2.0"), "parser"),
+        (lambda rec: None, "none"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_one_edited_artifact_is_the_first_divergence(tmp_path: Path, edit: Edit, expected: str) -> None:
+    base, head = edited_pair(tmp_path, "c-1", edit)
+    res = compare(base, head, tmp_path / "cmp", "--policy", POLICY)
+    assert [t["case_id"] for t in res["transitions"]] == ["c-1"]
+    t = res["transitions"][0]
+    assert (t["base"], t["head"], t["first_divergence"]) == ("pass", "fail", expected)
+    assert t["differing_steps"] == ([] if expected == "none" else [expected])
+
+
+def test_earlier_step_wins_when_two_artifacts_differ(tmp_path: Path) -> None:
+    def two(rec: dict[str, Any]) -> None:
+        rec["evaluator_model"] = "other-model"
+        rec["field_sha256"]["reference"] = "0" * 64
+
+    base, head = edited_pair(tmp_path, "c-1", two)
+    t = compare(base, head, tmp_path / "cmp")["transitions"][0]
+    assert t["first_divergence"] == "reference" and t["differing_steps"] == ["reference", "evaluator_model"]
+    assert t["critical"] is None  # no --policy: which slices are critical is unknown, not "no"
+
+
+def test_records_written_before_lineage_compare_as_unknown(tmp_path: Path) -> None:
+    lines = [json.loads(line) for line in OLD_RECORDS.read_text().splitlines() if line]
+    for rec in lines:
+        if rec["case_id"] == "c-1":
+            rec["judge_label"] = "fail"
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    res = compare(OLD_RECORDS, head, tmp_path / "cmp", "--policy", POLICY)
+    t = res["transitions"][0]
+    assert t["first_divergence"] == "unknown" and "gold" in t["unknown_steps"]
+    # Against a record that has the lineage, the old side still cannot answer those steps.
+    res = compare(OLD_RECORDS, LINEAGE_RECORDS, tmp_path / "cmp2")
+    assert res["transitions"] == [] and res["unchanged"] == 9
+
+
+def test_a_gold_label_change_is_seen_even_in_old_records(tmp_path: Path) -> None:
+    lines = [json.loads(line) for line in OLD_RECORDS.read_text().splitlines() if line]
+    for rec in lines:
+        if rec["case_id"] == "g-2":
+            rec["human_label"], rec["judge_label"] = "pass", "fail"
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    t = compare(OLD_RECORDS, head, tmp_path / "cmp")["transitions"][0]
+    assert (t["case_id"], t["first_divergence"], t["base_value"], t["head_value"]) == (
+        "g-2",
+        "gold",
+        "fail/general/sentinel",
+        "pass/general/sentinel",
+    )
+
+
+def test_verdicts_cover_absent_error_unrun_review_and_repeat_majority(tmp_path: Path) -> None:
+    base_lines = [json.loads(line) for line in LINEAGE_RECORDS.read_text().splitlines() if line]
+    head_lines: list[dict[str, Any]] = []
+    for rec in base_lines:
+        new = dict(rec)
+        cid = rec["case_id"]
+        if cid == "ctl-positive":
+            continue  # absent on head
+        if cid == "c-1":
+            new.update(status="error", error_kind="timeout", judge_label=None)
+        if cid == "c-2":
+            new.update(status="skipped", error_kind="budget", judge_label=None)
+        if cid == "g-1":
+            new.update(judge_label="review_required")
+        if cid == "g-2":  # three repeats on head: fail, fail, pass -> fail by majority
+            for i, label in enumerate(["fail", "fail", "pass"]):
+                rep = dict(rec, repeat_index=i, judge_label=label, sampling={**rec["sampling"], "repeats": 3})
+                head_lines.append(rep)
+            continue
+        head_lines.append(new)
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(json.dumps(r) + "\n" for r in head_lines))
+    res = compare(LINEAGE_RECORDS, head, tmp_path / "cmp", "--policy", POLICY)
+    kinds = {t["case_id"]: (t["base"], t["head"]) for t in res["transitions"]}
+    assert kinds == {
+        "ctl-positive": ("pass", "absent"),
+        "c-1": ("pass", "error"),
+        "c-2": ("fail", "unrun"),
+        "g-1": ("pass", "review"),
+        "g-2": ("pass", "fail"),
+    }
+    t = by_case(res)
+    assert t["ctl-positive"]["first_divergence"] == "gold"
+    assert t["g-2"]["first_divergence"] == "provider_settings"  # repeats 1 -> 3
+    # Critical slices first.
+    order = [x["critical"] for x in res["transitions"]]
+    assert order == sorted(order, reverse=True) and order[0] is True
+
+
+def test_compare_md_fits_one_screen_and_escapes_record_text(tmp_path: Path) -> None:
+    def hostile(rec: dict[str, Any]) -> None:
+        rec["evaluator_model"] = "<img src=x onerror=alert(1)> @team [x](https://evil)"
+
+    base, head = edited_pair(tmp_path, "c-1", hostile)
+    compare(base, head, tmp_path / "cmp", "--policy", POLICY)
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    assert "<img" not in md and "@team" not in md and "](https://evil)" not in md
+    assert md.index("| transition | cases |") < md.index("### Critical transitions (1)")
+    assert len(md.splitlines()) < 40
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--base", "nope/records.jsonl", "--head", str(LINEAGE_RECORDS)],
+        ["--base", str(FIXTURES), "--head", str(LINEAGE_RECORDS)],  # a directory without records.jsonl
+        ["--base", str(POLICY), "--head", str(LINEAGE_RECORDS)],  # not a records file
+        ["--head", str(LINEAGE_RECORDS)],
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert gate("compare", *args, "--out", tmp_path / "cmp") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and ("fix" in err or "--help" in err)
