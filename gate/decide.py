@@ -16,6 +16,7 @@ from gate.cases import Case
 from gate.judge.render import RenderError, render_case
 from gate.plan import Plan
 from gate.policy import LoadedPolicy, Override
+from gate.record_vetting import vet_records
 from gate.records import Record
 from gate.states import Finding, State, overall_state
 
@@ -260,7 +261,16 @@ def decide(
     blocked = bool(blocking_validators)
     blockers += list(findings)
 
-    relevant = [r for r in records if r.case_id in eligible_ids]
+    # Records are untrusted: an `ok` line outside the contract is an evaluator error, and the case
+    # file (not the record) is the answer key. Cost still counts every line.
+    vetted = vet_records(
+        [r for r in records if r.case_id in eligible_ids],
+        policy.metric,
+        {c.case_id: c for c in plan.eligible},
+        plan.repeats,
+    )
+    relevant = vetted.records
+    notes = [*notes, *vetted.notes]
     # Evidence counts only for the configuration that produced it: a record judged under another
     # model, metric version or rendered prompt says nothing about this policy (its cost still counts).
     current = _current_prompts(loaded, plan)

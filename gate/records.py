@@ -43,14 +43,14 @@ class Attempt(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     status_code: int | None = None
-    latency_ms: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    latency_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
     error_kind: RecordErrorKind | None = None
     # The bill beyond reported usage (SPEC 8 "Budget"): an attempt answered without `usage`, or not
     # answered at all, keeps its whole reservation as spent; `held` is that amount.
     usage_missing: bool = False
-    held: float = 0.0
+    held: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     # The provider reported more than the attempt's reserved upper bound (scheduling stops).
     over_reservation: bool = False
     # Matches the attempt's line in the write-ahead journal (attempts.jsonl); None in older records.
@@ -84,9 +84,10 @@ class Record(BaseModel):
     error_message: str | None = None
     repeat_index: int = 0
     attempts: list[Attempt] = Field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
+    # Money and tokens are checked on read: a NaN cost would turn the budget's comparisons off.
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     cache: CacheState = "off"
     prompt_sha256: str = ""
     input_sha256: str = ""
@@ -132,6 +133,24 @@ def _upgrade(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def _untyped_verdict_as_error(obj: dict[str, Any]) -> dict[str, Any]:
+    """A `judge_label`/`judge_reason` that is not text is no verdict: an `ok` record holding one is
+    a parse_error, as on the live path (`gate.record_vetting` checks the rest of the contract)."""
+    bad = [k for k in ("judge_label", "judge_reason") if obj.get(k) is not None and not isinstance(obj[k], str)]
+    if not bad:
+        return obj
+    fixed = {**obj, **dict.fromkeys(bad)}
+    if obj.get("status") == "ok":
+        what = "; ".join(f"`{k}` is {type(obj[k]).__name__} {json.dumps(obj[k])[:40]}, not text" for k in bad)
+        fixed.update(
+            status="error",
+            error_kind="parse_error",
+            error_message=f"recorded judgment outside the contract: {what}",
+            judge_label=None,
+        )
+    return fixed
+
+
 def parse_record(obj: Any, where: str) -> Record:
     if not isinstance(obj, dict):
         raise RecordsError(f"{where}: a record must be a JSON object")
@@ -144,7 +163,7 @@ def parse_record(obj: Any, where: str) -> Record:
             "fix: upgrade ragas-gate"
         )
     try:
-        record = Record.model_validate(_upgrade(obj))
+        record = Record.model_validate(_untyped_verdict_as_error(_upgrade(obj)))
     except ValidationError as exc:
         problems = "; ".join(format_validation_error(exc))
         raise RecordsError(f"{where}: {problems}") from None

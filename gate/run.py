@@ -32,6 +32,7 @@ from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
+from gate.record_vetting import vet_record
 from gate.records import Record, RecordWriter, read_records
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
@@ -362,8 +363,11 @@ def _reusable(loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan) -> dict
     out: dict[tuple[str, int], Record] = {}
     for r in prior:
         case = cases.get(r.case_id)
+        # Untrusted like any records file: a line outside the contract is judged again, not reused.
+        r = vet_record(r, loaded.policy.metric, case)
         if (
             r.status != "ok"
+            or not 0 <= r.repeat_index < plan.repeats
             or case is None
             or r.policy_sha256 != loaded.sha256
             or r.input_sha256 != current_input_sha256(loaded, case)

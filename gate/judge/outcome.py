@@ -105,14 +105,18 @@ def interpret_reply(content: str | None, allowed: Sequence[str], aliases: Mappin
         )
     if not isinstance(obj, dict):
         return ReplyReading(None, None, "parse_error", f"the reply is JSON but not an object: {_clip(content)!r}")
-    value = obj.get("value")
-    reason = obj.get("reason")
+    return read_label(obj.get("value"), obj.get("reason"), allowed, aliases)
+
+
+def read_label(
+    value: object, reason: object, allowed: Sequence[str], aliases: Mapping[str, str], *, source: str = "the reply"
+) -> ReplyReading:
+    """The one rule for a verdict, live or recorded: an allowed label exactly (or a declared alias)
+    and a non-empty reason. `source` names what is read ("the reply", "the record")."""
     if not isinstance(value, str):
-        return ReplyReading(None, None, "parse_error", "the reply has no `value` string")
+        return ReplyReading(None, None, "parse_error", f"{source} has no `value` string")
     if not isinstance(reason, str) or not reason.strip():
-        return ReplyReading(
-            None, None, "parse_error", f"the reply for {_clip(value)!r} has a missing or empty `reason`"
-        )
+        return ReplyReading(None, None, "parse_error", f"{source} for {_clip(value)!r} has a missing or empty `reason`")
     if value in allowed:
         return ReplyReading(value, reason, None, None)
     if value in aliases and aliases[value] in allowed:
@@ -121,6 +125,6 @@ def interpret_reply(content: str | None, allowed: Sequence[str], aliases: Mappin
         None,
         None,
         "invalid_label",
-        f"the judge answered {_clip(value)!r}, which is not one of {list(allowed)}"
+        f"{source} says {_clip(value)!r}, which is not one of {list(allowed)}"
         + (f" or a declared alias {sorted(aliases)}" if aliases else " (labels are exact; no aliases are declared)"),
     )
