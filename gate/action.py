@@ -54,6 +54,7 @@ STEP_SUMMARY_MAX_BYTES = 1_000_000  # the runner refuses more than 1 MiB per ste
 # Environment variables whose values are masked besides the token and the policy's api_key_env.
 _SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 _MIN_MASK_LEN = 8
+_GITHUB_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
 class InputError(ValueError):
@@ -201,14 +202,25 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
     max_cost = get_input(env, "max-cost") or None
     if max_cost is not None:
         try:
-            if float(max_cost) < 0:
+            if not math.isfinite(float(max_cost)) or float(max_cost) < 0:
                 raise ValueError
         except ValueError:
             raise InputError(f"input 'max-cost' must be a non-negative number, not {max_cost!r}") from None
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     working_directory = workspace / get_input(env, "working-directory", ".")
+    if not working_directory.resolve().is_relative_to(workspace.resolve()):
+        raise InputError(
+            f"input 'working-directory' must be a directory inside the workspace (a relative path such as "
+            f"'evals'), not {get_input(env, 'working-directory')!r}: only the workspace is mounted"
+        )
     if not working_directory.is_dir():
         raise InputError(f"input 'working-directory': {working_directory} is not a directory")
+    comment_author = get_input(env, "comment-author")
+    if comment_author and not _GITHUB_LOGIN.fullmatch(comment_author):
+        raise InputError(
+            f"input 'comment-author' must be a GitHub login (e.g. octocat or github-actions[bot]), "
+            f"not {comment_author[:100]!r}"
+        )
     shard, merge = read_shard_inputs(env)
     head_sha, pr_number = read_event(env)
     output_file = env.get("GITHUB_OUTPUT")
@@ -221,7 +233,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
         fail_on=parse_fail_on(get_input(env, "fail-on")),
         max_cost=max_cost,
         working_directory=working_directory,
-        comment_author=get_input(env, "comment-author") or None,
+        comment_author=comment_author or None,
         repository=env.get("GITHUB_REPOSITORY", ""),
         api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
         event_name=env.get("GITHUB_EVENT_NAME", ""),

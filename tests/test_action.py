@@ -102,7 +102,16 @@ def test_fail_on_parsing() -> None:
 
 @pytest.mark.parametrize(
     ("name", "value", "match"),
-    [("comment", "always", "comment"), ("max-cost", "-1", "max-cost"), ("policy", "", "policy")],
+    [
+        ("comment", "always", "comment"),
+        ("max-cost", "-1", "max-cost"),
+        ("max-cost", "nan", "max-cost"),
+        ("max-cost", "inf", "max-cost"),
+        ("policy", "", "policy"),
+        ("working-directory", "../..", "inside the workspace"),
+        ("working-directory", "/etc", "inside the workspace"),
+        ("comment-author", "bot\n::set-output name=x::y", "GitHub login"),
+    ],
 )
 def test_bad_inputs_name_the_input(tmp_path: Path, name: str, value: str, match: str) -> None:
     env = runner_env(tmp_path, api_url="")
