@@ -66,6 +66,8 @@ class Case(_Strict):
     expected_control_role: ControlRole | None = None
     pair: Pair | None = None
     group_id: str | None = None
+    # A corrected case names the case it replaces; the old one stays in the file, never eligible.
+    supersedes: str | None = Field(default=None, min_length=1)
     provenance: dict[str, Any] = Field(default_factory=dict)
     generation: dict[str, Any] = Field(default_factory=dict)
 

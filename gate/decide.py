@@ -23,7 +23,9 @@ from gate.states import Finding, State, overall_state
 RESULT_SCHEMA_VERSION = 1
 
 # Validator findings of these kinds stop the run before any model call (SPEC section 8).
-DETERMINISTIC_BLOCKERS = frozenset({"input_contract", "unknown_slice", "partition_leak", "control_missing"})
+DETERMINISTIC_BLOCKERS = frozenset(
+    {"input_contract", "unknown_slice", "partition_leak", "control_missing", "held_out_spent"}
+)
 # Errors that mean "not judged" rather than "the evaluator failed on this case".
 UNRUN_ERROR_KINDS = frozenset({"budget", "cancelled"})
 # Override names people write, mapped to the blocker kinds they waive.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from gate.cases import Case, Dataset
 from gate.errors import UsageError
 from gate.policy import LoadedPolicy
+from gate.supersede import superseded_ids
 
 UNKNOWN_SLICE_PRIORITY = 10**9
 
@@ -55,8 +56,11 @@ def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str) -> Plan:
     seen: set[str] = set()
     controls: list[Case] = []
     others: list[Case] = []
+    superseded = superseded_ids(dataset.cases)
     for case in dataset.cases:
         if case.case_id in seen:  # duplicates are an input_contract finding; judge the first only
+            continue
+        if case.case_id in superseded:  # kept for history, never judged again
             continue
         if case.is_control:
             if spec.controls:

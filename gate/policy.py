@@ -232,6 +232,12 @@ def _trend_limits(raw: object) -> list[str]:
     return found
 
 
+class Certification(Strict):
+    """SPEC 10: the ledger of held-out sets already used to certify a configuration."""
+
+    ledger: str = Field(min_length=1)  # JSON Lines, relative to the policy file
+
+
 class Policy(Strict):
     version: Literal[1]
     policy_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
@@ -252,6 +258,7 @@ class Policy(Strict):
     checks: list[Check] = Field(default_factory=list)
     trend: Trend | None = None
     drift: Drift | None = None
+    certification: Certification | None = None
 
     @model_validator(mode="before")
     @classmethod

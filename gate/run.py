@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gate import __version__
+from gate import __version__, certify
 from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
 from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
@@ -390,6 +390,9 @@ def write_outputs(out_dir: Path, decision: Decision) -> None:
     (out_dir / "report.md").write_text(render_report(result), encoding="utf-8")
     (out_dir / "summary.md").write_text(render_summary(result), encoding="utf-8")
     (out_dir / "junit.xml").write_text(render_junit(result), encoding="utf-8")
+    entry = certify.entry_line(result)
+    if entry is not None:  # the ledger line people append once they accept the certification
+        (out_dir / certify.ENTRY_FILE).write_text(entry, encoding="utf-8")
 
 
 def print_plan(
@@ -489,6 +492,11 @@ def run(
 ) -> Decision:
     env = dict(os.environ) if env is None else env
     loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
+    # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
+    certification = certify.assess(loaded, plan, judge, installed_version("ragas"))
+    if certification is not None:
+        findings = [*findings, *certification.findings]
     if opts.shard is not None:
         plan = select(plan, opts.shard)
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
@@ -525,7 +533,6 @@ def run(
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     findings = [*findings, *check_blockers]
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
-    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
     writer = RecordWriter(records_path)
     try:
         if blocking_findings(findings):
@@ -596,6 +603,7 @@ def run(
     if trend_loaded is not None and loaded.policy.trend is not None:
         summary = summarize(loaded.policy.trend, _trend_cases(plan), trend_records)
         attach_trend(decision.result, compare_to_base(summary, base_trend) if opts.base_result else summary)
+    certify.attach(decision.result, certification, clock().isoformat(), __version__)
     write_outputs(out, with_shard(decision, opts.shard))
     return decision
 
@@ -668,6 +676,15 @@ def decide_from_records(
     loaded, dataset, plan, findings = load_inputs(policy_path, lane)
     lineage = make_lineage(loaded, dataset, records)
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
+    # The configuration that made the records: their provider host, not this shell's environment.
+    host = next((r.base_url_host for r in records if r.base_url_host), None)
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
+    if host is not None:
+        judge = dataclasses.replace(judge, base_url_host=host)
+    certification = certify.assess(loaded, plan, judge, lineage.ragas_version)
+    if certification is not None:
+        findings = [*findings, *certification.findings]
     decision = decide(loaded, plan, [*findings, *check_blockers], records, lineage, clock(), max_cost=max_cost)
     attach_checks(decision.result, check_results, plan.eligible)
+    certify.attach(decision.result, certification, clock().isoformat(), __version__)
     return decision

@@ -25,6 +25,7 @@ from gate.validate.leakage import group_leaks, text_leaks
 from gate.validate.pairs import pair_defects
 from gate.validate.references import missing_references
 from gate.validate.rubrics import unknown_rubrics
+from gate.validate.supersedes import supersede_defects
 from gate.validate.taxonomy import unknown_partitions, unknown_slices
 from gate.validate.trend import trend_bands
 
@@ -32,6 +33,7 @@ Validator = Callable[[Context], list[Finding]]
 
 VALIDATORS: tuple[Validator, ...] = (
     duplicate_case_ids,
+    supersede_defects,
     empty_fields,
     unknown_rubrics,
     unknown_partitions,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from gate.states import Finding, State
+from gate.supersede import superseded_ids
 from gate.validate.context import MAX_FINDINGS_PER_KIND, Context, capped, contract
 
 
 def pair_defects(ctx: Context) -> list[Finding]:
     members: dict[str, list[int]] = {}
+    superseded = superseded_ids(ctx.cases)  # a corrected pair member is replaced, not a third member
     for i, case in enumerate(ctx.cases):
-        if case.pair is not None:
+        if case.pair is not None and case.case_id not in superseded:
             members.setdefault(case.pair.id, []).append(i)
     findings: list[Finding] = []
     for pair_id, idx in members.items():

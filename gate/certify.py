@@ -1,0 +1,190 @@
+"""Certification (SPEC 10): a held-out set certifies one configuration, once.
+
+`config_sha256` hashes everything that makes the judge; `held_out_sha256` hashes the lane's
+canonical held-out cases. A lane that runs held-out cases with a ledger named is refused before
+any model call (`held_out_spent`) when the ledger already holds its held-out set under another
+configuration; a re-run of the same configuration is allowed (it is not a new look). The run
+writes the ledger line to append (`certification-entry.json`); people append and commit it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gate.cases import Case
+from gate.errors import UsageError
+from gate.lineage import JudgeSettings
+from gate.loading import canonical_json, format_validation_error, sha256_hex
+from gate.plan import Plan
+from gate.policy import LoadedPolicy
+from gate.states import Finding, State
+
+HELD_OUT = "held_out"
+ENTRY_FILE = "certification-entry.json"
+
+
+class LedgerError(UsageError):
+    """The ledger file cannot be read (exit 2): the message names the file, the line and the fix."""
+
+
+class LedgerEntry(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    config_sha256: str
+    held_out_sha256: str
+    state: str = ""
+    date: str = ""
+    gate_version: str = ""
+
+
+def config_sha256(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> str:
+    """The judge's identity: prompt text, metric name, version, allowed values and label aliases,
+    evaluator model, base URL host, temperature, seed, max_output_tokens, repeats, ragas version."""
+    metric = loaded.policy.metric
+    return sha256_hex(
+        canonical_json(
+            {
+                "prompt_sha256": judge.prompt_template_sha256,
+                "metric_name": metric.name,
+                "metric_version": metric.version,
+                "allowed_values": list(judge.allowed_values),
+                "label_aliases_sha256": judge.label_aliases_sha256,
+                "evaluator_model": loaded.policy.evaluator.model,
+                "base_url_host": judge.base_url_host,
+                "temperature": judge.sampling.temperature,
+                "seed": judge.sampling.seed,
+                "max_output_tokens": judge.sampling.max_output_tokens,
+                "repeats": judge.sampling.repeats,
+                "ragas_version": ragas_version,
+            }
+        )
+    )
+
+
+def held_out_cases(plan: Plan) -> list[Case]:
+    """The lane's held-out cases (controls run everywhere, so they are not part of the untouched set)."""
+    return sorted((c for c in plan.eligible if c.partition == HELD_OUT and not c.is_control), key=lambda c: c.case_id)
+
+
+def held_out_sha256(cases: Sequence[Case]) -> str:
+    """sha256 over the canonical JSON of every held-out case, in case-id order."""
+    return sha256_hex(canonical_json([c.model_dump(mode="json") for c in sorted(cases, key=lambda c: c.case_id)]))
+
+
+def read_ledger(path: Path) -> list[LedgerEntry]:
+    """Entries of a ledger; a ledger not written yet is empty (the first certification)."""
+    if not path.exists():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LedgerError(f"{path}: cannot read the certification ledger ({exc}); fix: restore it from git") from None
+    entries: list[LedgerEntry] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            entries.append(LedgerEntry.model_validate(json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise LedgerError(
+                f"{where}: not valid JSON ({exc.msg}); fix: each line is one certification-entry.json, "
+                "restore the ledger from git"
+            ) from None
+        except ValidationError as exc:
+            raise LedgerError(f"{where}: {'; '.join(format_validation_error(exc))}; fix: restore it from git") from None
+    return entries
+
+
+@dataclass(frozen=True)
+class Certification:
+    """The certification facts of one lane run, and the blocker when its held-out set is spent."""
+
+    ledger: Path
+    config_sha256: str
+    held_out_sha256: str
+    case_ids: tuple[str, ...]
+    spent_by: LedgerEntry | None
+
+    @property
+    def findings(self) -> list[Finding]:
+        if self.spent_by is None:
+            return []
+        e = self.spent_by
+        when = f" on {e.date}" if e.date else ""
+        state = f" (state {e.state})" if e.state else ""
+        return [
+            Finding(
+                State.QUALITY_FAILED,
+                "held_out_spent",
+                f"the held-out set of this lane ({len(self.case_ids)} cases, held_out_sha256 "
+                f"{self.held_out_sha256[:12]}) already certified configuration {e.config_sha256[:12]}{when}{state} "
+                f"in {self.ledger.name}; this configuration is {self.config_sha256[:12]}. A second configuration "
+                "judged on the same cases is no longer an untouched test, so no model call was made; fix: freeze a "
+                "new untouched held-out partition for this candidate (new cases, new case ids), or restore the "
+                f"configuration {e.config_sha256[:12]} certified there",
+                case_ids=self.case_ids,
+                location=str(self.ledger),
+                extra={"earlier_config_sha256": e.config_sha256},
+            )
+        ]
+
+    def to_result(self, state: str, date: str, gate_version: str) -> dict[str, Any]:
+        """`certification` in result.json; `ledger_entry` is the line to append (None when refused)."""
+        entry = None
+        if self.spent_by is None:
+            entry = {
+                "config_sha256": self.config_sha256,
+                "held_out_sha256": self.held_out_sha256,
+                "state": state,
+                "date": date,
+                "gate_version": gate_version,
+            }
+        return {
+            "config_sha256": self.config_sha256,
+            "held_out_sha256": self.held_out_sha256,
+            "ledger": str(self.ledger),
+            "ledger_entry": entry,
+        }
+
+
+def assess(loaded: LoadedPolicy, plan: Plan, judge: JudgeSettings, ragas_version: str) -> Certification | None:
+    """None unless the policy names a ledger and the lane runs held-out cases."""
+    spec = loaded.policy.certification
+    cases = held_out_cases(plan)
+    if spec is None or not cases:
+        return None
+    ledger = loaded.resolve(spec.ledger)
+    config = config_sha256(loaded, judge, ragas_version)
+    held = held_out_sha256(cases)
+    spent_by = next(
+        (e for e in read_ledger(ledger) if e.held_out_sha256 == held and e.config_sha256 != config),
+        None,
+    )
+    return Certification(
+        ledger=ledger,
+        config_sha256=config,
+        held_out_sha256=held,
+        case_ids=tuple(c.case_id for c in cases),
+        spent_by=spent_by,
+    )
+
+
+def entry_line(result: dict[str, Any]) -> str | None:
+    """The ledger line for certification-entry.json, or None when the result has none."""
+    cert = result.get("certification")
+    if not isinstance(cert, dict) or not cert.get("ledger_entry"):
+        return None
+    return json.dumps(cert["ledger_entry"], sort_keys=True) + "\n"
+
+
+def attach(result: dict[str, Any], cert: Certification | None, date: str, gate_version: str) -> None:
+    """Add `certification: {...}` to a result (nothing when the lane certifies nothing)."""
+    if cert is not None:
+        result["certification"] = cert.to_result(str(result.get("state", "")), date, gate_version)
