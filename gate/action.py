@@ -81,6 +81,7 @@ class ActionContext:
     summary_file: Path | None
     shard: str | None = None  # `I/N`: run one shard of a matrix; the merge job publishes
     merge: tuple[str, ...] = ()  # shard directories or globs: merge them and publish
+    base_result: str | None = None  # a base run's --out, relative to working-directory
 
     @property
     def out_dir(self) -> Path:
@@ -244,6 +245,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
         summary_file=Path(summary_file) if summary_file else None,
         shard=shard,
         merge=merge,
+        base_result=get_input(env, "base-result") or None,
     )
 
 
@@ -288,6 +290,9 @@ def gate_run_args(ctx: ActionContext) -> list[str]:
         args += ["--max-cost", ctx.max_cost]
     if ctx.shard is not None:
         args += ["--shard", ctx.shard]
+    base = ctx.working_directory / ctx.base_result if ctx.base_result else None
+    if base is not None and (base / "result.json").is_file():
+        args += ["--base-result", str(base)]  # the trend's change against the base
     return args
 
 
@@ -420,6 +425,12 @@ def publish_and_report(
         report_md = summary_md or f"ragas-gate: `{result['state']}` (see result.json)"
     if summary_md is None:
         summary_md = report_md
+    if ctx.base_result and ctx.shard is None:
+        from gate.compare_base import base_section
+
+        base = ctx.working_directory / ctx.base_result
+        section = base_section(base, result_dir, ctx.working_directory / ctx.policy, ctx.base_result)
+        report_md, summary_md = report_md + "\n" + section, summary_md + "\n" + section
 
     outcome: PublishResult | None = None
     reason: str | None = None
