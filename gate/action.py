@@ -37,10 +37,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
 from gate import crash
+from gate.escape import workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
+from gate.loading import FileProblem, read_yaml_mapping
 from gate.report.checkrun import format_cost
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class ActionContext:
 
 # ---- workflow commands, outputs, summary ------------------------------------------------------
 def escape_data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return workflow_data(value)
 
 
 def command(name: str, message: str, stream: TextIO | None = None) -> None:
@@ -271,11 +271,13 @@ def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
     """The token, the evaluator key the policy names, and any *_API_KEY/*_TOKEN/... value."""
     names = {name for name in env if _SECRET_NAME.search(name)}
     try:
-        policy = yaml.safe_load((ctx.working_directory / ctx.policy).read_text(encoding="utf-8"))
-        key_env = policy.get("evaluator", {}).get("api_key_env") if isinstance(policy, dict) else None
+        # The shared reader: a FIFO or a device as the policy must not hang the Action here.
+        policy = read_yaml_mapping(ctx.working_directory / ctx.policy, "policy file")
+        evaluator = policy.get("evaluator")
+        key_env = evaluator.get("api_key_env") if isinstance(evaluator, dict) else None
         if isinstance(key_env, str):
             names.add(key_env)
-    except (OSError, yaml.YAMLError, AttributeError):
+    except FileProblem:
         pass  # the run reports an unreadable policy as a usage error
     values = [ctx.token] + [env[n] for n in sorted(names) if n in env]
     return [v for v in dict.fromkeys(values) if v and len(v.strip()) >= _MIN_MASK_LEN]

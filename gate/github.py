@@ -3,8 +3,8 @@
 Rules (SPEC sections 2 and 8):
 - one check run per publish, named `ragas-gate / <policy_id>`, on the head SHA, with the
   conclusion of the result's state; annotations at most 50 per request (the rest appended by PATCH);
-- one sticky PR comment, found by the hidden marker `<!-- ragas-gate:<policy_id> -->` on any page of
-  the PR's comments, and edited only when its author is the token's own login (`GET /user`), or
+- one sticky PR comment, found by the hidden marker `<!-- ragas-gate:<policy_id> -->` as its first
+  line (never anywhere else, where case text could forge it), on any page of the PR's comments, and edited only when its author is the token's own login (`GET /user`), or
   `github-actions[bot]` when `GET /user` answers 403 (the workflow's GITHUB_TOKEN), or the login the
   caller names (`comment_author`); otherwise a new comment is created;
 - a refused or failed write (a fork PR's read-only token answers 403) is a warning: `publish` never
@@ -42,6 +42,15 @@ COMMENT_TRIM_HINT = "the full report is in the workflow run's `ragas-gate` artif
 
 def comment_marker(policy_id: str) -> str:
     return f"<!-- ragas-gate:{policy_id} -->"
+
+
+def carries_marker(body: str | None, marker: str) -> bool:
+    """Whether a comment is the sticky one: the marker must be its whole first line.
+
+    Case text could carry a forged marker somewhere in a report (SPEC 8): only the fixed place,
+    which the gate alone writes, counts.
+    """
+    return (body or "").split("\n", 1)[0].rstrip("\r") == marker
 
 
 @dataclass(frozen=True)
@@ -225,7 +234,7 @@ class _Publisher:
         try:
             for comment in issue.get_comments():
                 user = comment.user
-                if marker in (comment.body or "") and user is not None and user.login in authors:
+                if carries_marker(comment.body, marker) and user is not None and user.login in authors:
                     existing = comment
                     break
         except Exception as exc:
@@ -255,14 +264,14 @@ class _Publisher:
 def comment_body(policy_id: str, report_md: str, *, limit: int = COMMENT_MAX_BYTES) -> str:
     """The sticky comment: the marker, then the report, trimmed to `limit` bytes with a note."""
     marker = comment_marker(policy_id)
-    body = report_md if marker in report_md else f"{marker}\n{report_md}"
+    body = report_md if carries_marker(report_md, marker) else f"{marker}\n{report_md}"
     data = body.encode("utf-8")
     if len(data) <= limit:
         return body
     note = f"\n\n---\n_Comment trimmed to fit GitHub's size limit: {COMMENT_TRIM_HINT}._\n"
     room = limit - len(note.encode("utf-8"))
     head = data[:room].decode("utf-8", errors="ignore")
-    if marker not in head:
+    if not carries_marker(head, marker):
         head = marker + "\n" + head[: max(0, len(head) - len(marker) - 1)]
     return head + note
 

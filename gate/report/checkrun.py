@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate import escape
 from gate.states import State
 
 MAX_OUTPUT_BYTES = 65_535
@@ -92,12 +93,11 @@ def format_cost(cost: Mapping[str, Any]) -> str:
 
 
 def _cell(value: object) -> str:
-    text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    return "" if value is None else escape.markdown(value)
 
 
 def _ids(case_ids: Sequence[Any], limit: int = 20) -> str:
-    shown = ", ".join(f"`{c}`" for c in case_ids[:limit])
+    shown = ", ".join(escape.code(c) for c in case_ids[:limit])
     more = len(case_ids) - limit
     return f"{shown} (+{more} more)" if more > 0 else shown
 
@@ -121,7 +121,8 @@ def _summary(result: Mapping[str, Any]) -> str:
     lines = [
         f"## {state} (exit {result.get('exit_code')})",
         "",
-        f"Policy `{result.get('policy_id')}` version `{result.get('policy_version')}`, lane `{result.get('lane')}`.",
+        f"Policy {escape.code(result.get('policy_id'))} version {escape.code(result.get('policy_version'))}, "
+        f"lane {escape.code(result.get('lane'))}.",
         "",
     ]
     blockers: list[Mapping[str, Any]] = list(result.get("blockers") or [])
@@ -134,8 +135,9 @@ def _summary(result: Mapping[str, Any]) -> str:
         for b in ordered:
             ids = list(b.get("case_ids") or [])
             lines.append(
-                f"| {_cell(b.get('state'))} | {_cell(b.get('kind'))} | {_cell(b.get('slice') or '')} "
-                f"| {_cell(_ids(ids)) if ids else ''} | {_cell(b.get('message'))} |"
+                f"| {escape.code(b.get('state'))} | {escape.code(b.get('kind'))} | "
+                f"{escape.code(b['slice']) if b.get('slice') else ''} "
+                f"| {_ids(ids) if ids else ''} | {_cell(b.get('message'))} |"
             )
         lines.append("")
     else:
@@ -146,7 +148,7 @@ def _summary(result: Mapping[str, Any]) -> str:
         lines += [
             "### Cases",
             "",
-            ", ".join(f"{k}: {counts[k]}" for k in counts),
+            ", ".join(f"{escape.code(k)}: {_cell(counts[k])}" for k in counts),
             "",
         ]
 
@@ -162,7 +164,7 @@ def _summary(result: Mapping[str, Any]) -> str:
 
     unrun = list(result.get("unrun_case_ids") or [])
     lines += [f"### Unrun cases ({len(unrun)})", ""]
-    lines.append(", ".join(f"`{c}`" for c in unrun) if unrun else "None.")
+    lines.append(", ".join(escape.code(c) for c in unrun) if unrun else "None.")
     lines.append("")
     return "\n".join(lines)
 

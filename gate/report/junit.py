@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
+from gate.escape import xml_text
+
 QUALITY_OUTCOMES = {"false_pass", "false_fail"}
 
 
@@ -62,5 +64,11 @@ def render_junit(result: Mapping[str, Any]) -> str:
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     suite.set("skipped", str(skipped))
+    # Case text reaches names, messages and bodies: keep only characters XML 1.0 can hold.
+    for element in suite.iter():
+        if element.text:
+            element.text = xml_text(element.text)
+        for key, value in element.attrib.items():
+            element.set(key, xml_text(value))
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -1,14 +1,19 @@
 """The PR comment body (report.md) and the job summary (summary.md), from a result dict.
 
-Pure. Everything that comes from case text, judge reasons or messages passes through `escape`,
+Pure. Everything that comes from case text, judge reasons or messages passes through `escape`
+(`gate.escape.markdown`; identifiers through `code_id`, `gate.escape.code`),
 so a response that says `<img src=x>` or `[click](http://evil)` cannot break or hijack the comment.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from gate.escape import code as code_id
+from gate.escape import markdown as escape
+
+__all__ = ["code_id", "escape", "id_list", "render_report", "render_summary"]
 
 STATE_ICON = {
     "passed": "✅",
@@ -27,27 +32,6 @@ MAX_IDS_INLINE = 25
 MAX_REASON_CHARS = 280
 # GitHub caps comments near 64 KiB; keep a margin for the marker and the trim note.
 MAX_REPORT_BYTES = 60_000
-
-# Text is folded onto one line and never starts a line, so only inline syntax needs escaping.
-_ESCAPE_RE = re.compile(r"([\\`*_\[\]|~])")
-
-
-def escape(text: object, limit: int | None = None) -> str:
-    """Neutralise Markdown, HTML and mentions in untrusted text; fold it onto one line."""
-    s = " ".join(str(text).split())
-    if limit is not None and len(s) > limit:
-        s = s[: limit - 1] + "…"
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _ESCAPE_RE.sub(r"\\\1", s)
-    # "@team" would notify people; "https://" would autolink. Break both with a zero-width joiner.
-    s = s.replace("@", "@\u200d")
-    s = re.sub(r"(?i)(https?|ftp|www)(:|\.)", lambda m: m.group(1) + "\u200d" + m.group(2), s)
-    return s
-
-
-def code_id(case_id: object) -> str:
-    """Case ids in code spans; backticks inside are replaced so the span cannot be closed early."""
-    return "`" + str(case_id).replace("`", "'").replace("\n", " ") + "`"
 
 
 def id_list(ids: Sequence[Any], limit: int = MAX_IDS_INLINE) -> str:
@@ -82,7 +66,7 @@ def _blockers(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"#### {STATE_ICON[state]} {state} ({len(group)})")
         for b in group:
             where = f" · slice {code_id(b['slice'])}" if b.get("slice") else ""
-            lines.append(f"- **{b['kind']}**{where}: {escape(b.get('message', ''), 600)}")
+            lines.append(f"- **{escape(b['kind'])}**{where}: {escape(b.get('message', ''), 600)}")
             ids = [str(i) for i in b.get("case_ids") or []]
             if b["kind"] in LIST_ONLY_KINDS:
                 if ids:
@@ -101,13 +85,15 @@ def _case_detail(c: Mapping[str, Any]) -> str:
     human = c.get("human_label")
     verdict = c.get("verdict")
     if c.get("bucket") == "errored":
-        return f"evaluator error `{c.get('error_kind')}`: {escape(c.get('error_message') or '', MAX_REASON_CHARS)}"
+        return (
+            f"evaluator error {code_id(c.get('error_kind'))}: {escape(c.get('error_message') or '', MAX_REASON_CHARS)}"
+        )
     if c.get("bucket") == "withheld":
         return "withheld (no reference evidence)"
     if c.get("bucket") == "unrun":
         return "not judged"
     labels = c.get("labels") or []
-    votes = f" (votes: {', '.join(str(v) for v in labels)})" if len(labels) > 1 else ""
+    votes = f" (votes: {', '.join(escape(v) for v in labels)})" if len(labels) > 1 else ""
     reason = c.get("reason")
     why = f" — judge: “{escape(reason, MAX_REASON_CHARS)}”" if reason else ""
     return f"human **{escape(human)}**, judge **{escape(verdict)}**{votes}{why}"
@@ -182,9 +168,9 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     if with_marker:
         lines.append(marker(policy_id))
     lines += [
-        f"## {STATE_ICON.get(state, '')} ragas-gate / {escape(policy_id)}: `{state}`",
+        f"## {STATE_ICON.get(state, '')} ragas-gate / {escape(policy_id)}: {code_id(state)}",
         "",
-        f"**{state}** — {STATE_MEANING.get(state, '')} Lane {code_id(result.get('lane', ''))}, policy "
+        f"**{escape(state)}** — {STATE_MEANING.get(state, '')} Lane {code_id(result.get('lane', ''))}, policy "
         f"{code_id(policy_id)} version {code_id(result.get('policy_version', ''))}, exit code "
         f"{result.get('exit_code')}.",
         "",
@@ -232,7 +218,7 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
             lines.append(
                 f"- {code_id(o['id'])} waives {code_id(o['blocker'])} for {id_list(o.get('case_ids', []))} "
                 f"({status}); approver {escape(o.get('approver'))}; reason: {escape(o.get('reason'), 300)}; "
-                f"evidence: `{str(o.get('evidence', '')).replace('`', '')}`; follow-up: {escape(o.get('follow_up'))}"
+                f"evidence: {code_id(o.get('evidence', ''))}; follow-up: {escape(o.get('follow_up'))}"
             )
         for w in waived:
             lines.append(

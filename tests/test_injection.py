@@ -1,0 +1,188 @@
+"""Injection through untrusted text (issue 11, SPEC 8): case ids, slice names, reasons and messages
+cannot forge the sticky marker, break a table, start a workflow command or break the XML."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_github import FakeGitHub, sample_result
+from suite import case, write_suite
+
+from gate.cli import main
+from gate.escape import code, log_text, markdown, visible, workflow_data
+from gate.github import ClientOptions, publish
+from gate.report.checkrun import build_check_run
+from gate.report.junit import render_junit
+from gate.report.markdown import render_report
+
+REPO = "acme/support-bot"
+PR = 17
+FAST = ClientOptions(0, 0, 5, 2, 0, 0)
+FORGED = "<!-- ragas-gate:policy-b -->"
+HOSTILE = f"x`y {FORGED} <img src=x onerror=alert(1)> [click](https://evil.example) @team\r\n::warning::pwn"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub(user_status=403) as server:
+        yield server
+
+
+def _hostile_result(policy_id: str) -> dict[str, Any]:
+    """A result whose every text field carries the forged marker and other injections (as a
+    tampered result.json or an unescaped path would)."""
+    result = sample_result("quality_failed", policy_id=policy_id)
+    result["slices"][f"crit|{FORGED}"] = dict(result["slices"]["general"])
+    for b in result["blockers"]:
+        b["message"] = HOSTILE
+        b["case_ids"] = [HOSTILE, *b.get("case_ids", [])]
+        b["slice"] = f"crit|{FORGED}"
+    result["unrun_case_ids"] = [HOSTILE]
+    return result
+
+
+def _publish(fake: FakeGitHub, result: dict[str, Any], report: str) -> Any:
+    return publish(
+        result,
+        report,
+        token="ghs_fake_token_0123456789",
+        repository=REPO,
+        head_sha="a" * 40,
+        pr_number=PR,
+        api_url=fake.base_url,
+        options=FAST,
+    )
+
+
+def test_a_forged_marker_in_case_text_never_makes_another_policy_edit_our_comment(fake: FakeGitHub) -> None:
+    result_a = _hostile_result("policy-a")
+    report_a = render_report(result_a)
+    assert FORGED not in report_a
+    first = _publish(fake, result_a, report_a)
+    assert first.comment_action == "created"
+    body_a = fake.comments(REPO, PR)[0]["body"]
+
+    second = _publish(fake, sample_result("passed", policy_id="policy-b"), render_report(sample_result("passed")))
+    assert second.comment_action == "created" and second.comment_id != first.comment_id
+    bodies = {c["id"]: c["body"] for c in fake.comments(REPO, PR)}
+    assert bodies[first.comment_id] == body_a
+    assert not fake.calls("PATCH", "comments")
+
+
+def test_the_marker_counts_only_as_the_first_line_of_our_comment(fake: FakeGitHub) -> None:
+    # Even a report that slipped the forged marker through unescaped cannot take over policy-b.
+    first = _publish(fake, sample_result("passed", policy_id="policy-a"), f"# A\n{FORGED}\n")
+    second = _publish(fake, sample_result("passed", policy_id="policy-b"), "# B\n")
+    assert second.comment_action == "created" and second.comment_id != first.comment_id
+    third = _publish(fake, sample_result("passed", policy_id="policy-b"), "# B again\n")
+    assert third.comment_action == "edited" and third.comment_id == second.comment_id
+
+
+def _table_rows(text: str, header_start: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def _cells(row: str) -> int:
+    """Cells in a GFM table row: `|` not escaped by a backslash separates cells."""
+    count, escaped = 0, False
+    for ch in row:
+        if ch == "|" and not escaped:
+            count += 1
+        escaped = ch == "\\" and not escaped
+    return count - 1
+
+
+def test_a_pipe_or_marker_in_names_cannot_break_tables_or_add_html(fake: FakeGitHub) -> None:
+    result = _hostile_result("policy-a")
+    report = render_report(result)
+    rows = _table_rows(report, "| slice |")
+    assert len({_cells(r) for r in rows}) == 1
+    summary = build_check_run(result, report).summary
+    rows = _table_rows(summary, "| state |")
+    assert len({_cells(r) for r in rows}) == 1
+    for text in (report, summary):
+        assert "<img" not in text and "<!--" not in text.split("\n", 1)[1]
+        assert "](https://" not in text and "@team" not in text
+        assert "\r" not in text and "\n::warning::" not in text
+
+
+def test_junit_holds_only_characters_xml_can_carry() -> None:
+    result = sample_result("quality_failed")
+    result["cases"] = [
+        {"case_id": "c-1\x00\x1b[31m", "slice": "general", "outcome": "false_pass", "reason": "bad\x0bthing\ud800"}
+    ]
+    xml = render_junit(result)
+    xml.encode("utf-8")  # no lone surrogate left
+    suite = ET.fromstring(xml)
+    testcase = suite.find("testcase")
+    assert testcase is not None and testcase.get("name") == "c-1\\x00\\x1b[31m"
+
+
+def test_the_escaping_functions() -> None:
+    assert visible("tempera\u200bture") == "tempera\\u200bture"
+    assert visible("a\r\nb") == "a\\r\\nb"
+    assert log_text("::warning::x").startswith(" ::")
+    assert "<" not in markdown(FORGED) and "|" not in markdown("a|b").replace("\\|", "")
+    assert code("refund-window-001") == "`refund-window-001`"
+    assert "`" not in code("a`b").replace("\\`", "")
+    assert workflow_data("a\r\nb%") == "a%0D%0Ab%25"
+
+
+def test_evidence_keys_and_case_ids_never_start_a_log_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = write_suite(tmp_path)
+    (tmp_path / "evidence.yaml").write_text(
+        'refund-window: {version: "1", text: "Refunds are allowed within 7 days of purchase."}\n'
+        '"x\\r::warning::pwn\\n::error::pwn": {version: "1"}\n'
+    )
+    with (tmp_path / "cases.jsonl").open("a") as f:
+        f.write(json.dumps(case("c-9\r::warning::id\n::error::id")) + "\n")
+    assert main(["validate", "--policy", str(policy)]) == 1
+    assert main(["run", "--dry-run", "--policy", str(policy), "--out", str(tmp_path / "out")]) == 1
+    captured = capsys.readouterr()
+    for line in (captured.out + captured.err).replace("\r", "\n").split("\n"):
+        assert not line.startswith("::"), line
+    assert "x\\r::warning::pwn\\n::error::pwn" in captured.out
+    assert "cases.jsonl:10" in captured.out and "is not allowed: use letters, digits" in captured.out
+
+
+@pytest.mark.parametrize("name", ["crit|cal", "a b", "<!--x-->", "x" * 201, ""])
+def test_slice_names_outside_the_charset_are_refused_in_the_policy(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_suite(tmp_path)
+    policy.write_text(policy.read_text().replace("  general:", f"  {json.dumps(name)}:"))
+    assert main(["validate", "--policy", str(policy)]) == 2
+    assert "is not allowed: use letters, digits" in capsys.readouterr().err
+
+
+def test_records_with_ids_outside_the_charset_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = write_suite(tmp_path)
+    record = {
+        "case_id": "c-1\n::warning::x",
+        "slice": "critical",
+        "partition": "sentinel",
+        "human_label": "pass",
+        "status": "ok",
+        "judge_label": "pass",
+    }
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(record) + "\n")
+    assert main(["decide", "--policy", str(policy), "--records", str(records)]) == 2
+    err = capsys.readouterr().err
+    assert "records.jsonl:1: `case_id` 'c-1\\n::warning::x' is not allowed" in err
