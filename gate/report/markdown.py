@@ -66,7 +66,7 @@ def _blockers(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"#### {STATE_ICON[state]} {state} ({len(group)})")
         for b in group:
             where = f" · slice {code_id(b['slice'])}" if b.get("slice") else ""
-            lines.append(f"- **{escape(b['kind'])}**{where}: {escape(b.get('message', ''), 600)}")
+            lines.append(f"- **{code_id(b['kind'])}**{where}: {escape(b.get('message', ''), 600)}")
             ids = [str(i) for i in b.get("case_ids") or []]
             if b["kind"] in LIST_ONLY_KINDS:
                 if ids:
@@ -170,7 +170,7 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     lines += [
         f"## {STATE_ICON.get(state, '')} ragas-gate / {escape(policy_id)}: {code_id(state)}",
         "",
-        f"**{escape(state)}** — {STATE_MEANING.get(state, '')} Lane {code_id(result.get('lane', ''))}, policy "
+        f"**{code_id(state)}** — {STATE_MEANING.get(state, '')} Lane {code_id(result.get('lane', ''))}, policy "
         f"{code_id(policy_id)} version {code_id(result.get('policy_version', ''))}, exit code "
         f"{result.get('exit_code')}.",
         "",
