@@ -129,6 +129,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from gate.validate import run_validators
 
     loaded = load_policy(args.policy)
+    if args.lane == "scheduled" and loaded.policy.drift is not None:
+        args.lane = None  # the drift lane judges traces: its prompt is checked with the policy
     if args.lane is not None and args.lane not in loaded.policy.lanes:
         raise LaneError(
             f"{args.policy}: lane {args.lane!r} is not defined under `lanes:`; fix: pass one of "

@@ -27,6 +27,8 @@ from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
 from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
+from gate.drift.lane import DriftRun, run_drift
+from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
@@ -38,7 +40,8 @@ from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
 from gate.shard import Shard, select
 from gate.states import Finding, State
-from gate.trend import TREND_RECORDS, compare_to_base, judge_trend, load_trend, read_base_trend, summarize
+from gate.sweep import judge_each
+from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
 from gate.validate import run_validators
 
 # An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
@@ -491,6 +494,10 @@ def run(
     clock: Callable[[], dt.date] = today,
 ) -> Decision:
     env = dict(os.environ) if env is None else env
+    if opts.lane == DRIFT_LANE:
+        drift_loaded = load_policy(policy_path)
+        if drift_loaded.policy.drift is not None:
+            return _run_drift(drift_loaded, opts, env, factory)
     loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
     judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
     # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
@@ -608,6 +615,33 @@ def run(
     return decision
 
 
+def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], factory: EvaluatorFactory) -> Decision:
+    """The scheduled lane of a policy with `drift:` judges production traces (gate/drift)."""
+    limit = boundary(loaded, opts.max_cost)
+    if opts.dry_run:
+        drift = loaded.policy.drift
+        assert drift is not None
+        drift_policy(loaded)
+        traces = load_traces(loaded)
+        drawn = len(draw_sample(traces.traces, drift.sample, drift.seed))
+        sys.stdout.write(
+            f"Plan for the drift lane of policy {loaded.policy.policy_id}: {drawn} of {len(traces.traces)} traces "
+            f"from {drift.traces} (seed {drift.seed}), one judgment each, model {loaded.policy.evaluator.model}; "
+            f"boundary {limit:g}\n"
+        )
+        return Decision(state=State.PASSED, blockers=[], waived=[], outcomes=[], result={})
+    drift_run = DriftRun(
+        out_dir=opts.out_dir,
+        boundary=limit,
+        api_key=env.get(loaded.policy.evaluator.api_key_env, "").strip(),
+        cache_dir=cache_dir_for(loaded, opts),
+        previous=opts.base_result,
+    )
+    decision = run_drift(loaded, drift_run, factory)
+    write_outputs(opts.out_dir, decision)
+    return decision
+
+
 def _trend_cases(plan: Plan) -> list[Case]:
     """The trend grades the lane's own cases: controls are evaluator checks, not product answers."""
     return [c for c in plan.scheduled if not c.is_control]
@@ -628,7 +662,7 @@ def _judge_trend(
             records.append(rec)
 
         concurrency = trend_loaded.policy.evaluator.max_concurrency
-        asyncio.run(judge_trend(evaluator, _trend_cases(plan), budget, concurrency, emit))
+        asyncio.run(judge_each(evaluator, _trend_cases(plan), budget, concurrency, emit))
     return records
 
 

@@ -8,19 +8,16 @@ attempt counts against the one cost cap. Its judgments go to `trend.jsonl`, neve
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gate.budget import Budget
 from gate.cases import Case
 from gate.errors import PolicyError, UsageError
-from gate.judge import Evaluator, Judgment
 from gate.loading import FileProblem, read_text, sha256_hex
 from gate.policy import TREND_BANDS, LoadedPolicy, Trend, prompt_placeholders
 from gate.records import Record
@@ -148,32 +145,6 @@ def load_trend(loaded: LoadedPolicy) -> LoadedPolicy | None:
         placeholders=tuple(names),
         prompt_sha256=sha256_hex(prompt),
     )
-
-
-async def judge_trend(
-    evaluator: Evaluator,
-    cases: Sequence[Case],
-    budget: Budget,
-    concurrency: int,
-    emit: Callable[[Case, Judgment], None],
-) -> None:
-    """One trend judgment per case, at most `concurrency` in flight; stops at the boundary."""
-    queue = list(reversed(cases))
-    stopped = False
-
-    async def worker() -> None:
-        nonlocal stopped
-        while queue and not stopped:
-            case = queue.pop()
-            judgment = await evaluator.judge(case, 0, budget)
-            emit(case, judgment)
-            if judgment.error_kind == "budget":
-                stopped = True
-
-    try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(cases))))))
-    finally:
-        await evaluator.aclose()
 
 
 def _stats(bands: Sequence[int], errors: int, unrun: int) -> dict[str, Any]:

@@ -80,3 +80,51 @@ def trend_section(result: Mapping[str, Any]) -> list[str]:
         lines += ["", "The base run's band descriptions differ: the change mixes two rubrics."]
     lines.append("")
     return lines
+
+
+def _rate(rate: object) -> tuple[str, str]:
+    if not isinstance(rate, Mapping) or rate.get("value") is None:
+        return "–", "–"
+    return f"{rate['value']:.0%}", f"{rate['low']:.0%}–{rate['high']:.0%}"
+
+
+def drift_section(result: Mapping[str, Any]) -> list[str]:
+    drift: Mapping[str, Any] = result.get("drift") or {}
+    if not drift:
+        return []
+    previous: Mapping[str, Any] = drift.get("previous") or {}
+    compared = bool(previous.get("compared"))
+    sample: Mapping[str, Any] = drift.get("sample") or {}
+    lines = [
+        "### Drift: production traces (no human labels)",
+        "",
+        f"{sample.get('drawn', 0)} of {sample.get('of', 0)} traces from {code_id(drift.get('traces_file', ''))} "
+        f"(seed {sample.get('seed')}). Pass rate = pass / (pass + fail), with its Wilson 95% interval.",
+        "",
+        "| slice | judged | pass | fail | pass rate | 95% interval |" + (" previous | change |" if compared else ""),
+        "|---|--:|--:|--:|--:|--:|" + ("--:|--:|" if compared else ""),
+    ]
+    prev_slices: Mapping[str, Any] = previous.get("slices") or {}
+    rows = [("**all**", drift.get("overall") or {}, previous.get("overall") or {})]
+    rows += [(code_id(n), s, prev_slices.get(n) or {}) for n, s in (drift.get("slices") or {}).items()]
+    for label, stats, was in rows:
+        value, interval = _rate(stats.get("pass_rate"))
+        row = f"| {label} | {stats.get('judged', 0)} | {stats.get('pass', 0)} | {stats.get('fail', 0)} | {value} | {interval} |"
+        if compared:
+            change = was.get("change")
+            shown = f"{change * 100:+.0f} pts" if isinstance(change, int | float) else "–"
+            row += f" {_rate(was.get('pass_rate'))[0]} | {shown} |"
+        lines.append(row)
+    by_reason: Mapping[str, int] = drift.get("proposed_by_reason") or {}
+    lines += [
+        "",
+        f"**{drift.get('proposed_cases', 0)} proposed case(s)** in `proposed-cases.jsonl` "
+        f"({by_reason.get('disagreement', 0)} disagreement(s) with the last run, "
+        f"{by_reason.get('new_failure_shape', 0)} new failure shape(s)): for privacy review and independent "
+        "labels in a future dataset version. The gold cases are never changed.",
+    ]
+    skipped = list(drift.get("skipped_lines") or [])
+    if skipped:
+        lines += ["", f"{len(skipped)} trace line(s) skipped, first: {escape(skipped[0], 200)}"]
+    lines.append("")
+    return lines

@@ -16,6 +16,7 @@ from gate.states import Finding, State
 from gate.validate.checks import check_inputs
 from gate.validate.context import Context
 from gate.validate.controls import missing_controls
+from gate.validate.drift import drift_prompt
 from gate.validate.duplicates import duplicate_case_ids
 from gate.validate.evidence import unresolved_evidence
 from gate.validate.fields import empty_fields
@@ -48,6 +49,7 @@ VALIDATORS: tuple[Validator, ...] = (
     text_leaks,
     check_inputs,
     trend_bands,
+    drift_prompt,
 )
 
 # Kinds a validator may produce; all but a `review`-routed missing_evidence block the run.

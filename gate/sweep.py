@@ -1,0 +1,40 @@
+"""One judgment per case, at most `concurrency` in flight, stopping at the cost boundary.
+
+For the judgments beside the gate's verdicts (the rubric trend, the drift lane): no repeats, no
+controls, no pairs; the evaluator still does the retries, metering and budget reservations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from gate.budget import Budget
+from gate.cases import Case
+from gate.judge import Evaluator, Judgment
+
+
+async def judge_each(
+    evaluator: Evaluator,
+    cases: Sequence[Case],
+    budget: Budget,
+    concurrency: int,
+    emit: Callable[[Case, Judgment], None],
+) -> None:
+    """Judge each case once in order; after a budget refusal nothing new is scheduled."""
+    queue = list(reversed(cases))
+    stopped = False
+
+    async def worker() -> None:
+        nonlocal stopped
+        while queue and not stopped:
+            case = queue.pop()
+            judgment = await evaluator.judge(case, 0, budget)
+            emit(case, judgment)
+            if judgment.error_kind == "budget":
+                stopped = True
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(cases))))))
+    finally:
+        await evaluator.aclose()
