@@ -25,6 +25,7 @@ from gate.loading import (
     sha256_hex,
     surrogate_at,
 )
+from gate.overrides import check_override_cases
 from gate.policy import ControlRole, LoadedPolicy
 from gate.states import Finding, State
 from gate.yaml12 import as_written
@@ -308,11 +309,16 @@ def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], lis
 
 
 def load_dataset(loaded: LoadedPolicy) -> Dataset:
-    """Load every case file and the evidence file the policy names."""
+    """Load every case file and the evidence file the policy names.
+
+    Raises PolicyError when an override names a case id the dataset does not have.
+    """
     # Parsing creates many objects that all stay alive: pausing the cyclic garbage collector
     # (which would rescan them again and again) makes loading several times faster.
     with gc_paused():
-        return _load_dataset(loaded)
+        dataset = _load_dataset(loaded)
+    check_override_cases(loaded, dataset)
+    return dataset
 
 
 def _load_dataset(loaded: LoadedPolicy) -> Dataset:

@@ -14,8 +14,9 @@ from typing import Any
 
 from gate.cases import Case
 from gate.judge.render import RenderError, render_case
+from gate.overrides import apply_overrides
 from gate.plan import Plan
-from gate.policy import LoadedPolicy, Override
+from gate.policy import LoadedPolicy
 from gate.record_vetting import vet_records
 from gate.records import Record
 from gate.states import Finding, State, overall_state
@@ -28,8 +29,6 @@ DETERMINISTIC_BLOCKERS = frozenset(
 )
 # Errors that mean "not judged" rather than "the evaluator failed on this case".
 UNRUN_ERROR_KINDS = frozenset({"budget", "cancelled"})
-# Override names people write, mapped to the blocker kinds they waive.
-OVERRIDE_ALIASES = {"false_pass": "false_pass_limit", "false_fail": "false_fail_limit"}
 
 OUTCOMES = ("true_pass", "true_fail", "false_pass", "false_fail", "error", "review", "unrun", "withheld")
 
@@ -170,17 +169,6 @@ def classify(case: Case, plan: Plan, recs: dict[tuple[str, int], Record], blocke
     return out
 
 
-def _active_overrides(overrides: Sequence[Override], today: dt.date) -> tuple[dict[str, set[str]], list[Override]]:
-    waive: dict[str, set[str]] = defaultdict(set)
-    expired: list[Override] = []
-    for o in overrides:
-        if o.expires < today:
-            expired.append(o)
-            continue
-        waive[OVERRIDE_ALIASES.get(o.blocker, o.blocker)].update(o.case_ids)
-    return waive, expired
-
-
 def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
     by_slice: dict[str, float] = defaultdict(float)
     total = 0.0
@@ -286,33 +274,9 @@ def decide(
             fresh.append(r)
     recs = best_records(fresh)
     outcomes = [classify(c, plan, recs, blocked) for c in plan.eligible]
-    waive, expired = _active_overrides(policy.overrides, today)
-    waived: list[dict[str, Any]] = []
 
-    def add(state: State, kind: str, message: str, ids: Iterable[str], slice_: str | None = None) -> None:
-        ids = list(ids)
-        waived_ids = [i for i in ids if i in waive.get(kind, set())]
-        kept = [i for i in ids if i not in waive.get(kind, set())]
-        if waived_ids:
-            for o in policy.overrides:
-                if OVERRIDE_ALIASES.get(o.blocker, o.blocker) == kind and set(o.case_ids) & set(waived_ids):
-                    if o.expires < today:
-                        continue
-                    waived.append(
-                        {
-                            "override": o.id,
-                            "kind": kind,
-                            "case_ids": sorted(set(o.case_ids) & set(waived_ids)),
-                            "approver": o.approver,
-                            "reason": o.reason,
-                            "evidence": o.evidence,
-                            "expires": o.expires.isoformat(),
-                            "follow_up": o.follow_up,
-                        }
-                    )
-        if ids and not kept:
-            return
-        blockers.append(Finding(state, kind, message, case_ids=tuple(kept), slice=slice_))
+    def add(state: State, kind: str, message: str, ids: Iterable[str], slice_: str | None = None, **extra: Any) -> None:
+        blockers.append(Finding(state, kind, message, case_ids=tuple(ids), slice=slice_, extra=extra))
 
     # Controls: evaluator checks, not slice tallies.
     control_failures: list[dict[str, Any]] = []
@@ -397,14 +361,11 @@ def decide(
                 for o in outcomes
                 if not o.case.is_control and o.case.slice == name and o.outcome == outcome
             ]
-            counted = [i for i in ids if i not in waive.get(limit_kind, set())]
-            if len(counted) > allowed:
+            if len(ids) > allowed:
                 label = outcome.replace("_", " ")
-                msg = f"slice {name}: {len(counted)} {label}(es), limit {allowed}: {meaning}"
-                add(State.QUALITY_FAILED, limit_kind, msg.replace("fail(es)", "fail(s)"), ids, name)
-            elif len(counted) < len(ids):
-                # Within the limit only thanks to an override: record the waiver, block nothing.
-                add(State.QUALITY_FAILED, limit_kind, "", [i for i in ids if i not in counted], name)
+                msg = f"slice {name}: {len(ids)} {label}(es), limit {allowed}: {meaning}"
+                # `limit`: an override waiving some of these cases blocks nothing once the rest fit.
+                add(State.QUALITY_FAILED, limit_kind, msg.replace("fail(es)", "fail(s)"), ids, name, limit=allowed)
 
     # Review routes.
     unstable = [o.case.case_id for o in outcomes if o.unstable]
@@ -507,16 +468,9 @@ def decide(
                 f"{len(rest)} eligible case(s) have no complete judgment" + (f": {why}" if why else ""),
                 [o.case.case_id for o in rest],
             )
-    for ov in expired:
-        blockers.append(
-            Finding(
-                State.REVIEW_REQUIRED,
-                "expired_override",
-                f"override {ov.id} ({ov.blocker} for {', '.join(ov.case_ids)}, approved by {ov.approver}) expired on "
-                f"{ov.expires.isoformat()} and waives nothing; fix: renew it with a new review or remove it",
-                case_ids=tuple(ov.case_ids),
-            )
-        )
+    # Overrides apply once, to the finished blockers (gate.overrides is the one place that waives).
+    applied = apply_overrides(blockers, policy.overrides, today)
+    blockers, waived = applied.blockers, applied.waived
 
     blockers = [b for b in blockers if b.state is not State.PASSED]
     state = overall_state([b.state for b in blockers])

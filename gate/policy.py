@@ -25,6 +25,7 @@ from gate.loading import (
     resolve_inside,
 )
 from gate.loading import sha256_hex as _sha256
+from gate.overrides import kind_problems
 from gate.yaml12 import as_written
 
 ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
@@ -442,6 +443,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
             f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "
             "gate would report $0 spent; fix: add `price: {input_per_mtok: X, output_per_mtok: Y, currency: USD}`"
         )
+    problems += kind_problems(policy)
     if problems:
         raise PolicyError(str(p), problems)
 

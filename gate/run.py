@@ -32,6 +32,7 @@ from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
+from gate.overrides import waived_case_ids
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
 from gate.record_vetting import vet_record
@@ -242,6 +243,7 @@ class Runner:
     progress: Progress
     judge: JudgeSettings
     reuse: dict[tuple[str, int], Record] = field(default_factory=dict)
+    waived_pairs: set[str] = field(default_factory=set)  # case ids an active pair_violated override names
     emitted: list[Record] = field(default_factory=list)
     # case id -> labels of its completed judgments, for the control and pair checks mid-run
     ok_labels: dict[str, list[str]] = field(default_factory=dict)
@@ -330,7 +332,9 @@ class Runner:
         a, b = self.verdict(case), self.verdict(mates[0])
         if a is None or b is None:
             return
-        if (case.pair.kind == "invariant" and a != b) or (case.pair.kind == "flip" and a == b):
+        violated = (case.pair.kind == "invariant" and a != b) or (case.pair.kind == "flip" and a == b)
+        # A violation an active override waives for both cases blocks nothing: decide agrees.
+        if violated and not {case.case_id, mates[0].case_id} <= self.waived_pairs:
             self.stop_reason = "pair_violated"
 
     def controls_failed(self) -> bool:
@@ -582,6 +586,7 @@ def run(
                 progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream, prices(loaded).currency),
                 judge=judge,
                 reuse=_reusable(loaded, prior, plan) if opts.resume else {},
+                waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),
                 check_results=check_results,
             )
             # ragas' import leaves ~300k long-lived objects that every full collection rescans
