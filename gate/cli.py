@@ -256,7 +256,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return publish_result_dir(args.result, os.environ)
 
 
-OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml", "certification-entry.json")
+OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml", "certification-entry.json", "rollback.json")
 COMMANDS = {
     "validate": cmd_validate,
     "run": cmd_run,

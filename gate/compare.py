@@ -22,6 +22,7 @@ from typing import Any, Literal
 from gate.decide import UNRUN_ERROR_KINDS, best_records, majority
 from gate.errors import UsageError
 from gate.records import Record, read_records
+from gate.rollback import read_rollback
 
 COMPARE_SCHEMA_VERSION = 1
 Verdict = Literal["pass", "fail", "error", "review", "unrun", "absent"]
@@ -49,6 +50,7 @@ class Run:
     label: str  # the path the user gave, for messages and the report
     records: tuple[Record, ...]
     result: Mapping[str, Any] | None = None
+    rollback: Mapping[str, Any] | None = None  # rollback.json, when the run wrote one
 
     @property
     def lineage(self) -> dict[str, Any]:
@@ -120,8 +122,8 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": COMPARE_SCHEMA_VERSION,
-            "base": {"path": self.base.label, "lineage": self.base.lineage},
-            "head": {"path": self.head.label, "lineage": self.head.lineage},
+            "base": {"path": self.base.label, "lineage": self.base.lineage, "rollback": self.base.rollback},
+            "head": {"path": self.head.label, "lineage": self.head.lineage, "rollback": self.head.rollback},
             "critical_slices": list(self.critical_slices) if self.critical_slices is not None else None,
             "cases": len(self.transitions) + self.unchanged,
             "unchanged": self.unchanged,
@@ -152,7 +154,8 @@ def load_run(path: Path, flag: str) -> Run:
             f"{flag} {path}: no such file or directory; fix: pass a run's --out directory or records.jsonl"
         )
     records = read_records(records_path)
-    return Run(label=str(path), records=tuple(records), result=_read_result(result_path))
+    rollback = read_rollback(result_path.parent)
+    return Run(label=str(path), records=tuple(records), result=_read_result(result_path), rollback=rollback)
 
 
 def critical_slices_of(policy_path: Path) -> tuple[str, ...]:

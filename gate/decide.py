@@ -42,6 +42,7 @@ class Lineage:
     evaluator_model: str
     ragas_version: str
     gate_version: str
+    metric_definition_sha256: str = ""  # gate.rollback.metric_definition_sha256
 
     def to_dict(self) -> dict[str, str]:
         return dict(self.__dict__)

@@ -39,6 +39,7 @@ from gate.record_vetting import vet_record
 from gate.records import Record, RecordWriter, read_records
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
+from gate.rollback import metric_definition_sha256, write_rollback
 from gate.shard import Shard, select
 from gate.states import Finding, State
 from gate.sweep import judge_each
@@ -87,6 +88,7 @@ def make_lineage(loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Recor
         evaluator_model=loaded.policy.evaluator.model,
         ragas_version=ragas,
         gate_version=__version__,
+        metric_definition_sha256=metric_definition_sha256(loaded),
     )
 
 
@@ -400,6 +402,7 @@ def write_outputs(out_dir: Path, decision: Decision) -> None:
     entry = certify.entry_line(result)
     if entry is not None:  # the ledger line people append once they accept the certification
         (out_dir / certify.ENTRY_FILE).write_text(entry, encoding="utf-8")
+    write_rollback(out_dir, result)
 
 
 def print_plan(

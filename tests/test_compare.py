@@ -71,7 +71,7 @@ def test_no_difference_but_a_moved_judge_is_none(base_run: Path, tmp_path: Path,
     assert (t["base"], t["head"], t["critical"], t["first_divergence"]) == ("pass", "fail", True, "none")
     assert res["counts"] == {"pass->fail": 1} and res["unchanged"] == 7
     md = (tmp_path / "cmp" / "compare.md").read_text()
-    assert "the judge itself moved" in md
+    assert "the judge itself moved" in md and "Rollback bundles differ" not in md
 
 
 def test_a_prompt_change_is_named(base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
@@ -83,6 +83,14 @@ def test_a_prompt_change_is_named(base_run: Path, tmp_path: Path, fake_openai: F
     assert t["differing_steps"] == ["prompt"] and t["unknown_steps"] == []
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "### Critical transitions (1)" in md and "**prompt**" in md
+    # The rollback bundles differ in the metric definition: compare shows both sides.
+    bundles = [json.loads((out / "rollback.json").read_text()) for out in (base_run, head)]
+    assert bundles[0]["metric_definition_sha256"] != bundles[1]["metric_definition_sha256"]
+    assert bundles[0]["packages"]["ragas"] == "0.4.3" and bundles[0]["renderer_version"] == "1"
+    assert bundles[0]["result_schema_version"] == 1 and len(bundles[0]["lock_sha256"]) == 64
+    assert res["base"]["rollback"] == bundles[0] and res["head"]["rollback"] == bundles[1]
+    section = md[md.index("Rollback bundles differ") :]
+    assert f"`metric_definition_sha256` **≠** | `{bundles[0]['metric_definition_sha256'][:12]}`" in section
 
 
 def test_a_response_change_is_named(base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:

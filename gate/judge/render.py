@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from gate.cases import Case
 from gate.loading import canonical_json, sha256_hex
 
+# Bump when what the judge sees for the same case and template changes (rollback bundle).
+RENDERER_VERSION = "1"
+
 
 class RenderError(Exception):
     """The case cannot be rendered into the prompt; `message` names the field and the fix."""

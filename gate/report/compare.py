@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from gate.compare import Comparison, Transition
 from gate.report.markdown import code_id, escape
+from gate.rollback import bundle_rows
 
 MAX_CRITICAL_ROWS = 15
 MAX_OTHER_ROWS = 50
@@ -81,6 +82,14 @@ def render_compare(c: Comparison) -> str:
     if changes:
         lines += ["", "<details><summary>What differs between the runs</summary>", ""]
         lines += [f"- {code_id(k)}: {_value(a)}{ARROW}{_value(b)}" for k, (a, b) in changes.items()]
+        lines += ["", "</details>"]
+    bundles = bundle_rows(c.base.rollback, c.head.rollback)
+    if bundles:
+        lines += ["", "<details><summary>Rollback bundles differ (rollback.json)</summary>", ""]
+        lines += ["| | base | head |", "|---|---|---|"]
+        for key, a, b in bundles:
+            mark = " **≠**" if a != b else ""
+            lines.append(f"| {code_id(key)}{mark} | {_value(a)} | {_value(b)} |")
         lines += ["", "</details>"]
     lines += [f"\n> {escape(n)}" for n in c.notes]
     return "\n".join(lines) + "\n"
