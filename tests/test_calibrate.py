@@ -126,7 +126,7 @@ def three(case_id: str, human: str, labels: list[str], **kw: Any) -> list[Record
     return [rec(case_id, human, lab, repeat=i, **kw) for i, lab in enumerate(labels)]
 
 
-def suite(tmp_path: Path) -> Path:
+def suite(tmp_path: Path, allowed: list[str] | None = None) -> Path:
     cal = [
         case("c-1", label="pass", partition="calibration"),
         case("c-2", label="pass", partition="calibration"),
@@ -150,7 +150,8 @@ def suite(tmp_path: Path) -> Path:
         for i, lab in enumerate(["pass", "fail", "pass", "pass", "fail"], start=1)
     ]
     sentinel = [case(f"s-{i}", label=lab) for i, lab in enumerate(["fail"] * 4 + ["pass"] * 2, start=1)]
-    return write_suite(tmp_path, [*controls(), *cal, *held, *sentinel], evaluator={"repeats": 3})
+    metric = {"allowed_values": allowed} if allowed else {}
+    return write_suite(tmp_path, [*controls(), *cal, *held, *sentinel], evaluator={"repeats": 3}, metric=metric)
 
 
 def hand_records() -> list[Record]:
@@ -177,8 +178,10 @@ def hand_records() -> list[Record]:
     ]
 
 
-def run_calibrate(tmp_path: Path, records: list[Record], *extra: str) -> tuple[int, dict[str, Any]]:
-    policy = suite(tmp_path / "suite")
+def run_calibrate(
+    tmp_path: Path, records: list[Record], *extra: str, allowed: list[str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    policy = suite(tmp_path / "suite", allowed)
     path = tmp_path / "records.jsonl"
     write_records(path, records)
     out = tmp_path / "cal"
@@ -266,7 +269,8 @@ def test_every_figure_of_calibration_json(tmp_path: Path, capsys: pytest.Capture
         ("g-4", "unrun"),
         ("g-5", "errors"),
     }
-    assert "'PASS' is not in allowed_values" in next(n["why"] for n in data["not_counted"] if n["case_id"] == "g-5")
+    assert next(n["why"] for n in data["not_counted"] if n["case_id"] == "g-5") == "evaluator error: invalid_label"
+    assert any("outside the contract" in note and "g-5" in note for note in data["notes"])
     assert len(data["lineage"]["policy_sha256"]) == 64
 
     out = capsys.readouterr().out
@@ -286,16 +290,23 @@ def test_markdown_and_picture_read_worst_first_and_warn_on_small_n(tmp_path: Pat
     assert "1/3 = 33%  (6%–79%)" in texts
 
 
-def test_review_and_ties_are_beside_the_rates(tmp_path: Path) -> None:
-    policy_records = [
-        *three("c-1", "pass", ["pass"] * 3),
-        *three("c-2", "fail", ["fail"] * 3),
-    ]
-    code, data = run_calibrate(tmp_path, policy_records)
-    assert code == 0 and data["overall"]["completed"] == 2 and data["overall"]["review"] == 0
-    # A judge abstention needs review_required among the allowed values; without it, it is an error.
-    code, data = run_calibrate(tmp_path / "b", [*policy_records, *three("c-4", "fail", ["review_required"] * 3)])
-    assert data["overall"]["errors"] == 1 and data["overall"]["false_pass_rate"]["n"] == 1
+def test_review_and_errors_are_beside_the_rates(tmp_path: Path) -> None:
+    agreed = [*three("c-1", "pass", ["pass"] * 3), *three("c-4", "fail", ["fail"] * 3)]
+    # An abstention the policy does not allow is an evaluator error, outside every rate.
+    code, data = run_calibrate(tmp_path / "a", [*agreed, *three("c-6", "fail", ["review_required"] * 3)])
+    assert code == 0
+    o = data["overall"]
+    assert (o["completed"], o["errors"], o["review"]) == (2, 1, 0)
+    assert o["false_pass_rate"]["n"] == 1 and o["agreement"] == 1.0
+    # Allowed, it routes the case to review: still outside every rate.
+    code, data = run_calibrate(
+        tmp_path / "b",
+        [*agreed, *three("c-6", "fail", ["review_required"] * 3)],
+        allowed=["pass", "fail", "review_required"],
+    )
+    o = data["overall"]
+    assert (o["completed"], o["errors"], o["review"]) == (2, 0, 1)
+    assert o["false_pass_rate"]["n"] == 1 and o["agreement"] == 1.0
 
 
 def test_no_completed_calibration_case_means_no_suggested_limits(tmp_path: Path) -> None:
@@ -363,7 +374,17 @@ def test_records_of_another_judge_or_mixed_gold_are_usage_errors(
     other = [r.model_copy(update={"evaluator_model": "gpt-4o"}) for r in three("c-1", "pass", ["pass"] * 3)]
     code, _ = run_calibrate(tmp_path / "a", other)
     assert code == 2 and "evaluator_model 'gpt-4o'" in capsys.readouterr().err
-    mixed = [*three("c-1", "pass", ["pass"] * 3), rec("c-1", "fail", "pass", repeat=0)]
+    # A case no longer in the case file, recorded with two different gold labels: ambiguous.
+    mixed = [*three("gone-1", "pass", ["pass"] * 3), rec("gone-1", "fail", "pass", repeat=0)]
     code, _ = run_calibrate(tmp_path / "b", mixed)
     err = capsys.readouterr().err
     assert code == 2 and "disagree on its human_label" in err and "supersede" in err
+
+
+def test_the_case_file_is_the_answer_key(tmp_path: Path) -> None:
+    # A record claiming people passed c-5 (the case file says fail) cannot turn a false pass into agreement.
+    forged = [r.model_copy(update={"human_label": "pass"}) for r in three("c-5", "fail", ["pass"] * 3)]
+    code, data = run_calibrate(tmp_path, forged)
+    assert code == 0
+    assert data["overall"]["false_pass"] == 1 and data["overall"]["true_pass"] == 0
+    assert any("the case file is the answer key" in note for note in data["notes"])

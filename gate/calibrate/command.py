@@ -10,9 +10,9 @@ from typing import IO, Any
 
 from gate.calibrate.causes import read_causes
 from gate.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
-from gate.calibrate.markdown import num, pct, rate_text, render_calibration
+from gate.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration
 from gate.calibrate.svg import render_svg
-from gate.cases import Dataset
+from gate.cases import Case, Dataset
 from gate.errors import UsageError
 from gate.plan import make_plan
 from gate.policy import LoadedPolicy, load_policy
@@ -46,7 +46,9 @@ def _check_configuration(loaded: LoadedPolicy, path: Path, records: Sequence[Rec
 
 
 def case_facts(loaded: LoadedPolicy, dataset: Dataset) -> CaseFacts:
-    reasons = {c.case_id: c.human_adjudication.reason for c in dataset.cases if c.human_adjudication.reason}
+    cases: dict[str, Case] = {}
+    for c in dataset.cases:
+        cases.setdefault(c.case_id, c)  # a duplicated id is a validator finding; the first one counts
     lane_labels: dict[str, dict[str, tuple[int, int]]] = {}
     for lane in loaded.policy.lanes:
         counts: dict[str, tuple[int, int]] = {}
@@ -56,7 +58,7 @@ def case_facts(loaded: LoadedPolicy, dataset: Dataset) -> CaseFacts:
             fails, passes = counts.get(c.slice, (0, 0))
             counts[c.slice] = (fails + (c.human_label == "fail"), passes + (c.human_label == "pass"))
         lane_labels[lane] = counts
-    return CaseFacts(human_reasons=reasons, lane_labels=lane_labels)
+    return CaseFacts(cases=cases, lane_labels=lane_labels)
 
 
 def run_calibrate(
@@ -99,7 +101,7 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
     )
     name_w = max([len("all slices"), *(len(n) for n in d["slices"]), *(len(n) for n in d["partitions"])])
     header = f"  {'':{name_w}}  {'done':>4}  {'agree':>5}  {'kappa':>5}  {'false-pass (95% CI)':<22}  " + (
-        f"{'false-fail (95% CI)':<22}  err/rev/unrun\n"
+        f"{'false-fail (95% CI)':<22}  e/r/u\n"
     )
 
     def line(name: str, t: dict[str, Any]) -> str:
@@ -116,6 +118,21 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
     out.write("partitions:\n")
     for name, t in d["partitions"].items():
         out.write(line(name, t))
+    out.write("  (e/r/u: errors / review / unrun, counted beside the rates and never inside them)\n")
+    widest = max(
+        (
+            (r["high"] - r["low"], name, r["n"])
+            for name, t in d["slices"].items()
+            for r in (t["false_pass_rate"], t["false_fail_rate"])
+            if r["n"]
+        ),
+        default=None,
+    )
+    if widest is not None and widest[0] > WIDE_INTERVAL:
+        out.write(
+            f"warning: too few cases for these rates to mean much: intervals up to {widest[0] * 100:.0f} points "
+            f"wide\n  ({widest[1]}, n = {widest[2]}); add labelled calibration cases before trusting a limit\n"
+        )
     dis = d["disagreements"]
     fp = sum(1 for x in dis if x["kind"] == "false_pass")
     classified = sum(d["causes"].values())
@@ -129,9 +146,18 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
         out.write("suggested limits: none (the calibration partition has no completed case)\n")
     else:
         lane = next(iter(sugg.values()))["scaled_to"]["lane"]
-        parts = [
-            f"{n} max_false_passes {s['max_false_passes']}, max_false_fails {s['max_false_fails']}"
-            for n, s in sugg.items()
-        ]
-        out.write(f"suggested limits (calibration partition, scaled to lane {lane}): " + "; ".join(parts) + "\n")
+        out.write(f"suggested limits (calibration partition only, scaled to lane {lane}; rule in calibration.md):\n")
+
+        def show(v: int | None) -> str:
+            return "–" if v is None else str(v)
+
+        for n, s in sugg.items():
+            cur = s["current"]
+            out.write(
+                f"  {n:{name_w}}  max_false_passes {show(s['max_false_passes'])} (policy "
+                f"{show(cur['max_false_passes'])}), max_false_fails {show(s['max_false_fails'])} (policy "
+                f"{show(cur['max_false_fails'])})\n"
+            )
+    for note in d.get("notes", []):
+        out.write(f"note: {note}\n")
     out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")

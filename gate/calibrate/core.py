@@ -16,9 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gate.calibrate.stats import Rate, cohen_kappa, wilson
+from gate.cases import Case
 from gate.decide import UNRUN_ERROR_KINDS, best_records, majority
 from gate.errors import UsageError
 from gate.policy import Policy
+from gate.record_vetting import vet_records
 from gate.records import Record
 
 SCHEMA_VERSION = 1
@@ -243,12 +245,9 @@ def reduce_case(
     errored = [r for r in judged if r.status == "error" and r.error_kind not in UNRUN_ERROR_KINDS]
     if errored:
         return replace(base, bucket="errors", why=f"evaluator error: {errored[0].error_kind or 'unknown'}")
+    # Records were vetted first (`gate.record_vetting`): a label outside the contract is already an
+    # evaluator error here, never a verdict.
     oks = sorted((r for r in judged if r.status == "ok"), key=lambda r: r.repeat_index)
-    # Records are untrusted: a label outside the contract is an error, never a verdict.
-    invalid = [r for r in oks if r.judge_label not in allowed]
-    if invalid:
-        why = f"judge label {invalid[0].judge_label!r} is not in allowed_values {list(allowed)}"
-        return replace(base, bucket="errors", why=why)
     if len(oks) < repeats:
         kinds = sorted({r.error_kind or r.status for r in judged if r.status != "ok"})
         why = f"{len(oks)} of {repeats} judgment(s) completed" + (f" ({', '.join(kinds)})" if kinds else "")
@@ -353,7 +352,8 @@ def suggest_limits(
 class CaseFacts:
     """What the dataset says about a case that records do not carry (human reason, lanes)."""
 
-    human_reasons: Mapping[str, str]
+    # The answer key: records are vetted against these cases (human label, slice, partition).
+    cases: Mapping[str, Case]
     # lane -> slice -> (human-fail cases, human-pass cases) among its non-control eligible cases
     lane_labels: Mapping[str, Mapping[str, tuple[int, int]]]
 
@@ -365,7 +365,9 @@ def calibrate(
     facts: CaseFacts,
 ) -> Calibration:
     """The whole measurement (causes are filled afterwards by `with_causes`)."""
-    by_case = _case_records(records)
+    # Records are untrusted: vetted exactly as `gate decide` vets them (one rule on every path).
+    vetted = vet_records(records, policy.metric, facts.cases, policy.evaluator.repeats)
+    by_case = _case_records(vetted.records)
     controls = {cid for cid, recs in by_case.items() if any(r.control_role for r in recs)}
     allowed = policy.metric.allowed_values
     verdicts = tuple(
@@ -374,7 +376,8 @@ def calibrate(
         if cid not in controls
     )
     priority = {name: s.priority for name, s in policy.slices.items()}
-    disagreements = disagreements_of(verdicts, facts.human_reasons, priority)
+    reasons = {cid: c.human_adjudication.reason for cid, c in facts.cases.items() if c.human_adjudication.reason}
+    disagreements = disagreements_of(verdicts, reasons, priority)
     in_calibration = [v for v in verdicts if v.partition == CALIBRATION_PARTITION]
     lane_sizes = {name: sum(f + p for f, p in counts.values()) for name, counts in facts.lane_labels.items()}
     lane = gating_lane(policy, lane_sizes)
@@ -399,6 +402,7 @@ def calibrate(
         disagreements=disagreements,
         suggested_limits=suggest_limits(policy, _tallies_by(in_calibration, lambda v: v.slice), lane, lane_labels),
         controls_left_out=len(controls),
+        notes=tuple(vetted.notes),
     )
 
 
@@ -428,6 +432,7 @@ def to_json(cal: Calibration, policy: Policy, lineage: Mapping[str, str]) -> dic
         },
         "disagreements": [d.to_dict() for d in cal.disagreements],
         "causes": cal.causes,
+        "notes": list(cal.notes),
         "not_counted": [
             {"case_id": v.case_id, "slice": v.slice, "partition": v.partition, "bucket": v.bucket, "why": v.why}
             for v in cal.not_counted

@@ -173,6 +173,8 @@ def render_calibration(cal: Mapping[str, Any], *, picture: str | None = "calibra
         else:
             lines += ["", "Classify each one (`gate calibrate ... --causes FILE`) before changing the prompt."]
     lines += ["", "## Suggested limits", "", *_limits(cal)]
+    for note in cal.get("notes", []):
+        lines += ["", f"> {escape(note, 400)}"]
     if picture:
         lines += ["", f"![Per-slice confusion: judge against people]({picture})"]
     return "\n".join(lines) + "\n"
