@@ -304,3 +304,19 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
             "fix: start the file with `key: value` lines"
         )
     return data
+
+
+def read_run_json(base: Path, name: str, what: str) -> dict[str, Any]:
+    """A JSON object an earlier run wrote: `name` in its --out directory, or the file itself.
+
+    Raises FileProblem (naming the file and the fix) when it is absent, unreadable or not an object.
+    """
+    path = base / name if base.is_dir() else base
+    data = read_bytes(path, what)
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FileProblem(f"{path}: the {what} is not valid JSON ({exc}); fix: pass the file a run wrote") from None
+    if not isinstance(obj, dict):
+        raise FileProblem(f"{path}: the {what} is not a JSON object; fix: pass the file a run wrote")
+    return obj

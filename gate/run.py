@@ -506,7 +506,8 @@ def run(
         if drift_loaded.policy.drift is not None:
             return _run_drift(drift_loaded, opts, env, factory)
     loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
-    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
+    base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
+    judge = JudgeSettings.of(loaded, base_url)
     # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
     certification = certify.assess(loaded, plan, judge, installed_version("ragas"))
     if certification is not None:
@@ -537,7 +538,9 @@ def run(
         records_path.unlink()  # a fresh run never mixes with an older one's evidence
     (out / TREND_RECORDS).unlink(missing_ok=True)
     trend_loaded = load_trend(loaded)
-    base_trend = read_base_trend(opts.base_result) if opts.base_result is not None and trend_loaded else None
+    base_trend, base_problem = (None, None)
+    if opts.base_result is not None and trend_loaded is not None:
+        base_trend, base_problem = read_base_trend(opts.base_result)
     trend_records: list[Record] = []
 
     notes: list[str] = []
@@ -598,7 +601,8 @@ def run(
             asyncio.run(_judge_all(runner))
             runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
             if trend_loaded is not None and runner.stop_reason is None:
-                trend_records = _judge_trend(trend_loaded, plan, factory(trend_loaded, api_key, cache), budget, out)
+                trend_evaluator = factory(trend_loaded, api_key, cache)
+                trend_records = _judge_trend(trend_loaded, plan, dataset, trend_evaluator, budget, out, base_url)
             new_records = runner.emitted
             if runner.stop_reason == "cancelled":
                 notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
@@ -617,7 +621,9 @@ def run(
     attach_checks(decision.result, check_results, plan.eligible)
     if trend_loaded is not None and loaded.policy.trend is not None:
         summary = summarize(loaded.policy.trend, _trend_cases(plan), trend_records)
-        attach_trend(decision.result, compare_to_base(summary, base_trend) if opts.base_result else summary)
+        attach_trend(
+            decision.result, compare_to_base(summary, base_trend, base_problem) if opts.base_result else summary
+        )
     certify.attach(decision.result, certification, clock().isoformat(), __version__)
     write_outputs(out, with_shard(decision, opts.shard))
     return decision
@@ -645,7 +651,13 @@ def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], fact
         cache_dir=cache_dir_for(loaded, opts),
         previous=opts.base_result,
     )
-    decision = run_drift(loaded, drift_run, factory)
+    base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
+
+    def record(case: Case, judgment: Judgment, judged_by: LoadedPolicy, lineage: Lineage) -> Record:
+        settings = JudgeSettings.of(judged_by, base_url)
+        return make_record(case, 0, judgment, judged_by, lineage, DRIFT_LANE, lineage.ragas_version, settings)
+
+    decision = run_drift(loaded, drift_run, factory, record)
     write_outputs(opts.out_dir, decision)
     return decision
 
@@ -656,11 +668,17 @@ def _trend_cases(plan: Plan) -> list[Case]:
 
 
 def _judge_trend(
-    trend_loaded: LoadedPolicy, plan: Plan, evaluator: Evaluator, budget: Budget, out: Path
+    trend_loaded: LoadedPolicy,
+    plan: Plan,
+    dataset: Dataset,
+    evaluator: Evaluator,
+    budget: Budget,
+    out: Path,
+    base_url: str,
 ) -> list[Record]:
     """The trend beside the verdict, under the same boundary; its judgments go to trend.jsonl."""
-    settings = JudgeSettings.of(trend_loaded, evaluator_base_url(evaluator, trend_loaded))
-    lineage = make_lineage(trend_loaded, Dataset([], {}, [], ""))
+    settings = JudgeSettings.of(trend_loaded, base_url)
+    lineage = make_lineage(trend_loaded, dataset)
     records: list[Record] = []
     with RecordWriter(out / TREND_RECORDS) as writer:
 
@@ -672,10 +690,6 @@ def _judge_trend(
         concurrency = trend_loaded.policy.evaluator.max_concurrency
         asyncio.run(judge_each(evaluator, _trend_cases(plan), budget, concurrency, emit))
     return records
-
-
-def evaluator_base_url(evaluator: Evaluator, loaded: LoadedPolicy) -> str:
-    return str(getattr(evaluator, "base_url", "") or resolve_base_url(loaded.policy.evaluator.base_url))
 
 
 def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:

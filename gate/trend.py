@@ -9,7 +9,6 @@ attempt counts against the one cost cap. Its judgments go to `trend.jsonl`, neve
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -17,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gate.cases import Case
-from gate.errors import PolicyError, UsageError
-from gate.loading import FileProblem, read_text, sha256_hex
+from gate.errors import PolicyError
+from gate.loading import FileProblem, read_run_json, read_text, resolve_inside, sha256_hex
 from gate.policy import TREND_BANDS, LoadedPolicy, Trend, prompt_placeholders
 from gate.records import Record
 from gate.states import Finding, State
@@ -124,7 +123,8 @@ def load_trend(loaded: LoadedPolicy) -> LoadedPolicy | None:
         return None
     if trend.prompt_file is not None:
         try:
-            template = read_text(loaded.resolve(trend.prompt_file), "trend prompt file (`trend.prompt_file`)")
+            path = resolve_inside(loaded.base_dir, trend.prompt_file, "trend.prompt_file")
+            template = read_text(path, "trend prompt file (`trend.prompt_file`)")
         except FileProblem as exc:
             raise PolicyError(str(loaded.path), [exc.message]) from None
     else:
@@ -193,17 +193,18 @@ def summarize(trend: Trend, cases: Sequence[Case], records: Sequence[Record]) ->
     }
 
 
-def read_base_trend(base: Path) -> dict[str, Any] | None:
-    """The `trend` of a base run (`--out` dir or its result.json); None when the base has none."""
-    path = base / "result.json" if base.is_dir() else base
+def read_base_trend(base: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The `trend` of a base run (its --out dir or result.json), or why there is none to compare.
+
+    Never an error: the base only adds a column to the report, and an absent or broken base
+    artifact (the base branch never ran, it expired) must not stop this run.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: the base result does not exist; fix: pass a run's --out directory") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: the base result cannot be read ({exc}); fix: pass a run's result.json") from None
-    trend = data.get("trend") if isinstance(data, dict) else None
-    return trend if isinstance(trend, dict) else None
+        data = read_run_json(base, "result.json", "base result")
+    except FileProblem as exc:
+        return None, exc.message
+    trend = data.get("trend")
+    return (trend, None) if isinstance(trend, dict) else (None, "the base run has no trend")
 
 
 def _mean(stats: object) -> float | None:
@@ -213,10 +214,10 @@ def _mean(stats: object) -> float | None:
     return float(mean) if isinstance(mean, int | float) and not isinstance(mean, bool) else None
 
 
-def compare_to_base(summary: dict[str, Any], base: dict[str, Any] | None) -> dict[str, Any]:
+def compare_to_base(summary: dict[str, Any], base: dict[str, Any] | None, problem: str | None = None) -> dict[str, Any]:
     """Add `base` to a trend summary: the base's mean and distribution per slice, and the change."""
     if base is None or base.get("name") != summary["name"]:
-        why = "the base run has no trend" if base is None else f"the base run's trend is {base.get('name')!r}"
+        why = problem or ("the base run has no trend" if base is None else "the base run judged another trend")
         return {**summary, "base": {"compared": False, "note": why}}
     same_bands = base.get("bands") == summary["bands"]
     raw_slices = base.get("slices")

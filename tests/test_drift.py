@@ -80,6 +80,10 @@ def test_drift_run_proposes_cases_without_touching_the_gold_file(tmp_path: Path,
     assert code == 0
     result = json.loads((tmp_path / "run1" / "result.json").read_text())
     assert result["state"] == "passed" and result["lane"] == "scheduled"
+    # every judgment is a metered record with the lineage of the reference-free prompt
+    recs = [json.loads(line) for line in (tmp_path / "run1" / "drift-records.jsonl").read_text().splitlines()]
+    assert len(recs) == 8 and all(r["lane"] == "scheduled" and r["attempts"] for r in recs)
+    assert all(set(r["field_sha256"]) == {"user_input", "retrieved_contexts", "response"} for r in recs)
     # a fixed-seed sample: 8 of 12, judged once each with the reference-free prompt
     drawn = [j["trace_id"] for j in found["judgments"]]
     assert len(drawn) == 8 == fake.count() == result["cost"]["http_attempts"]

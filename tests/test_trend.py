@@ -147,3 +147,14 @@ def test_the_trend_spends_under_the_same_boundary_and_its_stop_blocks_nothing(tm
     assert res["state"] == "passed" and res["cost"]["total"] <= 0.0045
     overall = res["trend"]["overall"]
     assert 0 < overall["n"] < 4 and overall["n"] + overall["unrun"] == 4
+
+
+def test_a_missing_or_broken_base_is_said_in_the_report_and_changes_nothing(tmp_path: Path, fake: FakeOpenAI) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "result.json").write_text("{not json", encoding="utf-8")
+    res = run(tmp_path / "s", fake, {}, "--base-result", str(broken))
+    assert res["state"] == "passed"
+    base = res["trend"]["base"]
+    assert base["compared"] is False and "not valid JSON" in base["note"] and "result.json" in base["note"]
+    assert "No change shown" in (tmp_path / "s" / "out" / "report.md").read_text()

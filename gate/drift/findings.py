@@ -76,11 +76,14 @@ def _value(rates: object) -> float | None:
 
 
 def against_previous(
-    overall: Mapping[str, Any], slices: Mapping[str, Mapping[str, Any]], previous: Mapping[str, Any] | None
+    overall: Mapping[str, Any],
+    slices: Mapping[str, Mapping[str, Any]],
+    previous: Mapping[str, Any] | None,
+    problem: str | None = None,
 ) -> dict[str, Any]:
     """Per slice and overall: the previous pass rate and the change (None where either is unknown)."""
     if previous is None:
-        return {"compared": False}
+        return {"compared": False, **({"note": problem} if problem else {})}
     prev_slices = previous.get("slices")
     prev_slices = prev_slices if isinstance(prev_slices, Mapping) else {}
 

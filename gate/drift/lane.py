@@ -41,43 +41,20 @@ class DriftRun:
     previous: Path | None = None  # a previous drift run's --out (or its drift.json)
 
 
-def _record(case: Case, j: Judgment, loaded: LoadedPolicy, lineage: Lineage) -> Record:
-    return Record(
-        case_id=case.case_id,
-        slice=case.slice,
-        partition=case.partition,
-        human_label="",  # production traces carry no human label
-        judge_label=j.label if j.status == "ok" else None,
-        judge_reason=j.reason if j.status == "ok" else None,
-        status=j.status,
-        error_kind=j.error_kind,
-        error_message=j.error_message,
-        attempts=j.attempts,
-        input_tokens=j.input_tokens,
-        output_tokens=j.output_tokens,
-        cost=j.cost,
-        cache=j.cache,
-        prompt_sha256=j.prompt_sha256,
-        input_sha256=j.input_sha256,
-        metric_version=lineage.metric_version,
-        evaluator_model=lineage.evaluator_model,
-        ragas_version=lineage.ragas_version,
-        policy_id=loaded.policy.policy_id,
-        policy_version=loaded.policy.policy_version,
-        policy_sha256=lineage.policy_sha256,
-        dataset_sha256=lineage.dataset_sha256,
-        gate_version=__version__,
-        lane=DRIFT_LANE,
-    )
+# Builds one records line (gate.run.make_record with the drift lane's lineage), passed in by the runner.
+RecordMaker = Callable[[Case, Judgment, LoadedPolicy, Lineage], Record]
 
 
 def run_drift(
-    loaded: LoadedPolicy, opts: DriftRun, factory: Callable[[LoadedPolicy, str, Path | None], Evaluator]
+    loaded: LoadedPolicy,
+    opts: DriftRun,
+    factory: Callable[[LoadedPolicy, str, Path | None], Evaluator],
+    record: RecordMaker,
 ) -> Decision:
     drift = drift_config(loaded)
     judged_by = drift_policy(loaded)  # refuses a prompt that needs {reference}, before anything else
     trace_file = load_traces(loaded)
-    previous = previous_drift(opts.previous) if opts.previous is not None else None
+    previous, previous_problem = previous_drift(opts.previous) if opts.previous is not None else (None, None)
     sample = [as_case(t, drift.default_slice) for t in draw_sample(trace_file.traces, drift.sample, drift.seed)]
     lineage = Lineage(
         policy_sha256=loaded.sha256,
@@ -98,7 +75,7 @@ def run_drift(
         if opts.api_key:
 
             def emit(case: Case, judgment: Judgment) -> None:
-                rec = _record(case, judgment, judged_by, lineage)
+                rec = record(case, judgment, judged_by, lineage)
                 writer.write(rec)
                 records.append(rec)
 
@@ -122,7 +99,7 @@ def run_drift(
         "sample": {"requested": drift.sample, "seed": drift.seed, "drawn": len(sample), "of": len(trace_file.traces)},
         "overall": overall,
         "slices": slices,
-        "previous": against_previous(overall, slices, previous),
+        "previous": against_previous(overall, slices, previous, previous_problem),
         "proposed_cases": len(proposed),
         "proposed_by_reason": {
             why: sum(1 for p in proposed if why in p["why"]) for why in ("disagreement", "new_failure_shape")

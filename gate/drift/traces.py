@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.cases import Adjudication, Case
 from gate.errors import PolicyError, UsageError
-from gate.loading import FileProblem, open_binary, read_text, resolve_inside, sha256_hex
+from gate.loading import FileProblem, open_binary, read_run_json, read_text, resolve_inside, sha256_hex
 from gate.policy import LEAKING_FIELDS, Drift, LoadedPolicy, prompt_placeholders
 
 DRIFT_LANE = "scheduled"
@@ -154,13 +154,12 @@ def drift_policy(loaded: LoadedPolicy) -> LoadedPolicy:
     )
 
 
-def previous_drift(base: Path) -> dict[str, object] | None:
-    """The drift.json of a previous drift run (its --out dir or the file)."""
-    path = base / "drift.json" if base.is_dir() else base
+def previous_drift(base: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The drift.json of a previous drift run (its --out dir or the file), or why there is none.
+
+    Never an error: the previous run only adds the change and the disagreements.
+    """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no previous drift result there; fix: pass the --out dir of a drift run") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: the previous drift result cannot be read ({exc}); fix: pass a drift.json") from None
-    return data if isinstance(data, dict) else None
+        return read_run_json(base, "drift.json", "previous drift result"), None
+    except FileProblem as exc:
+        return None, exc.message

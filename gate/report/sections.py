@@ -115,6 +115,8 @@ def drift_section(result: Mapping[str, Any]) -> list[str]:
             shown = f"{change * 100:+.0f} pts" if isinstance(change, int | float) else "–"
             row += f" {_rate(was.get('pass_rate'))[0]} | {shown} |"
         lines.append(row)
+    if previous.get("note"):
+        lines += ["", f"No change shown: {escape(previous['note'], 300)}"]
     by_reason: Mapping[str, int] = drift.get("proposed_by_reason") or {}
     lines += [
         "",
