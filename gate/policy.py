@@ -42,7 +42,8 @@ REQUIRED_PLACEHOLDER = "response"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every number is finite: `.inf` in a cost cap or a timeout would turn the bound off.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Metric(Strict):
