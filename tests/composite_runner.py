@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+BASH = shutil.which("bash") or "/bin/bash"
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -86,7 +88,7 @@ class Runner:
                 RUNNER_TEMP=str(self.temp),
             )
             done = subprocess.run(
-                ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                [BASH, "--noprofile", "--norc", "-eo", "pipefail", str(script)],
                 env=env,
                 cwd=self.workspace,
                 capture_output=True,

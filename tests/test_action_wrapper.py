@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from composite_runner import ROOT, Runner, StepRun, stub_docker_dir
+from composite_runner import BASH, ROOT, Runner, StepRun, stub_docker_dir
 from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI
 from runner_env import API_KEY, HEAD, MERGE, TOKEN, parse_github_output
@@ -78,6 +78,7 @@ def run_wrapper(
     caller_env: dict[str, str] | None = None,
     suite: Callable[[Path], object] | None = None,
     may_write: tuple[str, ...] = (),
+    path: str | None = None,
 ) -> Outcome:
     """Run action.yml for `uses: <repository>@<ref>` (or `uses: ./` when local).
 
@@ -108,7 +109,7 @@ def run_wrapper(
     docker_log.touch()
     caller_env = caller_env if caller_env is not None else {"OPENAI_API_KEY": API_KEY, "APP_STAGE": "ci"}
     env = {
-        "PATH": f"{stub_docker_dir(tmp_path)}:{os.environ['PATH']}",
+        "PATH": path or f"{stub_docker_dir(tmp_path)}:{os.environ['PATH']}",
         "HOME": str(tmp_path / "home"),
         "PYTHONPATH": "/host/only/site-packages",
         "CI": "true",
@@ -278,6 +279,15 @@ def test_docker_run_gets_the_runner_layout_and_the_key_by_name_only(tmp_path: Pa
     assert argv[argv.index("--user") + 1] == f"{stat.st_uid}:{stat.st_gid}"
     assert run["env"]["GITHUB_REPOSITORY"] == "acme/support-bot" and run["env"]["GITHUB_SHA"] == MERGE
     assert argv[argv.index("--pull") + 1] == "never"
+
+
+def test_a_runner_without_docker_gets_one_clear_error(tmp_path: Path) -> None:
+    only_bash = tmp_path / "only-bash"
+    only_bash.mkdir()
+    (only_bash / "bash").symlink_to(BASH)
+    out = run_wrapper(tmp_path, path=str(only_bash))
+    assert out.returncode == 2 and out.calls == []
+    assert "::error title=ragas-gate::ragas-gate runs in a container and this runner has no docker CLI" in out.log
 
 
 def test_the_container_exit_status_is_the_step_status(tmp_path: Path) -> None:
