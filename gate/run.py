@@ -30,6 +30,7 @@ from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, major
 from gate.drift.lane import DriftRun, run_drift
 from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
+from gate.judge.cached import serve_from_cache
 from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
 from gate.overrides import waived_case_ids
@@ -580,7 +581,10 @@ def run(
             # Money already spent by the interrupted run counts against the same boundary.
             budget.spent = sum(r.budget_charge for r in prior)
             cache = cache_dir_for(loaded, opts)
-            evaluator = factory(loaded, api_key, cache)
+            reuse = _reusable(loaded, prior, plan) if opts.resume else {}
+            # All already paid for (in the cache or reused from --out): serve them without ragas.
+            wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
+            evaluator = serve_from_cache(loaded, cache, wanted) or factory(loaded, api_key, cache)
             runner = Runner(
                 loaded=loaded,
                 dataset=dataset,
@@ -591,7 +595,7 @@ def run(
                 lineage=lineage,
                 progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream, prices(loaded).currency),
                 judge=judge,
-                reuse=_reusable(loaded, prior, plan) if opts.resume else {},
+                reuse=reuse,
                 waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),
                 check_results=check_results,
             )

@@ -29,7 +29,8 @@ from gate.budget import Budget, Prices
 from gate.cases import Case
 from gate.errors import UsageError
 from gate.judge import Judgment, attach_partial_judgment, instructor_version, ragas_version
-from gate.judge.cache import CachedVerdict, CacheKeyParts, JudgmentCache, url_host
+from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
+from gate.judge.cached import hit_judgment
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
 from gate.judge.render import RenderedInput, RenderError, render_case
@@ -87,18 +88,6 @@ def _chain(exc: BaseException) -> list[BaseException]:
         seen.append(cur)
         cur = cur.__cause__ or cur.__context__
     return seen
-
-
-def _hit_judgment(hit: CachedVerdict, rendered: RenderedInput) -> Judgment:
-    """A verdict served from the cache: free, with no attempts, but the same input hashes."""
-    return Judgment(
-        status="ok",
-        label=hit.label,
-        reason=hit.reason,
-        cache="hit",
-        prompt_sha256=rendered.prompt_sha256,
-        input_sha256=rendered.input_sha256,
-    )
 
 
 class RagasEvaluator:
@@ -211,23 +200,8 @@ class RagasEvaluator:
         return render_case(self.loaded.prompt_text, self.loaded.placeholders, case)
 
     def key_parts(self, rendered: RenderedInput, repeat_index: int) -> CacheKeyParts:
-        p = self.loaded.policy
-        ev = p.evaluator
-        return CacheKeyParts(
-            metric_name=p.metric.name,
-            metric_version=p.metric.version,
-            prompt_template=self.loaded.prompt_text,
-            allowed_values=tuple(p.metric.allowed_values),
-            label_aliases=tuple(sorted(p.metric.label_aliases.items())),
-            model=ev.model,
-            base_url_host=url_host(self.base_url),
-            temperature=float(ev.temperature),
-            seed=ev.seed,
-            max_output_tokens=ev.max_output_tokens,
-            ragas_version=self.ragas_version,
-            instructor_version=self.instructor_version,
-            input_sha256=tuple(sorted(rendered.field_sha256.items())),
-            repeat_index=repeat_index,
+        return key_parts(
+            self.loaded, self.base_url, self.ragas_version, self.instructor_version, rendered, repeat_index
         )
 
     def cache_key(self, case: Case, repeat_index: int) -> str:
@@ -243,7 +217,7 @@ class RagasEvaluator:
         except RenderError:
             return None
         hit = self.cache.get(self.key_parts(rendered, repeat_index).key())
-        return None if hit is None else _hit_judgment(hit, rendered)
+        return None if hit is None else hit_judgment(hit, rendered)
 
     # -- judging ---------------------------------------------------------------------------------
     async def judge(self, case: Case, repeat_index: int, budget: Budget) -> Judgment:
@@ -261,7 +235,7 @@ class RagasEvaluator:
                 log.warning("judgment cache read failed (%s); judging instead", type(exc).__name__)
                 hit = None
             if hit is not None:
-                return _hit_judgment(hit, rendered)
+                return hit_judgment(hit, rendered)
         ev = self.loaded.policy.evaluator
         sink = JudgmentSink(
             budget=budget,

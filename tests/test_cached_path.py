@@ -1,0 +1,93 @@
+"""The cached path: a re-run whose judgments are all in the cache, or reused from `--out`, pays
+nothing for ragas. Each re-run is a fresh `gate run` process that reports which modules it loaded;
+the fake provider counts the requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fake_openai import FakeOpenAI
+from suite import case, controls, write_suite
+
+KEY_ENV = "GATE_TEST_KEY"
+HEAVY = ("ragas", "openai", "instructor", "httpx2", "litellm")
+
+# Runs the real CLI, then prints its exit code and which heavy modules it imported.
+PROBE = f"""
+import json, sys
+from gate.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({{"code": code, "loaded": sorted(m for m in {HEAVY!r} if m in sys.modules)}}))
+"""
+
+
+def gate_process(*args: str | Path) -> dict[str, Any]:
+    env = {**os.environ, KEY_ENV: "sk-test-cached", "RAGAS_DO_NOT_TRACK": "true"}
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *map(str, args)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return data
+
+
+def result(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "result.json").read_text())
+    return data
+
+
+def suite_cases(extra: int = 0) -> list[dict[str, Any]]:
+    return [*controls(), *(case(f"c-{i}") for i in range(8 + extra)), case("f-1", label="fail")]
+
+
+def test_all_cached_rerun_imports_no_ragas_and_sends_nothing(tmp_path: Path) -> None:
+    with FakeOpenAI() as fake:
+        policy = write_suite(tmp_path / "s", suite_cases(), evaluator={"base_url": fake.base_url})
+        cache = tmp_path / "cache"
+        run = ("run", "--policy", policy, "--cache-dir", cache)
+        first = gate_process(*run, "--out", tmp_path / "first")
+        assert first["code"] == 0 and "ragas" in first["loaded"]
+        paid = fake.count()
+        assert paid == 14  # 5 judged controls + 9 cases
+
+        again = gate_process(*run, "--out", tmp_path / "again")
+        assert again == {"code": 0, "loaded": []}
+        assert fake.count() == paid  # nothing sent
+        one, two = result(tmp_path / "first"), result(tmp_path / "again")
+        assert two["counts"] == {**one["counts"], "cached": 14}
+        assert two["state"] == "passed" and two["cost"]["total"] == 0 and two["cost"]["cached_calls"] == 14
+        assert two["slices"] == one["slices"]
+        # the records of a cache hit carry the same input hashes as the paid judgment
+        paid_records = {r["case_id"]: r for r in map(json.loads, (tmp_path / "first" / "records.jsonl").open())}
+        for r in map(json.loads, (tmp_path / "again" / "records.jsonl").open()):
+            assert r["cache"] == "hit" and r["attempts"] == []
+            assert (r["prompt_sha256"], r["judge_label"]) == (
+                paid_records[r["case_id"]]["prompt_sha256"],
+                paid_records[r["case_id"]]["judge_label"],
+            )
+
+        # one new case: the ordinary path loads ragas and pays for that case only
+        write_suite(tmp_path / "s", suite_cases(extra=1), evaluator={"base_url": fake.base_url})
+        partial = gate_process(*run, "--out", tmp_path / "partial")
+        assert partial["code"] == 0 and "ragas" in partial["loaded"]
+        assert fake.count() == paid + 1 and result(tmp_path / "partial")["counts"]["cached"] == 14
+
+
+def test_resumed_run_with_every_judgment_in_out_imports_no_ragas(tmp_path: Path) -> None:
+    with FakeOpenAI() as fake:
+        policy = write_suite(tmp_path / "s", suite_cases(), evaluator={"base_url": fake.base_url})
+        out = tmp_path / "out"
+        first = gate_process("run", "--policy", policy, "--out", out, "--no-cache")
+        assert first["code"] == 0
+        paid = fake.count()
+        resumed = gate_process("run", "--policy", policy, "--out", out, "--no-cache", "--resume")
+        assert resumed == {"code": 0, "loaded": []}
+        assert fake.count() == paid
+        res = result(out)
+        assert res["state"] == "passed" and res["counts"]["completed"] == 14
+        assert any("resumed: 14 completed judgment(s)" in n for n in res["notes"])
