@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -292,6 +293,9 @@ def report_crash(args: argparse.Namespace | None, exc: Exception) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # pydantic scans every installed distribution for plugins before building its first model
+    # (tens of ms of `gate validate`'s start); the gate's own models want none.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from gate.states import Finding, State
 from gate.validate.context import MAX_FINDINGS_PER_KIND, Context, capped, describe_locations
-from gate.validate.minhash import near_duplicates
+from gate.validate.shingles import near_duplicates_exact
+
+# Up to this many texts, comparing all pairs exactly in plain Python is cheaper than importing
+# numpy for MinHash/LSH (most of `gate validate`'s start-up on a small suite), and finds the same.
+EXACT_MAX_TEXTS = 200
 
 KIND = "partition_leak"
 
@@ -69,6 +73,10 @@ def text_leaks(ctx: Context) -> list[Finding]:
         gi = cases[i].group_id
         return gi is not None and gi == cases[j].group_id
 
+    if len(texts) <= EXACT_MAX_TEXTS:
+        near_duplicates = near_duplicates_exact
+    else:
+        from gate.validate.minhash import near_duplicates
     hits = near_duplicates(texts, groups, settings.jaccard_threshold, settings.shingle_words, skip=same_family)
     threshold = settings.jaccard_threshold
     findings: list[Finding] = []

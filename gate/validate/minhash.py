@@ -26,6 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+# The pure-Python half of the pipeline, re-exported.
+from gate.validate.shingles import NearDuplicate as NearDuplicate
+from gate.validate.shingles import jaccard as jaccard
+from gate.validate.shingles import near_duplicates_exact as near_duplicates_exact
+from gate.validate.shingles import normalized_words as normalized_words
+from gate.validate.shingles import shingle_set as shingle_set
+
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
@@ -47,28 +54,6 @@ _CLASS[128:] = 2  # only in texts already normalised by the regular expression (
 
 _BASE = 0x100000001B3  # odd, hence invertible modulo 2**64
 _BASE_INV = pow(_BASE, -1, 1 << 64)
-
-
-def normalized_words(text: str) -> list[str]:
-    """The reference normalisation: what the vectorised tokeniser computes, in plain Python."""
-    return _NON_WORD.sub("", text.lower()).split()
-
-
-def shingle_set(text: str, k: int) -> frozenset[tuple[str, ...]]:
-    """The exact set of word shingles of a text (empty for a text with no words)."""
-    words = normalized_words(text)
-    if not words:
-        return frozenset()
-    if len(words) < k:
-        return frozenset([tuple(words)])
-    return frozenset(tuple(words[i : i + k]) for i in range(len(words) - k + 1))
-
-
-def jaccard(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> float:
-    if not a or not b:
-        return 0.0
-    inter = len(a & b)
-    return inter / (len(a) + len(b) - inter)
 
 
 def _mix(x: U64) -> U64:
@@ -287,13 +272,6 @@ def candidate_pairs(keys: U64, usable: npt.NDArray[np.bool_], groups: I64) -> I6
     return np.stack((codes // n_texts, codes % n_texts), axis=1)
 
 
-@dataclass(frozen=True)
-class NearDuplicate:
-    first: int
-    second: int
-    jaccard: float
-
-
 def near_duplicates(
     texts: Sequence[str],
     groups: Sequence[int],
@@ -341,16 +319,4 @@ def near_duplicates_naive(
     texts: Sequence[str], groups: Sequence[int], threshold: float, shingle_words: int
 ) -> list[NearDuplicate]:
     """The all-pairs exact reference (quadratic): for tests and the benchmark only."""
-    sets = [shingle_set(t, shingle_words) for t in texts]
-    out: list[NearDuplicate] = []
-    for i in range(len(texts)):
-        a, gi = sets[i], groups[i]
-        if not a:
-            continue
-        for j in range(i + 1, len(texts)):
-            if groups[j] == gi:
-                continue
-            similarity = jaccard(a, sets[j])
-            if similarity >= threshold:
-                out.append(NearDuplicate(i, j, similarity))
-    return out
+    return near_duplicates_exact(texts, groups, threshold, shingle_words)

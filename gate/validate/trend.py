@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from gate.states import Finding
-from gate.trend import band_findings, load_trend
 from gate.validate.context import Context
 
 
 def trend_bands(ctx: Context) -> list[Finding]:
+    if ctx.loaded.policy.trend is None:
+        return []  # gate.trend (asyncio, the judge package) is imported only when a trend exists
+    from gate.trend import band_findings, load_trend
+
     load_trend(ctx.loaded)  # a broken trend prompt is a policy error (exit 2), raised here
     return band_findings(ctx.loaded)
