@@ -46,6 +46,7 @@ from gate.states import Finding, State
 from gate.sweep import judge_each
 from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
 from gate.validate import run_validators
+from gate.workers import discard_worker_records, fold_worker_records, judge_in_workers, make_budget, worker_count
 
 # An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
 # instructor system message with the response schema, model name and sampling fields.
@@ -533,6 +534,10 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"
     prior: list[Record] = []
+    if opts.resume:
+        fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
+    else:
+        discard_worker_records(out)
     if opts.resume and records_path.exists():
         prior = read_records(records_path)
     elif records_path.exists():
@@ -577,14 +582,16 @@ def run(
                     writer.write(rec)
                     new_records.append(rec)
         else:
-            budget = Budget(boundary(loaded, opts.max_cost))
-            # Money already spent by the interrupted run counts against the same boundary.
-            budget.spent = sum(r.budget_charge for r in prior)
             cache = cache_dir_for(loaded, opts)
             reuse = _reusable(loaded, prior, plan) if opts.resume else {}
             # All already paid for (in the cache or reused from --out): serve them without ragas.
             wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
-            evaluator = serve_from_cache(loaded, cache, wanted) or factory(loaded, api_key, cache)
+            served = serve_from_cache(loaded, cache, wanted)
+            workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
+            budget = make_budget(boundary(loaded, opts.max_cost), workers)
+            # Money already spent by the interrupted run counts against the same boundary.
+            budget.spent = sum(r.budget_charge for r in prior)
+            evaluator = served or factory(loaded, api_key, cache)
             runner = Runner(
                 loaded=loaded,
                 dataset=dataset,
@@ -602,7 +609,10 @@ def run(
             # ragas' import leaves ~300k long-lived objects that every full collection rescans
             # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
             gc.freeze()
-            asyncio.run(_judge_all(runner))
+            if workers > 1:
+                notes += judge_in_workers(runner, lambda lp: factory(lp, api_key, cache), workers, out, progress_stream)
+            else:
+                asyncio.run(_judge_all(runner))
             runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
             if trend_loaded is not None and runner.stop_reason is None:
                 trend_evaluator = factory(trend_loaded, api_key, cache)

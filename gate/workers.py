@@ -1,0 +1,283 @@
+"""Every core: a run's cases judged by several worker processes that share one hard budget.
+
+One asyncio process is bound near one core's worth of ragas + instructor + openai work (~3 ms of
+CPU per judgment), so when the policy's concurrency asks for more than one process can drive, the
+parent judges the controls, then forks K workers (ragas is already imported) that each judge an
+interleaved share of the other cases at concurrency C/K. They share:
+
+- the budget: `spent` and `reserved` live in shared memory behind one lock, so every reservation
+  of every process is checked against the same boundary: the hard cap holds across processes;
+- the cache: SQLite in WAL mode, safe across processes;
+- the records: each worker appends to its own `records.w<k>.jsonl` in --out (flushed per line),
+  folded into records.jsonl when the workers end, or by `--resume` when the whole run died.
+
+A worker that dies (killed, out of memory) loses only its in-flight attempts, whose reservations
+stay counted as spent; its unfinished cases are unrun (`evaluation_incomplete`), and `--resume`
+judges them, reusing every judgment that completed.
+
+The number of workers: `$GATE_WORKERS` when set, else min(cores, ceil(C / 16), judgments / 100)
+on Linux (workers are forked), 1 elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from types import FrameType
+from typing import IO, TYPE_CHECKING
+
+from gate.budget import Budget, Reservation
+from gate.cases import Case
+from gate.errors import UsageError
+from gate.policy import LoadedPolicy
+from gate.records import Record, RecordsError, read_records
+
+if TYPE_CHECKING:
+    from gate.judge import Evaluator
+    from gate.run import Runner
+
+EvaluatorMaker = Callable[[LoadedPolicy], "Evaluator"]
+
+WORKERS_ENV = "GATE_WORKERS"
+PER_PROCESS_CONCURRENCY = 16  # requests in flight one process drives comfortably (~3 ms CPU each)
+MIN_JUDGMENTS_PER_WORKER = 100  # below this, forking costs more than it saves
+WORKER_RECORDS_GLOB = "records.w*.jsonl"
+
+
+def worker_count(judgments: int, concurrency: int, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    raw = env.get(WORKERS_ENV, "").strip()
+    if raw:
+        try:
+            wanted = int(raw)
+            if wanted < 1:
+                raise ValueError
+        except ValueError:
+            raise UsageError(
+                f"${WORKERS_ENV}={raw[:20]!r} must be a whole number of processes, at least 1; fix: unset it to "
+                "choose from the cores and the policy's max_concurrency"
+            ) from None
+        return max(1, min(wanted, concurrency, judgments))
+    if not sys.platform.startswith("linux"):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    by_concurrency = math.ceil(concurrency / PER_PROCESS_CONCURRENCY)
+    return max(1, min(cores, by_concurrency, judgments // MIN_JUDGMENTS_PER_WORKER))
+
+
+class SharedBudget(Budget):
+    """A `Budget` whose accounts live in shared memory behind one lock (fork-inherited)."""
+
+    def __init__(self, limit: float | None) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._lock = ctx.Lock()
+        self._cells = ctx.RawArray("d", 4)  # spent, reserved, exhausted, overruns
+        super().__init__(limit)
+
+    @property
+    def spent(self) -> float:
+        return float(self._cells[0])
+
+    @spent.setter
+    def spent(self, value: float) -> None:
+        self._cells[0] = value
+
+    @property
+    def reserved(self) -> float:
+        return float(self._cells[1])
+
+    @reserved.setter
+    def reserved(self, value: float) -> None:
+        self._cells[1] = value
+
+    @property
+    def exhausted(self) -> bool:
+        return bool(self._cells[2])
+
+    @exhausted.setter
+    def exhausted(self, value: bool) -> None:
+        self._cells[2] = 1.0 if value else 0.0
+
+    @property
+    def overruns(self) -> int:
+        return int(self._cells[3])
+
+    @overruns.setter
+    def overruns(self, value: int) -> None:
+        self._cells[3] = float(value)
+
+    def reserve(self, amount: float) -> Reservation:
+        with self._lock:
+            return super().reserve(amount)
+
+    def settle(self, reservation: Reservation, actual: float) -> None:
+        with self._lock:
+            super().settle(reservation, actual)
+
+
+def make_budget(limit: float | None, workers: int) -> Budget:
+    return SharedBudget(limit) if workers > 1 else Budget(limit)
+
+
+def fold_worker_records(out_dir: Path, records_path: Path) -> int:
+    """Append every worker's records file to records.jsonl and remove it; the number of records moved.
+
+    A torn last line (a worker killed mid-write) is dropped: that judgment is unrun, not half-read.
+    """
+    moved = 0
+    for path in sorted(out_dir.glob(WORKER_RECORDS_GLOB)):
+        records = _read_worker(path)
+        if records:
+            from gate.records import RecordWriter
+
+            with RecordWriter(records_path) as writer:
+                for r in records:
+                    writer.write(r)
+            moved += len(records)
+        path.unlink()
+    return moved
+
+
+def discard_worker_records(out_dir: Path) -> None:
+    """A fresh run never mixes with an older run's worker files."""
+    for path in out_dir.glob(WORKER_RECORDS_GLOB):
+        path.unlink()
+
+
+def with_concurrency(loaded: LoadedPolicy, concurrency: int) -> LoadedPolicy:
+    """The same policy (hashes unchanged) with this process's share of `max_concurrency`."""
+    ev = loaded.policy.evaluator.model_copy(update={"max_concurrency": concurrency})
+    return dataclasses.replace(loaded, policy=loaded.policy.model_copy(update={"evaluator": ev}))
+
+
+def _work(
+    runner: Runner,
+    new_evaluator: EvaluatorMaker,
+    cases: Sequence[Case],
+    path: Path,
+    concurrency: int,
+) -> None:
+    """A worker process: judge `cases` into `path` with its own evaluator and client."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from gate.records import RecordWriter
+    from gate.run import Progress, _judge_all
+
+    writer = RecordWriter(path)
+    try:
+        loaded = with_concurrency(runner.loaded, concurrency)
+        plan = dataclasses.replace(runner.plan, eligible=tuple(cases), withheld=())
+        mine = dataclasses.replace(
+            runner,
+            loaded=loaded,
+            plan=plan,
+            evaluator=new_evaluator(loaded),
+            writer=writer,
+            progress=Progress(len(cases) * plan.repeats, None),
+            emitted=[],
+            ok_labels={},
+            pair_members={},
+            tasks=set(),
+            stop_reason=None,
+        )
+        asyncio.run(_judge_all(mine))
+    finally:
+        writer.close()
+
+
+def judge_in_workers(
+    runner: Runner, new_evaluator: EvaluatorMaker, count: int, out_dir: Path, log: IO[str] | None
+) -> list[str]:
+    """Controls here, then the other cases in `count` forked workers; notes for the result."""
+    from gate.run import _judge_all
+
+    plan = runner.plan
+    controls = tuple(c for c in plan.eligible if c.is_control)
+    head = dataclasses.replace(
+        runner,
+        plan=dataclasses.replace(plan, eligible=controls, withheld=tuple(c for c in plan.withheld if c.is_control)),
+        pair_members={},
+        tasks=set(),
+    )
+    asyncio.run(_judge_all(head))  # the controls, on this process's evaluator (closed at the end)
+    runner.stop_reason = head.stop_reason
+    if runner.stop_reason is None and head.controls_failed():
+        runner.stop_reason = "control_failed"
+    if runner.stop_reason is not None:
+        return []
+    others = [c for c in plan.scheduled if not c.is_control]
+    concurrency = max(1, runner.loaded.policy.evaluator.max_concurrency // count)
+    ctx = multiprocessing.get_context("fork")
+    procs: list[tuple[int, BaseProcess, Path]] = []
+    parent = os.getpid()
+    stopping: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if os.getpid() != parent:
+            return
+        stopping.append(signum)
+        for _k, proc, _path in procs:
+            if proc.pid is not None and proc.exitcode is None:
+                os.kill(proc.pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for k in range(1, count + 1):
+            path = out_dir / f"records.w{k}.jsonl"
+            share = others[k - 1 :: count]  # interleaved: every worker gets critical slices first
+            worker = ctx.Process(target=_work, args=(runner, new_evaluator, share, path, concurrency), daemon=False)
+            worker.start()
+            procs.append((k, worker, path))
+            _say(log, f"gate: worker {k}/{count} pid {worker.pid}: {len(share) * plan.repeats} judgments")
+        for _k, proc, _path in procs:
+            proc.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    notes: list[str] = []
+    for k, proc, path in procs:
+        records = _read_worker(path)
+        for r in records:
+            runner.writer.write(r)
+            runner.emitted.append(r)
+            runner.remember(r)
+            runner.progress.done += 1
+            runner.progress.errors += r.status == "error"
+            if r.error_kind == "budget" and runner.stop_reason is None:
+                runner.stop_reason = "budget"
+        path.unlink(missing_ok=True)
+        if proc.exitcode != 0:
+            how = (
+                f"signal {-proc.exitcode}"
+                if proc.exitcode is not None and proc.exitcode < 0
+                else f"exit {proc.exitcode}"
+            )
+            _say(log, f"gate: worker {k}/{count} pid {proc.pid} died ({how}) after {len(records)} judgment(s)")
+            notes.append(
+                f"worker {k}/{count} died ({how}): its unfinished cases are unrun; resume with --resume "
+                "(completed judgments are kept, nothing is paid twice)"
+            )
+    if stopping and runner.stop_reason is None:
+        runner.stop_reason = "cancelled"
+    return notes
+
+
+def _read_worker(path: Path) -> list[Record]:
+    try:
+        return read_records(path) if path.exists() and path.stat().st_size else []
+    except RecordsError:
+        return []
+
+
+def _say(log: IO[str] | None, line: str) -> None:
+    if log is not None:
+        log.write(line + "\n")
+        log.flush()

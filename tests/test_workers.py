@@ -1,0 +1,162 @@
+"""Every core: worker processes sharing one budget, one cache and one records stream. A killed
+worker loses nothing paid: its cases are unrun and `--resume` judges only those."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, slow
+from suite import case, write_suite
+
+from gate.budget import BudgetExhausted
+from gate.errors import UsageError
+from gate.workers import SharedBudget, worker_count
+
+KEY_ENV = "GATE_TEST_KEY"
+
+
+def test_worker_count_follows_cores_concurrency_and_the_override() -> None:
+    assert worker_count(10_000, 8, env={}) == 1  # one process drives 8 in flight
+    assert worker_count(50, 128, env={}) == 1  # too little work to fork for
+    cores = len(os.sched_getaffinity(0))
+    assert worker_count(10_000, 128, env={}) == min(cores, 8)
+    assert worker_count(10_000, 128, env={"GATE_WORKERS": "3"}) == 3
+    assert worker_count(10_000, 2, env={"GATE_WORKERS": "3"}) == 2  # never more than in flight
+    with pytest.raises(UsageError, match="GATE_WORKERS"):
+        worker_count(10, 8, env={"GATE_WORKERS": "0"})
+
+
+def _spend(budget: SharedBudget, granted: Any) -> None:
+    for _ in range(400):
+        try:
+            r = budget.reserve(0.01)
+        except BudgetExhausted:
+            continue
+        budget.settle(r, 0.01)
+        with granted.get_lock():
+            granted.value += 1
+
+
+def test_shared_budget_holds_the_boundary_across_processes() -> None:
+    budget = SharedBudget(2.0)
+    ctx = multiprocessing.get_context("fork")
+    granted = ctx.Value("i", 0)
+    procs = [ctx.Process(target=_spend, args=(budget, granted)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert granted.value * 0.01 <= 2.0 + 1e-9 and granted.value >= 199  # nothing over, nearly all used
+    assert budget.spent == pytest.approx(granted.value * 0.01) and budget.reserved == pytest.approx(0.0)
+    assert budget.exhausted
+
+
+def gate_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, KEY_ENV: "sk-test-workers", "RAGAS_DO_NOT_TRACK": "true", **extra}
+
+
+def result(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "result.json").read_text())
+    return data
+
+
+def records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line]
+
+
+def test_two_workers_judge_every_case_once(tmp_path: Path) -> None:
+    with FakeOpenAI() as fake:
+        cases = [case(f"k-{i:02d}", label="fail" if i % 3 == 0 else "pass") for i in range(24)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
+        out = tmp_path / "out"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gate.cli",
+                "run",
+                "--policy",
+                str(policy),
+                "--lane",
+                "nocontrols",
+                "--out",
+                str(out),
+                "--no-cache",
+            ],
+            env=gate_env(GATE_WORKERS="2"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.count("gate: worker") == 2
+        assert fake.count() == 24 and sorted(r["case_id"] for r in records(out)) == [c["case_id"] for c in cases]
+        assert result(out)["counts"]["completed"] == 24 and not list(out.glob("records.w*.jsonl"))
+
+
+def test_a_killed_worker_leaves_its_cases_unrun_and_resume_judges_only_those(tmp_path: Path) -> None:
+    with FakeOpenAI(default=slow(0.25)) as fake:
+        cases = [case(f"k-{i:02d}") for i in range(32)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
+        out = tmp_path / "out"
+        args = [
+            sys.executable,
+            "-m",
+            "gate.cli",
+            "run",
+            "--policy",
+            str(policy),
+            "--lane",
+            "nocontrols",
+            "--out",
+            str(out),
+            "--no-cache",
+        ]
+        run = subprocess.Popen(
+            args, env=gate_env(GATE_WORKERS="2"), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        )
+        assert run.stderr is not None
+        victim = None
+        while victim is None:
+            line = run.stderr.readline()
+            assert line, "gate run ended before its workers were announced"
+            if line.startswith("gate: worker 2/2 pid "):
+                victim = int(line.split()[4].rstrip(":"))
+        deadline = time.monotonic() + 30
+        worker_file = out / "records.w2.jsonl"
+        while not (worker_file.exists() and worker_file.read_text().count("\n") >= 3):
+            assert time.monotonic() < deadline, "the worker never recorded a judgment"
+            time.sleep(0.05)
+        os.kill(victim, signal.SIGKILL)
+        rest = run.stderr.read()
+        assert run.wait(timeout=60) == 3, rest
+        assert "worker 2/2" in rest and "died (signal 9)" in rest
+
+        res = result(out)
+        assert res["state"] == "evaluation_incomplete"
+        unrun = set(res["unrun_case_ids"])
+        assert unrun and res["counts"]["completed"] == 32 - len(unrun)
+        assert any("worker 2/2 died" in n for n in res["notes"])
+        judged = {r["case_id"] for r in records(out) if r["status"] == "ok"}
+        assert judged == {c["case_id"] for c in cases} - unrun
+        assert not list(out.glob("records.w*.jsonl"))  # folded into records.jsonl
+        sent_before = fake.count()
+
+        resumed = subprocess.run(
+            [*args, "--resume"], env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        assert result(out)["state"] == "passed" and result(out)["counts"]["completed"] == 32
+        # every judgment that completed before the kill was paid once; only the unrun ones were sent again
+        assert fake.count() - sent_before == len(unrun)
+        for cid in judged:
+            assert fake.count(cid) == 1, cid
