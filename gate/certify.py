@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gate.cases import Case
 from gate.errors import UsageError
+from gate.judge import resolve_base_url
 from gate.lineage import JudgeSettings
 from gate.loading import canonical_json, format_validation_error, sha256_hex
 from gate.plan import Plan
 from gate.policy import LoadedPolicy
+from gate.records import Record
 from gate.states import Finding, State
 
 HELD_OUT = "held_out"
@@ -174,6 +176,18 @@ def assess(loaded: LoadedPolicy, plan: Plan, judge: JudgeSettings, ragas_version
         case_ids=tuple(c.case_id for c in cases),
         spent_by=spent_by,
     )
+
+
+def assess_records(
+    loaded: LoadedPolicy, plan: Plan, records: Sequence[Record], ragas_version: str
+) -> Certification | None:
+    """`assess` for recorded judgments (`gate decide`, `gate merge`): the configuration that made
+    them, so the provider host comes from the records, not from this shell's environment."""
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
+    host = next((r.base_url_host for r in records if r.base_url_host), None)
+    if host is not None:
+        judge = replace(judge, base_url_host=host)
+    return assess(loaded, plan, judge, ragas_version)
 
 
 def entry_line(result: dict[str, Any]) -> str | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate import __version__, certify
 from gate.checks import attach_checks, evaluate_checks
 from gate.decide import Decision, decide
 from gate.errors import UsageError
@@ -172,17 +173,22 @@ def merge(
     max_cost = max(caps) * count if caps else None
     notes = [f"merged shards {', '.join(str(s.shard) for s in shards)}"]
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
+    merged_lineage = make_lineage(loaded, dataset, records)
+    certification = certify.assess_records(loaded, plan, records, merged_lineage.ragas_version)
+    if certification is not None:
+        findings = [*findings, *certification.findings]
     decision = decide(
         loaded,
         plan,
         [*findings, *missing, *check_blockers],
         records,
-        make_lineage(loaded, dataset, records),
+        merged_lineage,
         clock(),
         max_cost=max_cost,
         notes=notes,
     )
     attach_checks(decision.result, check_results, plan.eligible)
+    certify.attach(decision.result, certification, clock().isoformat(), __version__)
     decision.result["merged_shards"] = {
         "count": count,
         "indices": sorted(present),

@@ -746,12 +746,7 @@ def decide_from_records(
     loaded, dataset, plan, findings = load_inputs(policy_path, lane)
     lineage = make_lineage(loaded, dataset, records)
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
-    # The configuration that made the records: their provider host, not this shell's environment.
-    host = next((r.base_url_host for r in records if r.base_url_host), None)
-    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
-    if host is not None:
-        judge = dataclasses.replace(judge, base_url_host=host)
-    certification = certify.assess(loaded, plan, judge, lineage.ragas_version)
+    certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
     if certification is not None:
         findings = [*findings, *certification.findings]
     decision = decide(loaded, plan, [*findings, *check_blockers], records, lineage, clock(), max_cost=max_cost)

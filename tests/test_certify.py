@@ -199,3 +199,28 @@ def test_supersede_defects_are_input_contract_findings(
     assert len(contract) == 1, [f.message for f in found]
     assert set(contract[0].case_ids) == ids and contract[0].state.value == "quality_failed"
     assert "fix:" in contract[0].message
+
+
+def test_sharded_certification_merges_to_the_same_entry(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = held_suite(tmp_path / "s", fake, extra=[case(f"h-{i}", partition="held_out") for i in range(3, 9)])
+    assert run(policy, tmp_path / "whole") == 0
+    whole = result(tmp_path / "whole")["certification"]
+    for i in (1, 2):
+        out = tmp_path / f"shard{i}"
+        args = ["run", "--policy", str(policy), "--lane", "release", "--out", str(out), "--no-cache"]
+        assert main([*args, "--shard", f"{i}/2"]) == 0
+        # Every shard names the whole lane's held-out set, whichever share it judged.
+        assert result(out)["certification"]["held_out_sha256"] == whole["held_out_sha256"]
+    merged = tmp_path / "merged"
+    shards = [str(tmp_path / "shard1"), str(tmp_path / "shard2")]
+    assert main(["merge", "--policy", str(policy), *shards, "--out", str(merged)]) == 0
+    cert = result(merged)["certification"]
+    assert (cert["config_sha256"], cert["held_out_sha256"]) == (whole["config_sha256"], whole["held_out_sha256"])
+    assert json.loads((merged / "certification-entry.json").read_text())["state"] == "passed"
+    # Spent by another configuration: the merge refuses it too.
+    other = {**whole["ledger_entry"], "config_sha256": "0" * 64}
+    (tmp_path / "s" / "certification.jsonl").write_text(json.dumps(other) + "\n")
+    assert main(["merge", "--policy", str(policy), *shards, "--out", str(tmp_path / "m2")]) == 1
+    refused = result(tmp_path / "m2")
+    assert refused["state"] == "quality_failed" and "held_out_spent" in [b["kind"] for b in refused["blockers"]]
+    assert refused["counts"]["completed"] == 0 and refused["certification"]["ledger_entry"] is None
