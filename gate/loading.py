@@ -224,8 +224,14 @@ def open_binary(path: Path, what: str, limit: int = MAX_STREAM_BYTES) -> BinaryI
 
 def read_bytes(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (see `open_binary`)."""
+    chunks: list[bytes] = []
+    total = 0
     with open_binary(path, what, limit) as handle, _file_problems(path, what):
-        data = handle.read(limit + 1)
+        # In chunks: `read(limit + 1)` would reserve the whole limit up front.
+        while total <= limit and (chunk := handle.read(1024 * 1024)):
+            chunks.append(chunk)
+            total += len(chunk)
+    data = b"".join(chunks)
     if len(data) > limit:  # a file that grew, or one whose size the system does not report
         raise FileProblem(
             f"{path}: the {what} is over the {_size(limit)} limit for it; fix: point to the right file or split it"

@@ -153,10 +153,12 @@ def _untyped_verdict_as_error(obj: dict[str, Any]) -> dict[str, Any]:
 
 def parse_record(obj: Any, where: str) -> Record:
     if not isinstance(obj, dict):
-        raise RecordsError(f"{where}: a record must be a JSON object")
+        raise RecordsError(f"{where}: a record must be a JSON object; fix: restore the file from the run")
     version = obj.get("schema_version", 1)
     if not isinstance(version, int) or version < 1:
-        raise RecordsError(f"{where}: `schema_version` must be a positive whole number")
+        raise RecordsError(
+            f"{where}: `schema_version` must be a positive whole number; fix: restore the file from the run"
+        )
     if version > SCHEMA_VERSION:
         raise RecordsError(
             f"{where}: record schema_version {version} is newer than this gate reads ({SCHEMA_VERSION}); "

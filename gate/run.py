@@ -738,8 +738,12 @@ def decide_from_records(
         if len(lanes) != 1:
             from gate.errors import UsageError
 
+            from gate.escape import visible
+
+            files = ", ".join(str(p) for p in record_paths)
+            named = ", ".join(visible(name, 60) for name in lanes[:5]) + (" ..." if len(lanes) > 5 else "")
             raise UsageError(
-                f"the records name {'no lane' if not lanes else 'several lanes: ' + ', '.join(lanes)}; "
+                f"{files}: the records name {'no lane' if not lanes else 'several lanes: ' + named}; "
                 "fix: pass --lane with the lane to decide"
             )
         lane = lanes[0]
