@@ -120,7 +120,7 @@ def format_validation_error(exc: ValidationError, prefix: str = "", model: type[
             # A whole-file rule: its message names the keys and the fix itself.
             lines.append(str(err.get("ctx", {}).get("error", msg)))
             continue
-        lines.append(f"`{loc}`: {msg}; fix: {hint}")
+        lines.append(f"`{loc}`: {msg}" if "; fix: " in msg else f"`{loc}`: {msg}; fix: {hint}")
     return lines
 
 

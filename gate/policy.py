@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gate.errors import PolicyError, UsageError
 from gate.escape import NAME_RULE, is_name, visible
@@ -41,9 +49,21 @@ LEAKING_FIELDS: frozenset[str] = frozenset(
 REQUIRED_PLACEHOLDER = "response"
 
 
+_NUMBER_TYPES = (int, float, int | None, float | None)
+
+
 class Strict(BaseModel):
     # Every number is finite: `.inf` in a cost cap or a timeout would turn the bound off.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, v: object, info: ValidationInfo) -> object:
+        # pydantic reads `true` as 1 for a number: `max_false_passes: true` must not allow one.
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(v, bool) and field is not None and field.annotation in _NUMBER_TYPES:
+            raise ValueError(f"{str(v).lower()} is not a number; fix: write a number")
+        return v
 
 
 class Metric(Strict):

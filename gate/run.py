@@ -737,7 +737,6 @@ def decide_from_records(
     if lane is None:
         if len(lanes) != 1:
             from gate.errors import UsageError
-
             from gate.escape import visible
 
             files = ", ".join(str(p) for p in record_paths)

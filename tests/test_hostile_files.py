@@ -219,6 +219,7 @@ def test_the_policy_version_as_written_reaches_the_lineage(tmp_path: Path, capsy
         ("    retry_on:", "    on:", "`evaluator.retries.on`: unknown key"),
         ("missing_evidence: block", "missing_evidence: block\non: [push]", "`on`: unknown key"),
         ("max_false_passes: 0", "max_false_passes: yes", "`slices.critical.max_false_passes`"),
+        ("max_false_passes: 0", "max_false_passes: true", "`slices.critical.max_false_passes`: true is not a number"),
         ("  temperature: 0", "  tempera\u200bture: 0", "`evaluator.tempera\\u200bture`: unknown key"),
         (
             "missing_evidence: block",
@@ -270,3 +271,19 @@ def test_a_billion_laughs_policy_is_refused_quickly(tmp_path: Path, capsys: pyte
     policy.write_text(policy.read_text() + bomb)
     rc, text = _validate(policy, capsys)
     assert rc == 2 and "alias" in text
+
+
+def test_records_files_with_non_objects_or_many_lanes_name_the_file_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_suite(tmp_path)
+    records = tmp_path / "records.jsonl"
+    base = {"case_id": "c-1", "slice": "critical", "partition": "sentinel", "human_label": "pass", "status": "ok"}
+    records.write_text("null\n")
+    assert main(["decide", "--policy", str(policy), "--records", str(records)]) == 2
+    assert "records.jsonl:1: a record must be a JSON object; fix:" in capsys.readouterr().err
+    lines = [{**base, "lane": "pr"}, {**base, "case_id": "c-2", "lane": "x" * 100_000}]
+    records.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main(["decide", "--policy", str(policy), "--records", str(records)]) == 2
+    err = capsys.readouterr().err
+    assert str(records) in err and "several lanes" in err and len(err) < 1000

@@ -186,3 +186,31 @@ def test_records_with_ids_outside_the_charset_are_refused(tmp_path: Path, capsys
     assert main(["decide", "--policy", str(policy), "--records", str(records)]) == 2
     err = capsys.readouterr().err
     assert "records.jsonl:1: `case_id` 'c-1\\n::warning::x' is not allowed" in err
+
+
+def test_a_hostile_judge_reason_reaches_no_output_raw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Provider replies are untrusted too: a reason with a lone surrogate, a forged marker and a
+    workflow command is recorded and reported without a crash or an injection."""
+    from fake_openai import FakeOpenAI, reply
+
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-not-a-secret-123")
+    with FakeOpenAI() as fake:
+        fake.script("c-2", reply("pass", f"fine {FORGED}\r\n::warning::pwn <img src=x>"))
+        fake.script("g-1", reply("pass", "a lone surrogate \ud800 in the reply"))
+        policy = write_suite(tmp_path / "s", evaluator={"base_url": fake.base_url})
+        out = tmp_path / "out"
+        code = main(["run", "--policy", str(policy), "--out", str(out), "--no-cache"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "<img" not in report and FORGED not in report and "::warning::pwn" in report.replace("\\", "")
+    assert report.count("<!--") == 1
+    by_id = {json.loads(line)["case_id"]: json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()}
+    assert by_id["g-1"]["error_kind"] == "parse_error"  # an evaluator error, never a verdict or a crash
+    ET.parse(out / "junit.xml")
+    for line in (captured.out + captured.err).split("\n"):
+        assert not line.startswith("::")
+    decided = main(["decide", "--policy", str(policy), "--records", str(out / "records.jsonl")])
+    assert decided == 1, capsys.readouterr().err
