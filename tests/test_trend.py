@@ -88,6 +88,12 @@ def test_trend_with_a_base_reports_mean_distribution_and_change(tmp_path: Path, 
     # records.jsonl holds verdicts only
     recs = (tmp_path / "base" / "out" / "records.jsonl").read_text().splitlines()
     assert all(json.loads(line)["judge_label"] in ("pass", "fail") for line in recs)
+    # `gate decide` on the records shows the same trend (from trend.jsonl beside them) and cost
+    decided = tmp_path / "decided"
+    assert main(["decide", "--policy", str(tmp_path / "base" / "policy.yaml"), "--records",
+                 str(tmp_path / "base" / "out" / "records.jsonl"), "--out", str(decided)]) == 0  # fmt: skip
+    again = json.loads((decided / "result.json").read_text())
+    assert again["trend"] == base["trend"] and again["cost"]["total"] == pytest.approx(base["cost"]["total"])
 
     fake.reset()
     head = run(
