@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -332,3 +334,42 @@ def test_a_whole_run_through_the_wrapper_writes_only_gate_out_and_a_quiet_log(tm
     owner = out.workspace.stat()
     written = [p for p in (out.workspace / "evals").rglob("*") if p.parts[-1] != "policy.yaml"]
     assert all((p.stat().st_uid, p.stat().st_gid) == (owner.st_uid, owner.st_gid) for p in written)
+
+
+def release_tags(tmp_path: Path, ref: str, ref_type: str, sha: str) -> list[str]:
+    """The tags release-image.yml's "Compute tags" step pushes for a ref, run in a git repository."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/release-image.yml").read_text(encoding="utf-8"))
+    (step,) = [s for s in workflow["jobs"]["build-and-push"]["steps"] if s.get("id") == "tags"]
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "release"], check=True)
+    for tag in ("v1.0.0", "v1.2.3", "v1.3.0"):
+        subprocess.run([*git, "tag", tag], check=True)
+    output = tmp_path / "release-output"
+    output.touch()
+    env = {"PATH": os.environ["PATH"], "REF_NAME": ref, "REF_TYPE": ref_type, "GITHUB_OUTPUT": str(output)}
+    env |= {"GITHUB_REPOSITORY": "Acme/Ragas-Gate", "GITHUB_SHA": sha}
+    subprocess.run([BASH, "-eo", "pipefail", "-c", step["run"]], env=env, cwd=repo, check=True)
+    return parse_github_output(output.read_text(encoding="utf-8"))["tags"].splitlines()
+
+
+@pytest.mark.parametrize(
+    ("ref", "ref_type", "expected"),
+    [
+        ("main", "branch", {"main", SHA}),
+        ("v1.3.0", "tag", {"v1.3.0", "v1.3", "v1", SHA}),
+        ("v1.2.3", "tag", {"v1.2.3", "v1.2", SHA}),  # a backport moves v1.2, never v1 back
+        ("feature/quiet-log", "branch", {"feature-quiet-log", SHA}),  # workflow_dispatch
+    ],
+)
+def test_release_image_pushes_the_tags_the_wrapper_pulls(
+    tmp_path: Path, ref: str, ref_type: str, expected: set[str]
+) -> None:
+    tags = release_tags(tmp_path, ref, ref_type, SHA)
+    assert {t.removeprefix("ghcr.io/acme/ragas-gate:") for t in tags} == expected
+    pins = {ref} | expected - {ref.replace("/", "-")}  # the refs a user may pin: feature/x, not feature-x
+    for pinned in pins:  # each pulls an image this release pushed
+        out = run_wrapper(tmp_path / f"uses-{pinned.replace('/', '-')}", repository="Acme/Ragas-Gate", ref=pinned)
+        assert out.run_call()["image"] in tags
