@@ -63,6 +63,9 @@ class ClientOptions:
     read_retries: int = 3
     backoff_factor: float = 1.0
     secondary_rate_wait: float = 60.0
+    # The longest single wait GitHub can ask for (Retry-After, a secondary or primary rate limit):
+    # a longer one is cut to this (Retry-After) or not waited for at all (a warning instead).
+    retry_after_cap: float = 60.0
 
 
 @dataclass
@@ -90,17 +93,52 @@ class _Scrubber:
         return text
 
 
+class BoundedRetry(GithubRetry):
+    """PyGithub's retry, with every wait bounded and rate-limited writes re-sent.
+
+    - Reads (GET/HEAD) are retried on 5xx, 429 and rate-limit 403s.
+    - Writes (POST/PATCH) are re-sent only after a rate-limit refusal (403 or 429): GitHub did not
+      apply a rate-limited request, so re-sending cannot duplicate it. A plain 403 (a read-only
+      token) is recognised by `GithubRetry.increment` from its message and raised at once. A 5xx on
+      a write is never re-sent here: it may hide a created object (see `_Publisher.check_run`).
+    - A Retry-After longer than `retry_after_cap` is cut to it; a rate-limit reset further away
+      than that is not waited for (PyGithub raises, and publishing warns).
+    """
+
+    WRITE_METHODS = frozenset({"POST", "PATCH"})
+    RATE_LIMIT_STATUSES = frozenset({403, 429})
+
+    def __init__(self, retry_after_cap: float = 60.0, **kwargs: Any) -> None:
+        self.retry_after_cap = retry_after_cap
+        super().__init__(**kwargs)
+
+    def new(self, **kw: Any) -> BoundedRetry:
+        retry = super().new(**kw)
+        retry.retry_after_cap = self.retry_after_cap
+        return retry
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if method.upper() in self.WRITE_METHODS and status_code in self.RATE_LIMIT_STATUSES:
+            return bool(self.total)
+        return bool(super().is_retry(method, status_code, has_retry_after))
+
+    def get_retry_after(self, response: Any) -> float | None:
+        value = super().get_retry_after(response)
+        return None if value is None else min(value, self.retry_after_cap)
+
+
 def make_retry(options: ClientOptions) -> GithubRetry:
-    """Retry reads only. POST/PATCH are never repeated by the transport: a 502 on a create may
-    hide a created object, and repeating it would make a second one. (Connection failures before
-    a request is sent are still retried by urllib3: nothing reached the server.)"""
-    return GithubRetry(
+    """Retry reads, and writes refused by a rate limit; never a write that failed otherwise.
+    (Connection failures before a request is sent are retried by urllib3: nothing reached GitHub.)"""
+    return BoundedRetry(
+        retry_after_cap=options.retry_after_cap,
         total=options.read_retries,
         backoff_factor=options.backoff_factor,
         allowed_methods=frozenset({"GET", "HEAD"}),
-        status_forcelist=[500, 502, 503, 504],
+        status_forcelist=[429, 500, 502, 503, 504],
         raise_on_status=False,
-        secondary_rate_wait=options.secondary_rate_wait,
+        secondary_rate_wait=min(options.secondary_rate_wait, options.retry_after_cap),
+        max_rate_limit_wait=options.retry_after_cap,
     )
 
 
@@ -252,13 +290,30 @@ class _Publisher:
                 self.out.comment_id = existing.id
                 self.out.comment_action = "unchanged"
             else:
-                existing.edit(body)
+                self._edit(existing, body)
                 self.out.comment_id = existing.id
                 self.out.comment_action = "edited"
         except Exception as exc:
             self.out.comment_action = "failed"
-            verb = "created" if existing is None else "edited"
-            self.warn(f"PR #{pr_number}: sticky comment not {verb} ({_describe(exc)}).")
+            if existing is None:
+                self.warn(f"PR #{pr_number}: sticky comment not created ({_describe(exc)}).")
+            else:
+                self.warn(
+                    f"PR #{pr_number}: sticky comment not edited ({_describe(exc)}); it still shows the previous "
+                    "result: read this run's summary instead."
+                )
+
+    @staticmethod
+    def _edit(comment: Any, body: str) -> None:
+        """Edit the comment, once more after an ambiguous failure: an edit to the same body is
+        idempotent, and leaving the previous result on the PR would mislead."""
+        try:
+            comment.edit(body)
+        except Exception as exc:
+            if not _ambiguous(exc):
+                raise
+            log.info("sticky comment edit failed (%s); re-sending the same body once", _describe(exc))
+            comment.edit(body)
 
 
 def comment_body(policy_id: str, report_md: str, *, limit: int = COMMENT_MAX_BYTES) -> str:

@@ -11,8 +11,10 @@ Every request is recorded (`gh.requests`: method, path without the prefix, query
 Fault injection:
 - `read_only = True`: every POST/PATCH answers 403 "Resource not accessible by integration";
 - `user_status = 403`: `GET /user` answers 403 (an Actions GITHUB_TOKEN);
-- `fail_next(method, pattern, status=502, after_store=False)`: the next matching request answers
-  `status`; with `after_store` the write is applied first (the gateway lost the answer).
+- `fail_next(method, pattern, status=502, after_store=False, times=1, message=..., headers={})`: the
+  next `times` matching requests answer `status` with `message` and `headers` (e.g. a secondary rate
+  limit: 403 + `Retry-After`); with `after_store` the write is applied first (the answer was lost).
+  `fault_times` records when each injected fault answered (time.monotonic()), to measure waits.
 
 Also runnable as a process for the container smoke test:
     python tests/fake_github.py --port-file PORT --requests-file REQS.json [--prefix /api/v3]
@@ -27,6 +29,7 @@ import json
 import re
 import signal
 import threading
+import time
 import types
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +38,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 READ_ONLY_MESSAGE = "Resource not accessible by integration"
+SECONDARY_RATE_LIMIT_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
 BOT_LOGIN = "github-actions[bot]"
 _TS = "2026-11-30T12:00:00Z"
 
@@ -55,6 +61,8 @@ class Fault:
     status: int
     after_store: bool
     remaining: int = 1
+    message: str = "Bad Gateway (injected)"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -78,6 +86,7 @@ class FakeGitHub:
         self.read_only = read_only
         self.requests: list[Request] = []
         self.faults: list[Fault] = []
+        self.fault_times: list[float] = []
         self.store = _Store()
         self._ids = itertools.count(1001)
         self._lock = threading.Lock()
@@ -132,9 +141,32 @@ class FakeGitHub:
             self.add_comment(repo, number, f"comment {i}", login)
 
     def fail_next(
-        self, method: str, pattern: str, status: int = 502, *, after_store: bool = False, times: int = 1
+        self,
+        method: str,
+        pattern: str,
+        status: int = 502,
+        *,
+        after_store: bool = False,
+        times: int = 1,
+        message: str = "Bad Gateway (injected)",
+        headers: dict[str, str] | None = None,
     ) -> None:
-        self.faults.append(Fault(method.upper(), re.compile(pattern), status, after_store, times))
+        self.faults.append(
+            Fault(method.upper(), re.compile(pattern), status, after_store, times, message, dict(headers or {}))
+        )
+
+    def rate_limit_next(
+        self, method: str, pattern: str, *, status: int = 403, retry_after: str | None = "1", times: int = 1
+    ) -> None:
+        """GitHub's secondary rate limit: 403 (or 429) with the documented message and Retry-After."""
+        self.fail_next(
+            method,
+            pattern,
+            status,
+            times=times,
+            message=SECONDARY_RATE_LIMIT_MESSAGE,
+            headers={} if retry_after is None else {"Retry-After": retry_after},
+        )
 
     @property
     def writer_login(self) -> str:
@@ -244,7 +276,8 @@ class FakeGitHub:
                 if fault.after_store:
                     self._route(method, path, query, body)
                 record.status = fault.status
-                return fault.status, {"message": "Bad Gateway (injected)"}, {}
+                self.fault_times.append(time.monotonic())
+                return fault.status, {"message": fault.message}, dict(fault.headers)
             if self.read_only and method in ("POST", "PATCH", "PUT", "DELETE"):
                 record.status = 403
                 return 403, {"message": READ_ONLY_MESSAGE, "documentation_url": "https://docs.github.com"}, {}
