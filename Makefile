@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-offline calibrate-offline test lint typecheck check bench clean
+.PHONY: demo demo-offline calibrate-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -36,6 +36,12 @@ calibrate-offline: $(STAMP)
 		--out gate-out-calibration $(CALIBRATION_FLIPS)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(EXAMPLE) --records gate-out-calibration/records.jsonl \
 		--out gate-calibration
+
+# After a ragas/instructor/openai or prompt upgrade: the import contract and stored schemas, then
+# the controls under this environment (offline unless OPENAI_API_KEY is set), then a compare
+# against the stored run (scripts/migration_check.py says what each stage means).
+migration-check: $(STAMP)
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/migration_check.py
 
 test: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +23,33 @@ from fake_openai import FakeOpenAI, RecordedRequest, reply  # noqa: E402
 from gate.cli import main as gate_main  # noqa: E402
 
 
+def careful_judge(policy_path: Path, flips: Sequence[str] = ()) -> tuple[Callable[[RecordedRequest], object], str]:
+    """The fake judge that answers each case as its human reviewers did (except `flips`), and the
+    name of the variable the policy reads its key from."""
+    import yaml
+
+    policy = yaml.safe_load(policy_path.read_text())
+    answers: list[tuple[str, str, str]] = []
+    for rel in policy["cases"]:
+        for line in (policy_path.parent / rel).read_text().splitlines():
+            if line.strip():
+                c = json.loads(line)
+                label = c["human_adjudication"]["label"]
+                reason = c["human_adjudication"].get("reason", "")
+                if c["case_id"] in flips:
+                    label = "pass" if label == "fail" else "fail"
+                    reason = f"Scripted disagreement (--flip): the fake judge answers {label} on this case."
+                answers.append((c["response"], label, reason))
+
+    def judge(req: RecordedRequest) -> object:
+        for response, label, reason in answers:
+            if response and response in req.prompt:
+                return reply(label, reason or "Matches the reviewed reading of the reference.")
+        return reply("fail", "Could not verify the response against the reference.")
+
+    return judge, str(policy["evaluator"].get("api_key_env", "OPENAI_API_KEY"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--policy", default=str(ROOT / "policies/example/policy.yaml"))
@@ -30,31 +58,9 @@ def main() -> int:
     ap.add_argument("--flip", action="append", default=[], help="case id the fake judge gets wrong")
     args = ap.parse_args()
 
-    policy_dir = Path(args.policy).parent
-    import yaml
-
-    policy = yaml.safe_load(Path(args.policy).read_text())
-    answers: list[tuple[str, str, str]] = []
-    for rel in policy["cases"]:
-        for line in (policy_dir / rel).read_text().splitlines():
-            if line.strip():
-                c = json.loads(line)
-                label = c["human_adjudication"]["label"]
-                reason = c["human_adjudication"].get("reason", "")
-                if c["case_id"] in args.flip:
-                    label = "pass" if label == "fail" else "fail"
-                    reason = f"Scripted disagreement (--flip): the fake judge answers {label} on this case."
-                answers.append((c["response"], label, reason))
-
-    def careful_judge(req: RecordedRequest) -> object:
-        for response, label, reason in answers:
-            if response and response in req.prompt:
-                return reply(label, reason or "Matches the reviewed reading of the reference.")
-        return reply("fail", "Could not verify the response against the reference.")
-
-    with FakeOpenAI(default=careful_judge) as fake:  # type: ignore[arg-type]
+    judge, key_env = careful_judge(Path(args.policy), args.flip)
+    with FakeOpenAI(default=judge) as fake:  # type: ignore[arg-type]
         os.environ["OPENAI_BASE_URL"] = fake.base_url
-        key_env = policy["evaluator"].get("api_key_env", "OPENAI_API_KEY")
         os.environ[key_env] = "sk-offline-demo"
         print(f"fake provider on {fake.base_url}; judging {args.policy} lane {args.lane}\n", flush=True)
         code = gate_main(["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out, "--no-cache"])
