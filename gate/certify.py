@@ -109,6 +109,7 @@ class Certification:
     """The certification facts of one lane run, and the blocker when its held-out set is spent."""
 
     ledger: Path
+    ledger_as_written: str  # as the policy names it (relative to the policy file), for reports
     config_sha256: str
     held_out_sha256: str
     case_ids: tuple[str, ...]
@@ -127,7 +128,7 @@ class Certification:
                 "held_out_spent",
                 f"the held-out set of this lane ({len(self.case_ids)} cases, held_out_sha256 "
                 f"{self.held_out_sha256[:12]}) already certified configuration {e.config_sha256[:12]}{when}{state} "
-                f"in {self.ledger.name}; this configuration is {self.config_sha256[:12]}. A second configuration "
+                f"in {self.ledger_as_written}; this configuration is {self.config_sha256[:12]}. A second configuration "
                 "judged on the same cases is no longer an untouched test, so no model call was made; fix: freeze a "
                 "new untouched held-out partition for this candidate (new cases, new case ids), or restore the "
                 f"configuration {e.config_sha256[:12]} certified there",
@@ -151,7 +152,7 @@ class Certification:
         return {
             "config_sha256": self.config_sha256,
             "held_out_sha256": self.held_out_sha256,
-            "ledger": str(self.ledger),
+            "ledger": self.ledger_as_written,
             "ledger_entry": entry,
         }
 
@@ -171,6 +172,7 @@ def assess(loaded: LoadedPolicy, plan: Plan, judge: JudgeSettings, ragas_version
     )
     return Certification(
         ledger=ledger,
+        ledger_as_written=spec.ledger,
         config_sha256=config,
         held_out_sha256=held,
         case_ids=tuple(c.case_id for c in cases),

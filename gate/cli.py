@@ -170,6 +170,12 @@ def _print_outcome(result: dict[str, object], out_dir: Path | None) -> None:
     sys.stdout.write(render_summary(result))
     if out_dir is not None:
         sys.stdout.write(f"\nWrote {out_dir}/result.json, report.md, summary.md, junit.xml\n")
+        cert = result.get("certification")
+        if isinstance(cert, dict) and cert.get("ledger_entry"):
+            sys.stdout.write(
+                f"and {out_dir}/certification-entry.json: append it to the ledger {cert.get('ledger')} "
+                "(relative to the policy) once people accept it\n"
+            )
 
 
 def cmd_run(args: argparse.Namespace) -> int:

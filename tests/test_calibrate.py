@@ -388,3 +388,16 @@ def test_the_case_file_is_the_answer_key(tmp_path: Path) -> None:
     assert code == 0
     assert data["overall"]["false_pass"] == 1 and data["overall"]["true_pass"] == 0
     assert any("the case file is the answer key" in note for note in data["notes"])
+
+
+def test_superseded_cases_are_left_out_with_a_note(tmp_path: Path) -> None:
+    policy = suite(tmp_path / "suite")
+    cases_path = tmp_path / "suite" / "cases.jsonl"
+    fixed = case("c-5-v2", label="pass", partition="calibration", supersedes="c-5")
+    cases_path.write_text(cases_path.read_text() + json.dumps(fixed) + "\n")
+    path = tmp_path / "records.jsonl"
+    write_records(path, [*three("c-5", "fail", ["pass"] * 3), *three("c-5-v2", "pass", ["pass"] * 3)])
+    assert main(["calibrate", "--policy", str(policy), "--records", str(path), "--out", str(tmp_path / "o")]) == 0
+    data = json.loads((tmp_path / "o" / "calibration.json").read_text())
+    assert data["overall"]["cases"] == 1 and data["overall"]["true_pass"] == 1 and data["disagreements"] == []
+    assert any("1 superseded case(s) left out" in n and "c-5" in n for n in data["notes"])

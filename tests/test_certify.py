@@ -67,6 +67,10 @@ def test_certify_once_rerun_same_config_refuse_another(
     assert entry["state"] == "passed" and entry["date"] and entry["gate_version"]
     line = (tmp_path / "first" / "certification-entry.json").read_text()
     assert line.endswith("\n") and line.count("\n") == 1 and json.loads(line) == entry
+    assert cert["ledger"] == "certification.jsonl"
+    report = (tmp_path / "first" / "report.md").read_text()
+    assert "### Certification" in report and "append `certification-entry.json`" in report
+    assert cert["config_sha256"][:12] in report
     # People accept it: the entry is appended to the ledger and committed.
     (suite_dir / "certification.jsonl").write_text(line)
 

@@ -22,6 +22,7 @@ from gate.errors import UsageError
 from gate.policy import Policy
 from gate.record_vetting import vet_records
 from gate.records import Record
+from gate.supersede import superseded_ids
 
 SCHEMA_VERSION = 1
 CAUSES: tuple[str, ...] = (
@@ -369,12 +370,18 @@ def calibrate(
     vetted = vet_records(records, policy.metric, facts.cases, policy.evaluator.repeats)
     by_case = _case_records(vetted.records)
     controls = {cid for cid, recs in by_case.items() if any(r.control_role for r in recs)}
+    # A superseded case's gold was corrected by another case: its old label measures nothing now.
+    superseded = sorted(superseded_ids(facts.cases.values()) & set(by_case) - controls)
     allowed = policy.metric.allowed_values
     verdicts = tuple(
         reduce_case(cid, by_case[cid], repeats=policy.evaluator.repeats, allowed=allowed, compare=compare)
         for cid in sorted(by_case)
-        if cid not in controls
+        if cid not in controls and cid not in superseded
     )
+    notes = list(vetted.notes)
+    if superseded:
+        shown = ", ".join(superseded[:5]) + (f" and {len(superseded) - 5} more" if len(superseded) > 5 else "")
+        notes.append(f"{len(superseded)} superseded case(s) left out (a corrected case replaces each): {shown}")
     priority = {name: s.priority for name, s in policy.slices.items()}
     reasons = {cid: c.human_adjudication.reason for cid, c in facts.cases.items() if c.human_adjudication.reason}
     disagreements = disagreements_of(verdicts, reasons, priority)
@@ -402,7 +409,7 @@ def calibrate(
         disagreements=disagreements,
         suggested_limits=suggest_limits(policy, _tallies_by(in_calibration, lambda v: v.slice), lane, lane_labels),
         controls_left_out=len(controls),
-        notes=tuple(vetted.notes),
+        notes=tuple(notes),
     )
 
 

@@ -189,6 +189,7 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     lines += sections.checks_section(result)
     lines += sections.trend_section(result)
     lines += sections.drift_section(result)
+    lines += sections.certification_section(result)
     controls = result.get("controls") or {}
     if controls.get("failures"):
         lines.append("### Controls: did not separate")

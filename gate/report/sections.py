@@ -130,3 +130,21 @@ def drift_section(result: Mapping[str, Any]) -> list[str]:
         lines += ["", f"{len(skipped)} trace line(s) skipped, first: {escape(skipped[0], 200)}"]
     lines.append("")
     return lines
+
+
+def certification_section(result: Mapping[str, Any]) -> list[str]:
+    """SPEC 10: which configuration this held-out run certifies, and what people do next."""
+    cert: Mapping[str, Any] = result.get("certification") or {}
+    if not cert:
+        return []
+    config, held = str(cert.get("config_sha256", ""))[:12], str(cert.get("held_out_sha256", ""))[:12]
+    ledger = code_id(cert.get("ledger", ""))
+    lines = ["### Certification", f"Configuration {code_id(config)} on held-out set {code_id(held)}, ledger {ledger}."]
+    if cert.get("ledger_entry"):
+        lines.append(
+            f"Once people accept this result, append `certification-entry.json` to {ledger} and commit it: this "
+            "held-out set then certifies this configuration only (a re-run of it stays allowed)."
+        )
+    else:
+        lines.append("Refused: this held-out set already certified another configuration (see the blockers).")
+    return [*lines, ""]
