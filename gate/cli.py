@@ -19,6 +19,7 @@ from typing import IO
 from gate import __version__
 from gate.errors import GateError, UsageError
 from gate.escape import log_text
+from gate.outdir import OutputWriteError
 from gate.states import USAGE_ERROR_EXIT, Finding, State
 
 STATE_LABEL = {
@@ -198,6 +199,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"--base-result {args.base_result} is the --out directory this run replaces; fix: pass the base run's own directory"
         )
     if not args.dry_run:
+        from gate.outdir import check_out_dir
+
+        check_out_dir(args.out)  # exit 2 before anything is paid when --out cannot be written
         # A result left by an earlier run must never be read (or published) as this run's.
         for name in OUTPUT_FILES:
             (args.out / name).unlink(missing_ok=True)
@@ -214,6 +218,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_decide(args: argparse.Namespace) -> int:
     from gate.run import decide_from_records, write_outputs
 
+    if args.out is not None:
+        from gate.outdir import check_out_dir
+
+        check_out_dir(args.out)
     decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost)
     if args.out is not None:
         write_outputs(args.out, decision)
@@ -306,6 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except OutputWriteError as exc:  # outputs failed mid-run: never a verdict
+        sys.stderr.write(f"error: {exc.message}\n")
+        return State.EVALUATION_INCOMPLETE.exit_code
     except GateError as exc:
         # One visible line per line of the message: file content can never start a log line.
         shown = "\n".join(log_text(line) for line in exc.message.split("\n"))

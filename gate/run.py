@@ -33,6 +33,7 @@ from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
+from gate.outdir import OutputWriteError, check_out_dir, describe
 from gate.overrides import waived_case_ids
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
@@ -261,6 +262,9 @@ class Runner:
 
     stop_reason: str | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
+    failure_kind: str | None = None  # "output_failed" | "internal_error"
+    failure: str | None = None
 
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
         return make_record(
@@ -276,9 +280,31 @@ class Runner:
         )
 
     def emit(self, record: Record) -> None:
-        self.writer.write(record)
-        self.emitted.append(record)
+        self.emitted.append(record)  # kept in memory even when it cannot be written, for result.json
         self.remember(record)
+        if self.failure_kind == "output_failed":
+            return
+        try:
+            self.writer.write(record)
+        except OSError as exc:
+            self.fail(
+                "output_failed",
+                f"writing {self.writer.path} failed ({describe(exc)}): scheduling stopped at once and the "
+                "judgments in flight were abandoned",
+            )
+
+    def fail(self, kind: str, message: str) -> None:
+        """Stop at once: no new judgment, no retry; the judgments in flight are cancelled."""
+        if self.failure is None:
+            self.failure_kind, self.failure = kind, message
+        self.stop_reason = kind
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # after the loop: nothing left to cancel
+            return
+        for t in list(self.tasks):
+            if t is not current:
+                t.cancel()
 
     def remember(self, record: Record) -> None:
         if record.status == "ok":
@@ -312,14 +338,19 @@ class Runner:
         async def worker() -> None:
             while queue and self.stop_reason is None:
                 case, repeat = queue.popleft()
-                await self.judge_one(case, repeat)
-                remaining[case.case_id] -= 1
-                if remaining[case.case_id] == 0:
-                    after_case(case)
+                try:
+                    await self.judge_one(case, repeat)
+                    remaining[case.case_id] -= 1
+                    if remaining[case.case_id] == 0:
+                        after_case(case)
+                except Exception as exc:  # a bug, never a verdict: stop, and say so per case
+                    self.fail("internal_error", f"a worker failed on {case.case_id}: {type(exc).__name__}: {exc}")
+                    return
 
         n = min(self.loaded.policy.evaluator.max_concurrency, len(items))
         workers = [asyncio.create_task(worker()) for _ in range(n)]
         self.tasks.update(workers)
+        # Workers catch their own exceptions (see `worker`); what is left here is cancellation.
         await asyncio.gather(*workers, return_exceptions=True)
         self.tasks.difference_update(workers)
 
@@ -388,23 +419,45 @@ def _reusable(loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan) -> dict
     return out
 
 
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+def _write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # a partial file must never be read as an output
+        raise
 
 
 def write_outputs(out_dir: Path, decision: Decision) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write result.json first, then the reports; each that fails is named in OutputWriteError."""
     result = decision.result
-    _write_json_atomic(out_dir / "result.json", result)
-    (out_dir / "report.md").write_text(render_report(result), encoding="utf-8")
-    (out_dir / "summary.md").write_text(render_summary(result), encoding="utf-8")
-    (out_dir / "junit.xml").write_text(render_junit(result), encoding="utf-8")
+    files: list[tuple[str, Callable[[], str]]] = [
+        ("result.json", lambda: json.dumps(result, indent=2, ensure_ascii=False) + "\n"),
+        ("report.md", lambda: render_report(result)),
+        ("summary.md", lambda: render_summary(result)),
+        ("junit.xml", lambda: render_junit(result)),
+    ]
     entry = certify.entry_line(result)
     if entry is not None:  # the ledger line people append once they accept the certification
-        (out_dir / certify.ENTRY_FILE).write_text(entry, encoding="utf-8")
-    write_rollback(out_dir, result)
+        files.append((certify.ENTRY_FILE, lambda: entry))
+    failed: list[str] = []
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputWriteError(f"{out_dir}: cannot create the output directory ({describe(exc)})") from None
+    for name, text in files:
+        try:
+            _write_text_atomic(out_dir / name, text())
+        except OSError as exc:
+            failed.append(f"{name} ({describe(exc)})")
+    try:
+        write_rollback(out_dir, result)
+    except OSError as exc:
+        failed.append(f"the rollback bundle ({describe(exc)})")
+    if failed:
+        raise OutputWriteError(f"{out_dir}: could not write {', '.join(failed)}")
 
 
 def print_plan(
@@ -531,7 +584,7 @@ def run(
             opts.shard,
         )
 
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out)  # before anything is paid: a usage error (exit 2) if it cannot be written
     records_path = out / "records.jsonl"
     prior: list[Record] = []
     if opts.resume:
@@ -551,6 +604,7 @@ def run(
 
     notes: list[str] = []
     new_records: list[Record] = []
+    failure: Finding | None = None
     lineage = make_lineage(loaded, dataset, prior)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
@@ -579,8 +633,13 @@ def run(
                         judge,
                         check_results.for_record(case.case_id),
                     )
-                    writer.write(rec)
                     new_records.append(rec)
+                    if failure is None:
+                        try:
+                            writer.write(rec)
+                        except OSError as exc:
+                            msg = f"writing {records_path} failed ({describe(exc)})"
+                            failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
         else:
             cache = cache_dir_for(loaded, opts)
             reuse = _reusable(loaded, prior, plan) if opts.resume else {}
@@ -618,6 +677,9 @@ def run(
                 trend_evaluator = factory(trend_loaded, api_key, cache)
                 trend_records = _judge_trend(trend_loaded, plan, dataset, trend_evaluator, budget, out, base_url)
             new_records = runner.emitted
+            if runner.failure is not None:
+                failure = runner_failure(runner, plan, writer)
+                new_records = runner.emitted
             if runner.stop_reason == "cancelled":
                 notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
             elif runner.stop_reason == "budget":
@@ -627,10 +689,17 @@ def run(
             if prior:
                 notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {records_path}")
     finally:
-        writer.close()
+        try:
+            writer.close()
+        except OSError as exc:
+            if failure is None:
+                msg = f"writing {records_path} failed ({describe(exc)})"
+                failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
 
     all_records = prior + new_records
     lineage = make_lineage(loaded, dataset, all_records)
+    if failure is not None:
+        findings = [*findings, failure]
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
     attach_checks(decision.result, check_results, plan.eligible)
     if trend_loaded is not None and loaded.policy.trend is not None:
@@ -639,6 +708,17 @@ def run(
             decision.result, compare_to_base(summary, base_trend, base_problem) if opts.base_result else summary
         )
     certify.attach(decision.result, certification, clock().isoformat(), __version__)
+    if failure is not None and failure.kind == "output_failed":
+        # Write what can be written (result.json first), then end with exit 3 and the message.
+        try:
+            write_outputs(out, with_shard(decision, opts.shard))
+            written = f"{out / 'result.json'} was written"
+        except OutputWriteError:
+            written = "result.json could not be written either"
+        raise OutputWriteError(
+            f"{failure.message}; {written}. The run is evaluation_incomplete, not a verdict; fix: free space "
+            f"in (or repair) {out}, then run again with --resume to keep the judgments already recorded"
+        )
     write_outputs(out, with_shard(decision, opts.shard))
     return decision
 
@@ -714,6 +794,31 @@ def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
         for key in ("total", "input_tokens", "output_tokens", "http_attempts"):
             cost[key] = cost.get(key, 0) + trend["cost"][key]
         cost["trend_total"] = trend["cost"]["total"]
+
+
+def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
+    """The blocker for a run stopped by its own failure; each judgment it left undone gets a
+    `skipped` record saying why (in memory when records.jsonl cannot be written)."""
+    done = {(r.case_id, r.repeat_index) for r in runner.emitted} | set(runner.reuse)
+    undone: list[str] = []
+    for case in plan.scheduled:
+        for i in range(plan.repeats):
+            if (case.case_id, i) in done:
+                continue
+            if case.case_id not in undone:
+                undone.append(case.case_id)
+            why = Judgment(status="skipped", error_kind="cancelled", error_message=f"not judged: {runner.failure}")
+            runner.emit(runner.to_record(case, i, why))
+    kind = runner.failure_kind or "internal_error"
+    return Finding(
+        State.EVALUATION_INCOMPLETE,
+        kind,
+        f"the run stopped on its own failure, not a verdict: {runner.failure}; {len(undone)} case(s) were not "
+        "judged; fix: "
+        + ("free space in (or repair) the output directory" if kind == "output_failed" else "report this bug")
+        + ", then run again with --resume",
+        case_ids=tuple(undone),
+    )
 
 
 def with_shard(decision: Decision, shard: Shard | None) -> Decision:
