@@ -494,6 +494,15 @@ def print_plan(
                 break
             fit += 1
         out.write(f"  the worst case does not fit: at least the first {fit} cases fit under the boundary\n")
+    trend_loaded = load_trend(loaded)
+    if trend_loaded is not None:
+        graded = _trend_cases(plan)
+        t_typical = sum(judgment_typical(trend_loaded, c) for c in graded)
+        t_upper = sum(judgment_upper_bound(trend_loaded, c) for c in graded) * ev.retries.max_attempts
+        out.write(
+            f"  then the trend: {len(graded)} judgments, ~{t_typical:.4f} {cur} typical, at most {t_upper:.4f} {cur}, "
+            "under the same boundary (verdicts are paid first)\n"
+        )
     blocking = blocking_findings(findings)
     if blocking:
         out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")

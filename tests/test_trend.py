@@ -164,3 +164,10 @@ def test_a_missing_or_broken_base_is_said_in_the_report_and_changes_nothing(tmp_
     base = res["trend"]["base"]
     assert base["compared"] is False and "not valid JSON" in base["note"] and "result.json" in base["note"]
     assert "No change shown" in (tmp_path / "s" / "out" / "report.md").read_text()
+
+
+def test_dry_run_counts_the_trend_in_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_suite(tmp_path, CASES, trend=trend())
+    assert main(["run", "--policy", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "then the trend: 4 judgments" in out and "under the same boundary" in out
