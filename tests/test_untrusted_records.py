@@ -179,3 +179,28 @@ def test_resume_does_not_reuse_a_record_outside_the_contract(
     assert code == 0
     res = json.loads((out / "result.json").read_text())
     assert res["state"] == "passed" and case_row(res, "c-2")["verdict"] == "fail"
+
+
+def test_a_poisoned_cache_entry_is_an_evaluator_error_not_a_verdict(
+    tmp_path: Path, recorded: tuple[Path, FakeOpenAI], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judgment cache is restored from CI storage: an entry outside the contract is no verdict."""
+    import sqlite3
+
+    root, _ = recorded
+    monkeypatch.setenv(KEY_ENV, "sk-test-untrusted-records-0123")
+    policy = str(root / "suite" / "policy.yaml")
+    cache = tmp_path / "cache"
+    assert main(["run", "--policy", policy, "--out", str(tmp_path / "first"), "--cache-dir", str(cache)]) == 0
+    (db,) = [p for p in cache.rglob("*") if p.is_file() and p.read_bytes()[:16] == b"SQLite format 3\x00"]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("UPDATE judgments SET label = 'PASS' WHERE label = 'fail'").rowcount > 0
+    out = tmp_path / "second"
+    assert main(["run", "--policy", policy, "--out", str(out), "--cache-dir", str(cache)]) == 3
+    res = json.loads((out / "result.json").read_text())
+    assert res["state"] == "evaluation_incomplete" and "control_failed" not in str(res["blockers"])
+    row = case_row(res, "c-2")
+    assert row["bucket"] == "errored" and row["error_kind"] == "invalid_label"
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x]
+    (c2,) = [r for r in recs if r["case_id"] == "c-2"]
+    assert c2["status"] == "error" and c2["error_kind"] == "invalid_label" and c2["judge_label"] is None
