@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gate import escape
 from gate.compare import compare_runs, critical_slices_of, load_run
 from gate.errors import GateError
 from gate.report.compare import render_comment_section, render_compare
-from gate.report.markdown import code_id, escape
 
 HEADING = "### Against the base run"
 
@@ -26,14 +26,14 @@ def base_section(base: Path, head_dir: Path, policy: Path, shown_as: str) -> str
     """The comment section comparing `head_dir` (this run's --out) with `base`; writes compare.*."""
     if not has_base_run(base):
         return (
-            f"{HEADING}\n\nNo base run to compare against: {code_id(shown_as)} holds no records.jsonl "
+            f"{HEADING}\n\nNo base run to compare against: {escape.code(shown_as)} holds no records.jsonl "
             "(the base branch has no run yet, or its artifact expired). The state above does not depend on it.\n"
         )
     try:
         base_run = load_run(base, "base-result")
         head_run = load_run(head_dir, "this run")
     except GateError as exc:
-        return f"{HEADING}\n\nThe comparison with the base run could not be made: {escape(exc.message, 400)}\n"
+        return f"{HEADING}\n\nThe comparison with the base run could not be made: {escape.markdown(exc.message, 400)}\n"
     try:
         critical: tuple[str, ...] | None = critical_slices_of(policy)
     except GateError:

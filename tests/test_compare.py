@@ -90,7 +90,7 @@ def test_a_prompt_change_is_named(base_run: Path, tmp_path: Path, fake_openai: F
     assert bundles[0]["result_schema_version"] == 1 and len(bundles[0]["lock_sha256"]) == 64
     assert res["base"]["rollback"] == bundles[0] and res["head"]["rollback"] == bundles[1]
     section = md[md.index("Rollback bundles differ") :]
-    assert f"`metric_definition_sha256` **≠** | `{bundles[0]['metric_definition_sha256'][:12]}`" in section
+    assert f"| `metric_definition_sha256` | `{bundles[0]['metric_definition_sha256'][:12]}` |" in section
 
 
 def test_a_response_change_is_named(base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:

@@ -1,15 +1,15 @@
 """compare.md and the PR comment's transitions section, from a `Comparison`.
 
 Pure. Case ids, slices and recorded values come from records files (untrusted) and pass through
-the Markdown escaping of `gate.report.markdown`.
+`gate.escape` (`markdown` for text, `code` for identifiers in code spans).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gate import escape
 from gate.compare import Comparison, Transition
-from gate.report.markdown import code_id, escape
 from gate.rollback import bundle_rows
 
 MAX_CRITICAL_ROWS = 15
@@ -31,14 +31,14 @@ def _artifact(t: Transition) -> str:
         return f"unknown (not recorded: {steps}){known}"
     if t.base_value is None and t.head_value is None:
         return f"**{t.first_divergence}**"
-    return f"**{t.first_divergence}**: {escape(t.base_value, 60)}{ARROW}{escape(t.head_value, 60)}"
+    return f"**{t.first_divergence}**: {escape.markdown(t.base_value, 60)}{ARROW}{escape.markdown(t.head_value, 60)}"
 
 
 def _rows(transitions: Sequence[Transition], limit: int) -> list[str]:
     lines = ["| case | slice | human | base → head | first diverging artifact |", "|---|---|---|---|---|"]
     for t in transitions[:limit]:
         lines.append(
-            f"| {code_id(t.case_id)} | {escape(t.slice, 60)} | {escape(t.human_label, 20)} | "
+            f"| {escape.code(t.case_id)} | {escape.markdown(t.slice, 60)} | {escape.markdown(t.human_label, 20)} | "
             f"{_kind(t.kind)} | {_artifact(t)} |"
         )
     if len(transitions) > limit:
@@ -51,11 +51,13 @@ def _split(c: Comparison) -> tuple[list[Transition], list[Transition]]:
     return critical, [t for t in c.transitions if not t.critical]
 
 
-def _counts_line(c: Comparison) -> str:
+def _counts_line(c: Comparison, *, kinds: bool = False) -> str:
     if not c.transitions:
         return f"No verdict changed: {c.unchanged} case(s) judged the same on both sides."
-    kinds = ", ".join(f"{_kind(k)} **{n}**" for k, n in c.counts.items())
-    return f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases: {kinds}."
+    line = f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases"
+    if kinds:
+        line += ": " + ", ".join(f"{_kind(k)} **{n}**" for k, n in c.counts.items())
+    return line + "."
 
 
 def render_compare(c: Comparison) -> str:
@@ -63,7 +65,7 @@ def render_compare(c: Comparison) -> str:
     lines = [
         "## ragas-gate compare",
         "",
-        f"Base {code_id(c.base.label)}{ARROW}head {code_id(c.head.label)}",
+        f"Base {escape.code(c.base.label)}{ARROW}head {escape.code(c.head.label)}",
         "",
         _counts_line(c),
     ]
@@ -81,30 +83,37 @@ def render_compare(c: Comparison) -> str:
     changes = c.lineage_changes()
     if changes:
         lines += ["", "<details><summary>What differs between the runs</summary>", ""]
-        lines += [f"- {code_id(k)}: {_value(a)}{ARROW}{_value(b)}" for k, (a, b) in changes.items()]
+        lines += [f"- {escape.code(k)}: {_value(a)}{ARROW}{_value(b)}" for k, (a, b) in changes.items()]
         lines += ["", "</details>"]
-    bundles = bundle_rows(c.base.rollback, c.head.rollback)
-    if bundles:
-        lines += ["", "<details><summary>Rollback bundles differ (rollback.json)</summary>", ""]
-        lines += ["| | base | head |", "|---|---|---|"]
-        for key, a, b in bundles:
-            mark = " **≠**" if a != b else ""
-            lines.append(f"| {code_id(key)}{mark} | {_value(a)} | {_value(b)} |")
-        lines += ["", "</details>"]
-    lines += [f"\n> {escape(n)}" for n in c.notes]
+    lines += _bundles(c)
+    lines += [f"\n> {escape.markdown(n)}" for n in c.notes]
     return "\n".join(lines) + "\n"
+
+
+def _bundles(c: Comparison) -> list[str]:
+    """Both sides' rollback bundles when they differ: the differing entries, then the equal ones."""
+    rows = bundle_rows(c.base.rollback, c.head.rollback)
+    if not rows:
+        return []
+    lines = ["", "<details><summary>Rollback bundles differ (rollback.json)</summary>", ""]
+    lines += ["| entry | base | head |", "|---|---|---|"]
+    lines += [f"| {escape.code(k)} | {_value(a)} | {_value(b)} |" for k, a, b in rows if a != b]
+    same = [f"{escape.code(k)} {_value(a)}" for k, a, b in rows if a == b]
+    if same:
+        lines += ["", "Equal on both sides: " + ", ".join(same) + "."]
+    return [*lines, "", "</details>"]
 
 
 def _value(v: object) -> str:
     if v is None or v == "":
         return "(not recorded)"
     text = " ".join(str(v).split())
-    return code_id(text[:12] if len(text) == 64 else text[:80])
+    return escape.code(text[:12] if len(text) == 64 else text[:80])
 
 
 def render_comment_section(c: Comparison) -> str:
     """The PR comment's short section: counts, then a short table, critical transitions first."""
-    lines = ["### Against the base run", "", _counts_line(c)]
+    lines = ["### Against the base run", "", _counts_line(c, kinds=True)]
     if c.transitions:
         lines += ["", *_rows(list(c.transitions), MAX_COMMENT_ROWS)]
     return "\n".join(lines) + "\n"
