@@ -59,6 +59,7 @@ check: lint typecheck test
 bench: $(STAMP)
 	$(BIN)/python bench/validate.py
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/run.py --quick
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/scale.py --quick
 
 clean:
 	rm -rf $(VENV) gate-out gate-out-calibration gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache

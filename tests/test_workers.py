@@ -64,6 +64,12 @@ def gate_env(**extra: str) -> dict[str, str]:
     return {**os.environ, KEY_ENV: "sk-test-workers", "RAGAS_DO_NOT_TRACK": "true", **extra}
 
 
+def run_args(policy: Path, out: Path) -> list[str]:
+    """`gate run` of the lane without controls, in a fresh process, without the cache."""
+    run = ["run", "--policy", str(policy), "--lane", "nocontrols", "--out", str(out), "--no-cache"]
+    return [sys.executable, "-m", "gate.cli", *run]
+
+
 def result(out: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((out / "result.json").read_text())
     return data
@@ -79,19 +85,7 @@ def test_two_workers_judge_every_case_once(tmp_path: Path) -> None:
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
         out = tmp_path / "out"
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "gate.cli",
-                "run",
-                "--policy",
-                str(policy),
-                "--lane",
-                "nocontrols",
-                "--out",
-                str(out),
-                "--no-cache",
-            ],
+            run_args(policy, out),
             env=gate_env(GATE_WORKERS="2"),
             capture_output=True,
             text=True,
@@ -108,19 +102,7 @@ def test_a_killed_worker_leaves_its_cases_unrun_and_resume_judges_only_those(tmp
         cases = [case(f"k-{i:02d}") for i in range(32)]
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
         out = tmp_path / "out"
-        args = [
-            sys.executable,
-            "-m",
-            "gate.cli",
-            "run",
-            "--policy",
-            str(policy),
-            "--lane",
-            "nocontrols",
-            "--out",
-            str(out),
-            "--no-cache",
-        ]
+        args = run_args(policy, out)
         run = subprocess.Popen(
             args, env=gate_env(GATE_WORKERS="2"), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )
@@ -159,4 +141,36 @@ def test_a_killed_worker_leaves_its_cases_unrun_and_resume_judges_only_those(tmp
         # every judgment that completed before the kill was paid once; only the unrun ones were sent again
         assert fake.count() - sent_before == len(unrun)
         for cid in judged:
+            assert fake.count(cid) == 1, cid
+
+
+def test_sigterm_to_the_run_stops_every_worker_and_resume_finishes(tmp_path: Path) -> None:
+    with FakeOpenAI(default=slow(0.25)) as fake:
+        cases = [case(f"k-{i:02d}") for i in range(32)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
+        out = tmp_path / "out"
+        run = subprocess.Popen(
+            run_args(policy, out), env=gate_env(GATE_WORKERS="2"), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+        )
+        assert run.stderr is not None
+        announced = 0
+        while announced < 2:
+            line = run.stderr.readline().decode()
+            assert line, "gate run ended before its workers were announced"
+            announced += line.startswith("gate: worker ")
+        deadline = time.monotonic() + 30
+        while fake.count() < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == 3
+        res = result(out)
+        assert res["state"] == "evaluation_incomplete" and res["unrun_case_ids"]
+        assert any("interrupted" in n for n in res["notes"])
+        done = {r["case_id"] for r in records(out) if r["status"] == "ok"}
+        resumed = subprocess.run(
+            [*run_args(policy, out), "--resume"], env=gate_env(GATE_WORKERS="2"), capture_output=True, timeout=120
+        )
+        assert resumed.returncode == 0 and result(out)["counts"]["completed"] == 32
+        for cid in done:
             assert fake.count(cid) == 1, cid
