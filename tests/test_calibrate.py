@@ -190,6 +190,17 @@ def run_calibrate(
     return code, data
 
 
+def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}, so pytest.approx can compare nested figures."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def rate(k: int, n: int) -> dict[str, Any]:
     return wilson(k, n).to_dict()
 
@@ -233,24 +244,63 @@ def test_every_figure_of_calibration_json(tmp_path: Path, capsys: pytest.Capture
     assert o["false_fail_rate"] == pytest.approx(rate(1, 4))
 
     crit = data["slices"]["critical"]
-    assert (crit["completed"], crit["errors"], crit["unrun"]) == (6, 0, 0)
-    assert crit["agreement"] == pytest.approx(4 / 6)
-    assert crit["cohen_kappa"] == pytest.approx(1 / 3)  # po 2/3, pe 0.5
-    assert crit["false_pass_rate"] == pytest.approx(
-        {"value": 1 / 3, "low": 0.061490, "high": 0.792345, "n": 3}, abs=1e-6
+    # c-1 c-2 TP, c-3 FF, c-4 c-6 TF, c-5 FP. po 4/6; human pass 3/6, judge pass 3/6 -> pe 0.5; kappa 1/3.
+    assert flat(crit) == pytest.approx(
+        flat(
+            {
+                "cases": 6,
+                "completed": 6,
+                "true_pass": 2,
+                "true_fail": 2,
+                "false_pass": 1,
+                "false_fail": 1,
+                "errors": 0,
+                "review": 0,
+                "unrun": 0,
+                "unstable": 2,
+                "agreement": 4 / 6,
+                "cohen_kappa": 1 / 3,
+                "false_pass_rate": {"value": 1 / 3, "low": 0.061490, "high": 0.792345, "n": 3},
+                "false_fail_rate": {"value": 1 / 3, "low": 0.061490, "high": 0.792345, "n": 3},
+            }
+        ),
+        abs=1e-6,
     )
     gen = data["slices"]["general"]
-    assert (gen["completed"], gen["true_pass"], gen["true_fail"], gen["errors"], gen["unrun"]) == (2, 1, 1, 2, 1)
-    assert gen["agreement"] == 1.0 and gen["cohen_kappa"] == pytest.approx(1.0)
-    assert gen["false_pass_rate"] == pytest.approx({"value": 0.0, "low": 0.0, "high": 0.793457, "n": 1}, abs=1e-6)
+    # g-1 TP, g-2 TF; g-3 error, g-5 error (label outside the contract), g-4 unrun: none in a rate.
+    assert flat(gen) == pytest.approx(
+        flat(
+            {
+                "cases": 5,
+                "completed": 2,
+                "true_pass": 1,
+                "true_fail": 1,
+                "false_pass": 0,
+                "false_fail": 0,
+                "errors": 2,
+                "review": 0,
+                "unrun": 1,
+                "unstable": 0,
+                "agreement": 1.0,
+                "cohen_kappa": 1.0,
+                "false_pass_rate": {"value": 0.0, "low": 0.0, "high": 0.793457, "n": 1},
+                "false_fail_rate": {"value": 0.0, "low": 0.0, "high": 0.793457, "n": 1},
+            }
+        ),
+        abs=1e-6,
+    )
     assert list(data["slices"]) == ["critical", "general"]  # worst (highest false-pass rate) first
     assert data["partitions"]["calibration"] == crit and data["partitions"]["held_out"] == gen
 
     # False passes first, both reasons given.
     assert [(d["case_id"], d["kind"]) for d in data["disagreements"]] == [("c-5", "false_pass"), ("c-3", "false_fail")]
-    fp = data["disagreements"][0]
-    assert fp["human_reason"] == "Drops the 7-day condition." and fp["judge_reason"] == "judge says pass for c-5"
-    assert fp["cause"] is None and sum(data["causes"].values()) == 0
+    assert data["disagreements"][0] == {
+        "case_id": "c-5", "slice": "critical", "partition": "calibration", "kind": "false_pass",
+        "human_label": "fail", "human_reason": "Drops the 7-day condition.",
+        "judge_label": "pass", "judge_reason": "judge says pass for c-5", "cause": None,
+    }  # fmt: skip
+    assert data["disagreements"][1]["human_reason"] == "States the 7-day window."
+    assert sum(data["causes"].values()) == 0
 
     # Suggested limits: calibration partition only (critical), scaled to the largest gating lane
     # (pr and nocontrols tie at 6 sentinel cases: 4 fail, 2 pass): floor(0.792345 * 4) = 3 and

@@ -14,7 +14,7 @@ from typing import Any
 from gate.calibrate.markdown import WIDE_INTERVAL
 
 WIDTH = 960
-ROW_H = 112
+ROW_H = 122
 TOP = 104
 CELL_W, CELL_H = 62, 38
 GRID_X = 360
@@ -83,14 +83,13 @@ def _row(y: float, name: str, t: Mapping[str, Any], *, bold: bool) -> list[str]:
     parts = [_text(24, y + 26, _clip(name), size=15, weight="bold" if bold else "600")]
     parts.append(_text(24, y + 47, f"{t['completed']} completed · agreement {_pct(t['agreement'])}", size=12))
     kappa = "–" if t["cohen_kappa"] is None else f"{t['cohen_kappa']:.2f}"
-    widths = [r["high"] - r["low"] for r in (t["false_pass_rate"], t["false_fail_rate"]) if r.get("n")]
-    if not widths or max(widths) > WIDE_INTERVAL:
-        wide = f"{max(widths) * 100:.0f} points wide" if widths else "no case"
-        parts.append(_text(24, y + 65, f"kappa {kappa} · too few cases: intervals {wide}", size=12, fill=AMBER_INK))
-    else:
-        parts.append(_text(24, y + 65, f"kappa {kappa}", size=12, fill=MUTED))
+    parts.append(_text(24, y + 65, f"kappa {kappa}", size=12, fill=MUTED))
     beside = f"outside the rates: {t['errors']} error · {t['review']} review · {t['unrun']} unrun"
     parts.append(_text(24, y + 83, beside, size=11, fill=MUTED if not (t["errors"] or t["unrun"]) else RED))
+    widths = [r["high"] - r["low"] for r in (t["false_pass_rate"], t["false_fail_rate"]) if r.get("n")]
+    if not widths or max(widths) > WIDE_INTERVAL:
+        wide = f"intervals up to {max(widths) * 100:.0f} points wide" if widths else "no case to measure"
+        parts.append(_text(24, y + 101, f"too few cases: {wide}", size=11, fill=AMBER_INK, weight="bold"))
     total = t["completed"]
     gy = y + 12
     parts.append(_text(GRID_X - 8, gy + CELL_H / 2 + 5, "pass", size=11, fill=MUTED, anchor="end"))
