@@ -176,3 +176,22 @@ def test_the_example_checks_run_clean_on_the_example_sentinel_lane(tmp_path: Pat
     }
     assert values["refund-window-incorrect-002"] == {"cites_evidence": "fail", "no_forbidden_phrase": "pass"}
     assert values["two-factor-recovery-injection-006"] == {"cites_evidence": "pass", "no_forbidden_phrase": "fail"}
+
+
+def test_a_function_already_wrapped_with_discrete_metric_runs_under_the_policys_values(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = suite(tmp_path / "s", fake, [*controls(), case("c-1"), case("c-2", response="SHOUT [[judge:pass]]")], [])
+    (tmp_path / "s" / "checks" / "wrapped.py").write_text(
+        "from ragas.metrics import discrete_metric\n\n"
+        "@discrete_metric(name='tone', allowed_values=['pass', 'fail', 'loud'])\n"
+        "def tone(response: str) -> str:\n"
+        "    return 'loud' if 'SHOUT' in response else 'pass'\n",
+        encoding="utf-8",
+    )
+    text = policy.read_text().replace("checks: []", "checks: [{name: tone, file: checks/wrapped.py, function: tone}]")
+    policy.write_text(text, encoding="utf-8")
+    code, res, recs = run(policy, tmp_path / "out")
+    # 'loud' is allowed by the team's decorator but not by the policy ([pass, fail]): check_error
+    assert code == 3 and blockers(res)["check_error"]["case_ids"] == ["c-2"]
+    assert {r["case_id"]: r["checks"] for r in recs}["c-1"] == {"tone": "pass"}
