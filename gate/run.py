@@ -29,6 +29,8 @@ from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
 from gate.drift.lane import DriftRun, run_drift
 from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
+from gate.journal import CURRENT as JOURNAL_CONTEXT
+from gate.journal import JOURNAL_FILE, AttemptJournal, JournalContext, Unrecorded, recover
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.render import RenderError, render_case
@@ -265,6 +267,7 @@ class Runner:
     # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
     failure_kind: str | None = None  # "output_failed" | "internal_error"
     failure: str | None = None
+    journal: AttemptJournal | None = None  # attempts written ahead (attempts.jsonl)
 
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
         # A cached verdict is read back from storage CI restores: it meets the same contract.
@@ -320,6 +323,8 @@ class Runner:
             # Completed in an earlier attempt of this run: already in records.jsonl, nothing to pay.
             self.remember(reused)
             return
+        journal = self.journal
+        token = JOURNAL_CONTEXT.set(JournalContext(journal, case.case_id, repeat)) if journal is not None else None
         try:
             j = await self.evaluator.judge(case, repeat, self.budget)
         except asyncio.CancelledError as exc:
@@ -328,7 +333,16 @@ class Runner:
             partial.error_message = partial.error_message or "interrupted while in flight"
             self.emit(self.to_record(case, repeat, partial))
             raise
+        finally:
+            if token is not None:
+                JOURNAL_CONTEXT.reset(token)
         self.emit(self.to_record(case, repeat, j))
+        if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
+            self.fail(
+                "output_failed",
+                f"writing {journal.path} failed ({describe(journal.error)}): scheduling stopped at once and the "
+                "judgments in flight were abandoned",
+            )
         self.progress.tick(j, self.budget.spent + self.budget.reserved)
         if j.error_kind == "budget" and self.stop_reason is None:
             self.stop_reason = "budget"
@@ -599,15 +613,20 @@ def run(
 
     check_out_dir(out)  # before anything is paid: a usage error (exit 2) if it cannot be written
     records_path = out / "records.jsonl"
+    journal_path = out / JOURNAL_FILE
     prior: list[Record] = []
     if opts.resume:
         fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
     else:
         discard_worker_records(out)
-    if opts.resume and records_path.exists():
-        prior = read_records(records_path)
+    if opts.resume and records_path.exists() and records_path.read_bytes().strip():
+        prior = read_records(records_path)  # (empty when the run was killed before its first record)
     elif records_path.exists():
         records_path.unlink()  # a fresh run never mixes with an older one's evidence
+    # Attempts an interrupted run sent (and may have paid) but never recorded in a judgment.
+    unrecorded = recover(journal_path, prior) if opts.resume else []
+    if not opts.resume:
+        journal_path.unlink(missing_ok=True)
     (out / TREND_RECORDS).unlink(missing_ok=True)
     trend_loaded = load_trend(loaded)
     base_trend, base_problem = (None, None)
@@ -624,7 +643,19 @@ def run(
     findings = [*findings, *check_blockers]
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
     writer = RecordWriter(records_path)
+    journal: AttemptJournal | None = None
     try:
+        recovered, lost = recovered_records(unrecorded, dataset, loaded, lineage, plan.lane, judge)
+        for rec in recovered:
+            writer.write(rec)
+        prior = [*prior, *recovered]
+        if unrecorded:
+            n = sum(len(u.attempts) for u in unrecorded)
+            gone = sum(u.unanswered for u in unrecorded)
+            notes.append(
+                f"recovered {n} attempt(s) from {journal_path} that no record named (sent before the run was "
+                f"killed); {gone} of them had no answer and count at their reserved upper bound"
+            )
         if blocking_findings(findings):
             notes.append("deterministic checks blocked: no model call was made")
         elif not api_key:
@@ -662,7 +693,8 @@ def run(
             workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
             budget = make_budget(boundary(loaded, opts.max_cost), workers)
             # Money already spent by the interrupted run counts against the same boundary.
-            budget.spent = sum(r.budget_charge for r in prior)
+            budget.spent = sum(r.budget_charge for r in prior) + lost
+            journal = AttemptJournal(journal_path)
             evaluator = served or factory(loaded, api_key, cache)
             runner = Runner(
                 loaded=loaded,
@@ -677,6 +709,7 @@ def run(
                 reuse=reuse,
                 waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),
                 check_results=check_results,
+                journal=journal,
             )
             # ragas' import leaves ~300k long-lived objects that every full collection rescans
             # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
@@ -701,7 +734,12 @@ def run(
                 notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
             if prior:
                 notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {records_path}")
+    except OSError as exc:  # the recovered records or the journal could not be written
+        if failure is None:
+            failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", f"writing {out} failed ({describe(exc)})")
     finally:
+        if journal is not None:
+            journal.close()
         try:
             writer.close()
         except OSError as exc:
@@ -807,6 +845,43 @@ def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
         for key in ("total", "input_tokens", "output_tokens", "http_attempts"):
             cost[key] = cost.get(key, 0) + trend["cost"][key]
         cost["trend_total"] = trend["cost"]["total"]
+
+
+def recovered_records(
+    unrecorded: Sequence[Unrecorded],
+    dataset: Dataset,
+    loaded: LoadedPolicy,
+    lineage: Lineage,
+    lane: str,
+    judge: JudgeSettings,
+) -> tuple[list[Record], float]:
+    """Records for journaled attempts no record named, and what those of unknown cases cost.
+
+    Each becomes an `error` record with `error_kind: cancelled` (like a judgment interrupted in
+    flight): never a verdict, but its attempts count in cost, `http_attempts` and the budget.
+    """
+    cases = {c.case_id: c for c in dataset.cases}
+    out: list[Record] = []
+    lost = 0.0
+    for u in unrecorded:
+        case = cases.get(u.case_id)
+        if case is None:
+            lost += u.cost + sum(a.held for a in u.attempts)
+            continue
+        j = Judgment(
+            status="error",
+            error_kind="cancelled",
+            error_message=(
+                f"recovered from the attempt journal: {len(u.attempts)} attempt(s) sent before the run was killed "
+                "and never recorded"
+            ),
+            attempts=list(u.attempts),
+            input_tokens=sum(a.input_tokens for a in u.attempts),
+            output_tokens=sum(a.output_tokens for a in u.attempts),
+            cost=u.cost,
+        )
+        out.append(make_record(case, u.repeat_index, j, loaded, lineage, lane, lineage.ragas_version, judge))
+    return out, lost
 
 
 def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:

@@ -25,7 +25,10 @@ to override the reported usage; `usage=False` omits `usage`):
 - `status(code, retry_after=None, message=...)`, `rate_limited(retry_after)`, `server_error()`,
   `unauthorized()`, `bad_request()`: an OpenAI-style error body with that status;
 - `drop(delay=0)`: read the request, then close the connection without answering;
-- `slow(seconds, then=reply("pass"))`: `then` after a delay.
+- `slow(seconds, then=reply("pass"))`: `then` after a delay;
+- `reset_mid_body()`: a 200 with its headers and half its body, then a TCP reset;
+- `never_ends()`: a 200 whose body never finishes (headers, a first chunk, then silence);
+- `body(text, code=200)`: any HTTP body, sent as is (malformed JSON, `choices: []`, ...).
 
 Unmatched requests get `fake.default`: a Behaviour, a callable `(RecordedRequest) -> Behaviour`,
 or (the default) `oracle()`, which reads a marker from the prompt, so a case's own `response` text
@@ -71,7 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-BehaviourKind = Literal["reply", "raw", "status", "drop"]
+BehaviourKind = Literal["reply", "raw", "status", "drop", "reset", "hang", "body"]
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODEL_ECHO_DEFAULT = "fake-model"
 
@@ -136,6 +139,21 @@ def bad_request(*, message: str = "Invalid request (fake)", **kw: Any) -> Behavi
 def drop(delay: float = 0.0) -> Behaviour:
     """Read the request, then close the connection without a response."""
     return Behaviour("drop", delay=delay)
+
+
+def reset_mid_body(**kw: Any) -> Behaviour:
+    """A well-formed verdict cut off halfway through its body by a TCP reset."""
+    return Behaviour("reset", label="pass", reason="cut off", **kw)
+
+
+def never_ends(**kw: Any) -> Behaviour:
+    """Headers and the first bytes of a body, then nothing, until the client gives up."""
+    return Behaviour("hang", **kw)
+
+
+def body(text: str, code: int = 200, **kw: Any) -> Behaviour:
+    """Any HTTP body, as is (reported `usage` is whatever the text says)."""
+    return Behaviour("body", content=text, status=code, **kw)
 
 
 def slow(seconds: float, then: Behaviour | None = None) -> Behaviour:
@@ -451,6 +469,34 @@ class FakeOpenAI:
                 transport = writer.transport
                 transport.abort()
                 return False
+            if behaviour.kind in ("reset", "hang"):
+                code, payload, extra = self._answer(dataclasses.replace(behaviour, kind="reply"), rec)
+                data = json.dumps(payload).encode()
+                head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                writer.write(head.encode("latin-1") + data[: len(data) // 2])
+                await writer.drain()
+                rec.status = code
+                if behaviour.kind == "hang":
+                    await reader.read()  # until the client closes the connection
+                rec.finished = time.monotonic()
+                writer.transport.abort()
+                return False
+            if behaviour.kind == "body":
+                text = (behaviour.content or "").encode()
+                with contextlib.suppress(ValueError):
+                    sent = json.loads(text)
+                    if isinstance(sent, dict) and isinstance(sent.get("usage"), dict):
+                        rec.usage = sent["usage"]
+                rec.status = behaviour.status
+                head = (
+                    f"HTTP/1.1 {behaviour.status} {_REASONS.get(behaviour.status, 'Status')}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(text)}\r\n"
+                    f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+                )
+                writer.write(head.encode("latin-1") + text)
+                await writer.drain()
+                rec.finished = time.monotonic()
+                return keep_alive
             code, payload, extra = self._answer(behaviour, rec)
             rec.status = code
             await _write(writer, code, payload, extra, keep_alive)

@@ -27,12 +27,14 @@ import contextvars
 import json
 import math
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx2 as httpx
 
 from gate.budget import Budget, BudgetExhausted, Prices, Reservation
+from gate.journal import CURRENT as JOURNAL
 from gate.judge.outcome import kind_for_status, parse_retry_after
 from gate.records import Attempt, RecordErrorKind
 
@@ -43,6 +45,10 @@ class OutsideJudgment(RuntimeError):
 
 class WireContractError(RuntimeError):
     """The request about to be sent differs from what the policy and the rendered prompt say."""
+
+
+class JournalWriteError(RuntimeError):
+    """The attempt could not be written ahead to the journal, so it is not sent."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class JudgmentSink:
     prices: Prices
     expect: WireExpectations
     attempts: list[WireAttempt] = field(default_factory=list)
-    refused: Literal["budget", "contract"] | None = None
+    refused: Literal["budget", "contract", "output"] | None = None
     refusal_message: str | None = None
     _pending: dict[int, tuple[httpx.Request, WireAttempt]] = field(default_factory=dict)
 
@@ -110,6 +116,7 @@ class JudgmentSink:
             if attempt.reservation is not None:
                 attempt.held = attempt.reservation.amount
                 self.budget.settle(attempt.reservation, attempt.reservation.amount)
+            journal_settled(attempt)
         self._pending.clear()
 
     @property
@@ -118,6 +125,12 @@ class JudgmentSink:
 
 
 SINK: contextvars.ContextVar[JudgmentSink | None] = contextvars.ContextVar("gate_judge_sink", default=None)
+
+
+def journal_settled(attempt: WireAttempt) -> None:
+    ctx = JOURNAL.get()
+    if ctx is not None and attempt.attempt_id is not None:
+        ctx.journal.settled(attempt.attempt_id, attempt.to_attempt(), attempt.cost)
 
 
 def _user_text(body: Any) -> str | None:
@@ -184,7 +197,19 @@ async def on_request(request: httpx.Request) -> None:
         sink.refused = "budget"
         sink.refusal_message = f"budget boundary reached: {exc}"
         raise
-    attempt = WireAttempt(started=time.monotonic(), reservation=reservation)
+    attempt = WireAttempt(started=time.monotonic(), reservation=reservation, attempt_id=uuid.uuid4().hex)
+    ctx = JOURNAL.get()
+    if ctx is not None:
+        # Written ahead: a run killed after this line still knows the attempt may have been paid.
+        try:
+            ctx.journal.sent(attempt.attempt_id or "", ctx.case_id, ctx.repeat_index, reservation.amount)
+        except OSError as exc:
+            sink.budget.settle(reservation, 0.0)
+            sink.refused = "output"
+            sink.refusal_message = (
+                f"the attempt journal {ctx.journal.path} cannot be written ({exc.strerror or exc}); nothing was sent"
+            )
+            raise JournalWriteError(sink.refusal_message) from None
     sink.attempts.append(attempt)
     sink._pending[id(request)] = (request, attempt)
 
@@ -230,6 +255,7 @@ async def on_response(response: httpx.Response) -> None:
         charge = attempt.reservation.amount
     attempt.over_reservation = charge > attempt.reservation.amount * (1 + 1e-9)
     sink.budget.settle(attempt.reservation, charge)
+    journal_settled(attempt)
 
 
 def event_hooks() -> dict[str, list[Any]]:

@@ -347,6 +347,8 @@ class RagasEvaluator:
             return _Outcome(kind="budget", message=sink.refusal_message)
         if sink.refused == "contract":
             return _Outcome(kind="bad_request", message=f"wire contract: {sink.refusal_message}")
+        if sink.refused == "output":
+            return _Outcome(kind="cancelled", message=sink.refusal_message)
         last = sink.attempts[-1] if len(sink.attempts) > sent_before else None
         for e in _chain(exc):
             name = type(e).__name__
