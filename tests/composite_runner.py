@@ -61,8 +61,8 @@ class Runner:
 
         return _EXPR.sub(one, text)
 
-    def run_action(self, with_: dict[str, str]) -> list[StepRun]:
-        """Run every step of action.yml with the `with:` inputs; stops at the first failing step."""
+    def steps(self, with_: dict[str, str]) -> list[tuple[str, list[str], dict[str, str]]]:
+        """(name, argv, env) of each step of action.yml with the `with:` inputs, as the runner runs it."""
         action = yaml.safe_load((self.action_path / "action.yml").read_text(encoding="utf-8"))
         declared: dict[str, Any] = action["inputs"]
         unknown = set(with_) - set(declared)
@@ -71,8 +71,8 @@ class Runner:
         for name, spec in declared.items():
             default = str(spec.get("default", "")) if spec else ""
             inputs[name] = with_.get(name, self.evaluate(default, {}))
-        runs: list[StepRun] = []
         assert action["runs"]["using"] == "composite"
+        out = []
         for index, step in enumerate(action["runs"]["steps"]):
             assert "run" in step, f"step {index} is not a run: step; teach composite_runner to run it"
             assert step.get("shell") == "bash", "the wrapper's steps run with bash"
@@ -87,17 +87,19 @@ class Runner:
                 GITHUB_WORKSPACE=str(self.workspace),
                 RUNNER_TEMP=str(self.temp),
             )
+            argv = [BASH, "--noprofile", "--norc", "-eo", "pipefail", str(script)]
+            out.append((str(step.get("name", index)), argv, env))
+        return out
+
+    def run_action(self, with_: dict[str, str]) -> list[StepRun]:
+        """Run every step of action.yml with the `with:` inputs; stops at the first failing step."""
+        runs: list[StepRun] = []
+        for name, argv, env in self.steps(with_):
             done = subprocess.run(
-                [BASH, "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                env=env,
-                cwd=self.workspace,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
+                argv, env=env, cwd=self.workspace, capture_output=True, text=True, timeout=120, check=False
             )
-            script.unlink()
-            runs.append(StepRun(step.get("name", str(index)), done.returncode, done.stdout, done.stderr))
+            Path(argv[-1]).unlink()
+            runs.append(StepRun(name, done.returncode, done.stdout, done.stderr))
             if done.returncode != 0:
                 break
         return runs

@@ -6,6 +6,7 @@ Each call appends one JSON line to `$STUB_DOCKER_LOG`: the arguments, and for `r
 - `pull`: exits `$STUB_PULL_STATUS` (default 0); a failure prints a daemon-style error.
 - `image inspect`: exits `$STUB_INSPECT_STATUS` (default 1: no local copy).
 - `build`: prints an image id (`$STUB_BUILD_STATUS` non-zero fails it).
+- `kill`: ends a `run` that is waiting (`$STUB_RUN_SECONDS`: how long a run lasts unless killed).
 - `run`: exits `$STUB_RUN_STATUS` (default 0), after doing what the container would when
   `$STUB_RUN_EXEC` names a Python interpreter: it runs the entry point (`python -P -m gate.action`)
   with the run's environment, its bind mounts (`-v HOST:CONTAINER`) mapped back to host paths.
@@ -17,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 BUILT_IMAGE = "sha256:" + "b" * 64
@@ -37,7 +39,7 @@ def parse_run(argv: list[str]) -> tuple[dict[str, str], dict[str, str], str, str
         arg = argv[i]
         if not arg.startswith("-"):
             return env, mounts, workdir, arg
-        value = argv[i + 1] if arg in ("-e", "-v", "--workdir", "--user", "--pull", "--network") else ""
+        value = argv[i + 1] if arg in ("-e", "-v", "--workdir", "--user", "--pull", "--network", "--name") else ""
         if arg == "-e":
             name, sep, val = value.partition("=")
             if sep:
@@ -76,8 +78,17 @@ def main(argv: list[str]) -> int:
                 [python, "-P", "-m", "gate.action"], env=host_env, cwd=to_host(workdir, mounts), check=False
             )
             return done.returncode
+        killed = Path(os.environ["STUB_DOCKER_LOG"] + ".killed")
+        deadline = time.monotonic() + float(os.environ.get("STUB_RUN_SECONDS", "0"))
+        while time.monotonic() < deadline:  # a long run, until `docker kill` or the deadline
+            if killed.exists():
+                return 143
+            time.sleep(0.02)
         return int(os.environ.get("STUB_RUN_STATUS", "0"))
     record({"argv": argv})
+    if argv[:1] == ["kill"]:
+        Path(os.environ["STUB_DOCKER_LOG"] + ".killed").touch()
+        return 0
     if argv[:1] == ["pull"]:
         status = int(os.environ.get("STUB_PULL_STATUS", "0"))
         if status:

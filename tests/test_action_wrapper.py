@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +83,7 @@ def run_wrapper(
     suite: Callable[[Path], object] | None = None,
     may_write: tuple[str, ...] = (),
     path: str | None = None,
+    cancel: signal.Signals | None = None,
 ) -> Outcome:
     """Run action.yml for `uses: <repository>@<ref>` (or `uses: ./` when local).
 
@@ -142,12 +145,26 @@ def run_wrapper(
         },
     )
     inputs = {"policy": "policy.yaml", "working-directory": "evals", **(with_ or {})}
-    steps = runner.run_action(inputs)
+    steps = runner.run_action(inputs) if cancel is None else cancelled_run(runner, inputs, docker_log, cancel)
     calls = [json.loads(line) for line in docker_log.read_text(encoding="utf-8").splitlines()]
     new = {f for f in files_under(workspace) - before if f.split("/")[:2] not in [["evals", w] for w in may_write]}
     assert not new, f"the wrapper wrote into the workspace: {sorted(new)}"
     assert [p.name for p in temp.iterdir() if p.name.startswith("ragas-gate.")] == [], "temp files left behind"
     return Outcome(steps, calls, workspace, temp)
+
+
+def cancelled_run(runner: Runner, inputs: dict[str, str], docker_log: Path, sig: signal.Signals) -> list[StepRun]:
+    """Start the step, and once `docker run` is under way send it `sig` as a cancelled job does."""
+    ((name, argv, env),) = runner.steps(inputs)
+    proc = subprocess.Popen(
+        argv, env=env, cwd=runner.workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 20
+    while '"run"' not in docker_log.read_text(encoding="utf-8") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=20)
+    return [StepRun(name, proc.returncode, stdout, stderr)]
 
 
 @pytest.mark.parametrize(
@@ -373,3 +390,14 @@ def test_release_image_pushes_the_tags_the_wrapper_pulls(
     for pinned in pins:  # each pulls an image this release pushed
         out = run_wrapper(tmp_path / f"uses-{pinned.replace('/', '-')}", repository="Acme/Ragas-Gate", ref=pinned)
         assert out.run_call()["image"] in tags
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_cancelled_job_stops_the_container(tmp_path: Path, sig: signal.Signals, status: int) -> None:
+    out = run_wrapper(tmp_path, stub={"STUB_RUN_SECONDS": "15"}, cancel=sig)
+    assert out.returncode == status, out.log
+    run = out.run_call()["argv"]
+    assert "--init" in run
+    name = run[run.index("--name") + 1]
+    assert out.calls[-1]["argv"] == ["kill", "--signal", "TERM", name]
+    assert "ragas-gate: cancelled: stopping the container" in out.log
