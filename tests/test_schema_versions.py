@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,26 @@ def test_records_written_before_lineage_read_lineage_as_unknown() -> None:
         assert r.sampling is not None and r.sampling.seed == 7 and r.sampling.max_output_tokens == 64
         assert r.rubric_version == "rubric-1" and r.allowed_values == ["pass", "fail"]
         assert r.base_url_host == "127.0.0.1"
+
+
+def test_a_run_from_before_the_rollback_bundle_compares_with_one_from_after(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for run, records, result, rollback in (
+        (old, "records-v1.jsonl", "result-v1.json", None),
+        (new, "records-v1-attempts.jsonl", "result-v1-rollback.json", "rollback-v1.json"),
+    ):
+        run.mkdir()
+        shutil.copy(FIXTURES / records, run / "records.jsonl")
+        shutil.copy(FIXTURES / result, run / "result.json")
+        if rollback:
+            shutil.copy(FIXTURES / rollback, run / "rollback.json")
+    out = tmp_path / "cmp"
+    assert main(["compare", "--base", str(old), "--head", str(new), "--policy", str(POLICY), "--out", str(out)]) == 0
+    data = json.loads((out / "compare.json").read_text())
+    assert data["transitions"] == [] and data["unchanged"] == 9
+    assert data["base"]["rollback"] is None and data["head"]["rollback"]["renderer_version"] == "1"
+    md = (out / "compare.md").read_text()
+    assert "| `renderer_version` | (not recorded) | `1` |" in md
 
 
 @pytest.mark.parametrize("path", RESULT_FIXTURES, ids=lambda p: p.name)
