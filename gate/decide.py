@@ -17,7 +17,7 @@ from gate.judge.render import RenderError, render_case
 from gate.overrides import apply_overrides
 from gate.plan import Plan
 from gate.policy import LoadedPolicy
-from gate.record_vetting import vet_records
+from gate.record_vetting import conflicting_verdicts, vet_records
 from gate.records import Record
 from gate.states import Finding, State, overall_state
 
@@ -275,6 +275,17 @@ def decide(
             fresh.append(r)
     recs = best_records(fresh)
     outcomes = [classify(c, plan, recs, blocked) for c in plan.eligible]
+    conflicted = conflicting_verdicts(fresh)
+    if conflicted:
+        notes.append(
+            f"records of the same judgment disagree for {len(conflicted)} case(s) ({', '.join(conflicted[:5])}"
+            f"{' ...' if len(conflicted) > 5 else ''}): runs were mixed or a file was edited; a person decides"
+        )
+        for o in outcomes:
+            if o.case.case_id in conflicted and o.bucket == "completed":
+                # No verdict: neither record may count as a pass or a fail in the slice tallies.
+                o.verdict, o.outcome = None, "review"
+                o.unstable = o.needs_review = True
 
     def add(state: State, kind: str, message: str, ids: Iterable[str], slice_: str | None = None, **extra: Any) -> None:
         blockers.append(Finding(state, kind, message, case_ids=tuple(ids), slice=slice_, extra=extra))
@@ -374,7 +385,8 @@ def decide(
         add(
             State.REVIEW_REQUIRED,
             "unstable_verdict",
-            f"the judge disagreed with itself across {plan.repeats} repeats on {len(unstable)} case(s); a person decides",
+            f"the judge disagreed with itself (across {plan.repeats} repeat(s), or between records of one judgment) "
+            f"on {len(unstable)} case(s); a person decides",
             unstable,
         )
     abstained = [o.case.case_id for o in outcomes if o.verdict == "review_required" and not o.unstable]

@@ -102,6 +102,20 @@ def vet_records(records: Sequence[Record], metric: Metric, cases: Mapping[str, C
     return Vetted(out, notes)
 
 
+def conflicting_verdicts(records: Sequence[Record]) -> list[str]:
+    """Non-control cases with two `ok` records of the same judgment (case, repeat) that disagree.
+
+    A run never judges one (case, repeat) twice, so this is two runs mixed (`gate decide --records a
+    b`) or an edited file: no file order may pick the verdict, a person does (`unstable_verdict`).
+    Controls are left to `best_records`, where a control that failed anywhere stays failed.
+    """
+    seen: dict[tuple[str, int], set[str | None]] = {}
+    for r in records:
+        if r.status == "ok" and r.control_role is None:
+            seen.setdefault((r.case_id, r.repeat_index), set()).add(r.judge_label)
+    return sorted({case_id for (case_id, _), labels in seen.items() if len(labels) > 1})
+
+
 def _ids(ids: Sequence[str]) -> str:
     unique = list(dict.fromkeys(ids))
     shown = ", ".join(unique[:_MAX_IDS_SHOWN])

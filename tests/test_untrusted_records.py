@@ -204,3 +204,26 @@ def test_a_poisoned_cache_entry_is_an_evaluator_error_not_a_verdict(
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x]
     (c2,) = [r for r in recs if r["case_id"] == "c-2"]
     assert c2["status"] == "error" and c2["error_kind"] == "invalid_label" and c2["judge_label"] is None
+
+
+@pytest.mark.parametrize("order", ["fail-then-pass", "pass-then-fail"])
+def test_two_records_of_one_judgment_that_disagree_go_to_a_person(
+    tmp_path: Path, recorded: tuple[Path, FakeOpenAI], order: str
+) -> None:
+    """`gate decide --records a b` with c-2 judged fail in one file and pass in the other: neither
+    file order may decide the verdict (the later line used to win, hiding a false pass)."""
+    root, _ = recorded
+    recs = lines(root)
+    flipped = [dict(r, judge_label="pass") if r["case_id"] == "c-2" else r for r in recs]
+    files = [recs, flipped] if order == "fail-then-pass" else [flipped, recs]
+    paths = []
+    for i, content in enumerate(files):
+        path = tmp_path / f"records-{i}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in content))
+        paths.append(str(path))
+    out = tmp_path / "decided"
+    code = main(["decide", "--policy", str(root / "suite" / "policy.yaml"), "--records", *paths, "--out", str(out)])
+    res = json.loads((out / "result.json").read_text())
+    assert code == 4 and res["state"] == "review_required", res["blockers"]
+    assert {b["kind"]: b["case_ids"] for b in res["blockers"]}["unstable_verdict"] == ["c-2"]
+    assert any("disagree" in n and "c-2" in n for n in res["notes"])
