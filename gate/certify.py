@@ -21,7 +21,7 @@ from gate.cases import Case
 from gate.errors import UsageError
 from gate.judge import resolve_base_url
 from gate.lineage import JudgeSettings
-from gate.loading import canonical_json, format_validation_error, sha256_hex
+from gate.loading import FileProblem, canonical_json, format_validation_error, read_text, sha256_hex
 from gate.plan import Plan
 from gate.policy import LoadedPolicy
 from gate.records import Record
@@ -81,12 +81,12 @@ def held_out_sha256(cases: Sequence[Case]) -> str:
 
 def read_ledger(path: Path) -> list[LedgerEntry]:
     """Entries of a ledger; a ledger not written yet is empty (the first certification)."""
-    if not path.exists():
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return []
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LedgerError(f"{path}: cannot read the certification ledger ({exc}); fix: restore it from git") from None
+        text = read_text(path, "certification ledger (`certification.ledger`)")
+    except FileProblem as exc:
+        raise LedgerError(f"{exc.message} (fix: restore the ledger from git)") from None
     entries: list[LedgerEntry] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -456,6 +456,11 @@ def load_policy(path: str | Path) -> LoadedPolicy:
             resolve_inside(p.parent, policy.cache_dir, "cache_dir")
         except FileProblem as exc:
             problems.append(exc.message)
+    if policy.certification is not None:
+        try:
+            resolve_inside(p.parent, policy.certification.ledger, "certification.ledger")
+        except FileProblem as exc:
+            problems.append(exc.message)
     names, prompt_problems = prompt_placeholders(prompt_text)
     where = f"`metric.prompt_file` ({policy.metric.prompt_file})" if policy.metric.prompt_file else "`metric.prompt`"
     problems += [f"{where}: {m}" for m in prompt_problems]

@@ -123,6 +123,19 @@ def test_a_corrupt_ledger_is_a_usage_error_naming_the_line(
     assert fake.count() == 0
 
 
+def test_a_ledger_outside_the_repository_is_a_policy_error(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = held_suite(tmp_path / "s", fake, certification={"ledger": "../../../etc/ledger.jsonl"})
+    assert run(policy, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "`certification.ledger`" in err and "outside the policy's directory" in err
+    # An empty ledger (created, nothing appended yet) is the first certification, not an error.
+    ok = held_suite(tmp_path / "e", fake)
+    (tmp_path / "e" / "certification.jsonl").write_text("")
+    assert run(ok, tmp_path / "out2") == 0
+
+
 def _hashes(policy: Path, base_url: str = "http://127.0.0.1:1/v1") -> tuple[str, str]:
     loaded = load_policy(policy)
     plan = make_plan(loaded, load_dataset(loaded), "release")
