@@ -248,6 +248,10 @@ def read_text(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
     return text
 
 
+MAX_NAME_CHARS = 255
+MAX_PATH_CHARS = 4096
+
+
 def workspace() -> Path:
     """The checkout the gate runs in: `$GITHUB_WORKSPACE` on Actions, else the current directory."""
     return Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
@@ -262,23 +266,28 @@ def resolve_inside(base_dir: Path, written: str, key: str) -> Path:
     fix = "write it relative to the policy file, inside the repository"
     if not written.strip():
         raise FileProblem(f"`{key}` is empty; fix: {fix}")
+    if len(written) > MAX_PATH_CHARS or any(len(part) > MAX_NAME_CHARS for part in written.split("/")):
+        raise FileProblem(
+            f"`{key}`: a path of {len(written)} characters, longer than a file system allows "
+            f"({MAX_NAME_CHARS} per name, {MAX_PATH_CHARS} in all); fix: {fix}"
+        )
     if "\0" in written:
-        raise FileProblem(f"`{key}`: {visible(written)} holds a NUL byte; fix: {fix}")
+        raise FileProblem(f"`{key}`: {visible(written, 200)} holds a NUL byte; fix: {fix}")
     if os.path.isabs(written) or written.startswith("~"):
         raise FileProblem(
-            f"`{key}`: {visible(written)} is an absolute path; the gate reads only files under the "
+            f"`{key}`: {visible(written, 200)} is an absolute path; the gate reads only files under the "
             f"policy's directory or the workspace; fix: {fix}"
         )
     try:
         target = (base_dir / written).resolve()
     except (OSError, RuntimeError):
         raise FileProblem(
-            f"`{key}`: {visible(written)} is a symbolic link that loops back on itself; fix: {fix}"
+            f"`{key}`: {visible(written, 200)} is a symbolic link that loops back on itself; fix: {fix}"
         ) from None
     roots = (base_dir.resolve(), workspace())
     if not any(target.is_relative_to(root) for root in roots):
         raise FileProblem(
-            f"`{key}`: {visible(written)} resolves to {target}, outside the policy's directory ({roots[0]}) and the "
+            f"`{key}`: {visible(written, 200)} resolves to {target}, outside the policy's directory ({roots[0]}) and the "
             f"workspace ({roots[1]}); fix: {fix}"
         )
     return target

@@ -97,6 +97,7 @@ def test_an_empty_policy_flag_says_the_flag_is_empty(capsys: pytest.CaptureFixtu
         ("evidence: evidence.yaml", "evidence: /etc/passwd", "evidence", "is an absolute path"),
         ("prompt_file: prompt.txt", "prompt_file: /dev/zero", "metric.prompt_file", "is an absolute path"),
         ("missing_evidence: block", "missing_evidence: block\ncache_dir: /tmp/elsewhere", "cache_dir", "absolute"),
+        ("- cases.jsonl", "- " + "x" * 300, "cases[0]", "longer than a file system allows"),
     ],
 )
 def test_paths_outside_the_repository_are_refused_with_the_fix(
