@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gate import crash
-from gate.escape import workflow_data
+from gate.escape import log_text, workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
 from gate.loading import FileProblem, read_yaml_mapping
 from gate.report.checkrun import format_cost
@@ -459,13 +459,13 @@ def publish_and_report(
         for warning in outcome.warnings:
             command("warning", f"ragas-gate: {warning}", stream)
         if outcome.check_run_url:
-            print(f"check run: {outcome.check_run_url}", file=stream)
+            print(f"check run: {log_text(outcome.check_run_url)}", file=stream)
     if reason:
         command("notice", f"ragas-gate: nothing published to GitHub ({reason})", stream)
 
     state = str(result["state"])
     print(
-        f"ragas-gate: {state} (exit code {result.get('exit_code')}), cost "
+        f"ragas-gate: {log_text(state)} (exit code {log_text(result.get('exit_code'))}), cost "
         f"{format_cost(result.get('cost') or {})}, {len(result.get('unrun_case_ids') or [])} unrun",
         file=stream,
         flush=True,
@@ -496,7 +496,7 @@ def publish_result_dir(
     try:
         result = load_result(result_dir)
     except ValueError as exc:
-        print(f"gate publish: {exc}; pass --result the directory `gate run --out` wrote", file=stream)
+        print(f"gate publish: {log_text(exc)}; pass --result the directory `gate run --out` wrote", file=stream)
         return USAGE_ERROR_EXIT
     code = int(result.get("exit_code", USAGE_ERROR_EXIT))
     token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
@@ -521,9 +521,9 @@ def publish_result_dir(
         options=options,
     )
     for warning in outcome.warnings:
-        print(f"gate publish: warning: {warning}", file=stream)
+        print(f"gate publish: warning: {log_text(warning)}", file=stream)
     if outcome.check_run_url:
-        print(f"gate publish: check run {outcome.check_run_url}", file=stream)
+        print(f"gate publish: check run {log_text(outcome.check_run_url)}", file=stream)
     if outcome.comment_action in ("created", "edited", "unchanged"):
         print(f"gate publish: sticky comment {outcome.comment_action}", file=stream)
     return code

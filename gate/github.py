@@ -29,6 +29,7 @@ from github import Auth, Github, GithubException, GithubRetry
 from github.CheckRun import CheckRun
 from github.Repository import Repository
 
+from gate.escape import visible
 from gate.report.checkrun import CheckRunPayload, annotation_batches, build_check_run
 
 log = logging.getLogger(__name__)
@@ -163,8 +164,9 @@ def make_client(token: str, api_url: str = DEFAULT_API_URL, options: ClientOptio
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, GithubException):
         message = exc.data.get("message") if isinstance(exc.data, dict) else None
-        return f"HTTP {exc.status}" + (f": {message}" if message else "")
-    return f"{type(exc).__name__}: {exc}"
+        # GitHub's answer is untrusted text on its way to a log line.
+        return f"HTTP {exc.status}" + (f": {visible(message, 300)}" if message else "")
+    return f"{type(exc).__name__}: {visible(exc, 300)}"
 
 
 def _ambiguous(exc: BaseException) -> bool:

@@ -50,7 +50,7 @@ def _hint(err_type: str, loc: str) -> str:
     hints = {
         "extra_forbidden": f"remove `{loc}` (unknown key; check its spelling against the docs)",
         "string_pattern_mismatch": "use the documented form (for `api_key_env`: the NAME of an environment "
-        "variable such as OPENAI_API_KEY, never the key itself)",
+        "variable such as OPENAI_API_KEY, never the key itself; for `currency`: a code such as USD)",
         "missing": f"add `{loc}`",
         "string_type": "write it as a quoted string",
         "int_type": "write a whole number",

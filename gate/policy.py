@@ -108,7 +108,8 @@ class Retries(Strict):
 class Price(Strict):
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
-    currency: str = "USD"
+    # Printed in logs, reports and the Action's `cost` output: a code, never free text.
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
 
 
 class Evaluator(Strict):

@@ -214,3 +214,17 @@ def test_a_hostile_judge_reason_reaches_no_output_raw(
         assert not line.startswith("::")
     decided = main(["decide", "--policy", str(policy), "--records", str(out / "records.jsonl")])
     assert decided == 1, capsys.readouterr().err
+
+
+def test_a_currency_is_a_code_not_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = write_suite(tmp_path)
+    policy.write_text(policy.read_text().replace("currency: USD", 'currency: "USD\\n::warning::pwn"'))
+    assert main(["validate", "--policy", str(policy)]) == 2
+    assert "`evaluator.price.currency`" in capsys.readouterr().err
+
+
+def test_github_error_messages_reach_the_log_as_one_visible_line(fake: FakeGitHub) -> None:
+    fake.fail_next("POST", "/check-runs$", 422, message="bad\n::error::pwn\r")
+    out = _publish(fake, sample_result("passed", policy_id="policy-a"), "# A\n")
+    (warning,) = out.warnings
+    assert "\n" not in warning and "\r" not in warning and "\\n::error::pwn" in warning
