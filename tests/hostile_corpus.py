@@ -408,12 +408,15 @@ class Outcome:
 
 
 def run_cli(argv: list[str]) -> Outcome:
-    """The real CLI entry in-process; an escaping exception is a traceback a user would see."""
+    """The real CLI entry in-process; an escaping exception is a traceback a user would see.
+
+    The outcome is named by the command, `dry-run` for `run --dry-run`."""
     out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
-    return Outcome(argv[0], code, out.getvalue(), err.getvalue(), time.perf_counter() - start)
+    command = "dry-run" if "--dry-run" in argv else argv[0]
+    return Outcome(command, code, out.getvalue(), err.getvalue(), time.perf_counter() - start)
 
 
 def exercise(root: Path, mutation: Mutation) -> list[Outcome]:
@@ -431,7 +434,7 @@ def exercise(root: Path, mutation: Mutation) -> list[Outcome]:
     ]
 
 
-ALLOWED_CODES = {"validate": {0, 1, 2}, "run": {0, 1, 2, 3, 4}, "decide": {0, 1, 2, 3, 4}}
+ALLOWED_CODES = {"validate": {0, 1, 2}, "dry-run": {0, 1, 2}, "run": {0, 1, 2, 3, 4}, "decide": {0, 1, 2, 3, 4}}
 
 
 def check(root: Path, mutation: Mutation, outcomes: list[Outcome]) -> None:
