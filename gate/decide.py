@@ -43,6 +43,7 @@ class Lineage:
     ragas_version: str
     gate_version: str
     metric_definition_sha256: str = ""  # gate.rollback.metric_definition_sha256
+    config_fingerprint: str = ""  # gate.fingerprint of the judge this policy makes now
 
     def to_dict(self) -> dict[str, str]:
         return dict(self.__dict__)
@@ -207,7 +208,7 @@ def _current_prompts(loaded: LoadedPolicy, plan: Plan) -> dict[str, str]:
     return out
 
 
-def _staleness(r: Record, loaded: LoadedPolicy, prompt_sha256: str | None) -> str | None:
+def _staleness(r: Record, loaded: LoadedPolicy, prompt_sha256: str | None, fingerprint: str = "") -> str | None:
     """Why a record cannot be evidence for this policy, or None when it can."""
     policy = loaded.policy
     if r.policy_id and r.policy_id != policy.policy_id:
@@ -218,6 +219,11 @@ def _staleness(r: Record, loaded: LoadedPolicy, prompt_sha256: str | None) -> st
         return f"metric version {r.metric_version}, not {policy.metric.version}"
     if r.prompt_sha256 and prompt_sha256 and r.prompt_sha256 != prompt_sha256:
         return "the rendered prompt differs: the prompt template or the case changed"
+    if r.config_fingerprint and fingerprint and r.config_fingerprint != fingerprint:
+        return (
+            f"judge configuration {r.config_fingerprint[:12]}, not {fingerprint[:12]} (the prompt, labels, aliases, "
+            "model, base URL, sampling or ragas version changed)"
+        )
     return None
 
 
@@ -268,7 +274,7 @@ def decide(
     stale: dict[str, str] = {}
     fresh: list[Record] = []
     for r in relevant:
-        why = _staleness(r, loaded, current.get(r.case_id))
+        why = _staleness(r, loaded, current.get(r.case_id), lineage.config_fingerprint)
         if why:
             stale.setdefault(r.case_id, why)
         else:

@@ -12,6 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gate.cases import Case
+from gate.fingerprint import config_fingerprint
+from gate.judge import ragas_version
 from gate.loading import canonical_json, sha256_hex
 from gate.policy import LoadedPolicy
 from gate.records import Sampling
@@ -55,6 +57,7 @@ class JudgeSettings:
     allowed_values: tuple[str, ...]
     label_aliases_sha256: str
     prompt_template_sha256: str
+    config_fingerprint: str = ""  # gate.fingerprint, with the installed ragas version
 
     @classmethod
     def of(cls, loaded: LoadedPolicy, base_url: str) -> JudgeSettings:
@@ -68,6 +71,7 @@ class JudgeSettings:
             allowed_values=tuple(metric.allowed_values),
             label_aliases_sha256=sha256_hex(canonical_json(metric.label_aliases)),
             prompt_template_sha256=loaded.prompt_sha256,
+            config_fingerprint=config_fingerprint(loaded, base_url, ragas_version()),
         )
 
     def for_case(self, case: Case, placeholders: tuple[str, ...]) -> dict[str, Any]:
@@ -81,4 +85,5 @@ class JudgeSettings:
             "allowed_values": list(self.allowed_values),
             "label_aliases_sha256": self.label_aliases_sha256,
             "prompt_template_sha256": self.prompt_template_sha256,
+            "config_fingerprint": self.config_fingerprint,
         }

@@ -101,6 +101,8 @@ class Record(BaseModel):
     dataset_sha256: str = ""
     gate_version: str = ""
     lane: str | None = None
+    # gate.fingerprint: the judge configuration that made this record ("" in older records).
+    config_fingerprint: str = ""
     # SPEC 11 lineage, for `gate compare`. None: written before these fields existed (compare
     # reports the step as `unknown`); see docs/SCHEMA.md for the versioning policy.
     gold_sha256: str | None = None

@@ -29,6 +29,7 @@ from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
 from gate.drift.lane import DriftRun, run_drift
 from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
+from gate.fingerprint import config_fingerprint
 from gate.journal import CURRENT as JOURNAL_CONTEXT
 from gate.journal import JOURNAL_FILE, AttemptJournal, JournalContext, Unrecorded, recover
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
@@ -83,8 +84,12 @@ def installed_version(dist: str) -> str:
         return ""
 
 
-def make_lineage(loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = ()) -> Lineage:
+def make_lineage(
+    loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
+) -> Lineage:
+    """The run's lineage; `base_url` None resolves the policy's (or OPENAI_BASE_URL) now."""
     ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas")
+    url = resolve_base_url(loaded.policy.evaluator.base_url) if base_url is None else base_url
     return Lineage(
         policy_sha256=loaded.sha256,
         dataset_sha256=dataset.sha256,
@@ -94,6 +99,7 @@ def make_lineage(loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Recor
         ragas_version=ragas,
         gate_version=__version__,
         metric_definition_sha256=metric_definition_sha256(loaded),
+        config_fingerprint=config_fingerprint(loaded, url, installed_version("ragas")),
     )
 
 
@@ -417,8 +423,11 @@ class Runner:
             await self.run_phase([(c, i) for c in others for i in reps], self.check_pair)
 
 
-def _reusable(loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan) -> dict[tuple[str, int], Record]:
-    """Completed judgments of an earlier run of this configuration that `--resume` may keep."""
+def _reusable(
+    loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan, fingerprint: str
+) -> dict[tuple[str, int], Record]:
+    """Completed judgments of an earlier run of the same judge (`gate.fingerprint`) that `--resume`
+    may keep; records older than the fingerprint need the same policy file."""
     cases = {c.case_id: c for c in plan.scheduled}
     out: dict[tuple[str, int], Record] = {}
     for r in prior:
@@ -429,7 +438,7 @@ def _reusable(loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan) -> dict
             r.status != "ok"
             or not 0 <= r.repeat_index < plan.repeats
             or case is None
-            or r.policy_sha256 != loaded.sha256
+            or (r.config_fingerprint != fingerprint if r.config_fingerprint else r.policy_sha256 != loaded.sha256)
             or r.input_sha256 != current_input_sha256(loaded, case)
         ):
             continue
@@ -637,7 +646,7 @@ def run(
     notes: list[str] = []
     new_records: list[Record] = []
     failure: Finding | None = None
-    lineage = make_lineage(loaded, dataset, prior)
+    lineage = make_lineage(loaded, dataset, prior, base_url)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     findings = [*findings, *check_blockers]
@@ -686,7 +695,7 @@ def run(
                             failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
         else:
             cache = cache_dir_for(loaded, opts)
-            reuse = _reusable(loaded, prior, plan) if opts.resume else {}
+            reuse = _reusable(loaded, prior, plan, judge.config_fingerprint) if opts.resume else {}
             # All already paid for (in the cache or reused from --out): serve them without ragas.
             wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
             served = serve_from_cache(loaded, cache, wanted)
@@ -748,7 +757,7 @@ def run(
                 failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
 
     all_records = prior + new_records
-    lineage = make_lineage(loaded, dataset, all_records)
+    lineage = make_lineage(loaded, dataset, all_records, base_url)
     if failure is not None:
         findings = [*findings, failure]
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
@@ -766,9 +775,11 @@ def run(
             written = f"{out / 'result.json'} was written"
         except OutputWriteError:
             written = "result.json could not be written either"
+        detail = str(failure.extra.get("detail", failure.message))
         raise OutputWriteError(
-            f"{failure.message}; {written}. The run is evaluation_incomplete, not a verdict; fix: free space "
-            f"in (or repair) {out}, then run again with --resume to keep the judgments already recorded"
+            f"{detail}; {len(failure.case_ids)} case(s) were not judged and {written}. The run is "
+            f"evaluation_incomplete, not a verdict; fix: free space in (or repair) {out}, then run again with "
+            "--resume to keep the judgments already recorded"
         )
     write_outputs(out, with_shard(decision, opts.shard))
     return decision
@@ -906,6 +917,7 @@ def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
         + ("free space in (or repair) the output directory" if kind == "output_failed" else "report this bug")
         + ", then run again with --resume",
         case_ids=tuple(undone),
+        extra={"detail": runner.failure},
     )
 
 

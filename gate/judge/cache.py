@@ -1,9 +1,10 @@
 """The judgment cache: SQLite in a cache directory, keyed by everything that shapes a verdict.
 
 Only successful judgments (`status: ok`) are stored. The key is the sha256 of the canonical JSON of
-`CacheKeyParts`: change any part (the metric, its prompt, labels or aliases, the model, the base
-URL's host, the sampling settings, the ragas or instructor version, any rendered input, the repeat
-index) and the cache misses.
+`CacheKeyParts`: the configuration fingerprint (`gate.fingerprint`: the metric, its prompt, labels
+and aliases, the model, the full base URL, the sampling settings, the ragas version), the
+instructor version, the rendered inputs' hashes and the repeat index. Change any and the cache
+misses; `--resume` and `gate decide` use the same fingerprint.
 
 Concurrency: WAL journal, a busy timeout, one short autocommit statement per read or write and
 `INSERT OR IGNORE` (the first writer of a key wins; two writers of one key hold equivalent
@@ -17,31 +18,21 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from gate.fingerprint import config_fingerprint
 from gate.judge.render import RenderedInput
 from gate.loading import canonical_json, sha256_hex
 from gate.policy import LoadedPolicy
 
 CACHE_FILE = "judgments.sqlite3"
-KEY_SCHEMA = 1
+KEY_SCHEMA = 2  # 2: the configuration fields became one fingerprint (full base URL, not its host)
 _BUSY_TIMEOUT_S = 30.0
 _BATCH = 500  # keys per `IN (...)` look-up: under SQLite's limit on bound parameters
 
 
 @dataclass(frozen=True)
 class CacheKeyParts:
-    metric_name: str
-    metric_version: str
-    prompt_template: str
-    allowed_values: tuple[str, ...]
-    label_aliases: tuple[tuple[str, str], ...]  # sorted (alias, target) pairs
-    model: str
-    base_url_host: str
-    temperature: float
-    seed: int | None
-    max_output_tokens: int
-    ragas_version: str
+    config_fingerprint: str  # gate.fingerprint: everything of the configuration that makes the judge
     instructor_version: str
     input_sha256: tuple[tuple[str, str], ...]  # sorted (placeholder, sha256 of its rendered text)
     repeat_index: int
@@ -62,29 +53,12 @@ def key_parts(
     repeat_index: int,
 ) -> CacheKeyParts:
     """Everything that shapes one judgment's verdict (pure: no ragas, no client)."""
-    p = loaded.policy
-    ev = p.evaluator
     return CacheKeyParts(
-        metric_name=p.metric.name,
-        metric_version=p.metric.version,
-        prompt_template=loaded.prompt_text,
-        allowed_values=tuple(p.metric.allowed_values),
-        label_aliases=tuple(sorted(p.metric.label_aliases.items())),
-        model=ev.model,
-        base_url_host=url_host(base_url),
-        temperature=float(ev.temperature),
-        seed=ev.seed,
-        max_output_tokens=ev.max_output_tokens,
-        ragas_version=ragas_version,
+        config_fingerprint=config_fingerprint(loaded, base_url, ragas_version),
         instructor_version=instructor_version,
         input_sha256=tuple(sorted(rendered.field_sha256.items())),
         repeat_index=repeat_index,
     )
-
-
-def url_host(base_url: str) -> str:
-    """The host part of a base URL, lower-cased (the port and path do not change a verdict)."""
-    return (urlsplit(base_url).hostname or "").lower()
 
 
 @dataclass(frozen=True)
