@@ -424,6 +424,9 @@ def test_records_of_another_judge_or_mixed_gold_are_usage_errors(
     other = [r.model_copy(update={"evaluator_model": "gpt-4o"}) for r in three("c-1", "pass", ["pass"] * 3)]
     code, _ = run_calibrate(tmp_path / "a", other)
     assert code == 2 and "evaluator_model 'gpt-4o'" in capsys.readouterr().err
+    edited = [r.model_copy(update={"prompt_template_sha256": "0" * 64}) for r in three("c-1", "pass", ["pass"] * 3)]
+    code, _ = run_calibrate(tmp_path / "p", edited)
+    assert code == 2 and "prompt template sha256 '000000" in capsys.readouterr().err
     # A case no longer in the case file, recorded with two different gold labels: ambiguous.
     mixed = [*three("gone-1", "pass", ["pass"] * 3), rec("gone-1", "fail", "pass", repeat=0)]
     code, _ = run_calibrate(tmp_path / "b", mixed)

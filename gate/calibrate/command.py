@@ -36,6 +36,7 @@ def _check_configuration(loaded: LoadedPolicy, path: Path, records: Sequence[Rec
             ("policy_id", r.policy_id, policy.policy_id),
             ("evaluator_model", r.evaluator_model, policy.evaluator.model),
             ("metric_version", r.metric_version, policy.metric.version),
+            ("prompt template sha256", r.prompt_template_sha256 or "", loaded.prompt_sha256),
         ):
             if got and got != want:
                 raise CalibrationInputError(
