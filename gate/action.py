@@ -40,7 +40,7 @@ from typing import Any, TextIO
 from gate import crash
 from gate.escape import log_text, workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
-from gate.loading import FileProblem, read_yaml_mapping
+from gate.loading import FileProblem, read_json, read_yaml_mapping
 from gate.report.checkrun import format_cost
 
 log = logging.getLogger(__name__)
@@ -340,11 +340,9 @@ def load_result(result_dir: Path) -> dict[str, Any]:
     """The parsed result.json; ValueError naming the file when it is missing or not a result."""
     path = result_dir / "result.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read the result ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        data = read_json(path, "result file")
+    except FileProblem as exc:
+        raise ValueError(exc.message) from None
     if not isinstance(data, dict) or data.get("state") not in STATES or "policy_id" not in data:
         raise ValueError(f"{path}: not a gate result (needs 'policy_id' and a 'state' among {', '.join(STATES)})")
     return data

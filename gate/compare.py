@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from gate.decide import UNRUN_ERROR_KINDS, best_records, majority
 from gate.errors import UsageError
+from gate.loading import FileProblem, read_json
 from gate.records import Record, read_records
 from gate.rollback import read_rollback
 
@@ -175,8 +176,8 @@ def compare_paths(base: Path, head: Path, policy: Path | None) -> Comparison:
 def _read_result(path: Path) -> Mapping[str, Any] | None:
     """The run's result.json, or None when it is absent or unreadable (the records still compare)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path, "result file")
+    except FileProblem:
         return None
     return data if isinstance(data, dict) else None
 

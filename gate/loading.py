@@ -252,6 +252,22 @@ MAX_NAME_CHARS = 255
 MAX_PATH_CHARS = 4096
 
 
+def read_json(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> Any:
+    """A JSON file (a result, a rollback bundle), read with `read_bytes`'s limits.
+
+    Every way it cannot be read, nesting too deep for the parser included, is a FileProblem.
+    """
+    data = read_bytes(path, what, limit)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise FileProblem(f"{path}: the {what} is not UTF-8 text (byte {exc.start}); fix: restore it") from None
+    except RecursionError:
+        raise FileProblem(f"{path}: the {what} nests too deep to read; fix: restore it") from None
+    except ValueError as exc:  # invalid JSON, or a number of thousands of digits
+        raise FileProblem(f"{path}: the {what} is not valid JSON ({visible(exc, 200)}); fix: restore it") from None
+
+
 def workspace() -> Path:
     """The checkout the gate runs in: `$GITHUB_WORKSPACE` on Actions, else the current directory."""
     return Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()

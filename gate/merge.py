@@ -9,7 +9,6 @@ refused (a usage error): their evidence cannot be summed. A missing index is blo
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from gate import __version__, certify
 from gate.checks import attach_checks, evaluate_checks
 from gate.decide import Decision, decide
 from gate.errors import UsageError
+from gate.loading import FileProblem, read_json
 from gate.policy import today
 from gate.records import Record, read_records, write_records
 from gate.run import load_inputs, make_lineage, write_outputs
@@ -46,15 +46,15 @@ class ShardOutput:
 
 def _read_result(directory: Path) -> dict[str, Any]:
     path = directory / "result.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         raise MergeError(
             f"{path}: no result.json; fix: pass the --out directories of `gate run --shard I/N` (the matrix "
             "jobs' artifacts)"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{path}: cannot be read as JSON ({exc}); fix: download the shard's artifact again") from None
+        )
+    try:
+        data = read_json(path, "shard's result file")
+    except FileProblem as exc:
+        raise MergeError(f"{exc.message} (download the shard's artifact again)") from None
     if not isinstance(data, dict):
         raise MergeError(f"{path}: not a result object; fix: pass the --out directory of a shard")
     return data

@@ -16,7 +16,7 @@ from typing import Any
 
 from gate import __version__
 from gate.judge.render import RENDERER_VERSION
-from gate.loading import canonical_json, sha256_hex
+from gate.loading import FileProblem, canonical_json, read_json, sha256_hex
 from gate.policy import LoadedPolicy
 
 ROLLBACK_FILE = "rollback.json"
@@ -80,8 +80,8 @@ def write_rollback(out_dir: Path, result: Mapping[str, Any]) -> None:
 def read_rollback(run_dir: Path) -> dict[str, Any] | None:
     """A run's bundle, or None when the run predates it or the file is unreadable."""
     try:
-        data = json.loads((run_dir / ROLLBACK_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(run_dir / ROLLBACK_FILE, "rollback bundle")
+    except FileProblem:
         return None
     return data if isinstance(data, dict) else None
 

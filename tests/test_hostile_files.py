@@ -288,3 +288,21 @@ def test_records_files_with_non_objects_or_many_lanes_name_the_file_and_the_fix(
     assert main(["decide", "--policy", str(policy), "--records", str(records)]) == 2
     err = capsys.readouterr().err
     assert str(records) in err and "several lanes" in err and len(err) < 1000
+
+
+def test_result_and_rollback_files_nested_too_deep_are_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hostile_corpus import base_records
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for side in ("base", "head"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in base_records()))
+    (tmp_path / "base" / "result.json").write_text(deep)
+    (tmp_path / "base" / "rollback.json").write_text(deep)
+    base, head, out = (str(tmp_path / name) for name in ("base", "head", "out"))
+    assert main(["compare", "--base", base, "--head", head, "--out", out]) == 0  # the records still compare
+    assert main(["publish", "--result", base]) == 2
+    err = capsys.readouterr().err
+    assert "result.json: the result file nests too deep to read" in err and "internal error" not in err
