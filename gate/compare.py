@@ -61,8 +61,13 @@ class Run:
 
     @property
     def unrun_ids(self) -> frozenset[str]:
-        ids = (self.result or {}).get("unrun_case_ids") or []
-        return frozenset(str(i) for i in ids if isinstance(i, str))
+        """Cases the run saw but did not judge: its unrun ids and the withheld (missing evidence)."""
+        result = self.result or {}
+        ids = list(result.get("unrun_case_ids") or [])
+        for blocker in result.get("blockers") or []:
+            if isinstance(blocker, dict) and blocker.get("kind") == "missing_evidence":
+                ids += list(blocker.get("case_ids") or [])
+        return frozenset(i for i in ids if isinstance(i, str))
 
 
 @dataclass(frozen=True)

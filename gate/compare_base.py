@@ -29,6 +29,9 @@ def base_section(base: Path, head_dir: Path, policy: Path, shown_as: str) -> str
             f"{HEADING}\n\nNo base run to compare against: {escape.code(shown_as)} holds no records.jsonl "
             "(the base branch has no run yet, or its artifact expired). The state above does not depend on it.\n"
         )
+    records = head_dir / "records.jsonl"
+    if not records.is_file() or not records.read_text(encoding="utf-8", errors="replace").strip():
+        return f"{HEADING}\n\nThis run judged no case (see above): there is nothing to compare with the base run.\n"
     try:
         base_run = load_run(base, "base-result")
         head_run = load_run(head_dir, "this run")

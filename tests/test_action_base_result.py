@@ -100,3 +100,12 @@ def test_without_the_input_the_comment_has_no_base_section(tmp_path: Path, fake:
     publish_and_report(ctx.out_dir, ctx, run_exit=0, options=FAST, stream=io.StringIO())
     (comment,) = fake.comments("acme/support-bot", 17)
     assert "Against the base run" not in comment["body"]
+
+
+def test_a_run_that_judged_nothing_says_so(tmp_path: Path, fake: FakeGitHub) -> None:
+    ctx = workspace(tmp_path, fake, "gate-base")
+    write_base(ctx.working_directory / "gate-base", {})
+    (ctx.out_dir / "records.jsonl").write_text("")  # deterministic blockers: no model call was made
+    assert publish_and_report(ctx.out_dir, ctx, run_exit=0, options=FAST, stream=io.StringIO()) == 0
+    (comment,) = fake.comments("acme/support-bot", 17)
+    assert "This run judged no case" in comment["body"]

@@ -254,6 +254,17 @@ def test_verdicts_cover_absent_error_unrun_review_and_repeat_majority(tmp_path: 
     assert order == sorted(order, reverse=True) and order[0] is True
 
 
+def test_a_withheld_case_is_unrun_not_absent(tmp_path: Path) -> None:
+    head = tmp_path / "head"
+    head.mkdir()
+    lines = [line for line in LINEAGE_RECORDS.read_text().splitlines() if '"case_id": "g-1"' not in line]
+    (head / "records.jsonl").write_text("\n".join(lines) + "\n")
+    blocker = {"state": "quality_failed", "kind": "missing_evidence", "case_ids": ["g-1"], "message": "no reference"}
+    (head / "result.json").write_text(json.dumps({"blockers": [blocker], "unrun_case_ids": []}))
+    (t,) = compare(LINEAGE_RECORDS, head, tmp_path / "cmp")["transitions"]
+    assert (t["case_id"], t["base"], t["head"], t["first_divergence"]) == ("g-1", "pass", "unrun", "unknown")
+
+
 def test_compare_md_fits_one_screen_and_escapes_record_text(tmp_path: Path) -> None:
     def hostile(rec: dict[str, Any]) -> None:
         rec["evaluator_model"] = "<img src=x onerror=alert(1)> @team [x](https://evil)"
