@@ -42,6 +42,7 @@ from gate.escape import log_text, workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
 from gate.loading import FileProblem, read_json, read_yaml_mapping
 from gate.report.checkrun import format_cost
+from gate.states import State
 
 log = logging.getLogger(__name__)
 
@@ -362,11 +363,16 @@ def cost_decimal(total: object) -> str:
     return "0" if text in ("-0", "0.0") else text
 
 
+def state_exit_code(result: Mapping[str, Any]) -> int:
+    """The code of the result's state (SPEC section 2), never a stored `exit_code` that disagrees."""
+    return State(str(result["state"])).exit_code
+
+
 def outputs_for(result: Mapping[str, Any], result_path: str) -> dict[str, str]:
     cost = result.get("cost") or {}
     return {
         "state": str(result["state"]),
-        "exit-code": str(result.get("exit_code", "")),
+        "exit-code": str(state_exit_code(result)),
         "result-path": result_path,
         "cost": cost_decimal(cost.get("total")),
         "unrun-case-ids": json.dumps(list(result.get("unrun_case_ids") or [])),
@@ -463,7 +469,7 @@ def publish_and_report(
 
     state = str(result["state"])
     print(
-        f"ragas-gate: {log_text(state)} (exit code {log_text(result.get('exit_code'))}), cost "
+        f"ragas-gate: {log_text(state)} (exit code {state_exit_code(result)}), cost "
         f"{format_cost(result.get('cost') or {})}, {len(result.get('unrun_case_ids') or [])} unrun",
         file=stream,
         flush=True,
@@ -496,7 +502,7 @@ def publish_result_dir(
     except ValueError as exc:
         print(f"gate publish: {log_text(exc)}; pass --result the directory `gate run --out` wrote", file=stream)
         return USAGE_ERROR_EXIT
-    code = int(result.get("exit_code", USAGE_ERROR_EXIT))
+    code = state_exit_code(result)
     token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
     repository = env.get("GITHUB_REPOSITORY", "")
     if not token or not repository:

@@ -138,3 +138,16 @@ def test_an_action_crash_outside_the_run_is_exit_3_with_a_message(tmp_path: Path
     assert "Traceback" not in log
     assert "::error::" in log and "internal error in the ragas-gate Action" in log
     assert "GATE_DEBUG=1" in log
+
+
+def test_publish_exits_with_the_code_of_the_state_not_a_field_that_disagrees(tmp_path: Path) -> None:
+    """result.json is read back like any input: its `exit_code` cannot turn a failure into exit 0."""
+    from gate.action import outputs_for, publish_result_dir
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for exit_code in (0, "abc", None):
+        result = {"policy_id": "p", "state": "quality_failed", "exit_code": exit_code}
+        (out / "result.json").write_text(json.dumps(result))
+        assert publish_result_dir(out, {}) == 1
+        assert outputs_for(result, "gate-out/result.json")["exit-code"] == "1"
