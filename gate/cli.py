@@ -7,14 +7,15 @@ usage errors. ragas is never imported here: only `gate run` loads it, when a cal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from gate import __version__
 from gate.errors import GateError, UsageError
@@ -44,53 +45,163 @@ def _cost(value: str) -> float:
     return v
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="gate", description="A CI release gate for a reviewed pass/fail criterion judged by Ragas.")
-    p.add_argument("--version", action="version", version=f"ragas-gate {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+EXIT_CODES = """exit codes:
+  0  passed                 nothing blocks
+  1  quality_failed         the change is wrong (product or metric)
+  2  usage                  bad arguments, policy, cases or records (a message says which file and field)
+  3  evaluation_incomplete  the evidence is not complete (key, provider, budget, unexpected error)
+  4  review_required        a person must look at the cases named"""
 
-    v = sub.add_parser("validate", help="deterministic checks only, no network")
-    v.add_argument("--policy", required=True, help="the policy YAML file")
-    v.add_argument("--lane", default=None, help="check the controls of this lane only")
-    v.add_argument("--format", choices=["text", "json"], default="text")
+PUBLISH_ENV = """environment variables read by `gate publish`:
+  GITHUB_TOKEN (or GH_TOKEN)  token allowed to write checks and pull-request comments
+  GITHUB_REPOSITORY           owner/name of the repository to publish on
+  GITHUB_EVENT_PATH           the event payload: the PR number and its head commit
+  GITHUB_SHA                  the commit to attach the check run to when there is no PR event
+  GITHUB_API_URL              the API root (default https://api.github.com; set on GitHub Enterprise)
+  GATE_COMMENT                `off` posts the check run only, no PR comment (default: sticky)
+  GATE_COMMENT_AUTHOR         the login whose sticky comment may be edited (default: the token's)
+  GATE_POLICY_PATH            the file the check run's annotations point at (default result.json)
+Without GITHUB_TOKEN or GITHUB_REPOSITORY nothing is published (a warning); the exit code is the
+result's state code either way."""
 
-    r = sub.add_parser("run", help="judge a lane's cases and decide")
-    r.add_argument("--policy", required=True)
-    r.add_argument("--lane", default="pr", help="pr, release, scheduled or any lane the policy defines (default pr)")
-    r.add_argument("--out", default="gate-out", type=Path, help="output directory (default gate-out/)")
-    r.add_argument("--max-cost", type=_cost, default=None, help="a lower cost boundary than the policy's")
-    r.add_argument("--resume", action="store_true", help="reuse completed judgments in --out and the cache")
-    r.add_argument("--dry-run", action="store_true", help="print the plan and estimated cost; no model call")
-    r.add_argument(
-        "--cache-dir", type=Path, default=None, help="judgment cache (default: policy cache_dir or .gate-cache)"
+RUN_ENV = """environment variables:
+  $<evaluator.api_key_env>  the judge's API key, named by the policy (default OPENAI_API_KEY)
+  OPENAI_BASE_URL           the provider's base URL when the policy sets no evaluator.base_url
+  GATE_WORKERS              the number of judging processes (default: from max_concurrency)
+  GATE_DEBUG=1              print the traceback of an unexpected error"""
+
+
+class _Help(argparse.HelpFormatter):
+    """Descriptions wrap to the terminal; the exit-code and environment tables keep their lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _command(sub: Any, name: str, summary: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog="\n\n".join(part for part in (epilog, EXIT_CODES) if part),
+        formatter_class=_Help,
     )
-    r.add_argument("--no-cache", action="store_true", help="judge without the cache")
+    return parser
+
+
+def _format_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help=f"text for a person (colour on a terminal, plain when piped) or json: {what} on stdout",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="gate",
+        description="A CI release gate: judge a reviewed pass/fail criterion with a Ragas LLM judge and decide "
+        "one of four states. Run `gate COMMAND --help` for a command's flags.",
+        epilog=EXIT_CODES,
+        formatter_class=_Help,
+    )
+    p.add_argument("--version", action="version", version=f"ragas-gate {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    v = _command(
+        sub,
+        "validate",
+        "deterministic checks only, no network",
+        "Check the policy and its cases without calling any model: schema, ids, slices, evidence, "
+        "controls, duplicates and leaks between partitions. Exit 1 when a finding would block.",
+    )
+    v.add_argument("--policy", required=True, help="the policy YAML file (cases and evidence are relative to it)")
+    v.add_argument("--lane", default=None, help="check the controls of this lane only (default: every lane)")
+    _format_flag(v, "the findings")
+
+    r = _command(
+        sub,
+        "run",
+        "judge a lane's cases and decide",
+        "Judge the lane's cases with the policy's LLM judge, then decide and write result.json, "
+        "report.md, summary.md, junit.xml and records.jsonl in --out.",
+        RUN_ENV,
+    )
+    r.add_argument("--policy", required=True, help="the policy YAML file")
+    r.add_argument("--lane", default="pr", help="pr, release, scheduled or any lane the policy defines (default pr)")
+    r.add_argument("--out", default="gate-out", type=Path, help="the output directory (default gate-out/)")
     r.add_argument(
-        "--base-result", type=Path, default=None, help="a base run's --out dir: the report shows the trend's change"
+        "--max-cost", type=_cost, default=None, help="a lower cost boundary than the policy's, in its currency"
+    )
+    r.add_argument(
+        "--resume", action="store_true", help="reuse the completed judgments in --out and the cache; pay for the rest"
+    )
+    r.add_argument("--dry-run", action="store_true", help="print the plan and the estimated cost; call no model")
+    r.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="the judgment cache (default: the policy's cache_dir or .gate-cache)",
+    )
+    r.add_argument("--no-cache", action="store_true", help="judge without reading or writing the cache")
+    r.add_argument(
+        "--base-result",
+        type=Path,
+        default=None,
+        help="a base run's --out directory: the report shows the trend's change",
     )
     r.add_argument(
         "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
     )
+    _format_flag(r, "the result (result.json's content)")
 
-    d = sub.add_parser("decide", help="re-apply the policy to recorded runs, no model call")
-    d.add_argument("--policy", required=True)
-    d.add_argument("--records", required=True, nargs="+", type=Path)
+    d = _command(
+        sub,
+        "decide",
+        "re-apply the policy to recorded runs, no model call",
+        "Decide again from records.jsonl files (after a policy or override change) without calling any model.",
+    )
+    d.add_argument("--policy", required=True, help="the policy YAML file")
+    d.add_argument("--records", required=True, nargs="+", type=Path, help="records.jsonl file(s) written by `gate run`")
     d.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
-    d.add_argument("--out", type=Path, default=None, help="write result.json and the reports here")
-    d.add_argument("--max-cost", type=_cost, default=None)
+    d.add_argument(
+        "--out", type=Path, default=None, help="write result.json and the reports here (default: print only)"
+    )
+    d.add_argument("--max-cost", type=_cost, default=None, help="a lower cost boundary than the policy's")
+    _format_flag(d, "the result (result.json's content)")
 
-    m = sub.add_parser("merge", help="combine the outputs of `gate run --shard I/N` into one decision")
-    m.add_argument("--policy", required=True)
+    m = _command(
+        sub,
+        "merge",
+        "combine the outputs of `gate run --shard I/N` into one decision",
+        "Combine the --out directories of every shard of one run into one decision; a missing shard "
+        "makes the result evaluation_incomplete.",
+    )
+    m.add_argument("--policy", required=True, help="the policy YAML file the shards ran")
     m.add_argument("shards", nargs="+", type=Path, metavar="DIR", help="the --out directory of each shard")
     m.add_argument("--out", required=True, type=Path, help="write the merged result.json, reports and records here")
+    _format_flag(m, "the merged result")
 
-    cal = sub.add_parser("calibrate", help="measure the judge against human labels from recorded runs, no model call")
-    cal.add_argument("--policy", required=True)
+    cal = _command(
+        sub,
+        "calibrate",
+        "measure the judge against human labels from recorded runs, no model call",
+        "Measure agreement, false-pass and false-fail rates of the judge against the human labels, per slice.",
+    )
+    cal.add_argument("--policy", required=True, help="the policy YAML file")
     cal.add_argument("--records", required=True, nargs="+", type=Path, help="records.jsonl file(s) of runs")
     cal.add_argument("--causes", type=Path, default=None, help="classified disagreements: JSONL or CSV case_id,cause")
-    cal.add_argument("--out", type=Path, default=Path("gate-calibration"), help="output directory")
+    cal.add_argument("--out", type=Path, default=Path("gate-calibration"), help="the output directory")
 
-    cmp = sub.add_parser("compare", help="verdict transitions between two runs and the first diverging artifact")
+    cmp = _command(
+        sub,
+        "compare",
+        "verdict transitions between two runs and the first diverging artifact",
+        "Compare two runs case by case: which verdicts changed and the first input that differs.",
+    )
     cmp.add_argument("--base", required=True, type=Path, help="the base run's --out directory or records.jsonl")
     cmp.add_argument("--head", required=True, type=Path, help="the head run's --out directory or records.jsonl")
     cmp.add_argument(
@@ -98,30 +209,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--out", type=Path, default=Path("gate-compare"), help="write compare.json and compare.md here")
 
-    pub = sub.add_parser("publish", help="post the check run and the sticky PR comment for a result")
+    pub = _command(
+        sub,
+        "publish",
+        "post the check run and the sticky PR comment for a result",
+        "Post a run's check run and its one sticky PR comment (report.md) on GitHub; exit with the result's code.",
+        PUBLISH_ENV,
+    )
     pub.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
     return p
 
 
-def format_findings_text(findings: Sequence[Finding], out: IO[str]) -> None:
-    if not findings:
-        out.write("No findings: the policy and dataset validate clean.\n")
-        return
-    by_state: dict[State, list[Finding]] = {}
-    for f in findings:
-        by_state.setdefault(f.state, []).append(f)
-    for state in (State.QUALITY_FAILED, State.EVALUATION_INCOMPLETE, State.REVIEW_REQUIRED):
-        group = by_state.get(state, [])
-        if not group:
-            continue
-        kinds = Counter(f.kind for f in group)
-        out.write(
-            f"{STATE_LABEL[state]}: {len(group)} finding(s) ({', '.join(f'{k} {n}' for k, n in kinds.items())})\n"
-        )
-        for f in group:
-            shown = ", ".join(log_text(i) for i in f.case_ids[:10])
-            ids = f" [cases: {shown}{' ...' if len(f.case_ids) > 10 else ''}]" if f.case_ids else ""
-            out.write(f"  - {f.kind}: {log_text(f.message)}{ids}\n")
+def format_findings_text(findings: Sequence[Finding], out: IO[str], header: str | None = None) -> None:
+    from rich.text import Text
+
+    from gate.report.terminal import make_console, print_findings
+
+    shown = Text(log_text(header)) if header is not None else None
+    print_findings([f.to_dict() for f in findings], make_console(out), shown)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -157,26 +262,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(
-            f"{args.policy}: policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), "
-            f"{len(dataset.cases)} cases, policy sha256 {loaded.sha256[:12]}, dataset sha256 {dataset.sha256[:12]}\n"
+        from gate.report.terminal import shown_path
+
+        header = (
+            f"{shown_path(args.policy)}: policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), "
+            f"{len(dataset.cases)} cases, policy sha256 {loaded.sha256[:12]}, dataset sha256 {dataset.sha256[:12]}"
         )
-        format_findings_text(findings, sys.stdout)
+        format_findings_text(findings, sys.stdout, header)
     return 1 if blocking else 0
 
 
-def _print_outcome(result: dict[str, object], out_dir: Path | None) -> None:
-    from gate.report.markdown import render_summary
+def _print_outcome(result: dict[str, object], out_dir: Path | None, fmt: str = "text") -> None:
+    if fmt == "json":
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from gate.report.terminal import make_console, print_outcome
 
-    sys.stdout.write(render_summary(result))
-    if out_dir is not None:
-        sys.stdout.write(f"\nWrote {out_dir}/result.json, report.md, summary.md, junit.xml\n")
-        cert = result.get("certification")
-        if isinstance(cert, dict) and cert.get("ledger_entry"):
-            sys.stdout.write(
-                f"and {out_dir}/certification-entry.json: append it to the ledger {cert.get('ledger')} "
-                "(relative to the policy) once people accept it\n"
-            )
+    print_outcome(result, out_dir, make_console(sys.stdout))
+
+
+@contextlib.contextmanager
+def _stdout_for(fmt: str) -> Iterator[None]:
+    """With --format json, stdout carries the JSON only: anything else the command says goes to stderr."""
+    if fmt != "json":
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -205,13 +318,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         # A result left by an earlier run must never be read (or published) as this run's.
         for name in OUTPUT_FILES:
             (args.out / name).unlink(missing_ok=True)
-    decision = run(args.policy, opts)
+    with _stdout_for(args.format):
+        decision = run(args.policy, opts)
     if args.dry_run:
         blocking = [b for b in decision.blockers if b.state is State.QUALITY_FAILED]
-        if blocking:
+        if args.format == "json":
+            _print_outcome(decision.result, None, "json")
+        elif blocking:
             format_findings_text(blocking, sys.stdout)
         return 1 if blocking else 0
-    _print_outcome(decision.result, args.out)
+    _print_outcome(decision.result, args.out, args.format)
     return decision.state.exit_code
 
 
@@ -222,10 +338,11 @@ def cmd_decide(args: argparse.Namespace) -> int:
         from gate.outdir import check_out_dir
 
         check_out_dir(args.out)
-    decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost)
-    if args.out is not None:
-        write_outputs(args.out, decision)
-    _print_outcome(decision.result, args.out)
+    with _stdout_for(args.format):
+        decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost)
+        if args.out is not None:
+            write_outputs(args.out, decision)
+    _print_outcome(decision.result, args.out, args.format)
     return decision.state.exit_code
 
 
@@ -236,9 +353,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise UsageError(f"gate merge: --out {args.out} is one of the shard directories; fix: merge into a new one")
     for name in OUTPUT_FILES:  # a result left by an earlier merge must never pass for this one's
         (args.out / name).unlink(missing_ok=True)
-    merged = merge(args.policy, args.shards)
-    write_merged(args.out, merged)
-    _print_outcome(merged.decision.result, args.out)
+    with _stdout_for(args.format):
+        merged = merge(args.policy, args.shards)
+        write_merged(args.out, merged)
+    _print_outcome(merged.decision.result, args.out, args.format)
     return merged.decision.state.exit_code
 
 

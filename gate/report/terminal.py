@@ -1,0 +1,236 @@
+"""What `gate run`, `gate decide`, `gate merge` and `gate validate` print for a person.
+
+Read from the result dict (the same one result.json holds). The state and its meaning come first,
+then the blockers with their case ids, the slice table, the cost and where the files are. On a
+terminal `rich` adds colour and layout; piped or in a CI log the same text is plain (no ANSI
+escape, no Markdown: that stays in report.md, summary.md and the PR comment).
+
+Every untrusted string (case ids, slice names, messages, judge reasons) passes through
+`gate.escape.log_text` and reaches rich as a `Text`, never as markup, so `[red]` or `::error::`
+in a case is shown as written and can never style the output or start a log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gate.escape import log_text
+from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER, money
+
+STATE_STYLE = {
+    "passed": "bold green",
+    "quality_failed": "bold red",
+    "evaluation_incomplete": "bold yellow",
+    "review_required": "bold magenta",
+}
+MAX_IDS = 10
+MAX_DETAILED = 5
+MAX_REASON = 160
+
+
+def make_console(stream: IO[str]) -> Console:
+    """Colour and layout on a terminal; plain text (rich decides nothing) when piped or in CI."""
+    tty = stream.isatty()
+    return Console(
+        file=stream,
+        force_terminal=tty,
+        no_color=not tty,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        soft_wrap=not tty,  # a log line is never cut at an invented width
+        width=None if tty else 100,
+    )
+
+
+def shown_path(path: Path | str) -> str:
+    """A path relative to the working directory when it is under it (logs never show /github/workspace/...)."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve())) or "."
+    except (ValueError, OSError):
+        return str(p)
+
+
+def _t(text: object, limit: int | None = None, style: str = "") -> Text:
+    return Text(log_text(text, limit), style=style)
+
+
+def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
+    out = Text(", ").join(_t(i, style="cyan") for i in ids[:limit])
+    if len(ids) > limit:
+        out.append(f" and {len(ids) - limit} more")
+    return out
+
+
+def _case_detail(c: Mapping[str, Any]) -> Text:
+    bucket = c.get("bucket")
+    if bucket == "errored":
+        return Text.assemble("evaluator error ", _t(c.get("error_kind")), ": ", _t(c.get("error_message") or "", 120))
+    if bucket == "withheld":
+        return Text("withheld (no reference evidence)")
+    if bucket == "unrun":
+        return Text("not judged")
+    out = Text.assemble(
+        "human ", _t(c.get("human_label"), style="bold"), ", judge ", _t(c.get("verdict"), style="bold")
+    )
+    labels = c.get("labels") or []
+    if len(labels) > 1:
+        out.append_text(Text.assemble(" (votes: ", Text(", ").join(_t(v) for v in labels), ")"))
+    if c.get("reason"):
+        out.append_text(Text.assemble(' — "', _t(c["reason"], MAX_REASON, style="italic"), '"'))
+    return out
+
+
+def headline(result: Mapping[str, Any]) -> Text:
+    state = str(result.get("state", "evaluation_incomplete"))
+    return Text.assemble(
+        (state, STATE_STYLE.get(state, "bold")),
+        f" (exit {result.get('exit_code')}): ",
+        STATE_MEANING.get(state, ""),
+    )
+
+
+def _blockers(result: Mapping[str, Any], console: Console) -> None:
+    blockers: Sequence[Mapping[str, Any]] = result.get("blockers") or []
+    if not blockers:
+        console.print("Blockers: none")
+        return
+    cases = {c.get("case_id"): c for c in result.get("cases") or []}
+    console.print(Text(f"Blockers ({len(blockers)})", style="bold"))
+    for state in STATE_ORDER:
+        group = [b for b in blockers if b.get("state") == state]
+        if group:
+            console.print(Text.assemble("  ", (state, STATE_STYLE[state]), f" ({len(group)})"))
+        for b in group:
+            where = Text.assemble(" in slice ", _t(b["slice"], style="cyan")) if b.get("slice") else Text()
+            kind = (log_text(b.get("kind")), "bold")
+            console.print(Text.assemble("    ", kind, where, ": ", _t(b.get("message"), 300)))
+            ids = [str(i) for i in b.get("case_ids") or []]
+            detailed = [] if b.get("kind") in LIST_ONLY_KINDS else [i for i in ids if i in cases][:MAX_DETAILED]
+            for i in detailed:
+                console.print(Text.assemble("      ", _t(i, style="cyan"), ": ", _case_detail(cases[i])))
+            rest = [i for i in ids if i not in detailed]
+            if rest:
+                label = f"      {len(rest)} more case(s): " if detailed else "      cases: "
+                console.print(Text.assemble(label, _ids(rest)))
+
+
+def _slices(result: Mapping[str, Any], console: Console) -> None:
+    slices: Mapping[str, Mapping[str, int]] = result.get("slices") or {}
+    if not slices:
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    cols = ("false_pass", "false_fail", "true_pass", "true_fail", "errors", "review", "unrun")
+    table.add_column("slice", no_wrap=True)
+    for col in cols:
+        table.add_column(col.replace("_", " "), justify="right")
+    for name, t in slices.items():
+        cells = [
+            Text(str(t.get(c, 0)), style="bold red" if c in ("false_pass", "false_fail") and t.get(c) else "")
+            for c in cols
+        ]
+        table.add_row(_t(name, style="cyan"), *cells)
+    console.print(Text("Slices (controls excluded)", style="bold"))
+    console.print(table, soft_wrap=False)
+    console.print()
+
+
+def _cost(result: Mapping[str, Any], console: Console) -> None:
+    cost: Mapping[str, Any] = result.get("cost") or {}
+    cur = str(cost.get("currency", "USD"))
+    boundary = (result.get("limits") or {}).get("max_total_cost")
+    line = Text.assemble(("Cost: ", "bold"), money(float(cost.get("total", 0.0)), cur))
+    if boundary is not None:
+        line.append(f" of a {money(float(boundary), cur)} boundary")
+    line.append(
+        f"; {cost.get('input_tokens', 0)} input / {cost.get('output_tokens', 0)} output tokens, "
+        f"{cost.get('http_attempts', 0)} HTTP attempts ({cost.get('retries', 0)} retries), "
+        f"{cost.get('cached_calls', 0)} from cache"
+    )
+    console.print(line)
+    unanswered, missing = cost.get("unanswered_attempts", 0), cost.get("usage_missing", 0)
+    if unanswered or missing:
+        console.print(
+            f"  {unanswered} attempt(s) unanswered and {missing} answered without usage count at their reserved "
+            f"upper bound: budget used {money(float(cost.get('budget_spent', 0.0)), cur)}"
+        )
+
+
+def _counts(result: Mapping[str, Any]) -> Text:
+    n: Mapping[str, int] = result.get("counts") or {}
+    return Text(
+        f"Cases: {n.get('eligible', 0)} eligible = {n.get('completed', 0)} completed + {n.get('errored', 0)} "
+        f"errored + {n.get('withheld', 0)} withheld + {n.get('unrun', 0)} unrun; {n.get('review', 0)} need review"
+    )
+
+
+OUTPUT_NOTES = (
+    ("result.json", "the decision, for scripts"),
+    ("report.md", "the PR comment (Markdown)"),
+    ("summary.md", "the job summary (Markdown)"),
+    ("junit.xml", "one test per case"),
+    ("records.jsonl", "every judgment, for decide, resume and calibrate"),
+    ("certification-entry.json", "append to the certification ledger once people accept it"),
+)
+
+
+def print_outcome(result: Mapping[str, Any], out_dir: Path | None, console: Console) -> None:
+    """The whole terminal summary of a decision."""
+    console.print(headline(result))
+    console.print(
+        Text.assemble(
+            "Policy ",
+            _t(result.get("policy_id")),
+            " version ",
+            _t(result.get("policy_version")),
+            ", lane ",
+            _t(result.get("lane")),
+        )
+    )
+    console.print(_counts(result))
+    console.print()
+    _blockers(result, console)
+    console.print()
+    _slices(result, console)
+    _cost(result, console)
+    for note in result.get("notes") or []:
+        console.print(Text.assemble("Note: ", _t(note)))
+    if out_dir is not None:
+        console.print()
+        written = [(shown_path(out_dir / name), what) for name, what in OUTPUT_NOTES if (out_dir / name).exists()]
+        width = max((len(path) for path, _ in written), default=0)
+        console.print(Text("Files", style="bold"))
+        for path, what in written:
+            console.print(Text.assemble("  ", (log_text(path), "cyan"), " " * (width - len(path) + 2), what))
+
+
+def print_findings(findings: Sequence[Mapping[str, Any]], console: Console, header: Text | None = None) -> None:
+    """`gate validate`: the worst state first, then each finding with its case ids."""
+    if header is not None:
+        console.print(header)
+    if not findings:
+        console.print(
+            Text.assemble(("passed", STATE_STYLE["passed"]), ". No findings: the policy and dataset validate clean.")
+        )
+        return
+    for state in STATE_ORDER:
+        group = [f for f in findings if f.get("state") == state]
+        if not group:
+            continue
+        console.print(
+            Text.assemble((state, STATE_STYLE[state]), f": {len(group)} finding(s); {STATE_MEANING.get(state, '')}")
+        )
+        for f in group:
+            line = Text.assemble("  ", (log_text(f.get("kind")), "bold"), ": ", _t(f.get("message")))
+            ids = list(f.get("case_ids") or [])
+            if ids:
+                line.append_text(Text.assemble(" [cases: ", _ids(ids), "]"))
+            console.print(line)
