@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gate.cases import Case
 from gate.errors import UsageError
+from gate.fingerprint import JudgeConfig
 from gate.judge import resolve_base_url
 from gate.lineage import JudgeSettings
 from gate.loading import FileProblem, canonical_json, format_validation_error, read_text, sha256_hex
@@ -46,27 +47,11 @@ class LedgerEntry(BaseModel):
 
 
 def config_sha256(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> str:
-    """The judge's identity: prompt text, metric name, version, allowed values and label aliases,
-    evaluator model, base URL host, temperature, seed, max_output_tokens, repeats, ragas version."""
-    metric = loaded.policy.metric
-    return sha256_hex(
-        canonical_json(
-            {
-                "prompt_sha256": judge.prompt_template_sha256,
-                "metric_name": metric.name,
-                "metric_version": metric.version,
-                "allowed_values": list(judge.allowed_values),
-                "label_aliases_sha256": judge.label_aliases_sha256,
-                "evaluator_model": loaded.policy.evaluator.model,
-                "base_url_host": judge.base_url_host,
-                "temperature": judge.sampling.temperature,
-                "seed": judge.sampling.seed,
-                "max_output_tokens": judge.sampling.max_output_tokens,
-                "repeats": judge.sampling.repeats,
-                "ragas_version": ragas_version,
-            }
-        )
-    )
+    """The judge's identity for certification: the run's configuration fingerprint (`gate.fingerprint`:
+    prompt text, metric name and version, allowed values, label aliases, evaluator model, sampling,
+    ragas version) taken with the base URL's host only, plus `repeats` (SPEC 10's list)."""
+    host_only = replace(JudgeConfig.of(loaded, "", ragas_version), base_url=judge.base_url_host)
+    return sha256_hex(canonical_json({"judge": host_only.fingerprint, "repeats": judge.sampling.repeats}))
 
 
 def held_out_cases(plan: Plan) -> list[Case]:

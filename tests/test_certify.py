@@ -154,15 +154,17 @@ def test_what_changes_the_hashes(tmp_path: Path, fake: FakeOpenAI) -> None:
         == base
     )
     assert _hashes(held_suite(tmp_path / "s", fake, extra=[case("s-2")])) == base
-    # Part of the judge: sampling, allowed values, aliases, the provider host, the ragas version.
+    # Part of the judge: sampling, repeats, aliases, the provider host (not its port), the ragas version.
     changed = [
         held_suite(tmp_path / "temp", fake, evaluator={"base_url": fake.base_url, "temperature": 0.5}),
         held_suite(tmp_path / "seed", fake, evaluator={"base_url": fake.base_url, "seed": 8}),
         held_suite(tmp_path / "alias", fake, metric={"label_aliases": {"PASS": "pass"}}),
+        held_suite(tmp_path / "rep", fake, evaluator={"base_url": fake.base_url, "repeats": 3}),
     ]
     for p in changed:
         assert _hashes(p)[0] != base[0] and _hashes(p)[1] == base[1]
     assert _hashes(tmp_path / "base" / "policy.yaml", "https://api.openai.com/v1")[0] != base[0]
+    assert _hashes(tmp_path / "base" / "policy.yaml", "http://127.0.0.1:2/other/v1")[0] == base[0]
     loaded = load_policy(tmp_path / "base" / "policy.yaml")
     judge = JudgeSettings.of(loaded, "http://127.0.0.1:1/v1")
     assert config_sha256(loaded, judge, "0.4.4") != base[0]
