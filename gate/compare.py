@@ -197,6 +197,7 @@ def lineage_from_records(records: Sequence[Record]) -> dict[str, Any]:
     return {
         "policy_sha256": common(r.policy_sha256 for r in records),
         "dataset_sha256": common(r.dataset_sha256 for r in records),
+        "dataset_card_sha256": common(r.dataset_card_sha256 for r in records),
         "prompt_sha256": common(r.prompt_template_sha256 or "" for r in records),
         "metric_version": common(r.metric_version for r in records),
         "evaluator_model": common(r.evaluator_model for r in records),

@@ -44,6 +44,7 @@ class Lineage:
     gate_version: str
     metric_definition_sha256: str = ""  # gate.rollback.metric_definition_sha256
     config_fingerprint: str = ""  # gate.fingerprint of the judge this policy makes now
+    dataset_card_sha256: str = ""  # gate.dataset_card; "" when the policy names no card
 
     def to_dict(self) -> dict[str, str]:
         return dict(self.__dict__)

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from gate.dataset_card import DatasetCard, read_card
 from gate.errors import PolicyError, UsageError
 from gate.escape import NAME_RULE, is_name, visible
 from gate.loading import (
@@ -282,6 +283,8 @@ class Policy(Strict):
     trend: Trend | None = None
     drift: Drift | None = None
     certification: Certification | None = None
+    # Markdown or YAML, relative to the policy (gate/dataset_card.py); without it the validator blocks.
+    dataset_card: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -343,6 +346,7 @@ class LoadedPolicy:
     placeholders: tuple[str, ...]
     sha256: str
     prompt_sha256: str
+    card: DatasetCard | None = None  # the `dataset_card` as read; None when the policy names none
 
     @property
     def base_dir(self) -> Path:
@@ -462,6 +466,12 @@ def load_policy(path: str | Path) -> LoadedPolicy:
             resolve_inside(p.parent, policy.certification.ledger, "certification.ledger")
         except FileProblem as exc:
             problems.append(exc.message)
+    card: DatasetCard | None = None
+    if policy.dataset_card is not None:
+        try:
+            card = read_card(resolve_inside(p.parent, policy.dataset_card, "dataset_card"))
+        except FileProblem as exc:
+            problems.append(exc.message)
     names, prompt_problems = prompt_placeholders(prompt_text)
     where = f"`metric.prompt_file` ({policy.metric.prompt_file})" if policy.metric.prompt_file else "`metric.prompt`"
     problems += [f"{where}: {m}" for m in prompt_problems]
@@ -483,6 +493,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         placeholders=tuple(names),
         sha256=digest,
         prompt_sha256=_sha256(prompt_text),
+        card=card,
     )
 
 

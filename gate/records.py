@@ -99,6 +99,7 @@ class Record(BaseModel):
     policy_version: str = ""
     policy_sha256: str = ""
     dataset_sha256: str = ""
+    dataset_card_sha256: str = ""  # gate.dataset_card: the card the cases were described by
     gate_version: str = ""
     lane: str | None = None
     # gate.fingerprint: the judge configuration that made this record ("" in older records).

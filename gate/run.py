@@ -100,6 +100,7 @@ def make_lineage(
         gate_version=__version__,
         metric_definition_sha256=metric_definition_sha256(loaded),
         config_fingerprint=config_fingerprint(loaded, url, installed_version("ragas")),
+        dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
     )
 
 
@@ -237,6 +238,7 @@ def make_record(
         policy_version=loaded.policy.policy_version,
         policy_sha256=lineage.policy_sha256,
         dataset_sha256=lineage.dataset_sha256,
+        dataset_card_sha256=lineage.dataset_card_sha256,
         gate_version=__version__,
         lane=lane,
         **judge.for_case(case, loaded.placeholders),

@@ -70,6 +70,20 @@ def controls() -> list[dict[str, Any]]:
     ]
 
 
+# A complete dataset card (gate/dataset_card.py): every test suite names one, as a policy must.
+CARD_YAML = """\
+intended_use: tests of ragas-gate only
+excluded_tasks: everything outside the tests
+language_and_domain_coverage: English; a fictional refund policy
+collection_window: written for the tests
+source_authority: the evidence file next to the cases
+redaction: none needed, synthetic
+sampling_design: chosen by hand to cover each outcome
+reviewer_qualifications: the test authors
+known_gaps: [tiny, synthetic]
+"""
+
+
 def policy_dict(**overrides: Any) -> dict[str, Any]:
     p: dict[str, Any] = {
         "version": 1,
@@ -96,6 +110,7 @@ def policy_dict(**overrides: Any) -> dict[str, Any]:
         "cases": ["cases.jsonl"],
         "evidence": "evidence.yaml",
         "rubrics": ["rubric-1"],
+        "dataset_card": "card.yaml",
         "slices": {
             "critical": {"max_false_passes": 0, "max_false_fails": 1, "priority": 0},
             "general": {"max_false_passes": 1, "priority": 1},
@@ -133,6 +148,7 @@ def write_suite(
         encoding="utf-8",
     )
     (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    (root / "card.yaml").write_text(CARD_YAML, encoding="utf-8")
     path = root / "policy.yaml"
     path.write_text(yaml.safe_dump(policy_dict(**policy_overrides), sort_keys=False), encoding="utf-8")
     return path

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from suite import CARD_YAML
 
 from gate.cases import Dataset, load_dataset
 from gate.policy import LoadedPolicy, load_policy
@@ -68,6 +69,7 @@ def base_policy() -> dict[str, Any]:
         "cases": ["cases/cases.jsonl"],
         "evidence": "evidence/evidence.yaml",
         "rubrics": ["rubric-1"],
+        "dataset_card": "card.yaml",
         "slices": {"critical": {"max_false_passes": 0}, "general": {"max_false_passes": 1}},
         "limits": {"max_total_cost": 1.0},
         "missing_evidence": "block",
@@ -120,6 +122,7 @@ class Suite:
             "policy.yaml": yaml.safe_dump(self.policy, sort_keys=False),
             "prompts/judge.txt": self.prompt,
             "cases/cases.jsonl": "".join(json.dumps(c) + "\n" for c in self.cases),
+            "card.yaml": CARD_YAML,
         }
         if self.evidence is not None:
             files["evidence/evidence.yaml"] = yaml.safe_dump(self.evidence)

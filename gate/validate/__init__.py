@@ -13,6 +13,7 @@ from gate.errors import UsageError
 from gate.loading import gc_paused
 from gate.policy import LoadedPolicy
 from gate.states import Finding, State
+from gate.validate.card import card_defects
 from gate.validate.checks import check_inputs
 from gate.validate.context import Context
 from gate.validate.controls import missing_controls
@@ -33,6 +34,7 @@ from gate.validate.trend import trend_bands
 Validator = Callable[[Context], list[Finding]]
 
 VALIDATORS: tuple[Validator, ...] = (
+    card_defects,
     duplicate_case_ids,
     supersede_defects,
     empty_fields,
