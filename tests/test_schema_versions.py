@@ -23,6 +23,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 POLICY = FIXTURES / "suite" / "policy.yaml"
 RECORD_FIXTURES = sorted(FIXTURES.glob("records-v*.jsonl"))
 RESULT_FIXTURES = sorted(FIXTURES.glob("result-v*.json"))
+# The fake provider the fixture runs were judged against: records since the configuration
+# fingerprint (gate/fingerprint.py) are evidence only for the same base URL.
+FIXTURE_BASE_URL = "http://127.0.0.1:18765/v1"
 
 
 def _version(path: Path) -> int:
@@ -37,7 +40,10 @@ def test_every_schema_version_ever_written_has_a_fixture() -> None:
 
 
 @pytest.mark.parametrize("path", RECORD_FIXTURES, ids=lambda p: p.name)
-def test_records_fixture_loads_and_decides_the_same(path: Path, tmp_path: Path) -> None:
+def test_records_fixture_loads_and_decides_the_same(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", FIXTURE_BASE_URL)
     records = read_records(path)
     assert len(records) == 9 and all(r.schema_version == _version(path) for r in records)
     out = tmp_path / "out"
