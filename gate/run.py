@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import sys
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from gate.outdir import OutputWriteError, check_out_dir, describe
 from gate.overrides import waived_case_ids
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
+from gate.progress import Progress
 from gate.record_vetting import vet_record
 from gate.records import Record, RecordWriter, read_records
 from gate.report.junit import render_junit
@@ -147,57 +147,6 @@ def blocking_findings(findings: Sequence[Finding]) -> list[Finding]:
         for f in findings
         if f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
     ]
-
-
-class Progress:
-    """A live line on a terminal; a plain line every ~10% or 15 s in CI logs."""
-
-    def __init__(self, total: int, stream: IO[str] | None, currency: str = "USD") -> None:
-        self.total = total
-        self.currency = currency
-        self.done = 0
-        self.errors = 0
-        self.stream = stream
-        self.tty = bool(stream is not None and stream.isatty())
-        self.started = time.monotonic()
-        self.last_plain = 0.0
-        self.step = max(10, total // 10)
-
-    def line(self, budget_used: float) -> str:
-        # "budget used" counts unanswered attempts at their reservation (see README), so it can
-        # read higher than the cost result.json reports from provider usage.
-        return (
-            f"gate: {self.done}/{self.total} judgments, {self.errors} errors, "
-            f"{budget_used:.4f} {self.currency} budget used, {time.monotonic() - self.started:.0f}s"
-        )
-
-    def tick(self, judgment: Judgment, budget_used: float) -> None:
-        self.done += 1
-        if judgment.status == "error":
-            self.errors += 1
-        if self.stream is None:
-            return
-        line = self.line(budget_used)
-        now = time.monotonic()
-        if self.tty:
-            self.stream.write("\r" + line + "   ")
-            if self.done == self.total:
-                self.stream.write("\n")
-            self.stream.flush()
-        elif self.done % self.step == 0 or self.done == self.total or now - self.last_plain >= 15:
-            self.last_plain = now
-            self.stream.write(line + "\n")
-            self.stream.flush()
-
-    def close(self, stop_reason: str | None, budget_used: float) -> None:
-        if self.stream is None:
-            return
-        if self.tty and self.done != self.total:
-            self.stream.write("\n")
-        if stop_reason is not None:
-            why = stop_reason.replace("_", " ")
-            self.stream.write(f"{self.line(budget_used)}; scheduling stopped: {why}\n")
-        self.stream.flush()
 
 
 def make_record(
@@ -715,7 +664,13 @@ def run(
                 writer=writer,
                 budget=budget,
                 lineage=lineage,
-                progress=Progress(len(plan.scheduled) * plan.repeats, progress_stream, prices(loaded).currency),
+                progress=Progress(
+                    len(plan.scheduled) * plan.repeats,
+                    progress_stream,
+                    prices(loaded).currency,
+                    boundary=budget.limit,
+                    reused=len(reuse),
+                ),
                 judge=judge,
                 reuse=reuse,
                 waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),

@@ -168,8 +168,9 @@ def _work(
     """A worker process: judge `cases` into `path` with its own evaluator and client."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from gate.progress import Progress
     from gate.records import RecordWriter
-    from gate.run import Progress, _judge_all
+    from gate.run import _judge_all
 
     writer = RecordWriter(path)
     try:

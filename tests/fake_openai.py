@@ -267,7 +267,12 @@ class FakeOpenAI:
         port: int = 0,
         latency: float = 0.0,
         default: Behaviour | Callable[[RecordedRequest], Behaviour] | None = None,
+        prefix: str = "/v1",
     ) -> None:
+        """`prefix` is the path the API is mounted under: "/v1" (OpenAI, vLLM, Ollama, LiteLLM) or an
+        Azure-style "/openai/v1"; with any other prefix than "/v1" only `prefix/chat/completions` answers."""
+        self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
+        self.chat_paths = CHAT_PATHS if self.prefix == "/v1" else (self.prefix + "/chat/completions",)
         self.host = host
         self._port = port
         self.latency = latency
@@ -348,7 +353,7 @@ class FakeOpenAI:
     @property
     def base_url(self) -> str:
         """What OPENAI_BASE_URL / evaluator.base_url should be."""
-        return self.url + "/v1"
+        return self.url + self.prefix
 
     # -- scripting ----------------------------------------------------------------------------
     def script(self, match: str, *behaviours: Behaviour) -> Rule:
@@ -447,7 +452,7 @@ class FakeOpenAI:
             api_key_sha256=key_sha,
         )
 
-        if method != "POST" or path not in CHAT_PATHS:
+        if method != "POST" or path not in self.chat_paths:
             with self._lock:
                 self._requests.append(rec)
             rec.status = 404
