@@ -262,7 +262,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n")
     else:
-        from gate.report.terminal import shown_path
+        from gate.paths import shown_path
 
         header = (
             f"{shown_path(args.policy)}: policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), "

@@ -26,7 +26,9 @@ class PolicyError(UsageError):
         self.problems = problems
         shown = problems[:MAX_PROBLEMS_SHOWN]
         more = len(problems) - len(shown)
-        lines = [f"{path}: the policy file is invalid ({len(problems)} problem(s)):"]
+        from gate.paths import shown_path
+
+        lines = [f"{shown_path(path)}: the policy file is invalid ({len(problems)} problem(s)):"]
         lines += [f"  - {p}" for p in shown]
         if more:
             lines.append(f"  ... and {more} more")

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gate.escape import visible
+from gate.paths import shown_path
 from gate.yaml12 import YamlProblem, load_yaml12
 
 
@@ -303,8 +304,8 @@ def resolve_inside(base_dir: Path, written: str, key: str) -> Path:
     roots = (base_dir.resolve(), workspace())
     if not any(target.is_relative_to(root) for root in roots):
         raise FileProblem(
-            f"`{key}`: {visible(written, 200)} resolves to {target}, outside the policy's directory ({roots[0]}) and the "
-            f"workspace ({roots[1]}); fix: {fix}"
+            f"`{key}`: {visible(written, 200)} resolves to {shown_path(target)}, outside the policy's directory "
+            f"({shown_path(roots[0])}) and the workspace ({shown_path(roots[1])}); fix: {fix}"
         )
     return target
 

@@ -35,6 +35,7 @@ from gate.loading import (
 )
 from gate.loading import sha256_hex as _sha256
 from gate.overrides import kind_problems
+from gate.paths import shown_path
 from gate.yaml12 import as_written
 
 ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
@@ -455,7 +456,9 @@ def load_policy(path: str | Path) -> LoadedPolicy:
                 what = "is a directory"
             elif target.exists():
                 what = "is not a regular file (a device, pipe or socket)"
-            problems.append(f"`{key}`: {rel} ({target}) {what}; fix: correct the path, relative to the policy file")
+            problems.append(
+                f"`{key}`: {rel} ({shown_path(target)}) {what}; fix: correct the path, relative to the policy file"
+            )
     if policy.cache_dir is not None:
         try:
             resolve_inside(p.parent, policy.cache_dir, "cache_dir")

@@ -37,6 +37,7 @@ from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
 from gate.outdir import OutputWriteError, check_out_dir, describe
 from gate.overrides import waived_case_ids
+from gate.paths import shown_path
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
 from gate.progress import Progress
@@ -297,7 +298,7 @@ class Runner:
         if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
             self.fail(
                 "output_failed",
-                f"writing {journal.path} failed ({describe(journal.error)}): scheduling stopped at once and the "
+                f"writing {shown_path(journal.path)} failed ({describe(journal.error)}): scheduling stopped at once and the "
                 "judgments in flight were abandoned",
             )
         self.progress.tick(j, self.budget.spent + self.budget.reserved)
@@ -613,7 +614,7 @@ def run(
             n = sum(len(u.attempts) for u in unrecorded)
             gone = sum(u.unanswered for u in unrecorded)
             notes.append(
-                f"recovered {n} attempt(s) from {journal_path} that no record named (sent before the run was "
+                f"recovered {n} attempt(s) from {shown_path(journal_path)} that no record named (sent before the run was "
                 f"killed); {gone} of them had no answer and count at their reserved upper bound"
             )
         if blocking_findings(findings):
@@ -642,7 +643,7 @@ def run(
                         try:
                             writer.write(rec)
                         except OSError as exc:
-                            msg = f"writing {records_path} failed ({describe(exc)})"
+                            msg = f"writing {shown_path(records_path)} failed ({describe(exc)})"
                             failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
         else:
             cache = cache_dir_for(loaded, opts)
@@ -699,10 +700,14 @@ def run(
             elif runner.stop_reason in ("control_failed", "pair_violated"):
                 notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
             if prior:
-                notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {records_path}")
+                notes.append(
+                    f"resumed: {len(runner.reuse)} completed judgment(s) reused from {shown_path(records_path)}"
+                )
     except OSError as exc:  # the recovered records or the journal could not be written
         if failure is None:
-            failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", f"writing {out} failed ({describe(exc)})")
+            failure = Finding(
+                State.EVALUATION_INCOMPLETE, "output_failed", f"writing {shown_path(out)} failed ({describe(exc)})"
+            )
     finally:
         if journal is not None:
             journal.close()
@@ -710,7 +715,7 @@ def run(
             writer.close()
         except OSError as exc:
             if failure is None:
-                msg = f"writing {records_path} failed ({describe(exc)})"
+                msg = f"writing {shown_path(records_path)} failed ({describe(exc)})"
                 failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
 
     all_records = prior + new_records
@@ -729,13 +734,13 @@ def run(
         # Write what can be written (result.json first), then end with exit 3 and the message.
         try:
             write_outputs(out, with_shard(decision, opts.shard))
-            written = f"{out / 'result.json'} was written"
+            written = f"{shown_path(out / 'result.json')} was written"
         except OutputWriteError:
             written = "result.json could not be written either"
         detail = str(failure.extra.get("detail", failure.message))
         raise OutputWriteError(
             f"{detail}; {len(failure.case_ids)} case(s) were not judged and {written}. The run is "
-            f"evaluation_incomplete, not a verdict; fix: free space in (or repair) {out}, then run again with "
+            f"evaluation_incomplete, not a verdict; fix: free space in (or repair) {shown_path(out)}, then run again with "
             "--resume to keep the judgments already recorded"
         )
     write_outputs(out, with_shard(decision, opts.shard))

@@ -137,3 +137,20 @@ def test_publish_help_names_the_environment_it_reads(capsys: pytest.CaptureFixtu
         "GATE_COMMENT",
     ):
         assert name in text
+
+
+def test_messages_name_paths_relative_to_the_working_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from suite import case, controls
+
+    policy = write_suite(tmp_path / "evals", [*controls(), case("c-1"), case("c-2", slice="nope")])
+    monkeypatch.chdir(tmp_path)  # as the Action runs in /github/workspace
+    assert main(["validate", "--policy", str(policy.resolve())]) == 1
+    assert main(["validate", "--policy", str(policy.resolve()), "--format", "json"]) == 1
+    text = capsys.readouterr().out
+    assert "which evals/policy.yaml does not define" in text and str(tmp_path) not in text
+    (tmp_path / "evals" / "cases.jsonl").rename(tmp_path / "evals" / "moved.jsonl")
+    assert main(["validate", "--policy", str(policy.resolve())]) == 2
+    err = capsys.readouterr().err
+    assert "(evals/cases.jsonl) does not exist" in err and str(tmp_path) not in err

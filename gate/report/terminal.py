@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gate.escape import log_text
+from gate.paths import shown_path
 from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER, money
 
 STATE_STYLE = {
@@ -48,15 +49,6 @@ def make_console(stream: IO[str]) -> Console:
         soft_wrap=not tty,  # a log line is never cut at an invented width
         width=None if tty else 100,
     )
-
-
-def shown_path(path: Path | str) -> str:
-    """A path relative to the working directory when it is under it (logs never show /github/workspace/...)."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve())) or "."
-    except (ValueError, OSError):
-        return str(p)
 
 
 def _t(text: object, limit: int | None = None, style: str = "") -> Text:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from gate.cases import Case, Dataset
+from gate.paths import shown_path
 from gate.policy import LoadedPolicy, Policy
 from gate.states import Finding, State
 
@@ -35,7 +36,7 @@ class Context:
 
     @property
     def policy_file(self) -> str:
-        return str(self.loaded.path)
+        return shown_path(self.loaded.path)
 
     @cached_property
     def locations(self) -> list[str]:
