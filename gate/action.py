@@ -23,7 +23,6 @@ internal error of the Action itself exits 3 with a one-paragraph `::error::` (SP
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import math
@@ -31,24 +30,26 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gate import crash
 from gate.escape import log_text, workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
-from gate.loading import FileProblem, read_json, read_yaml_mapping
+from gate.loading import FileProblem, read_yaml_mapping
+from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
 from gate.report.checkrun import format_cost
-from gate.states import State
+from gate.states import USAGE_ERROR_EXIT
+
+if TYPE_CHECKING:
+    from gate.run import RunOptions
 
 log = logging.getLogger(__name__)
 
-STATES = ("passed", "quality_failed", "evaluation_incomplete", "review_required")
 DEFAULT_FAIL_ON = frozenset(("quality_failed", "evaluation_incomplete", "review_required"))
-USAGE_ERROR_EXIT = 2
 OUT_DIR_NAME = "gate-out"
 INPUTS_JSON_VAR = "GATE_INPUTS"  # toJSON(inputs), from action.yml
 STEP_SUMMARY_MAX_BYTES = 1_000_000  # the runner refuses more than 1 MiB per step
@@ -175,25 +176,6 @@ def parse_fail_on(raw: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def read_event(env: Mapping[str, str]) -> tuple[str | None, int | None]:
-    """(head SHA, PR number). A pull_request event gives its head commit, not the merge commit."""
-    payload: dict[str, Any] = {}
-    event_path = env.get("GITHUB_EVENT_PATH")
-    if event_path:
-        try:
-            loaded = json.loads(Path(event_path).read_text(encoding="utf-8"))
-            payload = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError) as exc:
-            log.warning("could not read the event payload %s: %s", event_path, exc)
-    pr = payload.get("pull_request")
-    if isinstance(pr, dict):
-        head = pr.get("head") if isinstance(pr.get("head"), dict) else {}
-        sha = head.get("sha") if isinstance(head, dict) else None
-        number = pr.get("number", payload.get("number"))
-        return (str(sha) if sha else env.get("GITHUB_SHA") or None), (int(number) if number else None)
-    return env.get("GITHUB_SHA") or None, None
-
-
 def read_context(env: Mapping[str, str]) -> ActionContext:
     policy = get_input(env, "policy")
     if not policy:
@@ -285,18 +267,20 @@ def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
 
 
 # ---- running and publishing -------------------------------------------------------------------
-def gate_run_args(ctx: ActionContext) -> list[str]:
-    if ctx.merge:
-        return ["merge", "--policy", ctx.policy, *merge_dirs(ctx), "--out", str(ctx.out_dir)]
-    args = ["run", "--policy", ctx.policy, "--lane", ctx.lane, "--out", str(ctx.out_dir)]
-    if ctx.max_cost is not None:
-        args += ["--max-cost", ctx.max_cost]
-    if ctx.shard is not None:
-        args += ["--shard", ctx.shard]
+def run_options(ctx: ActionContext) -> RunOptions:
+    """The lane's run: --out is <working-directory>/gate-out, the base result only when it exists."""
+    from gate.run import RunOptions
+    from gate.shard import parse_shard
+
     base = ctx.working_directory / ctx.base_result if ctx.base_result else None
-    if base is not None and (base / "result.json").is_file():
-        args += ["--base-result", str(base)]  # the trend's change against the base
-    return args
+    return RunOptions(
+        lane=ctx.lane,
+        out_dir=ctx.out_dir,
+        max_cost=float(ctx.max_cost) if ctx.max_cost is not None else None,
+        shard=parse_shard(ctx.shard) if ctx.shard is not None else None,
+        # the trend's change against the base; a missing base is said in the report, not an error
+        base_result=base if base is not None and (base / "result.json").is_file() else None,
+    )
 
 
 def merge_dirs(ctx: ActionContext) -> list[str]:
@@ -313,40 +297,50 @@ def merge_dirs(ctx: ActionContext) -> list[str]:
     return found
 
 
-def run_gate(ctx: ActionContext) -> int:
-    """Run the lane in the working directory through the CLI; its exit code."""
-    cli_main: Callable[[list[str]], int] = importlib.import_module("gate.cli").main
+@contextlib.contextmanager
+def _in_directory(path: Path) -> Iterator[None]:
+    # Policy paths, the default cache and every message stay relative to working-directory, as the
+    # workflow author wrote them (what `cd DIR && gate run` gives).
     previous = Path.cwd()
-    os.chdir(ctx.working_directory)
+    os.chdir(path)
     try:
-        return int(cli_main(gate_run_args(ctx)) or 0)
-    except SystemExit as exc:  # argparse and friends
-        return exc.code if isinstance(exc.code, int) else USAGE_ERROR_EXIT
-    except Exception as exc:  # `gate.cli.main` guards its own; this is a last resort, never a verdict
-        crash.print_traceback_if_debug(exc, sys.stderr)
-        command("error", crash.crash_message("`gate run`", exc, None, resumable=True))
-        return crash.INTERNAL_ERROR_EXIT
+        yield
     finally:
         os.chdir(previous)
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
-        return None
+def run_gate(ctx: ActionContext) -> int:
+    """Run the lane (or merge the shards) in working-directory through the core; its exit code.
+
+    The step's log gets the outcome on success and one message otherwise; an error is never a
+    verdict: bad input exits 2, a failed write or an interruption 3, an unexpected error 3 with a
+    result.json that says so when the run got far enough to write one.
+    """
+    from gate.commands import merge_into, report_known_error, run_into
+    from gate.report.terminal import make_console, print_outcome
+
+    with _in_directory(ctx.working_directory):
+        try:
+            if ctx.merge:
+                decision = merge_into(ctx.policy, [Path(d) for d in merge_dirs(ctx)], ctx.out_dir).decision
+            else:
+                decision = run_into(ctx.policy, run_options(ctx))
+        except (Exception, KeyboardInterrupt) as exc:
+            known = report_known_error(exc, sys.stderr)
+            return known if known is not None else _report_crash(ctx, exc)
+        print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
+    return decision.state.exit_code
 
 
-def load_result(result_dir: Path) -> dict[str, Any]:
-    """The parsed result.json; ValueError naming the file when it is missing or not a result."""
-    path = result_dir / "result.json"
-    try:
-        data = read_json(path, "result file")
-    except FileProblem as exc:
-        raise ValueError(exc.message) from None
-    if not isinstance(data, dict) or data.get("state") not in STATES or "policy_id" not in data:
-        raise ValueError(f"{path}: not a gate result (needs 'policy_id' and a 'state' among {', '.join(STATES)})")
-    return data
+def _report_crash(ctx: ActionContext, exc: BaseException) -> int:
+    """An unexpected error: one paragraph, a result.json that claims no verdict (a run), exit 3."""
+    written = None
+    if not ctx.merge:
+        written = crash.write_crash_note(exc, ctx.policy, ctx.lane, ctx.out_dir, [ctx.out_dir / "records.jsonl"])
+    crash.print_traceback_if_debug(exc, sys.stderr)
+    what = "`gate merge`" if ctx.merge else "`gate run`"
+    sys.stderr.write(f"error: {crash.crash_message(what, exc, written, resumable=not ctx.merge)}\n")
+    return crash.INTERNAL_ERROR_EXIT
 
 
 def cost_decimal(total: object) -> str:
@@ -361,11 +355,6 @@ def cost_decimal(total: object) -> str:
         return ""
     text = format(Decimal(format(value, ".12g")).normalize(), "f")
     return "0" if text in ("-0", "0.0") else text
-
-
-def state_exit_code(result: Mapping[str, Any]) -> int:
-    """The code of the result's state (SPEC section 2), never a stored `exit_code` that disagrees."""
-    return State(str(result["state"])).exit_code
 
 
 def outputs_for(result: Mapping[str, Any], result_path: str) -> dict[str, str]:
@@ -425,8 +414,8 @@ def publish_and_report(
             write_outputs(ctx.output_file, {"state": "", "exit-code": str(run_exit if run_exit else 2)})
         return run_exit if run_exit not in (None, 0) else USAGE_ERROR_EXIT
 
-    report_md = _read_text(result_dir / "report.md")
-    summary_md = _read_text(result_dir / "summary.md") or report_md
+    report_md = read_text(result_dir / "report.md")
+    summary_md = read_text(result_dir / "summary.md") or report_md
     if report_md is None:
         report_md = summary_md or f"ragas-gate: `{result['state']}` (see result.json)"
     if summary_md is None:
@@ -482,57 +471,6 @@ def publish_and_report(
     return 1 if state in ctx.fail_on else 0
 
 
-def publish_result_dir(
-    result_dir: Path,
-    env: Mapping[str, str],
-    *,
-    options: ClientOptions | None = None,
-    stream: TextIO | None = None,
-) -> int:
-    """`gate publish --result DIR`: publish an existing result; exit with the result's state code.
-
-    Token: `GITHUB_TOKEN` (or `GH_TOKEN`). Target: `GITHUB_REPOSITORY`, the head SHA and PR from
-    `GITHUB_EVENT_PATH` (else `GITHUB_SHA`), `GITHUB_API_URL`. `GATE_COMMENT=off` posts no comment;
-    `GATE_COMMENT_AUTHOR` names the login whose sticky comment may be edited. A refused or failed
-    write is a warning on stderr and never changes the exit code. An unreadable result exits 2.
-    """
-    stream = stream or sys.stderr
-    try:
-        result = load_result(result_dir)
-    except ValueError as exc:
-        print(f"gate publish: {log_text(exc)}; pass --result the directory `gate run --out` wrote", file=stream)
-        return USAGE_ERROR_EXIT
-    code = state_exit_code(result)
-    token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
-    repository = env.get("GITHUB_REPOSITORY", "")
-    if not token or not repository:
-        missing = "GITHUB_TOKEN" if not token else "GITHUB_REPOSITORY"
-        print(f"gate publish: warning: {missing} is not set; nothing published", file=stream)
-        return code
-    head_sha, pr_number = read_event(env)
-    report_md = _read_text(result_dir / "report.md") or _read_text(result_dir / "summary.md") or ""
-    outcome = publish(
-        result,
-        report_md,
-        token=token,
-        repository=repository,
-        head_sha=head_sha,
-        pr_number=pr_number,
-        api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL,
-        comment=env.get("GATE_COMMENT", "sticky").strip().lower() != "off",
-        comment_author=env.get("GATE_COMMENT_AUTHOR") or None,
-        annotation_path=env.get("GATE_POLICY_PATH") or "result.json",
-        options=options,
-    )
-    for warning in outcome.warnings:
-        print(f"gate publish: warning: {log_text(warning)}", file=stream)
-    if outcome.check_run_url:
-        print(f"gate publish: check run {log_text(outcome.check_run_url)}", file=stream)
-    if outcome.comment_action in ("created", "edited", "unchanged"):
-        print(f"gate publish: sticky comment {outcome.comment_action}", file=stream)
-    return code
-
-
 def configure_logging(env: Mapping[str, str]) -> None:
     """Our own INFO lines (DEBUG with the runner's debug logging); other libraries only from WARNING,
     so httpx's `HTTP Request: POST ...` per judge call never reaches the step log."""
@@ -542,6 +480,7 @@ def configure_logging(env: Mapping[str, str]) -> None:
 
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as `gate.cli.main`: no plugin scan
     configure_logging(env)
     try:
         return _main(env)

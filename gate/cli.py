@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from gate import __version__
-from gate.errors import GateError, UsageError
+from gate.commands import report_known_error
+from gate.errors import UsageError
 from gate.escape import log_text
-from gate.outdir import OutputWriteError
-from gate.states import USAGE_ERROR_EXIT, Finding, State
+from gate.states import Finding, State
 
 STATE_LABEL = {
     State.QUALITY_FAILED: "quality_failed (the change is wrong)",
@@ -293,7 +293,8 @@ def _stdout_for(fmt: str) -> Iterator[None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gate.run import RunOptions, run
+    from gate.commands import run_into
+    from gate.run import RunOptions
     from gate.shard import parse_shard
 
     opts = RunOptions(
@@ -307,19 +308,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_result=args.base_result,
         shard=parse_shard(args.shard) if args.shard is not None else None,
     )
-    if args.base_result is not None and args.base_result.resolve() == args.out.resolve():
-        raise UsageError(
-            f"--base-result {args.base_result} is the --out directory this run replaces; fix: pass the base run's own directory"
-        )
-    if not args.dry_run:
-        from gate.outdir import check_out_dir
-
-        check_out_dir(args.out)  # exit 2 before anything is paid when --out cannot be written
-        # A result left by an earlier run must never be read (or published) as this run's.
-        for name in OUTPUT_FILES:
-            (args.out / name).unlink(missing_ok=True)
     with _stdout_for(args.format):
-        decision = run(args.policy, opts)
+        decision = run_into(args.policy, opts)
     if args.dry_run:
         blocking = [b for b in decision.blockers if b.state is State.QUALITY_FAILED]
         if args.format == "json":
@@ -347,15 +337,10 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from gate.merge import merge, write_merged
+    from gate.commands import merge_into
 
-    if any(args.out.resolve() == d.resolve() for d in args.shards):
-        raise UsageError(f"gate merge: --out {args.out} is one of the shard directories; fix: merge into a new one")
-    for name in OUTPUT_FILES:  # a result left by an earlier merge must never pass for this one's
-        (args.out / name).unlink(missing_ok=True)
     with _stdout_for(args.format):
-        merged = merge(args.policy, args.shards)
-        write_merged(args.out, merged)
+        merged = merge_into(args.policy, args.shards, args.out)
     _print_outcome(merged.decision.result, args.out, args.format)
     return merged.decision.state.exit_code
 
@@ -382,14 +367,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    import os
-
-    from gate.action import publish_result_dir
+    from gate.publish import publish_result_dir
 
     return publish_result_dir(args.result, os.environ)
 
 
-OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml", "certification-entry.json", "rollback.json")
 COMMANDS = {
     "validate": cmd_validate,
     "run": cmd_run,
@@ -401,7 +383,7 @@ COMMANDS = {
 }
 
 
-def report_crash(args: argparse.Namespace | None, exc: Exception) -> int:
+def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
     """An unexpected error: one paragraph on stderr, a result.json that claims no verdict, exit 3."""
     from gate import crash
 
@@ -415,8 +397,7 @@ def report_crash(args: argparse.Namespace | None, exc: Exception) -> int:
         and not getattr(args, "dry_run", False)
     ):
         sources = [out_dir / "records.jsonl"] if command == "run" else list(args.records)
-        if crash.write_crash_result(exc, args.policy, args.lane, out_dir, sources):
-            written = f"{out_dir}/result.json says so, with the cases left unjudged."
+        written = crash.write_crash_note(exc, args.policy, args.lane, out_dir, sources)
     crash.print_traceback_if_debug(exc, sys.stderr)
     what = f"`gate {command}`" if command else "`gate`"
     message = crash.crash_message(what, exc, written, resumable=command == "run")
@@ -432,19 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except OutputWriteError as exc:  # outputs failed mid-run: never a verdict
-        sys.stderr.write(f"error: {exc.message}\n")
-        return State.EVALUATION_INCOMPLETE.exit_code
-    except GateError as exc:
-        # One visible line per line of the message: file content can never start a log line.
-        shown = "\n".join(log_text(line) for line in exc.message.split("\n"))
-        sys.stderr.write(f"error: {shown}\n")
-        return USAGE_ERROR_EXIT
-    except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        return State.EVALUATION_INCOMPLETE.exit_code
-    except Exception as exc:  # a bug or a broken install is never a verdict (SPEC section 8)
-        return report_crash(args, exc)
+    except (Exception, KeyboardInterrupt) as exc:
+        # a bug or a broken install is never a verdict (SPEC section 8)
+        known = report_known_error(exc, sys.stderr)
+        return known if known is not None else report_crash(args, exc)
 
 
 def main_entry() -> None:

@@ -144,6 +144,15 @@ def write_crash_result(
     return True
 
 
+def write_crash_note(
+    exc: BaseException, policy_path: str | Path, lane: str | None, out_dir: Path, record_paths: Sequence[Path]
+) -> str | None:
+    """`write_crash_result`, and the sentence for the crash message saying where it is (None: not written)."""
+    if write_crash_result(exc, policy_path, lane, out_dir, record_paths):
+        return f"{out_dir}/result.json says so, with the cases left unjudged."
+    return None
+
+
 def _result_is_incomplete(out_dir: Path) -> bool:
     import json
 

@@ -55,3 +55,13 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
     finally:
         with contextlib.suppress(OSError):
             probe.unlink()
+
+
+# Every file a run or a merge writes that a reader takes as its verdict.
+OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml", "certification-entry.json", "rollback.json")
+
+
+def clear_outputs(out_dir: Path) -> None:
+    """Remove a result left by an earlier run: it must never be read (or published) as this one's."""
+    for name in OUTPUT_FILES:
+        (out_dir / name).unlink(missing_ok=True)

@@ -25,18 +25,19 @@ from gate.action import (
     ActionContext,
     InputError,
     expand_json_inputs,
-    gate_run_args,
     main,
     mask,
     outputs_for,
     parse_fail_on,
     publish_and_report,
-    publish_result_dir,
     read_context,
+    run_options,
     secrets_to_mask,
     write_outputs,
 )
 from gate.github import ClientOptions, comment_marker
+from gate.publish import publish_result_dir
+from gate.run import RunOptions
 
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
 
@@ -71,17 +72,7 @@ def test_inputs_with_hyphens_and_the_pull_request_head_sha(tmp_path: Path) -> No
     assert ctx.comment_author == "bot" and ctx.max_cost == "0.5"
     assert ctx.working_directory == tmp_path / "workspace" / "evals"
     assert ctx.fail_on == DEFAULT_FAIL_ON
-    assert gate_run_args(ctx) == [
-        "run",
-        "--policy",
-        "policy.yaml",
-        "--lane",
-        "pr",
-        "--out",
-        str(ctx.working_directory / "gate-out"),
-        "--max-cost",
-        "0.5",
-    ]
+    assert run_options(ctx) == RunOptions(lane="pr", out_dir=ctx.working_directory / "gate-out", max_cost=0.5)
 
 
 def test_workflow_dispatch_uses_github_sha_and_no_pr(tmp_path: Path) -> None:
@@ -89,7 +80,7 @@ def test_workflow_dispatch_uses_github_sha_and_no_pr(tmp_path: Path) -> None:
     ctx = read_context(env)
     assert (ctx.head_sha, ctx.pr_number, ctx.lane) == (MERGE, None, "release")
     assert ctx.api_url == "https://api.github.com"
-    assert "--max-cost" not in gate_run_args(ctx)
+    assert run_options(ctx).max_cost is None
 
 
 def test_fail_on_parsing() -> None:

@@ -16,7 +16,7 @@ import pytest
 from fake_github import FakeGitHub, sample_result
 from runner_env import runner_env
 
-from gate.action import gate_run_args, publish_and_report, read_context
+from gate.action import publish_and_report, read_context, run_options
 from gate.github import ClientOptions
 
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
@@ -57,7 +57,7 @@ def write_base(path: Path, flips: dict[str, str]) -> None:
 def test_transitions_reach_the_comment_critical_first(tmp_path: Path, fake: FakeGitHub) -> None:
     ctx = workspace(tmp_path, fake, "gate-base")
     write_base(ctx.working_directory / "gate-base", {"g-1": "fail", "c-1": "fail"})
-    assert gate_run_args(ctx)[-2:] == ["--base-result", str(ctx.working_directory / "gate-base")]
+    assert run_options(ctx).base_result == ctx.working_directory / "gate-base"
     code = publish_and_report(ctx.out_dir, ctx, run_exit=0, options=FAST, stream=io.StringIO())
     assert code == 0
     (comment,) = fake.comments("acme/support-bot", 17)
@@ -78,7 +78,7 @@ def test_no_base_run_is_said_and_never_fails(tmp_path: Path, fake: FakeGitHub, m
     ctx = workspace(tmp_path, fake, "gate-base")
     if made == "empty":
         (ctx.working_directory / "gate-base").mkdir()
-    assert "--base-result" not in gate_run_args(ctx)  # `gate run` would refuse a missing base
+    assert run_options(ctx).base_result is None  # `gate run` would refuse a missing base
     assert publish_and_report(ctx.out_dir, ctx, run_exit=0, options=FAST, stream=io.StringIO()) == 0
     (comment,) = fake.comments("acme/support-bot", 17)
     assert "No base run to compare against: `gate-base` holds no records.jsonl" in comment["body"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.action import load_result
 from gate.cli import main
 from gate.decide import RESULT_SCHEMA_VERSION
+from gate.publish import load_result
 from gate.records import SCHEMA_VERSION, read_records
 from gate.report.markdown import render_report
 

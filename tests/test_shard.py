@@ -244,10 +244,11 @@ def test_action_matrix_of_shards_then_one_merge_publishes_once(tmp_path: Path, m
 def test_action_shard_and_merge_inputs_are_checked(tmp_path: Path) -> None:
     from runner_env import runner_env
 
-    from gate.action import InputError, gate_run_args, read_context
+    from gate.action import InputError, merge_dirs, read_context, run_options
 
     ctx = read_context(runner_env(tmp_path, api_url="http://x", shard=" 2/4"))
-    assert gate_run_args(ctx)[-2:] == ["--shard", "2/4"]
+    shard = run_options(ctx).shard
+    assert shard is not None and (shard.index, shard.count) == (2, 4)
     with pytest.raises(InputError, match="input 'shard'"):
         read_context(runner_env(tmp_path, api_url="http://x", shard="5/4"))
     with pytest.raises(InputError, match="exclude each other"):
@@ -255,10 +256,9 @@ def test_action_shard_and_merge_inputs_are_checked(tmp_path: Path) -> None:
     for d in ("gate-shards/b", "gate-shards/a"):
         (tmp_path / "workspace" / "evals" / d).mkdir(parents=True)
     ctx = read_context(runner_env(tmp_path, api_url="http://x", merge="gate-shards/* nowhere"))
-    args = gate_run_args(ctx)
     evals = tmp_path / "workspace" / "evals"
-    assert args[:3] == ["merge", "--policy", "policy.yaml"]
-    assert args[3:6] == [str(evals / "gate-shards/a"), str(evals / "gate-shards/b"), str(evals / "nowhere")]
+    assert ctx.policy == "policy.yaml"
+    assert merge_dirs(ctx) == [str(evals / "gate-shards/a"), str(evals / "gate-shards/b"), str(evals / "nowhere")]
 
 
 def test_example_workflows_use_only_declared_inputs_and_the_sharded_one_merges_its_matrix() -> None:

@@ -1,0 +1,127 @@
+"""Imports point down: the entry points (`gate.cli`, `gate.action`) over the core, never the reverse.
+
+Read from the source (every `import`, also inside functions, and `importlib.import_module` calls
+with a literal name), so a lazy import cannot hide a cycle from the test.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+GATE = Path(__file__).resolve().parent.parent / "gate"
+ENTRY_POINTS = {"gate.cli", "gate.action"}
+# Cycles through imports inside functions that are older than this test: each is a module pair
+# that should be split. The set may shrink, never grow.
+KNOWN_LAZY_CYCLES = [
+    {"gate.cases", "gate.overrides", "gate.policy"},
+    {"gate.judge", "gate.judge.cached", "gate.judge.ragas_judge"},
+    {"gate.report.markdown", "gate.report.sections"},
+    {"gate.run", "gate.workers"},
+]
+
+
+def module_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for path in GATE.rglob("*.py"):
+        parts = list(path.relative_to(GATE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = module_files()
+
+
+def owning_module(name: str) -> str | None:
+    """`gate.run.RunOptions` -> `gate.run`: the longest prefix that is one of our modules."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imported_names(module: str, node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+            kept = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join([*kept, base] if base else kept)
+        return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
+        return [node.args[0].value]
+    return []
+
+
+def import_graph(*, top_level_only: bool) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes = tree.body if top_level_only else list(ast.walk(tree))
+        targets = {owning_module(n) for node in nodes for n in imported_names(module, node) if n.startswith("gate")}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_sees_lazy_and_importlib_imports() -> None:
+    graph = import_graph(top_level_only=False)
+    assert "gate.run" in graph["gate.cli"]  # imported inside cmd_run
+    assert "gate.publish" in graph["gate.action"] and "gate.commands" in graph["gate.action"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+def test_no_module_imports_an_entry_point() -> None:
+    graph = import_graph(top_level_only=False)
+    importers = {m: sorted(graph[m] & ENTRY_POINTS) for m in graph if graph[m] & ENTRY_POINTS}
+    assert importers == {}, "the CLI and the Action are edges over the core (gate.commands, gate.publish)"
+
+
+def test_module_level_imports_point_down() -> None:
+    assert cycles(import_graph(top_level_only=True)) == []
+
+
+def test_no_new_cycle_through_lazy_imports() -> None:
+    new = [c for c in cycles(import_graph(top_level_only=False)) if c not in KNOWN_LAZY_CYCLES]
+    assert new == []
