@@ -35,6 +35,8 @@ import os
 
 # Before ragas is imported: its telemetry posts synchronously on the event loop otherwise.
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+# The gate side runs in one process, as the bare loop does (bench/scale.py compares every core).
+os.environ.setdefault("GATE_WORKERS", "1")
 
 import argparse
 import asyncio

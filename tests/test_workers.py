@@ -174,3 +174,23 @@ def test_sigterm_to_the_run_stops_every_worker_and_resume_finishes(tmp_path: Pat
         assert resumed.returncode == 0 and result(out)["counts"]["completed"] == 32
         for cid in done:
             assert fake.count(cid) == 1, cid
+
+
+def test_workers_never_spend_past_the_boundary_together(tmp_path: Path) -> None:
+    with FakeOpenAI() as fake:
+        cases = [case(f"k-{i:02d}") for i in range(40)]
+        # about a quarter of the cases fit: each attempt reserves its upper bound before it is sent
+        policy = write_suite(
+            tmp_path / "s",
+            cases,
+            evaluator={"base_url": fake.base_url, "max_concurrency": 8},
+            limits={"max_evaluator_errors": 0, "max_total_cost": 0.0035},
+        )
+        out = tmp_path / "out"
+        proc = subprocess.run(run_args(policy, out), env=gate_env(GATE_WORKERS="2"), capture_output=True, timeout=120)
+        assert proc.returncode == 3, proc.stderr
+        res = result(out)
+        assert {b["kind"] for b in res["blockers"]} >= {"budget_exhausted"}
+        assert 0 < res["counts"]["completed"] < 40
+        assert res["cost"]["total"] <= 0.0035
+        assert fake.count() == res["counts"]["completed"]  # nothing sent that was not recorded
