@@ -164,6 +164,7 @@ def _work(
     cases: Sequence[Case],
     path: Path,
     concurrency: int,
+    label: str,
 ) -> None:
     """A worker process: judge `cases` into `path` with its own evaluator and client."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -172,6 +173,18 @@ def _work(
     from gate.records import RecordWriter
     from gate.run import _judge_all
 
+    class WorkerProgress(Progress):
+        """A plain line every ~10% or 15 s, naming the worker (a terminal's live line is the parent's)."""
+
+        def __init__(self, name: str, total: int, stream: IO[str] | None, currency: str) -> None:
+            super().__init__(total, stream, currency)
+            self.tty = False
+            self.name = name
+
+        def line(self, budget_used: float) -> str:
+            return super().line(budget_used).replace("gate:", f"gate: worker {self.name}:", 1)
+
+    parent_stream = None if runner.progress.tty else runner.progress.stream
     writer = RecordWriter(path)
     try:
         loaded = with_concurrency(runner.loaded, concurrency)
@@ -182,7 +195,7 @@ def _work(
             plan=plan,
             evaluator=new_evaluator(loaded),
             writer=writer,
-            progress=Progress(len(cases) * plan.repeats, None),
+            progress=WorkerProgress(label, len(cases) * plan.repeats, parent_stream, runner.progress.currency),
             emitted=[],
             ok_labels={},
             pair_members={},
@@ -234,7 +247,9 @@ def judge_in_workers(
         for k in range(1, count + 1):
             path = out_dir / f"records.w{k}.jsonl"
             share = others[k - 1 :: count]  # interleaved: every worker gets critical slices first
-            worker = ctx.Process(target=_work, args=(runner, new_evaluator, share, path, concurrency), daemon=False)
+            worker = ctx.Process(
+                target=_work, args=(runner, new_evaluator, share, path, concurrency, f"{k}/{count}"), daemon=False
+            )
             worker.start()
             procs.append((k, worker, path))
             _say(log, f"gate: worker {k}/{count} pid {worker.pid}: {len(share) * plan.repeats} judgments")

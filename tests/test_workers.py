@@ -92,7 +92,9 @@ def test_two_workers_judge_every_case_once(tmp_path: Path) -> None:
             timeout=120,
         )
         assert proc.returncode == 0, proc.stderr
-        assert proc.stderr.count("gate: worker") == 2
+        announced = [line for line in proc.stderr.splitlines() if line.startswith("gate: worker ") and " pid " in line]
+        assert len(announced) == 2
+        assert "gate: worker 1/2: 12/12 judgments" in proc.stderr  # each worker's own progress
         assert fake.count() == 24 and sorted(r["case_id"] for r in records(out)) == [c["case_id"] for c in cases]
         assert result(out)["counts"]["completed"] == 24 and not list(out.glob("records.w*.jsonl"))
 
@@ -157,7 +159,7 @@ def test_sigterm_to_the_run_stops_every_worker_and_resume_finishes(tmp_path: Pat
         while announced < 2:
             line = run.stderr.readline().decode()
             assert line, "gate run ended before its workers were announced"
-            announced += line.startswith("gate: worker ")
+            announced += line.startswith("gate: worker ") and " pid " in line
         deadline = time.monotonic() + 30
         while fake.count() < 4:
             assert time.monotonic() < deadline
