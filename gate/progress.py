@@ -63,7 +63,6 @@ class Progress:
                 BarColumn,
                 MofNCompleteColumn,
                 TextColumn,
-                TimeElapsedColumn,
                 TimeRemainingColumn,
             )
             from rich.progress import Progress as RichProgress
@@ -75,7 +74,6 @@ class Progress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[errors]} errors"),
                 TextColumn("{task.fields[spend]}"),
-                TimeElapsedColumn(),
                 TextColumn("ETA"),
                 TimeRemainingColumn(),
                 console=console,

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -104,15 +105,21 @@ def _blockers(result: Mapping[str, Any], console: Console) -> None:
         for b in group:
             where = Text.assemble(" in slice ", _t(b["slice"], style="cyan")) if b.get("slice") else Text()
             kind = (log_text(b.get("kind")), "bold")
-            console.print(Text.assemble("    ", kind, where, ": ", _t(b.get("message"), 300)))
+            _indented(console, 4, Text.assemble(kind, where, ": ", _t(b.get("message"), 300)))
             ids = [str(i) for i in b.get("case_ids") or []]
-            detailed = [] if b.get("kind") in LIST_ONLY_KINDS else [i for i in ids if i in cases][:MAX_DETAILED]
+            judged = [i for i in ids if cases.get(i, {}).get("bucket") not in (None, "unrun", "withheld")]
+            detailed = [] if b.get("kind") in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
             for i in detailed:
-                console.print(Text.assemble("      ", _t(i, style="cyan"), ": ", _case_detail(cases[i])))
+                _indented(console, 6, Text.assemble(_t(i, style="cyan"), ": ", _case_detail(cases[i])))
             rest = [i for i in ids if i not in detailed]
             if rest:
-                label = f"      {len(rest)} more case(s): " if detailed else "      cases: "
-                console.print(Text.assemble(label, _ids(rest)))
+                label = f"{len(rest)} more case(s): " if detailed else "cases: "
+                _indented(console, 6, Text.assemble(label, _ids(rest)))
+
+
+def _indented(console: Console, left: int, text: Text) -> None:
+    """Wrapped lines keep the indent on a terminal; a log line stays one line."""
+    console.print(Padding(text, (0, 0, 0, left)) if console.is_terminal else Text(" " * left) + text)
 
 
 def _slices(result: Mapping[str, Any], console: Console) -> None:
