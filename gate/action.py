@@ -43,6 +43,7 @@ from gate.loading import FileProblem, read_yaml_mapping
 from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
 from gate.report.checkrun import format_cost
 from gate.states import USAGE_ERROR_EXIT
+from gate.textfit import fit_bytes
 
 if TYPE_CHECKING:
     from gate.run import RunOptions
@@ -118,11 +119,8 @@ def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
 
 
 def append_summary(path: Path, markdown: str) -> None:
-    data = markdown.encode("utf-8")
-    if len(data) > STEP_SUMMARY_MAX_BYTES:
-        note = "\n\n_Summary trimmed to the runner's 1 MiB limit; the full report is in the artifact._\n"
-        room = STEP_SUMMARY_MAX_BYTES - len(note.encode("utf-8"))
-        markdown = data[:room].decode("utf-8", errors="ignore") + note
+    note = "\n\n_Summary trimmed to the runner's 1 MiB limit; the full report is in the artifact._\n"
+    markdown = fit_bytes(markdown, STEP_SUMMARY_MAX_BYTES, note)
     with path.open("a", encoding="utf-8") as f:
         f.write(markdown if markdown.endswith("\n") else markdown + "\n")
 

@@ -31,6 +31,8 @@ from github.Repository import Repository
 
 from gate.escape import visible
 from gate.report.checkrun import CheckRunPayload, annotation_batches, build_check_run
+from gate.report.markdown import marker as comment_marker
+from gate.textfit import head_bytes
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +41,6 @@ ACTIONS_BOT_LOGIN = "github-actions[bot]"
 # GitHub refuses comment bodies over 65,536 characters; stay under it counted in bytes as well.
 COMMENT_MAX_BYTES = 65_000
 COMMENT_TRIM_HINT = "the full report is in the workflow run's `ragas-gate` artifact (report.md, result.json)"
-
-
-def comment_marker(policy_id: str) -> str:
-    return f"<!-- ragas-gate:{policy_id} -->"
 
 
 def carries_marker(body: str | None, marker: str) -> bool:
@@ -322,12 +320,10 @@ def comment_body(policy_id: str, report_md: str, *, limit: int = COMMENT_MAX_BYT
     """The sticky comment: the marker, then the report, trimmed to `limit` bytes with a note."""
     marker = comment_marker(policy_id)
     body = report_md if carries_marker(report_md, marker) else f"{marker}\n{report_md}"
-    data = body.encode("utf-8")
-    if len(data) <= limit:
+    if len(body.encode("utf-8")) <= limit:
         return body
     note = f"\n\n---\n_Comment trimmed to fit GitHub's size limit: {COMMENT_TRIM_HINT}._\n"
-    room = limit - len(note.encode("utf-8"))
-    head = data[:room].decode("utf-8", errors="ignore")
+    head = head_bytes(body, limit - len(note.encode("utf-8")))
     if not carries_marker(head, marker):
         head = marker + "\n" + head[: max(0, len(head) - len(marker) - 1)]
     return head + note

@@ -17,6 +17,7 @@ from typing import Any
 
 from gate import escape
 from gate.states import State
+from gate.textfit import fit_bytes
 
 MAX_OUTPUT_BYTES = 65_535
 MAX_ANNOTATIONS_PER_REQUEST = 50
@@ -67,15 +68,7 @@ def conclusion_for(state: str) -> str:
 
 def trim_to_bytes(text: str, limit: int = MAX_OUTPUT_BYTES, *, hint: str = ARTIFACT_HINT) -> str:
     """`text` if it fits in `limit` UTF-8 bytes, else its head plus a note, all within `limit`."""
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    note = f"\n\n---\n_Trimmed to fit GitHub's {limit:,}-byte limit: {hint}._\n"
-    room = limit - len(note.encode("utf-8"))
-    if room <= 0:
-        return note.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
-    head = data[:room].decode("utf-8", errors="ignore")
-    return head + note
+    return fit_bytes(text, limit, f"\n\n---\n_Trimmed to fit GitHub's {limit:,}-byte limit: {hint}._\n")
 
 
 def annotation_batches(

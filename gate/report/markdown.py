@@ -12,6 +12,7 @@ from typing import Any
 
 from gate.escape import code as code_id
 from gate.escape import markdown as escape
+from gate.textfit import head_bytes
 
 __all__ = ["code_id", "escape", "id_list", "render_report", "render_summary"]
 
@@ -46,6 +47,7 @@ def money(value: float, currency: str) -> str:
 
 
 def marker(policy_id: str) -> str:
+    """The sticky comment's marker: its whole first line (`gate.github` finds the comment by it)."""
     return f"<!-- ragas-gate:{policy_id} -->"
 
 
@@ -242,10 +244,9 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
 
 
 def _cap(text: str) -> str:
-    data = text.encode("utf-8")
-    if len(data) <= MAX_REPORT_BYTES:
+    if len(text.encode("utf-8")) <= MAX_REPORT_BYTES:
         return text
-    cut = data[:MAX_REPORT_BYTES].decode("utf-8", errors="ignore")
+    cut = head_bytes(text, MAX_REPORT_BYTES)
     cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
     return cut + "\n\n_Report trimmed to fit a PR comment; the full result is in result.json and junit.xml._\n"
 
