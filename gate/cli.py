@@ -362,7 +362,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
     (args.out / "compare.md").write_text(markdown, encoding="utf-8")
-    sys.stdout.write(markdown + f"\nWrote {args.out}/compare.json and compare.md\n")
+    from gate.report.terminal import make_console, print_compare
+
+    print_compare(comparison, [args.out / "compare.json", args.out / "compare.md"], make_console(sys.stdout))
     return 0
 
 

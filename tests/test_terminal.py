@@ -154,3 +154,15 @@ def test_messages_name_paths_relative_to_the_working_directory(
     assert main(["validate", "--policy", str(policy.resolve())]) == 2
     err = capsys.readouterr().err
     assert "(evals/cases.jsonl) does not exist" in err and str(tmp_path) not in err
+
+
+def test_compare_prints_plain_counts_and_transitions(
+    failed_run: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, out = failed_run
+    records = str(out / "records.jsonl")
+    args = ["compare", "--base", records, "--head", records, "--policy", str(policy), "--out", str(tmp_path / "c")]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("gate compare: base ") and "No verdict changed" in text
+    assert not ANSI.search(text) and "##" not in text and "|---" not in text and "<details>" not in text

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -25,6 +25,9 @@ from rich.text import Text
 from gate.escape import log_text
 from gate.paths import shown_path
 from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER, money
+
+if TYPE_CHECKING:
+    from gate.compare import Comparison
 
 STATE_STYLE = {
     "passed": "bold green",
@@ -233,3 +236,31 @@ def print_findings(findings: Sequence[Mapping[str, Any]], console: Console, head
             if ids:
                 line.append_text(Text.assemble(" [cases: ", _ids(ids), "]"))
             console.print(line)
+
+
+def print_compare(comparison: Comparison, files: Sequence[Path], console: Console) -> None:
+    """`gate compare`: the counts first, then the critical transitions; compare.md has the rest."""
+    c = comparison
+    console.print(Text.assemble(("gate compare", "bold"), ": base ", _t(c.base.label), " -> head ", _t(c.head.label)))
+    if not c.transitions:
+        console.print(f"No verdict changed: {c.unchanged} case(s) judged the same on both sides.")
+    else:
+        kinds = ", ".join(f"{log_text(k)} {n}" for k, n in c.counts.items())
+        console.print(f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases: {kinds}")
+    shown = [t for t in c.transitions if t.critical] if c.critical_slices is not None else list(c.transitions)
+    for t in shown[:MAX_IDS]:
+        where = {"none": "same inputs: the judge itself moved", "unknown": "first difference not recorded"}.get(
+            t.first_divergence, f"first differs at {t.first_divergence}"
+        )
+        if t.base_value is not None or t.head_value is not None:
+            where = f"{where}: {t.base_value} -> {t.head_value}"
+        _indented(
+            console,
+            2,
+            Text.assemble(_t(t.case_id, style="cyan"), " (", _t(t.slice), "): ", _t(t.kind), "; ", _t(where, 160)),
+        )
+    if len(shown) > MAX_IDS:
+        console.print(f"  and {len(shown) - MAX_IDS} more in compare.md")
+    for note in c.notes:
+        console.print(Text.assemble("Note: ", _t(note)))
+    console.print(Text.assemble("Wrote ", ", ".join(shown_path(f) for f in files)))
