@@ -13,7 +13,9 @@ interleaved share of the other cases at concurrency C/K. They share:
 
 A worker that dies (killed, out of memory) loses only its in-flight attempts, whose reservations
 stay counted as spent; its unfinished cases are unrun (`evaluation_incomplete`), and `--resume`
-judges them, reusing every judgment that completed.
+judges them, reusing every judgment that completed. A worker that fails on its own (a bug, its
+records file unwritable) says so to the parent, which stops the others and ends the run as one
+process would: an `internal_error` (or `output_failed`) blocker, the reason on each unjudged case.
 
 The number of workers: `$GATE_WORKERS` when set, else min(cores, ceil(C / 16), judgments / 100)
 on Linux (workers are forked), 1 elsewhere.
@@ -29,6 +31,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
@@ -165,8 +168,13 @@ def _work(
     path: Path,
     concurrency: int,
     label: str,
+    channel: Connection,
 ) -> None:
-    """A worker process: judge `cases` into `path` with its own evaluator and client."""
+    """A worker process: judge `cases` into `path` with its own evaluator and client.
+
+    A failure of its own (a bug, its records file unwritable) is sent to the parent on `channel`
+    as (kind, one-line reason): the parent stops the run on it, as one process would, rather than
+    mistaking it for a dead worker."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from gate.progress import Progress
@@ -203,7 +211,12 @@ def _work(
             stop_reason=None,
         )
         asyncio.run(_judge_all(mine))
+        if mine.failure is not None:
+            channel.send((mine.failure_kind or "internal_error", mine.failure))
+    except Exception as exc:  # outside any judgment (its evaluator, its records file): still a bug
+        channel.send(("internal_error", f"a worker process failed: {type(exc).__name__}: {exc}"))
     finally:
+        channel.close()
         writer.close()
 
 
@@ -243,21 +256,32 @@ def judge_in_workers(
                 os.kill(proc.pid, signal.SIGTERM)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    channels: dict[Connection, int] = {}
+    failures: list[tuple[int, str, str]] = []
     try:
         for k in range(1, count + 1):
             path = out_dir / f"records.w{k}.jsonl"
             share = others[k - 1 :: count]  # interleaved: every worker gets critical slices first
+            reader, sender = ctx.Pipe(duplex=False)
             worker = ctx.Process(
-                target=_work, args=(runner, new_evaluator, share, path, concurrency, f"{k}/{count}"), daemon=False
+                target=_work,
+                args=(runner, new_evaluator, share, path, concurrency, f"{k}/{count}", sender),
+                daemon=False,
             )
             worker.start()
+            sender.close()  # the worker holds the only sending end: its exit is the channel's end
             procs.append((k, worker, path))
+            channels[reader] = k
             _say(log, f"gate: worker {k}/{count} pid {worker.pid}: {len(share) * plan.repeats} judgments")
-        for _k, proc, _path in procs:
-            proc.join()
+        failures = _await_workers(procs, channels)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for reader in channels:
+            reader.close()
+    for k, kind, reason in failures:
+        _say(log, f"gate: worker {k}/{count} stopped the run: {reason}")
+        runner.fail(kind, reason)  # the first one is the run's failure; each unjudged case gets it
     notes: list[str] = []
     for k, proc, path in procs:
         records = _read_worker(path)
@@ -270,7 +294,7 @@ def judge_in_workers(
             if r.error_kind == "budget" and runner.stop_reason is None:
                 runner.stop_reason = "budget"
         path.unlink(missing_ok=True)
-        if proc.exitcode != 0:
+        if proc.exitcode != 0 and k not in {f[0] for f in failures}:
             how = (
                 f"signal {-proc.exitcode}"
                 if proc.exitcode is not None and proc.exitcode < 0
@@ -284,6 +308,32 @@ def judge_in_workers(
     if stopping and runner.stop_reason is None:
         runner.stop_reason = "cancelled"
     return notes
+
+
+def _await_workers(
+    procs: Sequence[tuple[int, BaseProcess, Path]], channels: dict[Connection, int]
+) -> list[tuple[int, str, str]]:
+    """Wait for every worker; the failures they reported. On the first, the others are stopped
+    (SIGTERM: they record what is in flight as interrupted), as one process stops at a bug."""
+    live = {proc.sentinel: proc for _k, proc, _path in procs}
+    listening = dict(channels)
+    failures: list[tuple[int, str, str]] = []
+    while live or listening:
+        for ready in wait([*live, *listening]):
+            if isinstance(ready, int):
+                live.pop(ready).join()
+                continue
+            assert isinstance(ready, Connection)
+            k = listening.pop(ready)
+            try:
+                kind, reason = ready.recv()
+            except (EOFError, OSError):  # ended without a word: a clean exit, or killed
+                continue
+            failures.append((k, str(kind), str(reason)))
+            for other, proc, _path in procs:
+                if other != k and proc.pid is not None and proc.exitcode is None:
+                    os.kill(proc.pid, signal.SIGTERM)
+    return failures
 
 
 def _read_worker(path: Path) -> list[Record]:

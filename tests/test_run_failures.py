@@ -204,3 +204,34 @@ def test_a_worker_exception_is_a_blocker_with_a_reason_per_case(tmp_path: Path, 
     assert [r["case_id"] for r in skipped] == ["c-001", "c-002", "c-003", "c-004"]
     assert all("KeyError" in r["error_message"] for r in skipped)
     assert "internal_error" in (out / "report.md").read_text()
+
+
+def test_an_exception_in_a_worker_process_is_a_blocker_with_a_reason_per_case(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The multi-process path keeps the same promise: a bug in a forked worker is `internal_error`
+    with the reason on each case it left, not a dead worker whose cases are silently unrun."""
+    monkeypatch.setenv("GATE_WORKERS", "2")
+    policy = suite_with(tmp_path, fake_openai, 6, concurrency=2)
+    out = tmp_path / "out"
+    progress = io.StringIO()
+
+    def factory(loaded: Any, api_key: str, cache_dir: Path | None) -> Any:
+        return BuggyEvaluator(default_factory(loaded, api_key, cache_dir), "c-002")
+
+    decision = run(policy, RunOptions(lane="pr", out_dir=out, use_cache=False, progress=progress), factory=factory)
+    res = decision.result
+    assert "worker 1/2" in progress.getvalue() and "worker 2/2" in progress.getvalue()  # really forked
+    assert res["state"] == "evaluation_incomplete" and res["exit_code"] == 3
+    blocker = next(b for b in res["blockers"] if b["kind"] == "internal_error")
+    assert "KeyError" in blocker["message"] and "c-002" in blocker["message"]
+    assert "c-002" in blocker["case_ids"] and "c-004" in blocker["case_ids"]  # worker 1's share after the bug
+    assert not any("died" in n for n in res.get("notes", []))
+    recs = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["case_id"] for r in recs) == [f"c-{i:03d}" for i in range(6)]  # one record per case
+    assert {r["case_id"] for r in recs if r["status"] == "ok"} >= {"c-000"}
+    unjudged = [r for r in recs if r["status"] != "ok"]
+    assert {"c-002", "c-004"} <= {r["case_id"] for r in unjudged}
+    bug = [r for r in unjudged if "interrupted" not in (r["error_message"] or "")]
+    assert bug and all("KeyError" in r["error_message"] for r in bug)
+    assert not list(out.glob("records.w*.jsonl"))
