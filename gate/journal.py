@@ -8,6 +8,10 @@ survives the process) before the request leaves, and the response hook a `settle
 judgment's record names each attempt by `attempt_id`, so `--resume` can tell which journaled
 attempts no record covers and count them (`recover`): in cost, `http_attempts` and the budget.
 
+Each line names its stream: the verdicts (no `stream` key, as before), the trend (`"trend"`, whose
+judgments go to trend.jsonl) or the drift lane (`"drift"`); `recover` reads one stream at a time,
+so an attempt of the trend is never mistaken for a verdict's.
+
 What cannot be known: an attempt `sent` but never settled may or may not have reached the
 provider and been billed; it is counted at its reserved upper bound, like an unanswered attempt.
 """
@@ -26,6 +30,9 @@ from typing import IO, Any
 from gate.records import Attempt, Record
 
 JOURNAL_FILE = "attempts.jsonl"
+VERDICTS = "verdict"  # the stream of records.jsonl; its lines carry no `stream` key (older journals)
+TREND_STREAM = "trend"  # trend.jsonl's judgments
+DRIFT_STREAM = "drift"  # the drift lane's (drift-records.jsonl)
 
 
 class AttemptJournal:
@@ -46,11 +53,18 @@ class AttemptJournal:
             self.error = exc
             raise
 
-    def sent(self, attempt_id: str, case_id: str, repeat_index: int, reserved: float) -> None:
+    def sent(self, attempt_id: str, case_id: str, repeat_index: int, reserved: float, stream: str = VERDICTS) -> None:
         """Raises OSError when the line cannot be written: then the attempt must not be sent."""
-        self._write(
-            {"event": "sent", "id": attempt_id, "case_id": case_id, "repeat_index": repeat_index, "reserved": reserved}
-        )
+        line: dict[str, Any] = {
+            "event": "sent",
+            "id": attempt_id,
+            "case_id": case_id,
+            "repeat_index": repeat_index,
+            "reserved": reserved,
+        }
+        if stream != VERDICTS:
+            line["stream"] = stream
+        self._write(line)
 
     def settled(self, attempt_id: str, attempt: Attempt, cost: float) -> None:
         # A failure is kept in `error` (the runner stops on it); the answer itself is already in hand.
@@ -74,6 +88,7 @@ class JournalContext:
     journal: AttemptJournal
     case_id: str
     repeat_index: int
+    stream: str = VERDICTS
 
 
 CURRENT: contextvars.ContextVar[JournalContext | None] = contextvars.ContextVar("gate_journal", default=None)
@@ -97,8 +112,8 @@ def _number(v: Any) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else 0.0
 
 
-def recover(path: Path, records: Sequence[Record]) -> list[Unrecorded]:
-    """The journaled attempts no record covers, grouped by judgment, in the order they were sent.
+def recover(path: Path, records: Sequence[Record], stream: str = VERDICTS) -> list[Unrecorded]:
+    """The journaled attempts of `stream` no record covers, grouped by judgment, in the order sent.
 
     The journal is read as untrusted: lines that are not what this module writes (a torn last
     line after a kill, anything edited) are skipped.
@@ -117,6 +132,8 @@ def recover(path: Path, records: Sequence[Record]) -> list[Unrecorded]:
             if not isinstance(obj, dict) or not isinstance(obj.get("id"), str) or obj["id"] in covered:
                 continue
             if obj.get("event") == "sent" and isinstance(obj.get("case_id"), str):
+                if obj.get("stream", VERDICTS) != stream:
+                    continue
                 if isinstance(obj.get("repeat_index"), int):
                     sent.setdefault(obj["id"], obj)
             elif obj.get("event") == "settled":

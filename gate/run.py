@@ -30,7 +30,7 @@ from gate.drift.lane import DriftRun, run_drift
 from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
 from gate.fingerprint import config_fingerprint
 from gate.journal import CURRENT as JOURNAL_CONTEXT
-from gate.journal import JOURNAL_FILE, AttemptJournal, JournalContext, Unrecorded, recover
+from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, Unrecorded, recover
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.render import RenderError, render_case
@@ -588,8 +588,16 @@ def run(
     unrecorded = recover(journal_path, prior) if opts.resume else []
     if not opts.resume:
         journal_path.unlink(missing_ok=True)
-    (out / TREND_RECORDS).unlink(missing_ok=True)
     trend_loaded = load_trend(loaded)
+    # The trend's judgments are journaled too (stream "trend"): on --resume, those in trend.jsonl
+    # are kept and those paid but never recorded are counted, so nothing is paid twice or forgotten.
+    prior_trend: list[Record] = []
+    trend_path = out / TREND_RECORDS
+    if opts.resume and trend_loaded is not None and trend_path.exists() and trend_path.read_bytes().strip():
+        prior_trend = read_records(trend_path)
+    else:
+        trend_path.unlink(missing_ok=True)
+    unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if opts.resume and trend_loaded else []
     base_trend, base_problem = (None, None)
     if opts.base_result is not None and trend_loaded is not None:
         base_trend, base_problem = read_base_trend(opts.base_result)
@@ -610,6 +618,19 @@ def run(
         for rec in recovered:
             writer.write(rec)
         prior = [*prior, *recovered]
+        if trend_loaded is not None and unrecorded_trend:
+            trend_judge = JudgeSettings.of(trend_loaded, base_url)
+            trend_lineage = make_lineage(trend_loaded, dataset)
+            found, trend_lost = recovered_records(
+                unrecorded_trend, dataset, trend_loaded, trend_lineage, plan.lane, trend_judge
+            )
+            lost += trend_lost
+            with RecordWriter(trend_path) as trend_writer:
+                for rec in found:
+                    trend_writer.write(rec)
+            prior_trend += found
+            unrecorded = [*unrecorded, *unrecorded_trend]  # said in the note below
+        trend_records = list(prior_trend)
         if unrecorded:
             n = sum(len(u.attempts) for u in unrecorded)
             gone = sum(u.unanswered for u in unrecorded)
@@ -654,7 +675,7 @@ def run(
             workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
             budget = make_budget(boundary(loaded, opts.max_cost), workers)
             # Money already spent by the interrupted run counts against the same boundary.
-            budget.spent = sum(r.budget_charge for r in prior) + lost
+            budget.spent = sum(r.budget_charge for r in [*prior, *prior_trend]) + lost
             journal = AttemptJournal(journal_path)
             evaluator = served or factory(loaded, api_key, cache)
             runner = Runner(
@@ -688,7 +709,9 @@ def run(
             runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
             if trend_loaded is not None and runner.stop_reason is None:
                 trend_evaluator = factory(trend_loaded, api_key, cache)
-                trend_records = _judge_trend(trend_loaded, plan, dataset, trend_evaluator, budget, out, base_url)
+                trend_records = _judge_trend(
+                    trend_loaded, plan, dataset, trend_evaluator, budget, out, base_url, journal, prior_trend
+                )
             new_records = runner.emitted
             if runner.failure is not None:
                 failure = runner_failure(runner, plan, writer)
@@ -793,11 +816,17 @@ def _judge_trend(
     budget: Budget,
     out: Path,
     base_url: str,
+    journal: AttemptJournal | None = None,
+    prior: Sequence[Record] = (),
 ) -> list[Record]:
-    """The trend beside the verdict, under the same boundary; its judgments go to trend.jsonl."""
+    """The trend beside the verdict, under the same boundary; its judgments go to trend.jsonl.
+
+    `prior`: the trend judgments of the run being resumed; a case with a verdict there is not
+    judged (nor paid) again."""
     settings = JudgeSettings.of(trend_loaded, base_url)
     lineage = make_lineage(trend_loaded, dataset)
-    records: list[Record] = []
+    records: list[Record] = list(prior)
+    done = {r.case_id for r in prior if r.status == "ok"}
     with RecordWriter(out / TREND_RECORDS) as writer:
 
         def emit(case: Case, judgment: Judgment) -> None:
@@ -806,7 +835,9 @@ def _judge_trend(
             records.append(rec)
 
         concurrency = trend_loaded.policy.evaluator.max_concurrency
-        asyncio.run(judge_each(evaluator, _trend_cases(plan), budget, concurrency, emit))
+        todo = [c for c in _trend_cases(plan) if c.case_id not in done]
+        stream = (journal, TREND_STREAM) if journal is not None else None
+        asyncio.run(judge_each(evaluator, todo, budget, concurrency, emit, stream))
     return records
 
 
@@ -815,8 +846,8 @@ def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
     result["trend"] = trend
     cost = result.get("cost")
     if isinstance(cost, dict):
-        for key in ("total", "input_tokens", "output_tokens", "http_attempts"):
-            cost[key] = cost.get(key, 0) + trend["cost"][key]
+        for key in ("total", "input_tokens", "output_tokens", "http_attempts", "budget_spent", "unanswered_attempts"):
+            cost[key] = cost.get(key, 0) + trend["cost"].get(key, 0)
         cost["trend_total"] = trend["cost"]["total"]
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 
 from gate.budget import Budget
 from gate.cases import Case
+from gate.journal import CURRENT as JOURNAL_CONTEXT
+from gate.journal import AttemptJournal, JournalContext
 from gate.judge import Evaluator, Judgment
 
 
@@ -20,8 +22,12 @@ async def judge_each(
     budget: Budget,
     concurrency: int,
     emit: Callable[[Case, Judgment], None],
+    journal: tuple[AttemptJournal, str] | None = None,
 ) -> None:
-    """Judge each case once in order; after a budget refusal nothing new is scheduled."""
+    """Judge each case once in order; after a budget refusal nothing new is scheduled.
+
+    With `journal` (the attempt journal and this sweep's stream), each attempt is written ahead
+    before it is sent, as the verdicts' are: a killed run's bill still names it."""
     queue = list(reversed(cases))
     stopped = False
 
@@ -29,7 +35,14 @@ async def judge_each(
         nonlocal stopped
         while queue and not stopped:
             case = queue.pop()
-            judgment = await evaluator.judge(case, 0, budget)
+            token = None
+            if journal is not None:
+                token = JOURNAL_CONTEXT.set(JournalContext(journal[0], case.case_id, 0, journal[1]))
+            try:
+                judgment = await evaluator.judge(case, 0, budget)
+            finally:
+                if token is not None:
+                    JOURNAL_CONTEXT.reset(token)
             emit(case, judgment)
             if judgment.error_kind == "budget":
                 stopped = True

@@ -189,6 +189,9 @@ def summarize(trend: Trend, cases: Sequence[Case], records: Sequence[Record]) ->
             "input_tokens": sum(r.input_tokens for r in records),
             "output_tokens": sum(r.output_tokens for r in records),
             "http_attempts": sum(len(r.attempts) for r in records),
+            # Held reservations (unanswered, usage missing) count against the same boundary.
+            "budget_spent": sum(r.cost for r in records) + sum(a.held for r in records for a in r.attempts),
+            "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
         },
     }
 

@@ -161,3 +161,33 @@ def test_the_example_scheduled_workflow_runs_the_drift_lane_on_a_cron() -> None:
     assert upload["with"]["path"] == "gate-out/"
     ci = (root / ".github" / "workflows" / "ci.yml").read_text()
     assert "examples/workflows/ragas-gate-drift.yml" in ci  # zizmor checks it like the others
+
+
+def test_a_killed_drift_run_leaves_a_journal_naming_every_request_sent(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """The drift lane has no --resume; its journal is the bill: after SIGKILL every request the
+    provider received is named there (recorded or not)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gate.journal import DRIFT_STREAM, JOURNAL_FILE, recover
+    from gate.records import read_records
+
+    fake.latency = 0.3
+    policy = drift_suite(tmp_path, fake)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--lane", "scheduled", "--out", str(out)]
+    proc = subprocess.Popen([*cmd, "--no-cache"], env=dict(os.environ), stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while fake.count() < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the drift run ended before its kill point"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    recorded = read_records(out / "drift-records.jsonl") if (out / "drift-records.jsonl").read_bytes() else []
+    unrecorded = recover(out / JOURNAL_FILE, recorded, DRIFT_STREAM)
+    named = sum(len(r.attempts) for r in recorded) + sum(len(u.attempts) for u in unrecorded)
+    assert unrecorded and fake.count() <= named <= fake.count() + 4  # + requests cut off while sent
+    assert recover(out / JOURNAL_FILE, recorded) == []  # never mistaken for verdicts

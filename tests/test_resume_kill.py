@@ -144,3 +144,33 @@ def test_recover_skips_torn_and_foreign_lines_and_holds_unanswered(tmp_path: Pat
     assert sorted(got) == ["c-1", "c-2"]
     assert got["c-1"].cost == 0.0003 and got["c-1"].attempts[0].status_code == 200
     assert got["c-2"].unanswered == 1 and got["c-2"].attempts[0].held == 0.004
+
+
+def test_sigkill_in_the_trend_then_resume_bills_every_trend_attempt_and_pays_none_twice(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The trend's judgments are journaled like the verdicts': a kill while the trend is judged,
+    then --resume, keeps its recorded trend judgments and counts the attempts it sent."""
+    from test_trend import BAND_ASK, trend, trend_or_verdict
+
+    fake_openai.latency = 0.15
+    fake_openai.default = trend_or_verdict({})
+    cases = [*controls(), *(case(f"t-{i:02d}") for i in range(8))]
+    policy = write_suite(
+        tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url, "max_concurrency": CONC}, trend=trend()
+    )
+    out = tmp_path / "out"
+    run_until(command(policy, out), fake_openai, 13 + 3)  # 13 verdicts, then the trend under way
+    recorded = (out / "trend.jsonl").read_text().splitlines() if (out / "trend.jsonl").exists() else []
+    before = fake_openai.count()
+    assert fake_openai.count(BAND_ASK) > 0  # killed while the trend was judged
+    last = subprocess.run(command(policy, out, "--resume"), env=env(), cwd=ROOT, capture_output=True, text=True)
+    assert last.returncode == 0, last.stderr
+    res = load(out)
+    assert res["trend"]["overall"]["n"] == 8 and fake_openai.count() - before == 8 - len(recorded)
+    # Nothing lost: every request the provider saw, trend ones included, is in the bill.
+    http = res["cost"]["http_attempts"]
+    assert fake_openai.count() <= http <= fake_openai.count() + CONC
+    pt, ct = fake_openai.usage_totals()
+    billed = (pt * PRICE_IN + ct * PRICE_OUT) / 1e6
+    assert res["cost"]["total"] <= billed + 1e-12 <= res["cost"]["budget_spent"] + 2e-12

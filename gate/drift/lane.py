@@ -1,6 +1,7 @@
 """`gate run --lane scheduled` on a policy with `drift:`: judge the sample, write what it found.
 
 Outputs in `--out`: `drift-records.jsonl` (one line per judgment, metered like every judgment),
+`attempts.jsonl` (each attempt written ahead when sent: after a kill, the bill of what was sent),
 `drift.json`, `proposed-cases.jsonl` (for people, never for the gold cases), and the usual
 `result.json` and reports. The state is `passed` unless the run could not complete.
 """
@@ -8,6 +9,7 @@ Outputs in `--out`: `drift-records.jsonl` (one line per judgment, metered like e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from gate.cases import Case, load_dataset
 from gate.decide import RESULT_SCHEMA_VERSION, Decision, Lineage, cost_summary
 from gate.drift.findings import against_previous, pass_rates, proposals, verdicts
 from gate.drift.traces import DRIFT_LANE, as_case, draw_sample, drift_config, drift_policy, load_traces, previous_drift
+from gate.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal
 from gate.judge import Evaluator, Judgment, ragas_version
 from gate.policy import LoadedPolicy
 from gate.records import Record, RecordWriter
@@ -70,8 +73,11 @@ def run_drift(
     for name in DRIFT_FILES:
         (out / name).unlink(missing_ok=True)
 
+    # Each attempt is written ahead to this run's journal (stream "drift"): the lane has no
+    # --resume, so after a kill the journal is the bill of what was sent (the next run replaces it).
+    (out / JOURNAL_FILE).unlink(missing_ok=True)
     records: list[Record] = []
-    with RecordWriter(out / DRIFT_RECORDS) as writer:
+    with RecordWriter(out / DRIFT_RECORDS) as writer, contextlib.closing(AttemptJournal(out / JOURNAL_FILE)) as journal:
         if opts.api_key:
 
             def emit(case: Case, judgment: Judgment) -> None:
@@ -81,7 +87,8 @@ def run_drift(
 
             evaluator = factory(judged_by, opts.api_key, opts.cache_dir)
             concurrency = loaded.policy.evaluator.max_concurrency
-            asyncio.run(judge_each(evaluator, sample, Budget(opts.boundary), concurrency, emit))
+            budget = Budget(opts.boundary)
+            asyncio.run(judge_each(evaluator, sample, budget, concurrency, emit, (journal, DRIFT_STREAM)))
 
     vs = verdicts(sample, records)
     overall, slices = pass_rates(vs)

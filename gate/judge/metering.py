@@ -202,7 +202,7 @@ async def on_request(request: httpx.Request) -> None:
     if ctx is not None:
         # Written ahead: a run killed after this line still knows the attempt may have been paid.
         try:
-            ctx.journal.sent(attempt.attempt_id or "", ctx.case_id, ctx.repeat_index, reservation.amount)
+            ctx.journal.sent(attempt.attempt_id or "", ctx.case_id, ctx.repeat_index, reservation.amount, ctx.stream)
         except OSError as exc:
             sink.budget.settle(reservation, 0.0)
             sink.refused = "output"
