@@ -84,6 +84,12 @@ def vet_records(records: Sequence[Record], metric: Metric, cases: Mapping[str, C
             errors.append(r.case_id)
         out.append(v)
     notes: list[str] = []
+    rejudged = [r.case_id for r in records if r.cache == "rejudged"]
+    if rejudged:
+        notes.append(
+            f"{len(rejudged)} cache entr{'y' if len(rejudged) == 1 else 'ies'} failed vetting (a label not allowed, "
+            f"no reason): judged again (paid) and overwritten, never served: {_ids(rejudged)}"
+        )
     if errors:
         notes.append(
             f"{len(errors)} recorded judgment(s) outside the contract (a label not allowed, no reason, a "

@@ -34,7 +34,9 @@ RecordErrorKind = Literal[
     "budget",
     "cancelled",
 ]
-CacheState = Literal["hit", "miss", "off"]
+# "rejudged": the cache held an entry for this judgment that failed vetting (a label outside the
+# list, no reason): it was judged again, paid, and the entry overwritten.
+CacheState = Literal["hit", "miss", "off", "rejudged"]
 
 
 class Attempt(BaseModel):

@@ -181,29 +181,40 @@ def test_resume_does_not_reuse_a_record_outside_the_contract(
     assert res["state"] == "passed" and case_row(res, "c-2")["verdict"] == "fail"
 
 
-def test_a_poisoned_cache_entry_is_an_evaluator_error_not_a_verdict(
+def test_a_poisoned_cache_entry_is_judged_again_and_overwritten_never_a_verdict(
     tmp_path: Path, recorded: tuple[Path, FakeOpenAI], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The judgment cache is restored from CI storage: an entry outside the contract is no verdict."""
+    """The judgment cache is restored from CI storage: an entry outside the contract is no verdict.
+    It is a miss: judged again (paid, metered), the entry overwritten, and the result says so; so it
+    does not turn into an evaluator error on every later run."""
     import sqlite3
 
-    root, _ = recorded
+    root, fake = recorded
     monkeypatch.setenv(KEY_ENV, "sk-test-untrusted-records-0123")
     policy = str(root / "suite" / "policy.yaml")
     cache = tmp_path / "cache"
     assert main(["run", "--policy", policy, "--out", str(tmp_path / "first"), "--cache-dir", str(cache)]) == 0
     (db,) = [p for p in cache.rglob("*") if p.is_file() and p.read_bytes()[:16] == b"SQLite format 3\x00"]
     with sqlite3.connect(db) as conn:
-        assert conn.execute("UPDATE judgments SET label = 'PASS' WHERE label = 'fail'").rowcount > 0
+        tampered = conn.execute("UPDATE judgments SET label = 'PASS' WHERE label = 'fail'").rowcount
+    assert tampered > 0
+    paid = fake.count()
     out = tmp_path / "second"
-    assert main(["run", "--policy", policy, "--out", str(out), "--cache-dir", str(cache)]) == 3
+    assert main(["run", "--policy", policy, "--out", str(out), "--cache-dir", str(cache)]) == 0
+    assert fake.count() == paid + tampered  # each bad entry judged again, nothing else
     res = json.loads((out / "result.json").read_text())
-    assert res["state"] == "evaluation_incomplete" and "control_failed" not in str(res["blockers"])
-    row = case_row(res, "c-2")
-    assert row["bucket"] == "errored" and row["error_kind"] == "invalid_label"
+    assert res["state"] == "passed" and case_row(res, "c-2")["verdict"] == "fail"
+    assert res["cost"]["http_attempts"] == tampered and res["cost"]["total"] > 0
+    assert any("failed vetting" in n and "c-2" in n for n in res["notes"])
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines() if x]
     (c2,) = [r for r in recs if r["case_id"] == "c-2"]
-    assert c2["status"] == "error" and c2["error_kind"] == "invalid_label" and c2["judge_label"] is None
+    assert c2["status"] == "ok" and c2["judge_label"] == "fail" and c2["cache"] == "rejudged"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM judgments WHERE label = 'PASS'").fetchone() == (0,)
+    # The next run is served wholly from the (repaired) cache.
+    third = tmp_path / "third"
+    assert main(["run", "--policy", policy, "--out", str(third), "--cache-dir", str(cache)]) == 0
+    assert fake.count() == paid + tampered and json.loads((third / "result.json").read_text())["state"] == "passed"
 
 
 @pytest.mark.parametrize("order", ["fail-then-pass", "pass-then-fail"])

@@ -114,10 +114,12 @@ class JudgmentCache:
                     out[str(key)] = CachedVerdict(label=str(label), reason=str(reason))
         return out
 
-    def put(self, key: str, parts: CacheKeyParts, label: str, reason: str) -> None:
+    def put(self, key: str, parts: CacheKeyParts, label: str, reason: str, *, replace: bool = False) -> None:
+        """Store a verdict; `replace` overwrites an entry that failed vetting (else the first one stays)."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock:
             self._conn.execute(
-                "INSERT OR IGNORE INTO judgments (key, label, reason, created_at, parts) VALUES (?, ?, ?, ?, ?)",
+                f"{verb} INTO judgments (key, label, reason, created_at, parts) VALUES (?, ?, ?, ?, ?)",
                 (key, label, reason, time.time(), canonical_json(asdict(parts))),
             )
 

@@ -16,12 +16,23 @@ from gate.budget import Budget
 from gate.cases import Case
 from gate.judge import Judgment, instructor_version, ragas_version, resolve_base_url
 from gate.judge.cache import CACHE_FILE, CachedVerdict, JudgmentCache, key_parts
+from gate.judge.outcome import read_label
 from gate.judge.render import RenderedInput, RenderError, render_case
 from gate.policy import LoadedPolicy
 
 log = logging.getLogger("gate.judge")
 
 JudgmentId = tuple[str, int]  # (case id, repeat index)
+
+
+def sound_hit(hit: CachedVerdict | None, loaded: LoadedPolicy) -> bool:
+    """A cache entry is read back from storage CI restores (untrusted): it serves a verdict only
+    when it meets the live path's rule; anything else is a miss, judged (and overwritten) again."""
+    if hit is None:
+        return False
+    metric = loaded.policy.metric
+    reading = read_label(hit.label, hit.reason, metric.allowed_values, metric.label_aliases, source="the cache")
+    return reading.error_kind is None
 
 
 def hit_judgment(hit: CachedVerdict, rendered: RenderedInput) -> Judgment:
@@ -84,7 +95,7 @@ def serve_from_cache(
     hits: dict[JudgmentId, Judgment] = {}
     for jid, key, rendered in keyed:
         hit = found.get(key)
-        if hit is None:
+        if hit is None or not sound_hit(hit, loaded):
             return None
         hits[jid] = hit_judgment(hit, rendered)
     return CacheOnlyEvaluator(hits)

@@ -30,7 +30,7 @@ from gate.cases import Case
 from gate.errors import UsageError
 from gate.judge import Judgment, attach_partial_judgment, instructor_version, ragas_version
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
-from gate.judge.cached import hit_judgment
+from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
 from gate.judge.render import RenderedInput, RenderError, render_case
@@ -217,7 +217,7 @@ class RagasEvaluator:
         except RenderError:
             return None
         hit = self.cache.get(self.key_parts(rendered, repeat_index).key())
-        return None if hit is None else hit_judgment(hit, rendered)
+        return hit_judgment(hit, rendered) if hit is not None and sound_hit(hit, self.loaded) else None
 
     # -- judging ---------------------------------------------------------------------------------
     async def judge(self, case: Case, repeat_index: int, budget: Budget) -> Judgment:
@@ -228,14 +228,16 @@ class RagasEvaluator:
         # The key costs a canonical dump and a hash: only worth it when there is a cache.
         parts = self.key_parts(rendered, repeat_index) if self.cache is not None else None
         key = parts.key() if parts is not None else ""
+        poisoned = False  # an entry that fails vetting: never a verdict; judged again, then replaced
         if self.cache is not None:
             try:
                 hit = self.cache.get(key)
             except Exception as exc:  # a broken cache is a miss, never a failed judgment
                 log.warning("judgment cache read failed (%s); judging instead", type(exc).__name__)
                 hit = None
-            if hit is not None:
+            if hit is not None and sound_hit(hit, self.loaded):
                 return hit_judgment(hit, rendered)
+            poisoned = hit is not None
         ev = self.loaded.policy.evaluator
         sink = JudgmentSink(
             budget=budget,
@@ -247,7 +249,7 @@ class RagasEvaluator:
                 max_output_tokens=ev.max_output_tokens,
             ),
         )
-        cache_state: CacheState = "miss" if self.cache is not None else "off"
+        cache_state: CacheState = ("rejudged" if poisoned else "miss") if self.cache is not None else "off"
         token = SINK.set(sink)
         try:
             outcome = await self._attempts(rendered, sink)
@@ -263,7 +265,7 @@ class RagasEvaluator:
         judgment = self._assemble(sink, rendered, cache_state, outcome)
         if judgment.status == "ok" and judgment.label is not None and self.cache is not None and parts is not None:
             try:
-                self.cache.put(key, parts, judgment.label, judgment.reason or "")
+                self.cache.put(key, parts, judgment.label, judgment.reason or "", replace=poisoned)
             except Exception as exc:
                 log.warning("judgment cache write failed (%s)", type(exc).__name__)
         return judgment
