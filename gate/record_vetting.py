@@ -2,8 +2,9 @@
 
 `gate decide`, `gate run --resume` and `gate merge` read records someone else wrote (or edited).
 Every path into the decision applies the live path's rule (`gate.judge.outcome.read_label`): an
-`ok` record counts only with an allowed label (after the policy's reviewed aliases) and a
-non-empty reason, and never with an error kind. Anything else becomes what the live path would
+`ok` record counts only with an allowed label (after the policy's reviewed aliases), a
+non-empty reason and evidence that a judge said it (an answered HTTP attempt or a cache hit), and
+never with an error kind. Anything else becomes what the live path would
 have recorded: an evaluator error (`invalid_label` / `parse_error`), never a pass or a fail.
 The case file, not the record, is the answer key: a record's copy of the human label, control role,
 slice and partition is replaced by the case's (and the disagreement is noted).
@@ -34,6 +35,8 @@ def verdict_problem(r: Record, metric: Metric) -> Record | None:
         return None
     if r.error_kind is not None:
         kind, message = "parse_error", f"status ok with error_kind {r.error_kind}: the record contradicts itself"
+    elif not has_evidence(r):
+        kind, message = "parse_error", "status ok with no answered HTTP attempt and no cache hit: nothing judged it"
     else:
         reading = read_label(
             r.judge_label, r.judge_reason, metric.allowed_values, metric.label_aliases, source="the record"
@@ -51,6 +54,15 @@ def verdict_problem(r: Record, metric: Metric) -> Record | None:
             "judge_label": None,
         }
     )
+
+
+def has_evidence(r: Record) -> bool:
+    """A verdict comes from a judge: a successful HTTP answer, or a cache hit of one.
+
+    Every records schema the gate ever wrote (docs/SCHEMA.md: all version 1) lists the attempts of
+    a paid judgment and marks a served one `cache: hit`, so this holds for every old file too.
+    """
+    return r.cache == "hit" or any(a.status_code is not None and 200 <= a.status_code < 300 for a in r.attempts)
 
 
 def vet_record(r: Record, metric: Metric, case: Case | None) -> Record:
@@ -92,8 +104,8 @@ def vet_records(records: Sequence[Record], metric: Metric, cases: Mapping[str, C
         )
     if errors:
         notes.append(
-            f"{len(errors)} recorded judgment(s) outside the contract (a label not allowed, no reason, a "
-            f"contradiction) count as evaluator errors: {_ids(errors)}"
+            f"{len(errors)} recorded judgment(s) outside the contract (a label not allowed, no reason, no "
+            f"answered attempt or cache hit, a contradiction) count as evaluator errors: {_ids(errors)}"
         )
     if relabelled:
         notes.append(

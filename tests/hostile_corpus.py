@@ -155,6 +155,7 @@ def base_records() -> list[dict[str, Any]]:
             "status": "ok",
             "lane": "pr",
             "cache": "off",
+            "attempts": [{"status_code": 200, "input_tokens": 100, "output_tokens": 10}],
         }
         for c in base_cases()
         if c["reference"]

@@ -19,7 +19,7 @@ from suite import case, controls, write_suite
 from gate.calibrate.alignment import AlignmentError, labels_align, ragas_comparator
 from gate.calibrate.stats import cohen_kappa, wilson
 from gate.cli import main
-from gate.records import Record, write_records
+from gate.records import Attempt, Record, write_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,6 +118,8 @@ def rec(
         evaluator_model="gpt-4o-mini",
         metric_version="1",
         lane="calibration",
+        # A verdict carries its evidence: the answered attempt it came from.
+        attempts=[Attempt(status_code=200, input_tokens=100, output_tokens=10)] if status == "ok" else [],
         **extra,
     )
 

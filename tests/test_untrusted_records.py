@@ -238,3 +238,38 @@ def test_two_records_of_one_judgment_that_disagree_go_to_a_person(
     assert code == 4 and res["state"] == "review_required", res["blockers"]
     assert {b["kind"]: b["case_ids"] for b in res["blockers"]}["unstable_verdict"] == ["c-2"]
     assert any("disagree" in n and "c-2" in n for n in res["notes"])
+
+
+def test_an_ok_record_with_no_attempt_and_no_cache_hit_is_no_verdict(
+    tmp_path: Path, recorded: tuple[Path, FakeOpenAI]
+) -> None:
+    """Fabricated evidence: a record claiming `ok` that no judge produced (no answered HTTP attempt,
+    no cache hit) counts as an evaluator error in `gate decide`, never as a pass or a fail."""
+    root, _ = recorded
+    recs = lines(root)
+    forged = [dict(r, attempts=[], cache="off") if r["case_id"] == "c-2" else r for r in recs]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in forged))
+    out = tmp_path / "decided"
+    code = main(["decide", "--policy", str(root / "suite" / "policy.yaml"), "--records", str(path), "--out", str(out)])
+    res = json.loads((out / "result.json").read_text())
+    assert code == 3 and res["state"] == "evaluation_incomplete"
+    row = case_row(res, "c-2")
+    assert row["bucket"] == "errored" and row["error_kind"] == "parse_error"
+    assert any("no answered attempt or cache hit" in n and "c-2" in n for n in res["notes"])
+    # An attempt that failed (a 500) is no evidence either; a cache hit is.
+    failed = [
+        dict(r, attempts=[{"status_code": 500, "error_kind": "server_error"}]) if r["case_id"] == "c-2" else r
+        for r in recs
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in failed))
+    assert (
+        main(["decide", "--policy", str(root / "suite" / "policy.yaml"), "--records", str(path), "--out", str(out)])
+        == 3
+    )
+    hit = [dict(r, attempts=[], cache="hit") if r["case_id"] == "c-2" else r for r in recs]
+    path.write_text("".join(json.dumps(r) + "\n" for r in hit))
+    assert (
+        main(["decide", "--policy", str(root / "suite" / "policy.yaml"), "--records", str(path), "--out", str(out)])
+        == 0
+    )
