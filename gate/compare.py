@@ -22,6 +22,7 @@ from typing import Any, Literal
 from gate.decide import UNRUN_ERROR_KINDS, best_records, majority
 from gate.errors import UsageError
 from gate.loading import FileProblem, read_json
+from gate.record_vetting import verdict_problem_for
 from gate.records import Record, read_records
 from gate.rollback import read_rollback
 
@@ -211,7 +212,7 @@ def lineage_from_records(records: Sequence[Record]) -> dict[str, Any]:
 
 def case_verdicts(run: Run) -> dict[str, tuple[Verdict, Record | None]]:
     """Each case's verdict on one side and a representative record (repeat 0 first) for lineage."""
-    best = best_records(run.records)
+    best = best_records([_vetted(r) for r in run.records])
     by_case: dict[str, list[Record]] = {}
     for (case_id, _), rec in sorted(best.items(), key=lambda kv: kv[0]):
         by_case.setdefault(case_id, []).append(rec)
@@ -221,6 +222,14 @@ def case_verdicts(run: Run) -> dict[str, tuple[Verdict, Record | None]]:
     for case_id in run.unrun_ids - set(out):
         out[case_id] = ("unrun", None)
     return out
+
+
+def _vetted(r: Record) -> Record:
+    """Records are untrusted, here as in `gate decide`: an `ok` record without an allowed label (the
+    allowed values it was judged under, else pass/fail/review_required), a reason, or an answered
+    attempt or cache hit is an evaluator error, never a verdict."""
+    allowed = r.allowed_values if r.allowed_values else list(JUDGE_LABELS)
+    return verdict_problem_for(r, allowed, {}) or r
 
 
 def _verdict(recs: Sequence[Record]) -> Verdict:

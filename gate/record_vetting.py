@@ -31,6 +31,12 @@ class Vetted:
 
 def verdict_problem(r: Record, metric: Metric) -> Record | None:
     """The errored record an `ok` record outside the contract becomes, or None when it is sound."""
+    return verdict_problem_for(r, metric.allowed_values, metric.label_aliases)
+
+
+def verdict_problem_for(r: Record, allowed: Sequence[str], aliases: Mapping[str, str]) -> Record | None:
+    """`verdict_problem` against these allowed values and aliases (`gate compare` has no policy:
+    it uses the allowed values the record carries)."""
     if r.status != "ok":
         return None
     if r.error_kind is not None:
@@ -38,9 +44,7 @@ def verdict_problem(r: Record, metric: Metric) -> Record | None:
     elif not has_evidence(r):
         kind, message = "parse_error", "status ok with no answered HTTP attempt and no cache hit: nothing judged it"
     else:
-        reading = read_label(
-            r.judge_label, r.judge_reason, metric.allowed_values, metric.label_aliases, source="the record"
-        )
+        reading = read_label(r.judge_label, r.judge_reason, allowed, aliases, source="the record")
         if reading.error_kind is None:
             if reading.label != r.judge_label:  # a reviewed alias: the verdict is its allowed value
                 return r.model_copy(update={"judge_label": reading.label})

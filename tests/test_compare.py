@@ -227,8 +227,8 @@ def test_verdicts_cover_absent_error_unrun_review_and_repeat_majority(tmp_path: 
             new.update(status="error", error_kind="timeout", judge_label=None)
         if cid == "c-2":
             new.update(status="skipped", error_kind="budget", judge_label=None)
-        if cid == "g-1":
-            new.update(judge_label="review_required")
+        if cid == "g-1":  # a judge allowed to abstain (the record carries its allowed values)
+            new.update(judge_label="review_required", allowed_values=["pass", "fail", "review_required"])
         if cid == "g-2":  # three repeats on head: fail, fail, pass -> fail by majority
             for i, label in enumerate(["fail", "fail", "pass"]):
                 rep = dict(rec, repeat_index=i, judge_label=label, sampling={**rec["sampling"], "repeats": 3})
@@ -292,3 +292,22 @@ def test_usage_errors_exit_2_with_a_message(
     assert gate("compare", *args, "--out", tmp_path / "cmp") == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err and ("fix" in err or "--help" in err)
+
+
+def test_an_ok_record_without_a_reason_or_an_allowed_label_is_an_error_not_a_verdict(tmp_path: Path) -> None:
+    """`gate compare` vets records as `gate decide` does, with the allowed values each carries."""
+    base_lines = [json.loads(line) for line in LINEAGE_RECORDS.read_text().splitlines() if line]
+    head_lines = []
+    for rec in base_lines:
+        if rec["case_id"] == "c-1":
+            rec = dict(rec, judge_reason=None)  # no reason: the live path's parse_error
+        if rec["case_id"] == "g-1":
+            rec = dict(rec, judge_label="review_required")  # not in this record's allowed values
+        if rec["case_id"] == "g-2":
+            rec = dict(rec, attempts=[], cache="off")  # no answered attempt, no cache hit
+        head_lines.append(rec)
+    head = tmp_path / "head.jsonl"
+    head.write_text("".join(json.dumps(r) + "\n" for r in head_lines))
+    res = compare(LINEAGE_RECORDS, head, tmp_path / "cmp", "--policy", POLICY)
+    kinds = {t["case_id"]: (t["base"], t["head"]) for t in res["transitions"]}
+    assert kinds == {"c-1": ("pass", "error"), "g-1": ("pass", "error"), "g-2": ("pass", "error")}
