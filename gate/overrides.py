@@ -87,17 +87,23 @@ def kind_problems(policy: Policy) -> list[str]:
 
 def check_override_cases(loaded: LoadedPolicy, dataset: Dataset) -> None:
     """Every case id an override names must be in the dataset: a typo would waive nothing, silently."""
+    problems = case_problems(loaded.policy, dataset)
+    if problems:
+        raise PolicyError(str(loaded.path), problems)
+
+
+def case_problems(policy: Policy, dataset: Dataset) -> list[str]:
+    """The overrides' case ids the dataset does not have, one problem per override."""
     known = {c.case_id for c in dataset.cases}
     problems = []
-    for i, o in enumerate(loaded.policy.overrides):
+    for i, o in enumerate(policy.overrides):
         unknown = [c for c in o.case_ids if c not in known]
         if unknown:
             problems.append(
                 f"`overrides.{i}.case_ids` (override {o.id}): {', '.join(unknown)} "
                 f"{'is' if len(unknown) == 1 else 'are'} not a case of the dataset; fix: correct the id or remove it"
             )
-    if problems:
-        raise PolicyError(str(loaded.path), problems)
+    return problems
 
 
 def is_waivable(f: Finding) -> bool:
@@ -165,3 +171,17 @@ def _waiver(o: Override, kind: str, case_ids: list[str]) -> dict[str, Any]:
         "expires": o.expires.isoformat(),
         "follow_up": o.follow_up,
     }
+
+
+def dataset_case_problems(loaded: LoadedPolicy) -> list[str]:
+    """`case_problems` against the policy's dataset, when it can be read (best effort: a dataset
+    that cannot be read says so itself on the next run, once the policy loads)."""
+    from gate.cases import load_dataset
+
+    try:
+        load_dataset(loaded)
+    except PolicyError as exc:
+        return [p for p in exc.problems if p.startswith("`overrides.") and ".case_ids`" in p]
+    except Exception:  # any dataset problem is reported by the dataset's own check
+        return []
+    return []

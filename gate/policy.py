@@ -483,13 +483,11 @@ def load_policy(path: str | Path) -> LoadedPolicy:
             f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "
             "gate would report $0 spent; fix: add `price: {input_per_mtok: X, output_per_mtok: Y, currency: USD}`"
         )
-    problems += kind_problems(policy)
-    if problems:
-        raise PolicyError(str(p), problems)
-
+    override_kinds = kind_problems(policy)
+    problems += override_kinds
     # Canonical hash: parsed content (so comments and key order do not matter) + the prompt text.
     digest = _sha256(canonical_json(raw) + "\n" + prompt_text)
-    return LoadedPolicy(
+    loaded = LoadedPolicy(
         path=p.resolve(),
         policy=policy,
         prompt_text=prompt_text,
@@ -498,6 +496,15 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         prompt_sha256=_sha256(prompt_text),
         card=card,
     )
+    if override_kinds:
+        # The overrides' case ids are checked against the dataset later; say those problems now
+        # too, so one edit fixes the override (a wrong kind and a wrong case id, one pass).
+        from gate.overrides import dataset_case_problems
+
+        problems += dataset_case_problems(loaded)
+    if problems:
+        raise PolicyError(str(p), problems)
+    return loaded
 
 
 def today() -> dt.date:

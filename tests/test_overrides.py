@@ -181,3 +181,15 @@ def test_run_and_decide_agree_on_a_waived_pair(tmp_path: Path, monkeypatch: pyte
     )
     decided = json.loads((tmp_path / "d" / "result.json").read_text())
     assert (decided["state"], decided["blockers"], decided["waived"]) == (ran["state"], ran["blockers"], ran["waived"])
+
+
+def test_an_unknown_kind_and_an_unknown_case_id_are_both_said_in_one_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_suite(tmp_path, overrides=[override("false_passes", ["c-2", "c-99"])])
+    for argv in (["validate", "--policy", str(policy)], ["run", "--policy", str(policy), "--dry-run"]):
+        assert main(argv) == 2
+        err_text = capsys.readouterr().err
+        assert "overrides.0.blocker" in err_text and "unknown blocker kind 'false_passes'" in err_text
+        assert "overrides.0.case_ids" in err_text and "c-99 is not a case of the dataset" in err_text
+        assert "2 problem(s)" in err_text and "Traceback" not in err_text
