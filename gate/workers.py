@@ -258,6 +258,7 @@ def judge_in_workers(
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     channels: dict[Connection, int] = {}
     failures: list[tuple[int, str, str]] = []
+    stopped: set[int] = set()
     try:
         for k in range(1, count + 1):
             path = out_dir / f"records.w{k}.jsonl"
@@ -273,7 +274,7 @@ def judge_in_workers(
             procs.append((k, worker, path))
             channels[reader] = k
             _say(log, f"gate: worker {k}/{count} pid {worker.pid}: {len(share) * plan.repeats} judgments")
-        failures = _await_workers(procs, channels)
+        failures, stopped = _await_workers(procs, channels)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -294,7 +295,9 @@ def judge_in_workers(
             if r.error_kind == "budget" and runner.stop_reason is None:
                 runner.stop_reason = "budget"
         path.unlink(missing_ok=True)
-        if proc.exitcode != 0 and k not in {f[0] for f in failures}:
+        # A worker that failed, or that was stopped because another did, did not die: the run's
+        # failure (an internal_error blocker, the reason on each unjudged case) says what happened.
+        if proc.exitcode != 0 and k not in {f[0] for f in failures} | stopped:
             how = (
                 f"signal {-proc.exitcode}"
                 if proc.exitcode is not None and proc.exitcode < 0
@@ -312,12 +315,14 @@ def judge_in_workers(
 
 def _await_workers(
     procs: Sequence[tuple[int, BaseProcess, Path]], channels: dict[Connection, int]
-) -> list[tuple[int, str, str]]:
-    """Wait for every worker; the failures they reported. On the first, the others are stopped
-    (SIGTERM: they record what is in flight as interrupted), as one process stops at a bug."""
+) -> tuple[list[tuple[int, str, str]], set[int]]:
+    """Wait for every worker; the failures they reported, and the workers stopped because of them.
+    On the first failure the others are stopped (SIGTERM: they record what is in flight as
+    interrupted), as one process stops at a bug."""
     live = {proc.sentinel: proc for _k, proc, _path in procs}
     listening = dict(channels)
     failures: list[tuple[int, str, str]] = []
+    stopped: set[int] = set()
     while live or listening:
         for ready in wait([*live, *listening]):
             if isinstance(ready, int):
@@ -332,8 +337,9 @@ def _await_workers(
             failures.append((k, str(kind), str(reason)))
             for other, proc, _path in procs:
                 if other != k and proc.pid is not None and proc.exitcode is None:
+                    stopped.add(other)
                     os.kill(proc.pid, signal.SIGTERM)
-    return failures
+    return failures, stopped
 
 
 def _read_worker(path: Path) -> list[Record]:
