@@ -231,11 +231,11 @@ def print_findings(findings: Sequence[Mapping[str, Any]], console: Console, head
             Text.assemble((state, STATE_STYLE[state]), f": {len(group)} finding(s); {STATE_MEANING.get(state, '')}")
         )
         for f in group:
-            line = Text.assemble("  ", (log_text(f.get("kind")), "bold"), ": ", _t(f.get("message")))
+            line = Text.assemble((log_text(f.get("kind")), "bold"), ": ", _t(f.get("message")))
             ids = list(f.get("case_ids") or [])
             if ids:
                 line.append_text(Text.assemble(" [cases: ", _ids(ids), "]"))
-            console.print(line)
+            _indented(console, 2, line)
 
 
 def print_compare(comparison: Comparison, files: Sequence[Path], console: Console) -> None:
