@@ -69,6 +69,8 @@ class Case(_Strict):
     group_id: str | None = None
     # A corrected case names the case it replaces; the old one stays in the file, never eligible.
     supersedes: str | None = Field(default=None, min_length=1)
+    # The production stratum the case was sampled from (policy `strata`, gate/strata.py).
+    stratum: str | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)
     generation: dict[str, Any] = Field(default_factory=dict)
 
@@ -82,6 +84,12 @@ class Case(_Strict):
     def _safe_name(cls, v: str, info: ValidationInfo) -> str:
         # Ids and slice names are printed raw in logs, comments, check runs and XML (SPEC 8).
         _name("the case id" if info.field_name == "case_id" else "the slice name", v)
+        return v
+
+    @field_validator("stratum")
+    @classmethod
+    def _safe_stratum(cls, v: str | None) -> str | None:
+        _name("the stratum", v)
         return v
 
     @property

@@ -20,6 +20,7 @@ from gate.policy import LoadedPolicy
 from gate.record_vetting import conflicting_verdicts, vet_records
 from gate.records import Record
 from gate.states import Finding, State, overall_state
+from gate.strata import weigh
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -533,6 +534,15 @@ def decide(
         "notes": list(notes),
         "cases": [o.to_dict() for o in outcomes],
     }
+    if policy.strata:
+        result["strata"] = weigh(
+            {name: s.prevalence for name, s in policy.strata.items()},
+            (
+                (o.case.stratum, o.outcome if o.bucket == "completed" else None)
+                for o in outcomes
+                if not o.case.is_control
+            ),
+        ).to_dict()
     return Decision(state=state, blockers=blockers, waived=waived, outcomes=outcomes, result=result)
 
 

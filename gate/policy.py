@@ -257,6 +257,12 @@ def _trend_limits(raw: object) -> list[str]:
     return found
 
 
+class Stratum(Strict):
+    """A stratum's share of production traffic (gate/strata.py weighs rates by it)."""
+
+    prevalence: float = Field(ge=0, le=1)
+
+
 class Certification(Strict):
     """SPEC 10: the ledger of held-out sets already used to certify a configuration."""
 
@@ -286,6 +292,7 @@ class Policy(Strict):
     certification: Certification | None = None
     # Markdown or YAML, relative to the policy (gate/dataset_card.py); without it the validator blocks.
     dataset_card: str | None = None
+    strata: dict[str, Stratum] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -326,6 +333,16 @@ class Policy(Strict):
         ids = [o.id for o in self.overrides]
         if len(ids) != len(set(ids)):
             raise ValueError("`overrides` has duplicate ids; fix: give each override its own id")
+        if self.strata:
+            bad_strata = [name for name in self.strata if not is_name(name)]
+            if bad_strata:
+                raise ValueError(f"stratum name '{visible(bad_strata[0], 80)}' is not allowed: use {NAME_RULE}")
+            total = sum(s.prevalence for s in self.strata.values())
+            if abs(total - 1) > 0.01:
+                raise ValueError(
+                    f"`strata` prevalences sum to {total:g}, not 1; fix: give each stratum its share of production "
+                    "traffic so that together they make 1 (within 0.01)"
+                )
         names = [c.name for c in self.checks]
         if len(names) != len(set(names)):
             raise ValueError("`checks` has duplicate names; fix: give each check its own name")

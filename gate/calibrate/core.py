@@ -22,6 +22,7 @@ from gate.errors import UsageError
 from gate.policy import Policy
 from gate.record_vetting import vet_records
 from gate.records import Record
+from gate.strata import Weighting, weigh
 from gate.supersede import superseded_ids
 
 SCHEMA_VERSION = 1
@@ -188,6 +189,7 @@ class Calibration:
     controls_left_out: int
     causes_given: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    strata: Weighting | None = None  # with policy `strata`: raw and prevalence-weighted rates
 
     @property
     def causes(self) -> dict[str, int]:
@@ -410,7 +412,15 @@ def calibrate(
         suggested_limits=suggest_limits(policy, _tallies_by(in_calibration, lambda v: v.slice), lane, lane_labels),
         controls_left_out=len(controls),
         notes=tuple(notes),
+        strata=_strata(policy, verdicts, facts.cases),
     )
+
+
+def _strata(policy: Policy, verdicts: Sequence[CaseVerdict], cases: Mapping[str, Case]) -> Weighting | None:
+    if not policy.strata:
+        return None
+    prevalence = {name: s.prevalence for name, s in policy.strata.items()}
+    return weigh(prevalence, ((c.stratum if (c := cases.get(v.case_id)) else None, v.outcome) for v in verdicts))
 
 
 def worst_first(slices: Mapping[str, Tally]) -> list[str]:
@@ -445,6 +455,8 @@ def to_json(cal: Calibration, policy: Policy, lineage: Mapping[str, str]) -> dic
             for v in cal.not_counted
         ],
     }
+    if cal.strata is not None:
+        out["strata"] = cal.strata.to_dict()
     if cal.suggested_limits is not None:
         out["suggested_limits"] = {name: s.to_dict() for name, s in cal.suggested_limits.items()}
     return out

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.report.markdown import code_id, escape
+from gate.strata import strata_lines
 
 # An interval wider than this (in rate points) says little: the md warns and says how wide.
 WIDE_INTERVAL = 0.30
@@ -161,6 +162,7 @@ def render_calibration(cal: Mapping[str, Any], *, picture: str | None = "calibra
         *[h.format(what="partition") for h in TABLE_HEAD],
         *[_row(escape(name), t) for name, t in cal["partitions"].items()],
         "",
+        *strata_lines(cal.get("strata"), "## Strata: raw and prevalence-weighted"),
         "## Disagreements, false passes first",
         "",
         *_disagreements(cal["disagreements"]),

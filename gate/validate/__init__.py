@@ -27,6 +27,7 @@ from gate.validate.leakage import group_leaks, text_leaks
 from gate.validate.pairs import pair_defects
 from gate.validate.references import missing_references
 from gate.validate.rubrics import unknown_rubrics
+from gate.validate.strata import unknown_strata
 from gate.validate.supersedes import supersede_defects
 from gate.validate.taxonomy import unknown_partitions, unknown_slices
 from gate.validate.trend import trend_bands
@@ -41,6 +42,7 @@ VALIDATORS: tuple[Validator, ...] = (
     unknown_rubrics,
     unknown_partitions,
     unknown_slices,
+    unknown_strata,
     disallowed_labels,
     unresolved_evidence,
     response_hash_mismatch,

@@ -1,0 +1,25 @@
+"""With `strata` in the policy, a case's `stratum` must be one of them (gate/strata.py)."""
+
+from __future__ import annotations
+
+from gate.states import Finding
+from gate.validate.context import Context, contract
+
+
+def unknown_strata(ctx: Context) -> list[Finding]:
+    declared = ctx.policy.strata
+    if not declared:
+        return []
+    bad: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        if case.stratum is not None and case.stratum not in declared:
+            bad.setdefault(case.stratum, []).append(i)
+    return [
+        contract(
+            ctx,
+            idx,
+            f"name stratum {name!r}, which {ctx.policy_file} does not declare (`strata`: {sorted(declared)})",
+            f"correct the stratum, or add {name!r} with its production prevalence under `strata`",
+        )
+        for name, idx in bad.items()
+    ]
