@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.report.markdown import code_id, escape
-from gate.strata import strata_lines
+from gate.report.sections import strata_lines
 
 # An interval wider than this (in rate points) says little: the md warns and says how wide.
 WIDE_INTERVAL = 0.30

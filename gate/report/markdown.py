@@ -187,13 +187,12 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     if table:
         lines += ["### Slices (controls excluded)", *table, ""]
     from gate.report import sections  # imported here: it builds on this module's escaping
-    from gate.strata import strata_lines
 
     lines += sections.checks_section(result)
     lines += sections.trend_section(result)
     lines += sections.drift_section(result)
     lines += sections.certification_section(result)
-    lines += strata_lines(result.get("strata"), "### Strata: raw and prevalence-weighted (controls excluded)")
+    lines += sections.strata_lines(result.get("strata"), "### Strata: raw and prevalence-weighted (controls excluded)")
     controls = result.get("controls") or {}
     if controls.get("failures"):
         lines.append("### Controls: did not separate")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gate import strata as strata_math
 from gate.report.markdown import code_id, escape, id_list
 
 
@@ -148,3 +149,45 @@ def certification_section(result: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("Refused: this held-out set already certified another configuration (see the blockers).")
     return [*lines, ""]
+
+
+def _pct(x: object) -> str:
+    return "–" if not isinstance(x, int | float) else f"{x * 100:.1f}%"
+
+
+def strata_lines(strata: Mapping[str, Any] | None, heading: str) -> list[str]:
+    """Markdown: per-stratum counts, then raw and prevalence-weighted rates side by side (from to_dict)."""
+    if not strata:
+        return []
+    factor = strata.get("oversampled_factor", strata_math.OVERSAMPLED_FACTOR)
+    lines = [
+        heading,
+        f"Each stratum counts by its production prevalence; **oversampled** = sample share > {factor:g} x prevalence.",
+        "",
+        "| stratum | prevalence | cases | sample share | completed | false pass | false fail | |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, r in (strata.get("strata") or {}).items():
+        mark = "**oversampled**" if r.get("oversampled") else ""
+        lines.append(
+            f"| {code_id(name)} | {_pct(r.get('prevalence'))} | {r.get('cases', 0)} | {_pct(r.get('sample_share'))} | "
+            f"{r.get('completed', 0)} | {r.get('false_pass', 0)} | {r.get('false_fail', 0)} | {mark} |"
+        )
+    raw, weighted = strata.get("raw") or {}, strata.get("prevalence_weighted") or {}
+    lines += ["", "| rate | raw (sample) | prevalence-weighted |", "|---|---:|---:|"]
+    for key, label in (
+        ("false_pass_rate", "false-pass rate"),
+        ("false_fail_rate", "false-fail rate"),
+        ("agreement", "agreement"),
+    ):
+        lines.append(f"| {label} | {_pct(raw.get(key))} | {_pct(weighted.get(key))} |")
+    notes = []
+    covered = strata.get("prevalence_covered")
+    if isinstance(covered, int | float) and covered < 0.999:
+        notes.append(
+            f"the weighted figures speak for {_pct(covered)} of production: some strata have no completed case"
+        )
+    if strata.get("unstratified_cases"):
+        notes.append(f"{strata['unstratified_cases']} case(s) without a declared stratum are left out of both columns")
+    lines += [""] + [f"> {n}" for n in notes] + ([""] if notes else [])
+    return lines
