@@ -15,8 +15,9 @@ from typing import Any
 from gate.cases import Case
 from gate.judge.render import RenderError, render_case
 from gate.overrides import apply_overrides
+from gate.owners import route
 from gate.plan import Plan
-from gate.policy import LoadedPolicy
+from gate.policy import LoadedPolicy, Owners
 from gate.record_vetting import conflicting_verdicts, vet_records
 from gate.records import Record
 from gate.states import Finding, State, overall_state
@@ -518,7 +519,7 @@ def decide(
         "lane": plan.lane,
         "state": state.value,
         "exit_code": state.exit_code,
-        "blockers": [b.to_dict() for b in blockers],
+        "blockers": [_routed(b.to_dict(), policy.owners) for b in blockers],
         "counts": counts,
         "unrun_case_ids": [o.case.case_id for o in unrun],
         "slices": slices,
@@ -544,6 +545,11 @@ def decide(
             ),
         ).to_dict()
     return Decision(state=state, blockers=blockers, waived=waived, outcomes=outcomes, result=result)
+
+
+def _routed(blocker: dict[str, Any], owners: Owners | None) -> dict[str, Any]:
+    """With `owners` in the policy, the blocker names its owner group and owner (gate/owners.py)."""
+    return blocker if owners is None else route(blocker, owners.model_dump())
 
 
 def _boundary(policy_limit: float, flag: float | None) -> float:

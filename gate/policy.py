@@ -263,6 +263,27 @@ class Stratum(Strict):
     prevalence: float = Field(ge=0, le=1)
 
 
+# A GitHub user or team (`@org/team`) or a plain name: printed in comments, so nothing else.
+OWNER_HANDLE = r"^@?[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$"
+
+
+class Owners(Strict):
+    """Who fixes each group of blocker kinds (gate/owners.py has the kind -> group mapping)."""
+
+    product: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    gold_set: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    rubric: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    evaluator: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    provider: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    gate_policy: str | None = Field(default=None, pattern=OWNER_HANDLE)
+
+
+class RecordsPolicy(Strict):
+    """What records.jsonl keeps. `clear_text: false`: the judge's reason only as `sha256:<hex>`."""
+
+    clear_text: bool = True
+
+
 class Certification(Strict):
     """SPEC 10: the ledger of held-out sets already used to certify a configuration."""
 
@@ -293,6 +314,8 @@ class Policy(Strict):
     # Markdown or YAML, relative to the policy (gate/dataset_card.py); without it the validator blocks.
     dataset_card: str | None = None
     strata: dict[str, Stratum] = Field(default_factory=dict)
+    owners: Owners | None = None
+    records: RecordsPolicy = Field(default_factory=RecordsPolicy)
 
     @model_validator(mode="before")
     @classmethod

@@ -25,6 +25,7 @@ from gate import __version__, certify
 from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
 from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
+from gate.clear_text import kept_reason
 from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
 from gate.drift.lane import DriftRun, run_drift
 from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
@@ -169,7 +170,7 @@ def make_record(
         control_role=case.expected_control_role,
         human_label=case.human_label,
         judge_label=j.label if j.status == "ok" else None,
-        judge_reason=j.reason if j.status == "ok" else None,
+        judge_reason=kept_reason(loaded, j.reason) if j.status == "ok" else None,
         status=j.status,
         error_kind=j.error_kind,
         error_message=j.error_message,

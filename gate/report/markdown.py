@@ -12,6 +12,7 @@ from typing import Any
 
 from gate.escape import code as code_id
 from gate.escape import markdown as escape
+from gate.owners import owner_text
 from gate.textfit import head_bytes
 
 __all__ = ["code_id", "escape", "id_list", "render_report", "render_summary"]
@@ -68,6 +69,8 @@ def _blockers(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"#### {STATE_ICON[state]} {state} ({len(group)})")
         for b in group:
             where = f" · slice {code_id(b['slice'])}" if b.get("slice") else ""
+            owner = owner_text(b)
+            where += f" · owner {escape(owner)}" if owner else ""
             lines.append(f"- **{code_id(b['kind'])}**{where}: {escape(b.get('message', ''), 600)}")
             ids = [str(i) for i in b.get("case_ids") or []]
             if b["kind"] in LIST_ONLY_KINDS:

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gate.escape import log_text
+from gate.owners import owner_text
 from gate.paths import shown_path
 from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER, money
 
@@ -108,6 +109,9 @@ def _blockers(result: Mapping[str, Any], console: Console) -> None:
         for b in group:
             where = Text.assemble(" in slice ", _t(b["slice"], style="cyan")) if b.get("slice") else Text()
             kind = (log_text(b.get("kind")), "bold")
+            owner = owner_text(b)
+            if owner:
+                where = Text.assemble(where, " owner ", _t(owner, style="magenta"))
             _indented(console, 4, Text.assemble(kind, where, ": ", _t(b.get("message"), 300)))
             ids = [str(i) for i in b.get("case_ids") or []]
             judged = [i for i in ids if cases.get(i, {}).get("bucket") not in (None, "unrun", "withheld")]
