@@ -15,7 +15,7 @@ from gate.escape import markdown
 from gate.overrides import NOT_WAIVABLE, WAIVABLE
 from gate.owners import KIND_GROUP, OWNER_GROUPS
 from gate.policy import load_policy
-from gate.records import Record, write_records
+from gate.records import Attempt, Record, write_records
 
 OWNERS = {"product": "@app-team", "gold_set": "@labelers", "provider": "@platform"}
 
@@ -30,6 +30,7 @@ def rec(case_id: str, human: str, judge: str | None, **kw: object) -> Record:
         judge_reason=f"judge says {judge}" if judge else None,
         status="ok" if judge else "error",  # type: ignore[arg-type]
         lane="nocontrols",
+        attempts=[Attempt(status_code=200 if judge else 500)],
         **kw,  # type: ignore[arg-type]
     )
 

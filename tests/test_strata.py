@@ -12,7 +12,7 @@ from gate.cases import load_dataset
 from gate.cli import main
 from gate.errors import PolicyError
 from gate.policy import load_policy
-from gate.records import Record, write_records
+from gate.records import Attempt, Record, write_records
 from gate.strata import weigh
 from gate.validate import run_validators
 
@@ -87,6 +87,7 @@ def rec(case_id: str, judge: str, partition: str = "calibration") -> Record:
         judge_reason=f"judge says {judge}",
         status="ok",
         lane="calibration",
+        attempts=[Attempt(status_code=200, input_tokens=100, output_tokens=10)],
     )
 
 
