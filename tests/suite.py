@@ -152,3 +152,16 @@ def write_suite(
     path = root / "policy.yaml"
     path.write_text(yaml.safe_dump(policy_dict(**policy_overrides), sort_keys=False), encoding="utf-8")
     return path
+
+
+def gate(*args: str | Path) -> int:
+    """Run the real CLI in-process, as a user's shell would (arguments as strings)."""
+    from gate.cli import main
+
+    return main([str(a) for a in args])
+
+
+def result(out: Path) -> dict[str, Any]:
+    """The result.json a run or decide wrote into `out`."""
+    data: dict[str, Any] = json.loads((out / "result.json").read_text())
+    return data

@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply
-from suite import case, write_suite
+from suite import case, gate, result, write_suite
 from test_judge import evaluator as make_judge
 from test_judge import judge_one, mkcase
 from test_judge import policy as judge_policy
 
 from gate.budget import Budget
-from gate.cli import main
 
 KEY_ENV = "GATE_TEST_KEY"
 
@@ -27,15 +26,6 @@ KEY_ENV = "GATE_TEST_KEY"
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-test-bill")
     monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
-
-
-def gate(*args: str | Path) -> int:
-    return main([str(a) for a in args])
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return data
 
 
 def records(out: Path) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_openai import FakeOpenAI
-from suite import case, controls, write_suite
+from suite import case, controls, result, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
 HEAVY = ("ragas", "openai", "instructor", "httpx2", "litellm")
@@ -33,11 +33,6 @@ def gate_process(*args: str | Path) -> dict[str, Any]:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     data: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return data
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
     return data
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI
-from suite import PROMPT, case, controls, write_suite
+from suite import PROMPT, case, controls, result, write_suite
 
 from gate.cases import load_dataset
 from gate.certify import config_sha256, held_out_cases, held_out_sha256
@@ -47,11 +47,6 @@ def held_suite(
 
 def run(policy: Path, out: Path, lane: str = "release") -> int:
     return main(["run", "--policy", str(policy), "--lane", lane, "--out", str(out), "--no-cache"])
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return data
 
 
 def test_certify_once_rerun_same_config_refuse_another(

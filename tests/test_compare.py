@@ -15,19 +15,13 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply
-from suite import PROMPT, case, controls, write_suite
-
-from gate.cli import main
+from suite import PROMPT, case, controls, gate, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 LINEAGE_RECORDS = FIXTURES / "records-v1-lineage.jsonl"
 OLD_RECORDS = FIXTURES / "records-v1.jsonl"
 POLICY = FIXTURES / "suite" / "policy.yaml"
-
-
-def gate(*args: str | Path) -> int:
-    return main([str(a) for a in args])
 
 
 def compare(base: Path, head: Path, out: Path, *extra: str | Path) -> dict[str, Any]:

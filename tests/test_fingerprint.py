@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 import yaml
 from fake_openai import FakeOpenAI
-from suite import write_suite
+from suite import gate, result, write_suite
 
-from gate.cli import main
 from gate.fingerprint import config_fingerprint, normalize_base_url
 from gate.policy import load_policy
 
@@ -27,15 +26,6 @@ KEY_ENV = "GATE_TEST_KEY"
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-test-fingerprint")
     monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
-
-
-def gate(*args: str | Path) -> int:
-    return main([str(a) for a in args])
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return data
 
 
 def edit_policy(policy: Path, section: str, **values: Any) -> None:

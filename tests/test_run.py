@@ -17,9 +17,7 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply, server_error, slow
-from suite import case, controls, write_suite
-
-from gate.cli import main
+from suite import case, controls, gate, result, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
 SECRET = "sk-test-SECRET-value-123"
@@ -39,15 +37,6 @@ def with_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def evaluator(fake: FakeOpenAI, **kw: Any) -> dict[str, Any]:
     return {"base_url": fake.base_url, **kw}
-
-
-def gate(*args: str | Path) -> int:
-    return main([str(a) for a in args])
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return data
 
 
 def records(out: Path) -> list[dict[str, Any]]:

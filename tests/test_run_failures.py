@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI
-from suite import case, write_suite
+from suite import case, gate, write_suite
 
-from gate.cli import main
 from gate.run import RunOptions, default_factory, run
 
 KEY_ENV = "GATE_TEST_KEY"
@@ -33,10 +32,6 @@ NO_CONTROLS = {"pr": {"partitions": ["sentinel"], "controls": False}}
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-test-failures")
     monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
-
-
-def gate(*args: str | Path) -> int:
-    return main([str(a) for a in args])
 
 
 def suite_with(tmp_path: Path, fake: FakeOpenAI, n: int, concurrency: int = 4) -> Path:

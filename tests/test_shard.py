@@ -4,7 +4,6 @@ to the fake provider. N shards merged must decide exactly as one run on the same
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +11,8 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply
-from suite import case, controls, write_suite
+from suite import case, controls, gate, result, write_suite
 
-from gate.cli import main
 from gate.shard import Shard, parse_shard, shard_of
 
 KEY_ENV = "GATE_TEST_KEY"
@@ -29,15 +27,6 @@ def fake() -> Iterator[FakeOpenAI]:
 @pytest.fixture(autouse=True)
 def with_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "sk-test-shard")
-
-
-def gate(*args: str | Path) -> int:
-    return main([str(a) for a in args])
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return data
 
 
 def blockers(res: dict[str, Any]) -> list[tuple[str, str, list[str]]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, slow
-from suite import case, write_suite
+from suite import case, result, write_suite
 
 from gate.budget import BudgetExhausted
 from gate.errors import UsageError
@@ -68,11 +68,6 @@ def run_args(policy: Path, out: Path) -> list[str]:
     """`gate run` of the lane without controls, in a fresh process, without the cache."""
     run = ["run", "--policy", str(policy), "--lane", "nocontrols", "--out", str(out), "--no-cache"]
     return [sys.executable, "-m", "gate.cli", *run]
-
-
-def result(out: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return data
 
 
 def records(out: Path) -> list[dict[str, Any]]:
