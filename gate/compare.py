@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gate.decide import UNRUN_ERROR_KINDS, best_records, majority
 from gate.errors import UsageError
+from gate.evidence import UNRUN_ERROR_KINDS, best_records, majority
 from gate.loading import FileProblem, read_json
 from gate.record_vetting import verdict_problem_for
 from gate.records import Record, read_records

@@ -26,9 +26,10 @@ from gate.budget import Budget, Prices
 from gate.cases import Case, Dataset, load_dataset
 from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
 from gate.clear_text import kept_reason
-from gate.decide import DETERMINISTIC_BLOCKERS, Decision, Lineage, decide, majority
+from gate.decide import Decision, Lineage, decide
 from gate.drift.lane import DriftRun, run_drift
 from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
+from gate.evidence import majority
 from gate.fingerprint import config_fingerprint
 from gate.journal import CURRENT as JOURNAL_CONTEXT
 from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, Unrecorded, recover
@@ -48,7 +49,7 @@ from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
 from gate.rollback import metric_definition_sha256, write_rollback
 from gate.shard import Shard, select
-from gate.states import Finding, State
+from gate.states import Finding, State, blocking_findings
 from gate.sweep import judge_each
 from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
 from gate.validate import run_validators
@@ -141,14 +142,6 @@ def judgment_upper_bound(loaded: LoadedPolicy, case: Case) -> float:
 def judgment_typical(loaded: LoadedPolicy, case: Case) -> float:
     """A typical cost: ~4 bytes a token, the schema message, a short JSON verdict."""
     return prices(loaded).cost((prompt_bytes(loaded, case) + 1_200) // 4, 80)
-
-
-def blocking_findings(findings: Sequence[Finding]) -> list[Finding]:
-    return [
-        f
-        for f in findings
-        if f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
-    ]
 
 
 def make_record(

@@ -7,6 +7,7 @@ its state whatever the overall outcome.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -54,6 +55,12 @@ _RANK = {
 
 USAGE_ERROR_EXIT = 2
 
+# Finding kinds that stop the run before any model call (SPEC section 8), with `missing_evidence`
+# under `missing_evidence: block` (its quality_failed form; routed to review it blocks nothing).
+DETERMINISTIC_BLOCKERS = frozenset(
+    {"input_contract", "unknown_slice", "partition_leak", "control_missing", "held_out_spent"}
+)
+
 
 def overall_state(states: list[State]) -> State:
     """The state that wins under the SPEC's precedence; `passed` when nothing blocks."""
@@ -99,3 +106,13 @@ class Finding:
             location=data.get("location"),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def is_blocking(f: Finding) -> bool:
+    """A deterministic finding that stops the run before any model call: no case is judged."""
+    return f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
+
+
+def blocking_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings that stop the run before any model call (the one definition every caller uses)."""
+    return [f for f in findings if is_blocking(f)]

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from gate.calibrate.stats import Rate, cohen_kappa, wilson
 from gate.cases import Case
-from gate.decide import UNRUN_ERROR_KINDS, best_records, majority
 from gate.errors import UsageError
+from gate.evidence import UNRUN_ERROR_KINDS, best_records, majority
 from gate.policy import Policy
 from gate.record_vetting import vet_records
 from gate.records import Record
