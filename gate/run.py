@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gate import __version__, certify
-from gate.budget import Budget, Prices
+from gate.budget import Budget, Prices, cost_boundary
 from gate.cases import Case, Dataset, load_dataset
 from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
 from gate.clear_text import kept_reason
@@ -108,8 +108,7 @@ def make_lineage(
 
 
 def boundary(loaded: LoadedPolicy, max_cost: float | None) -> float:
-    limit = loaded.policy.limits.max_total_cost
-    return limit if max_cost is None else min(limit, max_cost)
+    return cost_boundary(loaded.policy.limits.max_total_cost, max_cost)
 
 
 def prices(loaded: LoadedPolicy) -> Prices:
