@@ -51,6 +51,7 @@ NOT_WAIVABLE = frozenset(
         "no_cases",
         "expired_override",
         "internal_error",
+        "worker_records_unreadable",
         "held_out_spent",
         "missing_shard",
         "check_failed",

@@ -44,6 +44,7 @@ KIND_GROUP: dict[str, str] = {
     "missing_shard": "gate_policy",
     "check_error": "gate_policy",
     "internal_error": "gate_policy",
+    "worker_records_unreadable": "gate_policy",
 }
 
 

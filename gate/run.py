@@ -53,7 +53,8 @@ from gate.states import Finding, State, blocking_findings
 from gate.sweep import judge_each
 from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
 from gate.validate import run_validators
-from gate.workers import discard_worker_records, fold_worker_records, judge_in_workers, make_budget, worker_count
+from gate.worker_records import discard_worker_records, fold_worker_records
+from gate.workers import judge_in_workers, make_budget, worker_count
 
 # An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
 # instructor system message with the response schema, model name and sampling fields.
@@ -569,8 +570,9 @@ def run(
     records_path = out / "records.jsonl"
     journal_path = out / JOURNAL_FILE
     prior: list[Record] = []
+    folded: list[str] = []  # notes on worker files a run that died left unreadable
     if opts.resume:
-        fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
+        folded = fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
     else:
         discard_worker_records(out)
     if opts.resume and records_path.exists() and records_path.read_bytes().strip():
@@ -596,7 +598,7 @@ def run(
         base_trend, base_problem = read_base_trend(opts.base_result)
     trend_records: list[Record] = []
 
-    notes: list[str] = []
+    notes: list[str] = list(folded)
     new_records: list[Record] = []
     failure: Finding | None = None
     lineage = make_lineage(loaded, dataset, prior, base_url)
@@ -696,7 +698,8 @@ def run(
             # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
             gc.freeze()
             if workers > 1:
-                notes += judge_in_workers(runner, lambda lp: factory(lp, api_key, cache), workers, out, progress_stream)
+                ended = judge_in_workers(runner, lambda lp: factory(lp, api_key, cache), workers, out, progress_stream)
+                notes, findings = [*notes, *ended.notes], [*findings, *ended.findings]
             else:
                 asyncio.run(_judge_all(runner))
             runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)

@@ -10,6 +10,9 @@ interleaved share of the other cases at concurrency C/K. They share:
 - the cache: SQLite in WAL mode, safe across processes;
 - the records: each worker appends to its own `records.w<k>.jsonl` in --out (flushed per line),
   folded into records.jsonl when the workers end, or by `--resume` when the whole run died.
+  A file that cannot be read whole (a corrupt line in the middle, an unreadable file) is never
+  dropped in silence: what can be read is kept, what was paid is billed from the attempt journal,
+  and a `worker_records_unreadable` blocker names the file and the cases left unrun.
 
 A worker that dies (killed, out of memory) loses only its in-flight attempts, whose reservations
 stay counted as spent; its unfinished cases are unrun (`evaluation_incomplete`), and `--resume`
@@ -31,6 +34,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -40,8 +44,12 @@ from typing import IO, TYPE_CHECKING
 from gate.budget import Budget, Reservation
 from gate.cases import Case
 from gate.errors import UsageError
+from gate.journal import recover
+from gate.paths import shown_path
 from gate.policy import LoadedPolicy
 from gate.records import Record, RecordsError, read_records
+from gate.states import Finding, State
+from gate.worker_records import WorkerFile, read_worker, set_aside
 
 if TYPE_CHECKING:
     from gate.judge import Evaluator
@@ -52,7 +60,14 @@ EvaluatorMaker = Callable[[LoadedPolicy], "Evaluator"]
 WORKERS_ENV = "GATE_WORKERS"
 PER_PROCESS_CONCURRENCY = 16  # requests in flight one process drives comfortably (~3 ms CPU each)
 MIN_JUDGMENTS_PER_WORKER = 100  # below this, forking costs more than it saves
-WORKER_RECORDS_GLOB = "records.w*.jsonl"
+
+
+@dataclass(frozen=True)
+class WorkersEnd:
+    """What the workers leave the result: notes (a worker died) and blockers (a records file unreadable)."""
+
+    notes: tuple[str, ...]
+    findings: tuple[Finding, ...]
 
 
 def worker_count(judgments: int, concurrency: int, env: Mapping[str, str] | None = None) -> int:
@@ -130,31 +145,6 @@ def make_budget(limit: float | None, workers: int) -> Budget:
     return SharedBudget(limit) if workers > 1 else Budget(limit)
 
 
-def fold_worker_records(out_dir: Path, records_path: Path) -> int:
-    """Append every worker's records file to records.jsonl and remove it; the number of records moved.
-
-    A torn last line (a worker killed mid-write) is dropped: that judgment is unrun, not half-read.
-    """
-    moved = 0
-    for path in sorted(out_dir.glob(WORKER_RECORDS_GLOB)):
-        records = _read_worker(path)
-        if records:
-            from gate.records import RecordWriter
-
-            with RecordWriter(records_path) as writer:
-                for r in records:
-                    writer.write(r)
-            moved += len(records)
-        path.unlink()
-    return moved
-
-
-def discard_worker_records(out_dir: Path) -> None:
-    """A fresh run never mixes with an older run's worker files."""
-    for path in out_dir.glob(WORKER_RECORDS_GLOB):
-        path.unlink()
-
-
 def with_concurrency(loaded: LoadedPolicy, concurrency: int) -> LoadedPolicy:
     """The same policy (hashes unchanged) with this process's share of `max_concurrency`."""
     ev = loaded.policy.evaluator.model_copy(update={"max_concurrency": concurrency})
@@ -222,8 +212,8 @@ def _work(
 
 def judge_in_workers(
     runner: Runner, new_evaluator: EvaluatorMaker, count: int, out_dir: Path, log: IO[str] | None
-) -> list[str]:
-    """Controls here, then the other cases in `count` forked workers; notes for the result."""
+) -> WorkersEnd:
+    """Controls here, then the other cases in `count` forked workers; notes and findings for the result."""
     from gate.run import _judge_all
 
     plan = runner.plan
@@ -239,7 +229,7 @@ def judge_in_workers(
     if runner.stop_reason is None and head.controls_failed():
         runner.stop_reason = "control_failed"
     if runner.stop_reason is not None:
-        return []
+        return WorkersEnd((), ())
     others = [c for c in plan.scheduled if not c.is_control]
     concurrency = max(1, runner.loaded.policy.evaluator.max_concurrency // count)
     ctx = multiprocessing.get_context("fork")
@@ -284,9 +274,10 @@ def judge_in_workers(
         _say(log, f"gate: worker {k}/{count} stopped the run: {reason}")
         runner.fail(kind, reason)  # the first one is the run's failure; each unjudged case gets it
     notes: list[str] = []
+    findings: list[Finding] = []
     for k, proc, path in procs:
-        records = _read_worker(path)
-        for r in records:
+        found = read_worker(path)
+        for r in found.records:
             runner.writer.write(r)
             runner.emitted.append(r)
             runner.remember(r)
@@ -294,23 +285,32 @@ def judge_in_workers(
             runner.progress.errors += r.status == "error"
             if r.error_kind == "budget" and runner.stop_reason is None:
                 runner.stop_reason = "budget"
-        path.unlink(missing_ok=True)
+        kept = None if found.problem is None else set_aside(path)
+        if found.problem is None:
+            path.unlink(missing_ok=True)
+        share = others[k - 1 :: count]
         # A worker that failed, or that was stopped because another did, did not die: the run's
         # failure (an internal_error blocker, the reason on each unjudged case) says what happened.
-        if proc.exitcode != 0 and k not in {f[0] for f in failures} | stopped:
+        died = proc.exitcode != 0 and k not in {f[0] for f in failures} | stopped
+        if died or found.problem is not None:
+            billed = _bill_unrecorded(runner, share)  # paid, in the journal, in no readable record
+        if died:
             how = (
                 f"signal {-proc.exitcode}"
                 if proc.exitcode is not None and proc.exitcode < 0
                 else f"exit {proc.exitcode}"
             )
-            _say(log, f"gate: worker {k}/{count} pid {proc.pid} died ({how}) after {len(records)} judgment(s)")
+            _say(log, f"gate: worker {k}/{count} pid {proc.pid} died ({how}) after {len(found.records)} judgment(s)")
             notes.append(
                 f"worker {k}/{count} died ({how}): its unfinished cases are unrun; resume with --resume "
                 "(completed judgments are kept, nothing is paid twice)"
             )
+        if found.problem is not None:
+            _say(log, f"gate: worker {k}/{count}: {found.problem}")
+            findings.append(_unreadable(runner, found, kept, share, billed, f"{k}/{count}"))
     if stopping and runner.stop_reason is None:
         runner.stop_reason = "cancelled"
-    return notes
+    return WorkersEnd(tuple(notes), tuple(findings))
 
 
 def _await_workers(
@@ -342,11 +342,44 @@ def _await_workers(
     return failures, stopped
 
 
-def _read_worker(path: Path) -> list[Record]:
-    try:
-        return read_records(path) if path.exists() and path.stat().st_size else []
-    except RecordsError:
+def _bill_unrecorded(runner: Runner, share: Sequence[Case]) -> list[Record]:
+    """Records (`cancelled`, never a verdict) for the attempts a worker sent and paid for that no
+    readable record names: the attempt journal bills them now, as `--resume` would."""
+    if runner.journal is None:
         return []
+    from gate.run import recovered_records
+
+    try:  # every record of the run so far (an earlier attempt's too), so nothing is billed twice
+        on_file = read_records(runner.writer.path)
+    except RecordsError:
+        on_file = list(runner.emitted)
+    ids = {c.case_id for c in share}
+    lost = [u for u in recover(runner.journal.path, on_file) if u.case_id in ids]
+    billed, _unknown = recovered_records(
+        lost, runner.dataset, runner.loaded, runner.lineage, runner.plan.lane, runner.judge
+    )
+    for r in billed:
+        runner.writer.write(r)
+        runner.emitted.append(r)
+    return billed
+
+
+def _unreadable(
+    runner: Runner, found: WorkerFile, kept: Path | None, share: Sequence[Case], billed: Sequence[Record], label: str
+) -> Finding:
+    """The blocker for a worker's records file that could not be read whole: never a verdict."""
+    judged = {(r.case_id, r.repeat_index) for r in found.records} | set(runner.reuse)
+    repeats = runner.plan.repeats
+    affected = tuple(c.case_id for c in share if any((c.case_id, i) not in judged for i in range(repeats)))
+    where = f"; the file is kept as {shown_path(kept)}" if kept is not None else ""
+    return Finding(
+        State.EVALUATION_INCOMPLETE,
+        "worker_records_unreadable",
+        f"worker {label}'s records file could not be read whole: {found.problem}; {len(affected)} case(s) "
+        f"unrun ({len(billed)} paid judgment(s) billed from the attempt journal); not a verdict; fix: run again "
+        f"with --resume (readable judgments are kept, the cache serves what was paid){where}",
+        case_ids=affected,
+    )
 
 
 def _say(log: IO[str] | None, line: str) -> None:

@@ -191,3 +191,100 @@ def test_workers_never_spend_past_the_boundary_together(tmp_path: Path) -> None:
         assert 0 < res["counts"]["completed"] < 40
         assert res["cost"]["total"] <= 0.0035
         assert fake.count() == res["counts"]["completed"]  # nothing sent that was not recorded
+
+
+def _torn_write(path: Path) -> None:
+    """Bytes without a newline: the worker's next record lands on the same line, which is then unreadable."""
+    with path.open("ab") as fh:
+        fh.write(b'{"case_id": "torn-by-a-bad-disk", "sl')
+
+
+def _made_unreadable(path: Path) -> None:
+    """The file's name now holds a directory (the worker keeps writing to the moved file, unseen)."""
+    path.rename(path.with_name("elsewhere"))
+    path.mkdir()
+
+
+def _once_after(target: Path, lines: int, damage: Any) -> Any:
+    """A provider-side hook: when a request arrives after `target` holds `lines` records, damage it
+    once, then answer."""
+    done: list[bool] = []
+
+    def behave(_req: Any) -> Any:
+        if not done and target.is_file() and target.read_bytes().count(b"\n") >= lines:
+            damage(target)
+            done.append(True)
+        return slow(0.05)
+
+    return behave
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem", "lost"),
+    [(_torn_write, "not valid JSON", 1), (_made_unreadable, "cannot be read", 12)],
+    ids=["corrupt-line-mid-file", "unreadable-file"],
+)
+def test_a_worker_file_not_readable_whole_surfaces_keeps_what_it_can_and_resume_pays_nothing_twice(
+    tmp_path: Path, damage: Any, problem: str, lost: int
+) -> None:
+    """Never dropped in silence: the readable records are kept and billed, a blocker names the file,
+    the judgments lost with it are billed from attempts.jsonl and left unrun (no verdict claimed),
+    and --resume completes them from the cache (no request sent twice)."""
+    out = tmp_path / "out"
+    with FakeOpenAI(default=_once_after(out / "records.w2.jsonl", 3, damage)) as fake:
+        cases = [case(f"k-{i:02d}") for i in range(24)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 2})
+        args = [*run_args(policy, out)[:-1], "--cache-dir", str(tmp_path / "cache")]
+        proc = subprocess.run(args, env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 3, proc.stderr
+        assert fake.count() == 24 and "records.w2.jsonl" in proc.stderr
+        res = result(out)
+        assert res["state"] == "evaluation_incomplete"
+        (blocker,) = [b for b in res["blockers"] if b["kind"] == "worker_records_unreadable"]
+        assert "records.w2.jsonl" in blocker["message"] and problem in blocker["message"]
+        unrun = set(blocker["case_ids"])
+        assert len(unrun) == lost and set(res["unrun_case_ids"]) == unrun
+        assert res["counts"]["completed"] == 24 - lost
+        kept = records(out)
+        assert {r["case_id"] for r in kept if r["status"] == "ok"} == {c["case_id"] for c in cases} - unrun
+        # what was lost had been paid: billed from the journal, never a verdict
+        billed = [r for r in kept if r["case_id"] in unrun]
+        assert len(billed) == lost and all(r["error_kind"] == "cancelled" and r["cost"] > 0 for r in billed)
+        assert res["cost"]["total"] == pytest.approx(sum(r["cost"] for r in kept))
+        assert res["cost"]["http_attempts"] == 24
+        assert (out / "records.w2.jsonl.unreadable").exists() and not list(out.glob("records.w*.jsonl"))
+
+        resumed = subprocess.run(
+            [*args, "--resume"], env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        again = result(out)
+        assert again["state"] == "passed" and again["counts"]["completed"] == 24
+        assert fake.count() == 24  # what was lost came from the cache: nothing was paid twice
+        assert again["cost"]["total"] == pytest.approx(res["cost"]["total"])
+
+
+def test_resume_folds_a_dead_runs_worker_file_with_a_corrupt_line_and_says_so(tmp_path: Path) -> None:
+    """A run that died whole leaves its workers' files for --resume to fold: a corrupt line in the
+    middle of one is named in a note, the rest is reused, and the lost judgment comes from the cache."""
+    with FakeOpenAI() as fake:
+        cases = [case(f"k-{i:02d}") for i in range(6)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 2})
+        out = tmp_path / "out"
+        args = [*run_args(policy, out)[:-1], "--cache-dir", str(tmp_path / "cache")]
+        first = subprocess.run(args, env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        # As if the run had died with its judgments still in a worker's file, one line mangled.
+        lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
+        lines[2] = lines[2][:40] + "\n"
+        (out / "records.w1.jsonl").write_text("".join(lines))
+        (out / "records.jsonl").unlink()
+        resumed = subprocess.run(
+            [*args, "--resume"], env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        res = result(out)
+        assert res["state"] == "passed" and res["counts"]["completed"] == 6
+        assert any("records.w1.jsonl:3" in n and "5 record(s) kept" in n for n in res["notes"])
+        assert fake.count() == 6  # the mangled judgment was served by the cache
+        assert (out / "records.w1.jsonl.unreadable").exists()
