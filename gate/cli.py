@@ -21,7 +21,7 @@ from gate import __version__
 from gate.commands import report_known_error
 from gate.errors import UsageError
 from gate.escape import log_text
-from gate.states import Finding, State
+from gate.states import Finding, State, blocking_findings
 
 STATE_LABEL = {
     State.QUALITY_FAILED: "quality_failed (the change is wrong)",
@@ -245,6 +245,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     dataset = load_dataset(loaded)
     findings = run_validators(loaded, dataset, args.lane)
+    # Any finding fails `validate` (a review route too): each would be a blocker of the run. Which of
+    # them stop the run before a model call is `blocking_findings`; the dry run exits on those.
     blocking = [f for f in findings if f.state is not State.PASSED]
     if args.format == "json":
         json.dump(
@@ -311,7 +313,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with _stdout_for(args.format):
         decision = run_into(args.policy, opts)
     if args.dry_run:
-        blocking = [b for b in decision.blockers if b.state is State.QUALITY_FAILED]
+        blocking = blocking_findings(decision.blockers)
         if args.format == "json":
             _print_outcome(decision.result, None, "json")
         elif blocking:

@@ -108,11 +108,13 @@ class Finding:
         )
 
 
-def is_blocking(f: Finding) -> bool:
-    """A deterministic finding that stops the run before any model call: no case is judged."""
-    return f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
-
-
 def blocking_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that stop the run before any model call (the one definition every caller uses)."""
-    return [f for f in findings if is_blocking(f)]
+    """The deterministic findings that stop the run before any model call: no case is judged.
+
+    The one definition: `gate run` (and its dry run), `gate decide` and `gate merge` all ask it.
+    """
+    return [
+        f
+        for f in findings
+        if f.kind in DETERMINISTIC_BLOCKERS or (f.kind == "missing_evidence" and f.state is State.QUALITY_FAILED)
+    ]

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from validate_factory import ROLES, Suite, kinds, make_case, words
 
 from gate.errors import UsageError
-from gate.states import Finding, State
-from gate.validate import blocking, run_validators, withheld_case_ids
+from gate.states import Finding, State, blocking_findings
+from gate.validate import run_validators, withheld_case_ids
 from gate.validate.context import MAX_FINDINGS_PER_KIND
 
 CASES = "cases/cases.jsonl"
@@ -33,7 +33,7 @@ def only(findings: list[Finding], kind: str) -> list[Finding]:
 
 def test_base_suite_is_clean(suite: Suite) -> None:
     assert suite.findings() == []
-    assert blocking([]) == []
+    assert blocking_findings([]) == []
 
 
 # --- duplicate case ids ---------------------------------------------------------------------
@@ -218,7 +218,7 @@ def test_missing_reference_blocks(suite: Suite) -> None:
     assert kinds(found) == ["missing_evidence", "missing_evidence"]  # one per slice
     assert {f.slice for f in found} == {"general", "critical"}
     assert all(f.state is State.QUALITY_FAILED for f in found)
-    assert blocking(found) == found
+    assert blocking_findings(found) == found
     assert withheld_case_ids(found) == {"s-1", "h-2"}
 
 
@@ -228,7 +228,7 @@ def test_missing_reference_routed_to_review(suite: Suite) -> None:
     suite.case("s-1").pop("reference")
     (f,) = suite.findings()
     assert (f.state, f.kind, f.case_ids) == (State.REVIEW_REQUIRED, "missing_evidence", ("s-1",))
-    assert blocking([f]) == []
+    assert blocking_findings([f]) == []
 
 
 def test_missing_evidence_control_with_empty_reference_is_expected(suite: Suite) -> None:

@@ -12,7 +12,7 @@ from gate.cases import Dataset
 from gate.errors import UsageError
 from gate.loading import gc_paused
 from gate.policy import LoadedPolicy
-from gate.states import Finding, State
+from gate.states import Finding
 from gate.validate.card import card_defects
 from gate.validate.checks import check_inputs
 from gate.validate.context import Context
@@ -56,11 +56,6 @@ VALIDATORS: tuple[Validator, ...] = (
     drift_prompt,
 )
 
-# Kinds a validator may produce; all but a `review`-routed missing_evidence block the run.
-DETERMINISTIC_KINDS: frozenset[str] = frozenset(
-    {"input_contract", "unknown_slice", "partition_leak", "control_missing", "missing_evidence"}
-)
-
 
 def run_validators(loaded: LoadedPolicy, dataset: Dataset, lane: str | None = None) -> list[Finding]:
     """The loader's findings, then every validator's, in a deterministic order.
@@ -82,22 +77,15 @@ def run_validators(loaded: LoadedPolicy, dataset: Dataset, lane: str | None = No
     return findings
 
 
-def blocking(findings: Iterable[Finding]) -> list[Finding]:
-    """The findings that stop the run before any model call (state quality_failed, SPEC section 8)."""
-    return [f for f in findings if f.state is State.QUALITY_FAILED]
-
-
 def withheld_case_ids(findings: Iterable[Finding]) -> set[str]:
     """Cases never sent to the judge because their evidence is missing."""
     return {cid for f in findings if f.kind == "missing_evidence" for cid in f.case_ids}
 
 
 __all__ = [
-    "DETERMINISTIC_KINDS",
     "VALIDATORS",
     "Context",
     "Validator",
-    "blocking",
     "run_validators",
     "withheld_case_ids",
 ]
