@@ -30,7 +30,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -295,29 +295,22 @@ def merge_dirs(ctx: ActionContext) -> list[str]:
     return found
 
 
-@contextlib.contextmanager
-def _in_directory(path: Path) -> Iterator[None]:
-    # Policy paths, the default cache and every message stay relative to working-directory, as the
-    # workflow author wrote them (what `cd DIR && gate run` gives).
-    previous = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
 def run_gate(ctx: ActionContext) -> int:
     """Run the lane (or merge the shards) in working-directory through the core; its exit code.
+
+    The policy path, the default cache and every message are relative to working-directory, as the
+    workflow author wrote them (what `cd DIR && gate run` gives), without changing the process's
+    current directory: `gate.paths.working_in` scopes it to this call.
 
     The step's log gets the outcome on success and one message otherwise; an error is never a
     verdict: bad input exits 2, a failed write or an interruption 3, an unexpected error 3 with a
     result.json that says so when the run got far enough to write one.
     """
     from gate.commands import merge_into, report_known_error, run_into
+    from gate.paths import working_in
     from gate.report.terminal import make_console, print_outcome
 
-    with _in_directory(ctx.working_directory):
+    with working_in(ctx.working_directory):
         try:
             if ctx.merge:
                 decision = merge_into(ctx.policy, [Path(d) for d in merge_dirs(ctx)], ctx.out_dir).decision

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gate.escape import visible
-from gate.paths import shown_path
+from gate.paths import from_working_directory, shown_path, working_directory
 from gate.yaml12 import YamlProblem, load_yaml12
 
 
@@ -199,8 +199,9 @@ def open_binary(path: Path, what: str, limit: int = MAX_STREAM_BYTES) -> BinaryI
     a directory, a symlink loop) is refused with a message naming the file and the fix.
     """
     with _file_problems(path, what):
-        # O_NONBLOCK: opening a FIFO with no writer must not hang; regular files ignore it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: opening a FIFO with no writer must not hang; regular files ignore it. A relative
+        # path is read from the working directory (see gate.paths); messages name it as written.
+        fd = os.open(from_working_directory(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
@@ -270,8 +271,8 @@ def read_json(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> Any:
 
 
 def workspace() -> Path:
-    """The checkout the gate runs in: `$GITHUB_WORKSPACE` on Actions, else the current directory."""
-    return Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    """The checkout the gate runs in: `$GITHUB_WORKSPACE` on Actions, else the working directory."""
+    return Path(os.environ.get("GITHUB_WORKSPACE") or working_directory()).resolve()
 
 
 def resolve_inside(base_dir: Path, written: str, key: str) -> Path:

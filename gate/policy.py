@@ -35,7 +35,7 @@ from gate.loading import (
 )
 from gate.loading import sha256_hex as _sha256
 from gate.overrides import kind_problems
-from gate.paths import shown_path
+from gate.paths import from_working_directory, shown_path
 from gate.yaml12 import as_written
 
 ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
@@ -459,6 +459,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     if not str(path).strip():
         raise UsageError("--policy is empty; fix: pass the path of the policy YAML file, e.g. policies/x/policy.yaml")
     p = Path(path)
+    source = from_working_directory(p)  # messages name `p` as written
     try:
         raw = read_yaml_mapping(p, "policy file")
     except FileProblem as exc:
@@ -471,7 +472,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     problems: list[str] = []
     if policy.metric.prompt_file is not None:
         try:
-            prompt_path = resolve_inside(p.parent, policy.metric.prompt_file, "metric.prompt_file")
+            prompt_path = resolve_inside(source.parent, policy.metric.prompt_file, "metric.prompt_file")
             prompt_text = read_text(prompt_path, "prompt file (`metric.prompt_file`)")
         except FileProblem as exc:
             raise PolicyError(str(p), [exc.message]) from None
@@ -486,7 +487,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         named.append(("evidence", policy.evidence))
     for key, rel in named:
         try:
-            target = resolve_inside(p.parent, rel, key)
+            target = resolve_inside(source.parent, rel, key)
         except FileProblem as exc:
             problems.append(exc.message)
             continue
@@ -501,18 +502,18 @@ def load_policy(path: str | Path) -> LoadedPolicy:
             )
     if policy.cache_dir is not None:
         try:
-            resolve_inside(p.parent, policy.cache_dir, "cache_dir")
+            resolve_inside(source.parent, policy.cache_dir, "cache_dir")
         except FileProblem as exc:
             problems.append(exc.message)
     if policy.certification is not None:
         try:
-            resolve_inside(p.parent, policy.certification.ledger, "certification.ledger")
+            resolve_inside(source.parent, policy.certification.ledger, "certification.ledger")
         except FileProblem as exc:
             problems.append(exc.message)
     card: DatasetCard | None = None
     if policy.dataset_card is not None:
         try:
-            card = read_card(resolve_inside(p.parent, policy.dataset_card, "dataset_card"))
+            card = read_card(resolve_inside(source.parent, policy.dataset_card, "dataset_card"))
         except FileProblem as exc:
             problems.append(exc.message)
     names, prompt_problems = prompt_placeholders(prompt_text)
@@ -528,7 +529,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     # Canonical hash: parsed content (so comments and key order do not matter) + the prompt text.
     digest = _sha256(canonical_json(raw) + "\n" + prompt_text)
     loaded = LoadedPolicy(
-        path=p.resolve(),
+        path=source.resolve(),
         policy=policy,
         prompt_text=prompt_text,
         placeholders=tuple(names),

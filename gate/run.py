@@ -39,7 +39,7 @@ from gate.judge.render import RenderError, render_case
 from gate.lineage import JudgeSettings
 from gate.outdir import OutputWriteError, check_out_dir, describe
 from gate.overrides import waived_case_ids
-from gate.paths import shown_path
+from gate.paths import from_working_directory, shown_path
 from gate.plan import Plan, make_plan
 from gate.policy import LoadedPolicy, load_policy, today
 from gate.progress import Progress
@@ -504,7 +504,7 @@ def cache_dir_for(loaded: LoadedPolicy, opts: RunOptions) -> Path | None:
         return opts.cache_dir
     if loaded.policy.cache_dir:
         return loaded.resolve(loaded.policy.cache_dir)
-    return Path(DEFAULT_CACHE_DIR)
+    return from_working_directory(DEFAULT_CACHE_DIR)
 
 
 def default_factory(loaded: LoadedPolicy, api_key: str, cache_dir: Path | None) -> Evaluator:
