@@ -13,7 +13,6 @@ pass.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import inspect
 import sys
@@ -244,6 +243,8 @@ def run_checks(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> CheckRes
     """Run every check on every case through `ragas.metrics.discrete_metric` (imports ragas)."""
     if not checks:
         return NO_CHECKS
+    import asyncio  # here, not at the top: `gate validate` loads this module and never awaits
+
     from gate.judge.ragas_judge import prepare_ragas_environment
 
     prepare_ragas_environment(None)

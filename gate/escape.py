@@ -85,7 +85,10 @@ def code(text: object) -> str:
 
 
 # ---- XML (junit.xml) -----------------------------------------------------------------------------
-_XML_ILLEGAL = re.compile(r"[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# The complement of XML 1.0's Char production, written as the few ranges it excludes: the same set
+# as [^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff], ~0.1 ms to compile instead of ~8
+# (every `gate` command imports this module).
+_XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(text: object) -> str:

@@ -18,7 +18,7 @@ from fake_github import FakeGitHub, sample_result
 from suite import case, write_suite
 
 from gate.cli import main
-from gate.escape import code, log_text, markdown, visible, workflow_data
+from gate.escape import code, log_text, markdown, visible, workflow_data, xml_text
 from gate.github import ClientOptions, publish
 from gate.report.checkrun import build_check_run
 from gate.report.junit import render_junit
@@ -228,3 +228,16 @@ def test_github_error_messages_reach_the_log_as_one_visible_line(fake: FakeGitHu
     out = _publish(fake, sample_result("passed", policy_id="policy-a"), "# A\n")
     (warning,) = out.warnings
     assert "\n" not in warning and "\r" not in warning and "\\n::error::pwn" in warning
+
+
+def test_xml_text_escapes_exactly_what_xml_1_0_cannot_hold() -> None:
+    """XML 1.0's Char production, over every code point: allowed ones pass as they are, the rest
+    become escapes (gate/escape.py writes the excluded ranges, a pattern that compiles fast)."""
+
+    def xml_char(c: int) -> bool:
+        return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF
+
+    every = "".join(map(chr, range(0x110000)))
+    kept = xml_text(every)
+    assert kept.startswith("\\x00\\x01") and "\\ud800" in kept and "\\uffff" in kept
+    assert kept == "".join(chr(c) if xml_char(c) else visible(chr(c)) for c in range(0x110000))

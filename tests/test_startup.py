@@ -1,8 +1,10 @@
 """`gate validate` starts fast: on a small suite it imports neither numpy (the near-duplicate search
-compares all pairs exactly instead) nor ragas, openai or an HTTP client."""
+compares all pairs exactly instead) nor ragas, openai or an HTTP client, nor any module only other
+commands use (bench/scale.py `--only startup` measures the time; these tests pin the causes)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -10,6 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from rich.text import Text
+
+from gate.cli import NO_FINDINGS, format_findings_text
+from gate.escape import log_text
 from gate.validate.minhash import near_duplicates
 from gate.validate.shingles import near_duplicates_exact
 
@@ -22,7 +29,8 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def test_validate_on_the_example_loads_no_numpy_nor_the_judge() -> None:
+def validate_example_modules() -> tuple[str, set[str]]:
+    """What `gate validate` on the example prints (piped, as in CI) and the modules it loaded."""
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, "validate", "--policy", str(ROOT / "policies/example/policy.yaml")],
         capture_output=True,
@@ -31,11 +39,57 @@ def test_validate_on_the_example_loads_no_numpy_nor_the_judge() -> None:
         env={**os.environ},
     )
     assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    *printed, last = proc.stdout.splitlines(keepends=True)
+    report = json.loads(last)
     assert report["code"] == 0
-    loaded = set(report["modules"])
+    return "".join(printed), set(report["modules"])
+
+
+def test_validate_on_the_example_loads_no_numpy_nor_the_judge() -> None:
+    _, loaded = validate_example_modules()
     for heavy in ("numpy", "ragas", "openai", "instructor", "httpx2", "litellm"):
         assert heavy not in loaded, heavy
+
+
+def test_validate_loads_nothing_only_other_commands_use() -> None:
+    """Each of these is start-up time `gate validate` would pay for nothing (issue 12): the event
+    loop (only checks that run await), rich (a clean result off a terminal is two plain lines), the
+    judge, the run, the decision and its renderers."""
+    printed, loaded = validate_example_modules()
+    assert printed.endswith("\npassed. No findings: the policy and dataset validate clean.\n"), printed
+    unneeded = (
+        "asyncio",
+        "rich",
+        "gate.judge",
+        "gate.run",
+        "gate.decide",
+        "gate.result",
+        "gate.report",
+        "gate.records",
+    )
+    assert sorted(m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in unneeded)) == []
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "policy.yaml: policy p (1), 3 cases",
+        "x" * 250,
+        "wide 日本語 " * 20,
+        "zero\u200bwidth\tand tab",
+        "::warning:: x",
+        " ",
+    ],
+)
+def test_clean_validation_off_a_terminal_is_written_as_rich_writes_it(header: str) -> None:
+    from gate.report.terminal import make_console, print_findings
+
+    plain = io.StringIO()
+    format_findings_text([], plain, header)
+    with_rich = io.StringIO()
+    print_findings([], make_console(with_rich), Text(log_text(header)))
+    assert plain.getvalue() == with_rich.getvalue()
+    assert plain.getvalue().endswith(f"\n{NO_FINDINGS}\n")
 
 
 def test_exact_search_finds_what_minhash_finds() -> None:
