@@ -27,6 +27,7 @@ import os
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 
 import argparse
+import compileall
 import gc
 import json
 import resource
@@ -245,17 +246,38 @@ def rss(sizes: Sequence[int], work: Path) -> list[dict[str, Any]]:
 def startup(repeat: int) -> dict[str, Any]:
     example = ROOT / "policies" / "example" / "policy.yaml"
     gate_bin = str(Path(sys.executable).parent / "gate")
-    bare, validate = [], []
+    # Byte-compile what `gate validate` imports, as an installed gate is (pip compiles a wheel, the
+    # image runs compileall): the bare side's pydantic and yaml come compiled, and with
+    # PYTHONDONTWRITEBYTECODE set (as on the project machine) an editable checkout would otherwise
+    # recompile every gate module on every start (~40 ms), a cost no user's install pays.
+    compileall.compile_dir(ROOT / "gate", quiet=1)
+    compileall.compile_file(example.parent / "checks.py", quiet=1)
+    sides = {
+        "bare": [sys.executable, "-c", "import pydantic, yaml"],
+        "validate": [gate_bin, "validate", "--policy", str(example)],
+    }
+    wall: dict[str, list[float]] = {k: [] for k in sides}
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
     for _ in range(repeat):
-        bare.append(timed_process([sys.executable, "-c", "import pydantic, yaml"])[0])
-        validate.append(timed_process([gate_bin, "validate", "--policy", str(example)])[0])
-    b, v = statistics.median(bare), statistics.median(validate)
+        for side, args in sides.items():
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            assert proc.stdout is not None
+            out = proc.stdout.read()
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            wall[side].append(time.perf_counter() - t0)
+            cpu[side].append(usage.ru_utime + usage.ru_stime)
+            if side == "validate" and (os.waitstatus_to_exitcode(status) != 0 or "No findings" not in out):
+                raise SystemExit(f"gate validate on the example did not pass: {out}")
+    b, v = statistics.median(wall["bare"]), statistics.median(wall["validate"])
+    bc, vc = statistics.median(cpu["bare"]), statistics.median(cpu["validate"])
     print(
         f"startup (median of {repeat}, alternating): bare `import pydantic, yaml` {b * 1000:.0f} ms, "
-        f"`gate validate` on the example {v * 1000:.0f} ms: {v / b:.2f}x (target < {STARTUP_TARGET:g}x)",
+        f"`gate validate` on the example {v * 1000:.0f} ms: {v / b:.2f}x (target < {STARTUP_TARGET:g}x); "
+        f"CPU {bc * 1000:.0f} ms vs {vc * 1000:.0f} ms: {vc / bc:.2f}x",
         flush=True,
     )
-    return {"bare_s": b, "validate_s": v, "ratio": v / b, "repeat": repeat}
+    return {"bare_s": b, "validate_s": v, "ratio": v / b, "bare_cpu_s": bc, "validate_cpu_s": vc, "repeat": repeat}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
