@@ -13,7 +13,8 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,6 +101,144 @@ def _format_flag(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def _policy_flag(parser: argparse.ArgumentParser, help: str = "the policy YAML file") -> None:
+    parser.add_argument("--policy", required=True, help=help)
+
+
+def _records_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--records", required=True, nargs="+", type=Path, help=help)
+
+
+def _path_flag(parser: argparse.ArgumentParser, flag: str, help: str, default: Path | None = None) -> None:
+    parser.add_argument(flag, type=Path, default=default, help=help)
+
+
+def _max_cost_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--max-cost", type=_cost, default=None, help=help)
+
+
+def _validate_flags(parser: argparse.ArgumentParser) -> None:
+    _policy_flag(parser, "the policy YAML file (cases and evidence are relative to it)")
+    parser.add_argument("--lane", default=None, help="check the controls of this lane only (default: every lane)")
+    _format_flag(parser, "the findings")
+
+
+def _run_flags(parser: argparse.ArgumentParser) -> None:
+    _policy_flag(parser)
+    parser.add_argument(
+        "--lane", default="pr", help="pr, release, scheduled or any lane the policy defines (default pr)"
+    )
+    parser.add_argument("--out", default="gate-out", type=Path, help="the output directory (default gate-out/)")
+    _max_cost_flag(parser, "a lower cost boundary than the policy's, in its currency")
+    parser.add_argument(
+        "--resume", action="store_true", help="reuse the completed judgments in --out and the cache; pay for the rest"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and the estimated cost; call no model")
+    _path_flag(parser, "--cache-dir", "the judgment cache (default: the policy's cache_dir or .gate-cache)")
+    parser.add_argument("--no-cache", action="store_true", help="judge without reading or writing the cache")
+    _path_flag(parser, "--base-result", "a base run's --out directory: the report shows the trend's change")
+    parser.add_argument(
+        "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
+    )
+    _format_flag(parser, "the result (result.json's content)")
+
+
+def _decide_flags(parser: argparse.ArgumentParser) -> None:
+    _policy_flag(parser)
+    _records_flag(parser, "records.jsonl file(s) written by `gate run`")
+    parser.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
+    _path_flag(parser, "--out", "write result.json and the reports here (default: print only)")
+    _max_cost_flag(parser, "a lower cost boundary than the policy's")
+    _format_flag(parser, "the result (result.json's content)")
+
+
+def _merge_flags(parser: argparse.ArgumentParser) -> None:
+    _policy_flag(parser, "the policy YAML file the shards ran")
+    parser.add_argument("shards", nargs="+", type=Path, metavar="DIR", help="the --out directory of each shard")
+    parser.add_argument(
+        "--out", required=True, type=Path, help="write the merged result.json, reports and records here"
+    )
+    _format_flag(parser, "the merged result")
+
+
+def _calibrate_flags(parser: argparse.ArgumentParser) -> None:
+    _policy_flag(parser)
+    _records_flag(parser, "records.jsonl file(s) of runs")
+    _path_flag(parser, "--causes", "classified disagreements: JSONL or CSV case_id,cause")
+    _path_flag(parser, "--out", "the output directory", Path("gate-calibration"))
+
+
+def _compare_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base", required=True, type=Path, help="the base run's --out directory or records.jsonl")
+    parser.add_argument("--head", required=True, type=Path, help="the head run's --out directory or records.jsonl")
+    _path_flag(parser, "--policy", "mark transitions in critical slices (max_false_passes 0)")
+    _path_flag(parser, "--out", "write compare.json and compare.md here", Path("gate-compare"))
+
+
+def _publish_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    summary: str  # the line `gate --help` lists it with
+    description: str
+    add_flags: Callable[[argparse.ArgumentParser], None]
+    epilog: str = ""  # before the exit codes
+
+
+SUBCOMMANDS = (  # in the order `gate --help` lists them
+    Subcommand(
+        "validate",
+        "deterministic checks only, no network",
+        "Check the policy and its cases without calling any model: schema, ids, slices, evidence, "
+        "controls, duplicates and leaks between partitions. Exit 1 when a finding would block.",
+        _validate_flags,
+    ),
+    Subcommand(
+        "run",
+        "judge a lane's cases and decide",
+        "Judge the lane's cases with the policy's LLM judge, then decide and write result.json, "
+        "report.md, summary.md, junit.xml and records.jsonl in --out.",
+        _run_flags,
+        RUN_ENV,
+    ),
+    Subcommand(
+        "decide",
+        "re-apply the policy to recorded runs, no model call",
+        "Decide again from records.jsonl files (after a policy or override change) without calling any model.",
+        _decide_flags,
+    ),
+    Subcommand(
+        "merge",
+        "combine the outputs of `gate run --shard I/N` into one decision",
+        "Combine the --out directories of every shard of one run into one decision; a missing shard "
+        "makes the result evaluation_incomplete.",
+        _merge_flags,
+    ),
+    Subcommand(
+        "calibrate",
+        "measure the judge against human labels from recorded runs, no model call",
+        "Measure agreement, false-pass and false-fail rates of the judge against the human labels, per slice.",
+        _calibrate_flags,
+    ),
+    Subcommand(
+        "compare",
+        "verdict transitions between two runs and the first diverging artifact",
+        "Compare two runs case by case: which verdicts changed and the first input that differs.",
+        _compare_flags,
+    ),
+    Subcommand(
+        "publish",
+        "post the check run and the sticky PR comment for a result",
+        "Post a run's check run and its one sticky PR comment (report.md) on GitHub; exit with the result's code.",
+        _publish_flags,
+        PUBLISH_ENV,
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="gate",
@@ -110,113 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"ragas-gate {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
-
-    v = _command(
-        sub,
-        "validate",
-        "deterministic checks only, no network",
-        "Check the policy and its cases without calling any model: schema, ids, slices, evidence, "
-        "controls, duplicates and leaks between partitions. Exit 1 when a finding would block.",
-    )
-    v.add_argument("--policy", required=True, help="the policy YAML file (cases and evidence are relative to it)")
-    v.add_argument("--lane", default=None, help="check the controls of this lane only (default: every lane)")
-    _format_flag(v, "the findings")
-
-    r = _command(
-        sub,
-        "run",
-        "judge a lane's cases and decide",
-        "Judge the lane's cases with the policy's LLM judge, then decide and write result.json, "
-        "report.md, summary.md, junit.xml and records.jsonl in --out.",
-        RUN_ENV,
-    )
-    r.add_argument("--policy", required=True, help="the policy YAML file")
-    r.add_argument("--lane", default="pr", help="pr, release, scheduled or any lane the policy defines (default pr)")
-    r.add_argument("--out", default="gate-out", type=Path, help="the output directory (default gate-out/)")
-    r.add_argument(
-        "--max-cost", type=_cost, default=None, help="a lower cost boundary than the policy's, in its currency"
-    )
-    r.add_argument(
-        "--resume", action="store_true", help="reuse the completed judgments in --out and the cache; pay for the rest"
-    )
-    r.add_argument("--dry-run", action="store_true", help="print the plan and the estimated cost; call no model")
-    r.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=None,
-        help="the judgment cache (default: the policy's cache_dir or .gate-cache)",
-    )
-    r.add_argument("--no-cache", action="store_true", help="judge without reading or writing the cache")
-    r.add_argument(
-        "--base-result",
-        type=Path,
-        default=None,
-        help="a base run's --out directory: the report shows the trend's change",
-    )
-    r.add_argument(
-        "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
-    )
-    _format_flag(r, "the result (result.json's content)")
-
-    d = _command(
-        sub,
-        "decide",
-        "re-apply the policy to recorded runs, no model call",
-        "Decide again from records.jsonl files (after a policy or override change) without calling any model.",
-    )
-    d.add_argument("--policy", required=True, help="the policy YAML file")
-    d.add_argument("--records", required=True, nargs="+", type=Path, help="records.jsonl file(s) written by `gate run`")
-    d.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
-    d.add_argument(
-        "--out", type=Path, default=None, help="write result.json and the reports here (default: print only)"
-    )
-    d.add_argument("--max-cost", type=_cost, default=None, help="a lower cost boundary than the policy's")
-    _format_flag(d, "the result (result.json's content)")
-
-    m = _command(
-        sub,
-        "merge",
-        "combine the outputs of `gate run --shard I/N` into one decision",
-        "Combine the --out directories of every shard of one run into one decision; a missing shard "
-        "makes the result evaluation_incomplete.",
-    )
-    m.add_argument("--policy", required=True, help="the policy YAML file the shards ran")
-    m.add_argument("shards", nargs="+", type=Path, metavar="DIR", help="the --out directory of each shard")
-    m.add_argument("--out", required=True, type=Path, help="write the merged result.json, reports and records here")
-    _format_flag(m, "the merged result")
-
-    cal = _command(
-        sub,
-        "calibrate",
-        "measure the judge against human labels from recorded runs, no model call",
-        "Measure agreement, false-pass and false-fail rates of the judge against the human labels, per slice.",
-    )
-    cal.add_argument("--policy", required=True, help="the policy YAML file")
-    cal.add_argument("--records", required=True, nargs="+", type=Path, help="records.jsonl file(s) of runs")
-    cal.add_argument("--causes", type=Path, default=None, help="classified disagreements: JSONL or CSV case_id,cause")
-    cal.add_argument("--out", type=Path, default=Path("gate-calibration"), help="the output directory")
-
-    cmp = _command(
-        sub,
-        "compare",
-        "verdict transitions between two runs and the first diverging artifact",
-        "Compare two runs case by case: which verdicts changed and the first input that differs.",
-    )
-    cmp.add_argument("--base", required=True, type=Path, help="the base run's --out directory or records.jsonl")
-    cmp.add_argument("--head", required=True, type=Path, help="the head run's --out directory or records.jsonl")
-    cmp.add_argument(
-        "--policy", type=Path, default=None, help="mark transitions in critical slices (max_false_passes 0)"
-    )
-    cmp.add_argument("--out", type=Path, default=Path("gate-compare"), help="write compare.json and compare.md here")
-
-    pub = _command(
-        sub,
-        "publish",
-        "post the check run and the sticky PR comment for a result",
-        "Post a run's check run and its one sticky PR comment (report.md) on GitHub; exit with the result's code.",
-        PUBLISH_ENV,
-    )
-    pub.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
+    for command in SUBCOMMANDS:
+        command.add_flags(_command(sub, command.name, command.summary, command.description, command.epilog))
     return p
 
 
