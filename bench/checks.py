@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 
 from gate.checks import load_checks, run_checks  # noqa: E402
-from gate.run import load_inputs  # noqa: E402
+from gate.inputs import load_inputs  # noqa: E402
 
 
 def main() -> None:

@@ -368,7 +368,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    from gate.run import decide_from_records, write_outputs
+    from gate.decide_records import decide_from_records
+    from gate.outputs import write_outputs
 
     if args.out is not None:
         from gate.outdir import check_out_dir

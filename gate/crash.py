@@ -106,9 +106,11 @@ def write_crash_result(
     decision itself fails, a minimal result with every eligible case unrun is written instead.
     """
     from gate.decide import decide
+    from gate.inputs import load_inputs
+    from gate.lineage import make_lineage
+    from gate.outputs import write_outputs
     from gate.policy import today
     from gate.records import Record, read_records
-    from gate.run import load_inputs, make_lineage, write_outputs
 
     try:
         records: list[Record] = []

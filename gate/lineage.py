@@ -2,21 +2,26 @@
 
 A run's judge settings are computed once (`JudgeSettings.of`), a case's gold and field hashes per
 case (`JudgeSettings.for_case`); both are plain record fields, so `gate compare` can name the
-first diverging artifact from two records.jsonl files alone.
+first diverging artifact from two records.jsonl files alone. The run's own lineage (the hashes
+result.json names) is `make_lineage`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from gate.cases import Case
+from gate import __version__
+from gate.cases import Case, Dataset
+from gate.decide import Lineage
 from gate.fingerprint import config_fingerprint
-from gate.judge import ragas_version
+from gate.judge import ragas_version, resolve_base_url
 from gate.loading import canonical_json, sha256_hex
 from gate.policy import LoadedPolicy
-from gate.records import Sampling
+from gate.records import Record, Sampling
+from gate.rollback import metric_definition_sha256
 
 
 def gold_sha256(case: Case) -> str:
@@ -87,3 +92,32 @@ class JudgeSettings:
             "prompt_template_sha256": self.prompt_template_sha256,
             "config_fingerprint": self.config_fingerprint,
         }
+
+
+def installed_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return ""
+
+
+def make_lineage(
+    loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
+) -> Lineage:
+    """The run's lineage; `base_url` None resolves the policy's (or OPENAI_BASE_URL) now."""
+    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas")
+    url = resolve_base_url(loaded.policy.evaluator.base_url) if base_url is None else base_url
+    return Lineage(
+        policy_sha256=loaded.sha256,
+        dataset_sha256=dataset.sha256,
+        prompt_sha256=loaded.prompt_sha256,
+        metric_version=loaded.policy.metric.version,
+        evaluator_model=loaded.policy.evaluator.model,
+        ragas_version=ragas,
+        gate_version=__version__,
+        metric_definition_sha256=metric_definition_sha256(loaded),
+        config_fingerprint=config_fingerprint(loaded, url, installed_version("ragas")),
+        dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
+    )

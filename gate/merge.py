@@ -18,10 +18,12 @@ from gate import __version__, certify
 from gate.checks import attach_checks, evaluate_checks
 from gate.decide import Decision, decide
 from gate.errors import UsageError
+from gate.inputs import load_inputs
+from gate.lineage import make_lineage
 from gate.loading import FileProblem, read_json
+from gate.outputs import write_outputs
 from gate.policy import today
 from gate.records import Record, read_records, write_records
-from gate.run import load_inputs, make_lineage, write_outputs
 from gate.shard import Shard, owned_by, shard_of
 from gate.states import Finding, State
 

@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import gc
-import json
 import os
 import signal
 import sys
@@ -19,47 +18,42 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from gate import __version__, certify
-from gate.budget import Budget, Prices, cost_boundary
-from gate.cases import Case, Dataset, load_dataset
+from gate.budget import Budget
+from gate.cases import Case, Dataset
 from gate.checks import NO_CHECKS, CheckResults, attach_checks, evaluate_checks
-from gate.clear_text import kept_reason
+from gate.cost import boundary, prices
 from gate.decide import Decision, Lineage, decide
-from gate.drift.lane import DriftRun, run_drift
-from gate.drift.traces import DRIFT_LANE, draw_sample, drift_policy, load_traces
+from gate.drift.command import print_drift_plan, run_drift_lane
+from gate.drift.lane import DriftRun
+from gate.drift.traces import DRIFT_LANE
+from gate.dry_run import print_plan
 from gate.evidence import majority
-from gate.fingerprint import config_fingerprint
+from gate.inputs import cache_dir_for, load_inputs
 from gate.journal import CURRENT as JOURNAL_CONTEXT
-from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, Unrecorded, recover
+from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, recover
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.cached import serve_from_cache
-from gate.judge.render import RenderError, render_case
-from gate.lineage import JudgeSettings
+from gate.lineage import JudgeSettings, installed_version, make_lineage
 from gate.outdir import OutputWriteError, check_out_dir, describe
+from gate.outputs import write_outputs
 from gate.overrides import waived_case_ids
-from gate.paths import from_working_directory, shown_path
-from gate.plan import Plan, make_plan
+from gate.paths import shown_path
+from gate.plan import Plan
 from gate.policy import LoadedPolicy, load_policy, today
 from gate.progress import Progress
 from gate.record_vetting import vet_record
+from gate.recording import make_record
 from gate.records import Record, RecordWriter, read_records
-from gate.report.junit import render_junit
-from gate.report.markdown import render_report, render_summary
-from gate.rollback import metric_definition_sha256, write_rollback
-from gate.shard import Shard, select
+from gate.resume import recovered_records, reusable_records
+from gate.shard import Shard, select, with_shard
 from gate.states import Finding, State, blocking_findings
-from gate.sweep import judge_each
 from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
-from gate.validate import run_validators
+from gate.trend_lane import attach_trend, judge_trend, trend_cases
 from gate.worker_records import discard_worker_records, fold_worker_records
 from gate.workers import judge_in_workers, make_budget, worker_count
-
-# An upper bound on the request bytes that are not the rendered prompt: the JSON envelope, the
-# instructor system message with the response schema, model name and sampling fields.
-REQUEST_OVERHEAD_BYTES = 2_048
-DEFAULT_CACHE_DIR = ".gate-cache"
 
 
 @dataclass
@@ -77,117 +71,6 @@ class RunOptions:
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
-
-
-def installed_version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return ""
-
-
-def make_lineage(
-    loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
-) -> Lineage:
-    """The run's lineage; `base_url` None resolves the policy's (or OPENAI_BASE_URL) now."""
-    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas")
-    url = resolve_base_url(loaded.policy.evaluator.base_url) if base_url is None else base_url
-    return Lineage(
-        policy_sha256=loaded.sha256,
-        dataset_sha256=dataset.sha256,
-        prompt_sha256=loaded.prompt_sha256,
-        metric_version=loaded.policy.metric.version,
-        evaluator_model=loaded.policy.evaluator.model,
-        ragas_version=ragas,
-        gate_version=__version__,
-        metric_definition_sha256=metric_definition_sha256(loaded),
-        config_fingerprint=config_fingerprint(loaded, url, installed_version("ragas")),
-        dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
-    )
-
-
-def boundary(loaded: LoadedPolicy, max_cost: float | None) -> float:
-    return cost_boundary(loaded.policy.limits.max_total_cost, max_cost)
-
-
-def prices(loaded: LoadedPolicy) -> Prices:
-    p = loaded.policy.evaluator.price
-    assert p is not None  # load_policy refuses a policy without prices
-    return Prices(p.input_per_mtok, p.output_per_mtok, p.currency)
-
-
-def prompt_bytes(loaded: LoadedPolicy, case: Case) -> int:
-    try:
-        return len(render_case(loaded.prompt_text, loaded.placeholders, case).prompt.encode("utf-8"))
-    except RenderError:
-        fields = sum(len((case.field_text(n) or "").encode("utf-8")) for n in loaded.placeholders)
-        return len(loaded.prompt_text.encode("utf-8")) + fields
-
-
-def current_input_sha256(loaded: LoadedPolicy, case: Case) -> str | None:
-    try:
-        return render_case(loaded.prompt_text, loaded.placeholders, case).input_sha256
-    except RenderError:
-        return None
-
-
-def judgment_upper_bound(loaded: LoadedPolicy, case: Case) -> float:
-    """What one attempt may cost at most: request bytes bound prompt tokens from above."""
-    ev = loaded.policy.evaluator
-    return prices(loaded).cost(prompt_bytes(loaded, case) + REQUEST_OVERHEAD_BYTES, ev.max_output_tokens)
-
-
-def judgment_typical(loaded: LoadedPolicy, case: Case) -> float:
-    """A typical cost: ~4 bytes a token, the schema message, a short JSON verdict."""
-    return prices(loaded).cost((prompt_bytes(loaded, case) + 1_200) // 4, 80)
-
-
-def make_record(
-    case: Case,
-    repeat: int,
-    j: Judgment,
-    loaded: LoadedPolicy,
-    lineage: Lineage,
-    lane: str,
-    ragas_version: str,
-    judge: JudgeSettings,
-    checks: dict[str, str | None] | None = None,
-) -> Record:
-    """One records.jsonl line: the judgment plus the lineage that explains it."""
-    return Record(
-        case_id=case.case_id,
-        slice=case.slice,
-        partition=case.partition,
-        control_role=case.expected_control_role,
-        human_label=case.human_label,
-        judge_label=j.label if j.status == "ok" else None,
-        judge_reason=kept_reason(loaded, j.reason) if j.status == "ok" else None,
-        status=j.status,
-        error_kind=j.error_kind,
-        error_message=j.error_message,
-        repeat_index=repeat,
-        attempts=j.attempts,
-        input_tokens=j.input_tokens,
-        output_tokens=j.output_tokens,
-        cost=j.cost,
-        cache=j.cache,
-        prompt_sha256=j.prompt_sha256,
-        input_sha256=j.input_sha256,
-        metric_version=lineage.metric_version,
-        evaluator_model=lineage.evaluator_model,
-        ragas_version=ragas_version,
-        policy_id=loaded.policy.policy_id,
-        policy_version=loaded.policy.policy_version,
-        policy_sha256=lineage.policy_sha256,
-        dataset_sha256=lineage.dataset_sha256,
-        dataset_card_sha256=lineage.dataset_card_sha256,
-        gate_version=__version__,
-        lane=lane,
-        **judge.for_case(case, loaded.placeholders),
-        checks=checks,
-    )
 
 
 @dataclass
@@ -369,144 +252,6 @@ class Runner:
             await self.run_phase([(c, i) for c in others for i in reps], self.check_pair)
 
 
-def _reusable(
-    loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan, fingerprint: str
-) -> dict[tuple[str, int], Record]:
-    """Completed judgments of an earlier run of the same judge (`gate.fingerprint`) that `--resume`
-    may keep; records older than the fingerprint need the same policy file."""
-    cases = {c.case_id: c for c in plan.scheduled}
-    out: dict[tuple[str, int], Record] = {}
-    for r in prior:
-        case = cases.get(r.case_id)
-        # Untrusted like any records file: a line outside the contract is judged again, not reused.
-        r = vet_record(r, loaded.policy.metric, case)
-        if (
-            r.status != "ok"
-            or not 0 <= r.repeat_index < plan.repeats
-            or case is None
-            or (r.config_fingerprint != fingerprint if r.config_fingerprint else r.policy_sha256 != loaded.sha256)
-            or r.input_sha256 != current_input_sha256(loaded, case)
-        ):
-            continue
-        out[(r.case_id, r.repeat_index)] = r
-    return out
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)  # a partial file must never be read as an output
-        raise
-
-
-def write_outputs(out_dir: Path, decision: Decision) -> None:
-    """Write result.json first, then the reports; each that fails is named in OutputWriteError."""
-    result = decision.result
-    files: list[tuple[str, Callable[[], str]]] = [
-        ("result.json", lambda: json.dumps(result, indent=2, ensure_ascii=False) + "\n"),
-        ("report.md", lambda: render_report(result)),
-        ("summary.md", lambda: render_summary(result)),
-        ("junit.xml", lambda: render_junit(result)),
-    ]
-    entry = certify.entry_line(result)
-    if entry is not None:  # the ledger line people append once they accept the certification
-        files.append((certify.ENTRY_FILE, lambda: entry))
-    failed: list[str] = []
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputWriteError(f"{out_dir}: cannot create the output directory ({describe(exc)})") from None
-    for name, text in files:
-        try:
-            _write_text_atomic(out_dir / name, text())
-        except OSError as exc:
-            failed.append(f"{name} ({describe(exc)})")
-    try:
-        write_rollback(out_dir, result)
-    except OSError as exc:
-        failed.append(f"the rollback bundle ({describe(exc)})")
-    if failed:
-        raise OutputWriteError(f"{out_dir}: could not write {', '.join(failed)}")
-
-
-def print_plan(
-    loaded: LoadedPolicy,
-    plan: Plan,
-    findings: Sequence[Finding],
-    max_cost: float | None,
-    out: IO[str],
-    has_key: bool = True,
-) -> None:
-    ev = loaded.policy.evaluator
-    cur = ev.price.currency if ev.price else "USD"
-    scheduled = plan.scheduled
-    # "At most" is the worst case: every judgment uses all of its `max_attempts` requests.
-    per_judgment = plan.repeats * ev.retries.max_attempts
-    upper = sum(judgment_upper_bound(loaded, c) for c in scheduled) * per_judgment
-    typical = sum(judgment_typical(loaded, c) for c in scheduled) * plan.repeats
-    limit = boundary(loaded, max_cost)
-    out.write(f"Plan for lane {plan.lane!r} of policy {loaded.policy.policy_id} ({loaded.policy.policy_version})\n")
-    out.write(
-        f"  eligible: {len(plan.eligible)} cases ({sum(1 for c in plan.eligible if c.is_control)} controls first), "
-        f"withheld: {len(plan.withheld)}, judgments: {len(scheduled) * plan.repeats} "
-        f"({plan.repeats} per case), model {ev.model}\n"
-    )
-    out.write(
-        f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur} (every judgment using all "
-        f"{ev.retries.max_attempts} attempts); boundary {limit:g} {cur}\n"
-    )
-    if upper > limit:
-        fit, acc = 0, 0.0
-        for c in scheduled:
-            acc += judgment_upper_bound(loaded, c) * per_judgment
-            if acc > limit:
-                break
-            fit += 1
-        out.write(f"  the worst case does not fit: at least the first {fit} cases fit under the boundary\n")
-    trend_loaded = load_trend(loaded)
-    if trend_loaded is not None:
-        graded = _trend_cases(plan)
-        t_typical = sum(judgment_typical(trend_loaded, c) for c in graded)
-        t_upper = sum(judgment_upper_bound(trend_loaded, c) for c in graded) * ev.retries.max_attempts
-        out.write(
-            f"  then the trend: {len(graded)} judgments, ~{t_typical:.4f} {cur} typical, at most {t_upper:.4f} {cur}, "
-            "under the same boundary (verdicts are paid first)\n"
-        )
-    blocking = blocking_findings(findings)
-    if blocking:
-        out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
-    elif not has_key:
-        out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
-    out.write("  order:\n")
-    held = {c.case_id for c in plan.withheld}
-    for i, c in enumerate(plan.eligible, start=1):
-        tag = (c.expected_control_role and f"control:{c.expected_control_role}") or c.partition
-        note = "  (withheld: no reference)" if c.case_id in held else ""
-        out.write(f"    {i:4d}. {c.case_id}  [{c.slice}, {tag}]{note}\n")
-
-
-def load_inputs(policy_path: str | Path, lane: str) -> tuple[LoadedPolicy, Dataset, Plan, list[Finding]]:
-    loaded = load_policy(policy_path)
-    dataset = load_dataset(loaded)
-    plan = make_plan(loaded, dataset, lane)
-    findings = run_validators(loaded, dataset, lane)
-    return loaded, dataset, plan, findings
-
-
-def cache_dir_for(loaded: LoadedPolicy, opts: RunOptions) -> Path | None:
-    if not opts.use_cache:
-        return None
-    if opts.cache_dir is not None:
-        return opts.cache_dir
-    if loaded.policy.cache_dir:
-        return loaded.resolve(loaded.policy.cache_dir)
-    return from_working_directory(DEFAULT_CACHE_DIR)
-
-
 def default_factory(loaded: LoadedPolicy, api_key: str, cache_dir: Path | None) -> Evaluator:
     # Imported here: this is the moment a model call is due, and only now is ragas worth loading.
     from gate.judge import make_evaluator
@@ -662,8 +407,8 @@ def run(
                             msg = f"writing {shown_path(records_path)} failed ({describe(exc)})"
                             failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
         else:
-            cache = cache_dir_for(loaded, opts)
-            reuse = _reusable(loaded, prior, plan, judge.config_fingerprint) if opts.resume else {}
+            cache = cache_dir_for(loaded, opts.use_cache, opts.cache_dir)
+            reuse = reusable_records(loaded, prior, plan, judge.config_fingerprint) if opts.resume else {}
             # All already paid for (in the cache or reused from --out): serve them without ragas.
             wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
             served = serve_from_cache(loaded, cache, wanted)
@@ -705,7 +450,7 @@ def run(
             runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
             if trend_loaded is not None and runner.stop_reason is None:
                 trend_evaluator = factory(trend_loaded, api_key, cache)
-                trend_records = _judge_trend(
+                trend_records = judge_trend(
                     trend_loaded, plan, dataset, trend_evaluator, budget, out, base_url, journal, prior_trend
                 )
             new_records = runner.emitted
@@ -744,7 +489,7 @@ def run(
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
     attach_checks(decision.result, check_results, plan.eligible)
     if trend_loaded is not None and loaded.policy.trend is not None:
-        summary = summarize(loaded.policy.trend, _trend_cases(plan), trend_records)
+        summary = summarize(loaded.policy.trend, trend_cases(plan), trend_records)
         attach_trend(
             decision.result, compare_to_base(summary, base_trend, base_problem) if opts.base_result else summary
         )
@@ -770,118 +515,15 @@ def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], fact
     """The scheduled lane of a policy with `drift:` judges production traces (gate/drift)."""
     limit = boundary(loaded, opts.max_cost)
     if opts.dry_run:
-        drift = loaded.policy.drift
-        assert drift is not None
-        drift_policy(loaded)
-        traces = load_traces(loaded)
-        drawn = len(draw_sample(traces.traces, drift.sample, drift.seed))
-        sys.stdout.write(
-            f"Plan for the drift lane of policy {loaded.policy.policy_id}: {drawn} of {len(traces.traces)} traces "
-            f"from {drift.traces} (seed {drift.seed}), one judgment each, model {loaded.policy.evaluator.model}; "
-            f"boundary {limit:g}\n"
-        )
-        return Decision(state=State.PASSED, blockers=[], waived=[], outcomes=[], result={})
+        return print_drift_plan(loaded, limit)
     drift_run = DriftRun(
         out_dir=opts.out_dir,
         boundary=limit,
         api_key=env.get(loaded.policy.evaluator.api_key_env, "").strip(),
-        cache_dir=cache_dir_for(loaded, opts),
+        cache_dir=cache_dir_for(loaded, opts.use_cache, opts.cache_dir),
         previous=opts.base_result,
     )
-    base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
-
-    def record(case: Case, judgment: Judgment, judged_by: LoadedPolicy, lineage: Lineage) -> Record:
-        settings = JudgeSettings.of(judged_by, base_url)
-        return make_record(case, 0, judgment, judged_by, lineage, DRIFT_LANE, lineage.ragas_version, settings)
-
-    decision = run_drift(loaded, drift_run, factory, record)
-    write_outputs(opts.out_dir, decision)
-    return decision
-
-
-def _trend_cases(plan: Plan) -> list[Case]:
-    """The trend grades the lane's own cases: controls are evaluator checks, not product answers."""
-    return [c for c in plan.scheduled if not c.is_control]
-
-
-def _judge_trend(
-    trend_loaded: LoadedPolicy,
-    plan: Plan,
-    dataset: Dataset,
-    evaluator: Evaluator,
-    budget: Budget,
-    out: Path,
-    base_url: str,
-    journal: AttemptJournal | None = None,
-    prior: Sequence[Record] = (),
-) -> list[Record]:
-    """The trend beside the verdict, under the same boundary; its judgments go to trend.jsonl.
-
-    `prior`: the trend judgments of the run being resumed; a case with a verdict there is not
-    judged (nor paid) again."""
-    settings = JudgeSettings.of(trend_loaded, base_url)
-    lineage = make_lineage(trend_loaded, dataset)
-    records: list[Record] = list(prior)
-    done = {r.case_id for r in prior if r.status == "ok"}
-    with RecordWriter(out / TREND_RECORDS) as writer:
-
-        def emit(case: Case, judgment: Judgment) -> None:
-            rec = make_record(case, 0, judgment, trend_loaded, lineage, plan.lane, evaluator.ragas_version, settings)
-            writer.write(rec)
-            records.append(rec)
-
-        concurrency = trend_loaded.policy.evaluator.max_concurrency
-        todo = [c for c in _trend_cases(plan) if c.case_id not in done]
-        stream = (journal, TREND_STREAM) if journal is not None else None
-        asyncio.run(judge_each(evaluator, todo, budget, concurrency, emit, stream))
-    return records
-
-
-def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
-    """The trend goes beside the decision; its spend is part of the run's cost (same boundary)."""
-    result["trend"] = trend
-    cost = result.get("cost")
-    if isinstance(cost, dict):
-        for key in ("total", "input_tokens", "output_tokens", "http_attempts", "budget_spent", "unanswered_attempts"):
-            cost[key] = cost.get(key, 0) + trend["cost"].get(key, 0)
-        cost["trend_total"] = trend["cost"]["total"]
-
-
-def recovered_records(
-    unrecorded: Sequence[Unrecorded],
-    dataset: Dataset,
-    loaded: LoadedPolicy,
-    lineage: Lineage,
-    lane: str,
-    judge: JudgeSettings,
-) -> tuple[list[Record], float]:
-    """Records for journaled attempts no record named, and what those of unknown cases cost.
-
-    Each becomes an `error` record with `error_kind: cancelled` (like a judgment interrupted in
-    flight): never a verdict, but its attempts count in cost, `http_attempts` and the budget.
-    """
-    cases = {c.case_id: c for c in dataset.cases}
-    out: list[Record] = []
-    lost = 0.0
-    for u in unrecorded:
-        case = cases.get(u.case_id)
-        if case is None:
-            lost += u.cost + sum(a.held for a in u.attempts)
-            continue
-        j = Judgment(
-            status="error",
-            error_kind="cancelled",
-            error_message=(
-                f"recovered from the attempt journal: {len(u.attempts)} attempt(s) sent before the run was killed "
-                "and never recorded"
-            ),
-            attempts=list(u.attempts),
-            input_tokens=sum(a.input_tokens for a in u.attempts),
-            output_tokens=sum(a.output_tokens for a in u.attempts),
-            cost=u.cost,
-        )
-        out.append(make_record(case, u.repeat_index, j, loaded, lineage, lane, lineage.ragas_version, judge))
-    return out, lost
+    return run_drift_lane(loaded, drift_run, env, factory)
 
 
 def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
@@ -908,50 +550,3 @@ def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
         case_ids=tuple(undone),
         extra={"detail": runner.failure},
     )
-
-
-def with_shard(decision: Decision, shard: Shard | None) -> Decision:
-    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
-    if shard is not None:
-        decision.result["shard"] = shard.to_dict()
-    return decision
-
-
-def decide_from_records(
-    policy_path: str | Path,
-    record_paths: Sequence[Path],
-    lane: str | None,
-    max_cost: float | None = None,
-    clock: Callable[[], dt.date] = today,
-) -> Decision:
-    records: list[Record] = []
-    for p in record_paths:
-        records += read_records(p)
-    lanes = sorted({r.lane for r in records if r.lane})
-    if lane is None:
-        if len(lanes) != 1:
-            from gate.errors import UsageError
-            from gate.escape import visible
-
-            files = ", ".join(str(p) for p in record_paths)
-            named = ", ".join(visible(name, 60) for name in lanes[:5]) + (" ..." if len(lanes) > 5 else "")
-            raise UsageError(
-                f"{files}: the records name {'no lane' if not lanes else 'several lanes: ' + named}; "
-                "fix: pass --lane with the lane to decide"
-            )
-        lane = lanes[0]
-    loaded, dataset, plan, findings = load_inputs(policy_path, lane)
-    lineage = make_lineage(loaded, dataset, records)
-    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
-    certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
-    if certification is not None:
-        findings = [*findings, *certification.findings]
-    decision = decide(loaded, plan, [*findings, *check_blockers], records, lineage, clock(), max_cost=max_cost)
-    attach_checks(decision.result, check_results, plan.eligible)
-    certify.attach(decision.result, certification, clock().isoformat(), __version__)
-    if loaded.policy.trend is not None:
-        # The trend's judgments sit beside each records.jsonl (trend.jsonl); the report shows them again.
-        beside = [p.parent / TREND_RECORDS for p in record_paths]
-        trend_records = [r for t in beside if t.is_file() for r in read_records(t)]
-        attach_trend(decision.result, summarize(loaded.policy.trend, _trend_cases(plan), trend_records))
-    return decision

@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gate.errors import UsageError
 from gate.plan import Plan
+
+if TYPE_CHECKING:
+    from gate.decide import Decision
 
 MAX_SHARDS = 1_000
 _SPEC = re.compile(r"\s*(\d{1,4})\s*/\s*(\d{1,4})\s*")
@@ -73,3 +77,10 @@ def owned_by(plan: Plan, count: int) -> dict[int, list[str]]:
         if not c.is_control:
             out[shard_of(c.case_id, count)].append(c.case_id)
     return out
+
+
+def with_shard(decision: Decision, shard: Shard | None) -> Decision:
+    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
+    if shard is not None:
+        decision.result["shard"] = shard.to_dict()
+    return decision

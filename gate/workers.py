@@ -347,7 +347,7 @@ def _bill_unrecorded(runner: Runner, share: Sequence[Case]) -> list[Record]:
     readable record names: the attempt journal bills them now, as `--resume` would."""
     if runner.journal is None:
         return []
-    from gate.run import recovered_records
+    from gate.resume import recovered_records
 
     try:  # every record of the run so far (an earlier attempt's too), so nothing is billed twice
         on_file = read_records(runner.writer.path)

@@ -67,7 +67,7 @@ def run_calibrate(
 ) -> CalibrationOutput:
     from gate.calibrate.alignment import ragas_comparator
     from gate.cases import load_dataset
-    from gate.run import make_lineage
+    from gate.lineage import make_lineage
 
     loaded = load_policy(policy_path)
     dataset = load_dataset(loaded)

@@ -44,7 +44,8 @@ class DriftRun:
     previous: Path | None = None  # a previous drift run's --out (or its drift.json)
 
 
-# Builds one records line (gate.run.make_record with the drift lane's lineage), passed in by the runner.
+# Builds one records line (gate.recording.make_record with the drift lane's lineage), passed in by
+# gate.drift.command.
 RecordMaker = Callable[[Case, Judgment, LoadedPolicy, Lineage], Record]
 
 

@@ -1,0 +1,72 @@
+"""The trend lane: a second metric graded beside the verdict, under the same cost boundary.
+
+Its judgments go to trend.jsonl (journaled as the stream "trend"); its summary and its spend join
+the run's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gate.budget import Budget
+from gate.cases import Case, Dataset
+from gate.journal import TREND_STREAM, AttemptJournal
+from gate.judge import Evaluator, Judgment
+from gate.lineage import JudgeSettings, make_lineage
+from gate.plan import Plan
+from gate.policy import LoadedPolicy
+from gate.recording import make_record
+from gate.records import Record, RecordWriter
+from gate.sweep import judge_each
+from gate.trend import TREND_RECORDS
+
+
+def trend_cases(plan: Plan) -> list[Case]:
+    """The trend grades the lane's own cases: controls are evaluator checks, not product answers."""
+    return [c for c in plan.scheduled if not c.is_control]
+
+
+def judge_trend(
+    trend_loaded: LoadedPolicy,
+    plan: Plan,
+    dataset: Dataset,
+    evaluator: Evaluator,
+    budget: Budget,
+    out: Path,
+    base_url: str,
+    journal: AttemptJournal | None = None,
+    prior: Sequence[Record] = (),
+) -> list[Record]:
+    """The trend beside the verdict, under the same boundary; its judgments go to trend.jsonl.
+
+    `prior`: the trend judgments of the run being resumed; a case with a verdict there is not
+    judged (nor paid) again."""
+    settings = JudgeSettings.of(trend_loaded, base_url)
+    lineage = make_lineage(trend_loaded, dataset)
+    records: list[Record] = list(prior)
+    done = {r.case_id for r in prior if r.status == "ok"}
+    with RecordWriter(out / TREND_RECORDS) as writer:
+
+        def emit(case: Case, judgment: Judgment) -> None:
+            rec = make_record(case, 0, judgment, trend_loaded, lineage, plan.lane, evaluator.ragas_version, settings)
+            writer.write(rec)
+            records.append(rec)
+
+        concurrency = trend_loaded.policy.evaluator.max_concurrency
+        todo = [c for c in trend_cases(plan) if c.case_id not in done]
+        stream = (journal, TREND_STREAM) if journal is not None else None
+        asyncio.run(judge_each(evaluator, todo, budget, concurrency, emit, stream))
+    return records
+
+
+def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
+    """The trend goes beside the decision; its spend is part of the run's cost (same boundary)."""
+    result["trend"] = trend
+    cost = result.get("cost")
+    if isinstance(cost, dict):
+        for key in ("total", "input_tokens", "output_tokens", "http_attempts", "budget_spent", "unanswered_attempts"):
+            cost[key] = cost.get(key, 0) + trend["cost"].get(key, 0)
+        cost["trend_total"] = trend["cost"]["total"]
