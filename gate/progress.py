@@ -86,17 +86,25 @@ class Progress:
         return self._bar, self._task
 
     def tick(self, judgment: Judgment, budget_used: float) -> None:
-        self.done += 1
-        if judgment.status == "error":
-            self.errors += 1
-        if self.stream is None:
+        self.advance(self.done + 1, self.errors + (judgment.status == "error"), budget_used)
+
+    def advance(self, done: int, errors: int, budget_used: float) -> None:
+        """Show `done` judgments (reused ones included) and `errors` so far: one judgment at a time
+        (`tick`), or in steps (the parent of worker processes, from their shared tally)."""
+        before = self.done
+        self.done, self.errors = done, errors
+        if self.stream is None or done == before:
             return
         now = time.monotonic()
         if self.tty:
             bar, task = self._live()
             bar.update(task, completed=self.done, errors=self.errors, spend=self.spend(budget_used))
             bar.refresh()
-        elif self.done % self.step == 0 or self.done == self.total or now - self.last_plain >= PLAIN_EVERY_SECONDS:
+        elif (
+            done // self.step != before // self.step
+            or done == self.total
+            or now - self.last_plain >= PLAIN_EVERY_SECONDS
+        ):
             self.last_plain = now
             self.stream.write(self.line(budget_used) + "\n")
             self.stream.flush()

@@ -52,7 +52,7 @@ from gate.states import Finding, State
 from gate.worker_records import WorkerFile, read_worker, set_aside
 
 if TYPE_CHECKING:
-    from gate.judge import Evaluator
+    from gate.judge import Evaluator, Judgment
     from gate.run import Runner
 
 EvaluatorMaker = Callable[[LoadedPolicy], "Evaluator"]
@@ -60,6 +60,7 @@ EvaluatorMaker = Callable[[LoadedPolicy], "Evaluator"]
 WORKERS_ENV = "GATE_WORKERS"
 PER_PROCESS_CONCURRENCY = 16  # requests in flight one process drives comfortably (~3 ms CPU each)
 MIN_JUDGMENTS_PER_WORKER = 100  # below this, forking costs more than it saves
+PROGRESS_EVERY_S = 0.2  # how often the parent redraws the workers' progress
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,24 @@ class SharedBudget(Budget):
             super().settle(reservation, actual)
 
 
+class WorkerTally:
+    """Judgments done and errors of every worker, in shared memory: the parent shows one progress."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._lock = ctx.Lock()
+        self._cells = ctx.RawArray("q", 2)  # done, errors
+
+    def add(self, errors: int) -> None:
+        with self._lock:
+            self._cells[0] += 1
+            self._cells[1] += errors
+
+    def read(self) -> tuple[int, int]:
+        with self._lock:
+            return int(self._cells[0]), int(self._cells[1])
+
+
 def make_budget(limit: float | None, workers: int) -> Budget:
     return SharedBudget(limit) if workers > 1 else Budget(limit)
 
@@ -157,7 +176,7 @@ def _work(
     cases: Sequence[Case],
     path: Path,
     concurrency: int,
-    label: str,
+    tally: WorkerTally,
     channel: Connection,
 ) -> None:
     """A worker process: judge `cases` into `path` with its own evaluator and client.
@@ -172,17 +191,11 @@ def _work(
     from gate.run import _judge_all
 
     class WorkerProgress(Progress):
-        """A plain line every ~10% or 15 s, naming the worker (a terminal's live line is the parent's)."""
+        """Counts into the shared tally; the parent draws the run's one bar (or plain line) from it."""
 
-        def __init__(self, name: str, total: int, stream: IO[str] | None, currency: str) -> None:
-            super().__init__(total, stream, currency)
-            self.tty = False
-            self.name = name
+        def tick(self, judgment: Judgment, budget_used: float) -> None:
+            tally.add(judgment.status == "error")
 
-        def line(self, budget_used: float) -> str:
-            return super().line(budget_used).replace("gate:", f"gate: worker {self.name}:", 1)
-
-    parent_stream = None if runner.progress.tty else runner.progress.stream
     writer = RecordWriter(path)
     try:
         loaded = with_concurrency(runner.loaded, concurrency)
@@ -193,7 +206,7 @@ def _work(
             plan=plan,
             evaluator=new_evaluator(loaded),
             writer=writer,
-            progress=WorkerProgress(label, len(cases) * plan.repeats, parent_stream, runner.progress.currency),
+            progress=WorkerProgress(len(cases) * plan.repeats, None),
             emitted=[],
             ok_labels={},
             pair_members={},
@@ -234,6 +247,14 @@ def judge_in_workers(
     concurrency = max(1, runner.loaded.policy.evaluator.max_concurrency // count)
     ctx = multiprocessing.get_context("fork")
     procs: list[tuple[int, BaseProcess, Path]] = []
+    tally = WorkerTally()
+    progress, budget = runner.progress, runner.budget
+    start_done, start_errors = progress.done, progress.errors  # reused judgments and the controls
+
+    def show() -> None:
+        done, errors = tally.read()
+        progress.advance(start_done + done, start_errors + errors, budget.spent + budget.reserved)
+
     parent = os.getpid()
     stopping: list[int] = []
 
@@ -256,7 +277,7 @@ def judge_in_workers(
             reader, sender = ctx.Pipe(duplex=False)
             worker = ctx.Process(
                 target=_work,
-                args=(runner, new_evaluator, share, path, concurrency, f"{k}/{count}", sender),
+                args=(runner, new_evaluator, share, path, concurrency, tally, sender),
                 daemon=False,
             )
             worker.start()
@@ -264,7 +285,8 @@ def judge_in_workers(
             procs.append((k, worker, path))
             channels[reader] = k
             _say(log, f"gate: worker {k}/{count} pid {worker.pid}: {len(share) * plan.repeats} judgments")
-        failures, stopped = _await_workers(procs, channels)
+        failures, stopped = _await_workers(procs, channels, show)
+        show()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -275,14 +297,15 @@ def judge_in_workers(
         runner.fail(kind, reason)  # the first one is the run's failure; each unjudged case gets it
     notes: list[str] = []
     findings: list[Finding] = []
+    progress.done, progress.errors = start_done, start_errors  # counted again from what was recorded
     for k, proc, path in procs:
         found = read_worker(path)
         for r in found.records:
             runner.writer.write(r)
             runner.emitted.append(r)
             runner.remember(r)
-            runner.progress.done += 1
-            runner.progress.errors += r.status == "error"
+            progress.done += 1
+            progress.errors += r.status == "error"
             if r.error_kind == "budget" and runner.stop_reason is None:
                 runner.stop_reason = "budget"
         kept = None if found.problem is None else set_aside(path)
@@ -314,17 +337,18 @@ def judge_in_workers(
 
 
 def _await_workers(
-    procs: Sequence[tuple[int, BaseProcess, Path]], channels: dict[Connection, int]
+    procs: Sequence[tuple[int, BaseProcess, Path]], channels: dict[Connection, int], show: Callable[[], None]
 ) -> tuple[list[tuple[int, str, str]], set[int]]:
-    """Wait for every worker; the failures they reported, and the workers stopped because of them.
-    On the first failure the others are stopped (SIGTERM: they record what is in flight as
-    interrupted), as one process stops at a bug."""
+    """Wait for every worker, showing their progress (`show`) a few times a second; the failures
+    they reported, and the workers stopped because of them. On the first failure the others are
+    stopped (SIGTERM: they record what is in flight as interrupted), as one process stops at a bug."""
     live = {proc.sentinel: proc for _k, proc, _path in procs}
     listening = dict(channels)
     failures: list[tuple[int, str, str]] = []
     stopped: set[int] = set()
     while live or listening:
-        for ready in wait([*live, *listening]):
+        show()
+        for ready in wait([*live, *listening], timeout=PROGRESS_EVERY_S):
             if isinstance(ready, int):
                 live.pop(ready).join()
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, slow
+from fake_openai import FakeOpenAI, server_error, slow
 from suite import case, result, write_suite
 
 from gate.budget import BudgetExhausted
@@ -89,7 +90,7 @@ def test_two_workers_judge_every_case_once(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         announced = [line for line in proc.stderr.splitlines() if line.startswith("gate: worker ") and " pid " in line]
         assert len(announced) == 2
-        assert "gate: worker 1/2: 12/12 judgments" in proc.stderr  # each worker's own progress
+        assert proc.stderr.splitlines()[-1].startswith("gate: 24/24 judgments, 0 errors")  # the run's one progress
         assert fake.count() == 24 and sorted(r["case_id"] for r in records(out)) == [c["case_id"] for c in cases]
         assert result(out)["counts"]["completed"] == 24 and not list(out.glob("records.w*.jsonl"))
 
@@ -288,3 +289,44 @@ def test_resume_folds_a_dead_runs_worker_file_with_a_corrupt_line_and_says_so(tm
         assert any("records.w1.jsonl:3" in n and "5 record(s) kept" in n for n in res["notes"])
         assert fake.count() == 6  # the mangled judgment was served by the cache
         assert (out / "records.w1.jsonl.unreadable").exists()
+
+
+def progress_lines(stderr: str) -> list[tuple[int, int, int, int]]:
+    """(done, total, reused, errors) of each plain progress line."""
+    found = re.findall(
+        r"^gate: (\d+)/(\d+) judgments(?: \((\d+) reused\))?, (\d+) errors, [\d.]+ of 1 USD", stderr, re.M
+    )
+    return [(int(d), int(t), int(r or 0), int(e)) for d, t, r, e in found]
+
+
+def test_workers_show_one_progress_with_errors_spend_against_the_boundary_and_reused_judgments(
+    tmp_path: Path,
+) -> None:
+    """Piped (a CI log): one plain line every ~10% for the whole run, not one per worker; on --resume
+    the reused judgments count toward the total, as in one process."""
+    with FakeOpenAI(default=slow(0.02)) as fake:
+        for i in (3, 17, 22):
+            fake.script(f"k-{i:02d}", server_error())
+        cases = [case(f"k-{i:02d}") for i in range(40)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
+        out = tmp_path / "out"
+        proc = subprocess.run(
+            run_args(policy, out), env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 3, proc.stderr
+        lines = progress_lines(proc.stderr)
+        assert 3 <= len(lines) <= 6 and lines[-1] == (40, 40, 0, 3), proc.stderr
+        assert [d for d, *_ in lines] == sorted({d for d, *_ in lines})  # forward only, no line twice
+        assert "gate: worker 1/2:" not in proc.stderr  # no worker of its own
+
+        fake.reset()
+        resumed = subprocess.run(
+            [*run_args(policy, out), "--resume"],
+            env=gate_env(GATE_WORKERS="2"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        assert "gate: worker 2/2 pid" in resumed.stderr  # the 3 left were judged by two workers
+        assert progress_lines(resumed.stderr)[-1] == (40, 40, 37, 0), resumed.stderr
