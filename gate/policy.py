@@ -454,40 +454,50 @@ def prompt_placeholders(template: str) -> tuple[list[str], list[str]]:
     return names, problems
 
 
-def load_policy(path: str | Path) -> LoadedPolicy:
-    """Load and validate a policy file; raise PolicyError listing every problem."""
-    if not str(path).strip():
-        raise UsageError("--policy is empty; fix: pass the path of the policy YAML file, e.g. policies/x/policy.yaml")
-    p = Path(path)
-    source = from_working_directory(p)  # messages name `p` as written
+def read_policy_file(policy_path: str, base_dir: Path, written: str, key: str, what: str) -> str:
+    """The text of a file the policy names under `key` (a prompt), relative to the policy's directory.
+
+    Unreadable, missing or outside the repository, it is a PolicyError naming the policy file.
+    """
+    try:
+        return read_text(resolve_inside(base_dir, written, key), what)
+    except FileProblem as exc:
+        raise PolicyError(policy_path, [exc.message]) from None
+
+
+def _read_policy(p: Path) -> tuple[dict[str, object], Policy]:
+    """The policy file's parsed YAML and its validated model."""
     try:
         raw = read_yaml_mapping(p, "policy file")
     except FileProblem as exc:
         raise PolicyError(str(p), [exc.message]) from None
     try:
-        policy = Policy.model_validate(raw)
+        return raw, Policy.model_validate(raw)
     except ValidationError as exc:
         raise PolicyError(str(p), format_validation_error(exc, model=Policy)) from None
 
+
+def _prompt_text(p: Path, base_dir: Path, policy: Policy) -> tuple[str, list[str]]:
+    """The judge prompt (from `metric.prompt_file` or inline) and the problem of an empty inline one."""
+    metric = policy.metric
+    if metric.prompt_file is not None:
+        what = "prompt file (`metric.prompt_file`)"
+        return read_policy_file(str(p), base_dir, metric.prompt_file, "metric.prompt_file", what), []
+    prompt_text = metric.prompt or ""
+    return prompt_text, [] if prompt_text.strip() else ["`metric.prompt` is empty; fix: write the judge prompt"]
+
+
+def _named_file_problems(base_dir: Path, policy: Policy) -> list[str]:
+    """Files the policy names must exist: a wrong path is a broken policy (exit 2), not a product
+    failure. What is inside them is checked later, case by case. Other paths it names (the cache,
+    the ledger) must stay inside the repository."""
     problems: list[str] = []
-    if policy.metric.prompt_file is not None:
-        try:
-            prompt_path = resolve_inside(source.parent, policy.metric.prompt_file, "metric.prompt_file")
-            prompt_text = read_text(prompt_path, "prompt file (`metric.prompt_file`)")
-        except FileProblem as exc:
-            raise PolicyError(str(p), [exc.message]) from None
-    else:
-        prompt_text = policy.metric.prompt or ""
-        if not prompt_text.strip():
-            problems.append("`metric.prompt` is empty; fix: write the judge prompt")
-    # Files the policy names must exist: a wrong path is a broken policy (exit 2), not a product
-    # failure. What is inside them is checked later, case by case.
     named = [(f"cases[{i}]", rel) for i, rel in enumerate(policy.cases)]
     if policy.evidence is not None:
         named.append(("evidence", policy.evidence))
     for key, rel in named:
         try:
-            target = resolve_inside(source.parent, rel, key)
+            target = resolve_inside(base_dir, rel, key)
         except FileProblem as exc:
             problems.append(exc.message)
             continue
@@ -500,40 +510,64 @@ def load_policy(path: str | Path) -> LoadedPolicy:
             problems.append(
                 f"`{key}`: {rel} ({shown_path(target)}) {what}; fix: correct the path, relative to the policy file"
             )
-    if policy.cache_dir is not None:
-        try:
-            resolve_inside(source.parent, policy.cache_dir, "cache_dir")
-        except FileProblem as exc:
-            problems.append(exc.message)
+    inside = [("cache_dir", policy.cache_dir)]
     if policy.certification is not None:
-        try:
-            resolve_inside(source.parent, policy.certification.ledger, "certification.ledger")
-        except FileProblem as exc:
-            problems.append(exc.message)
-    card: DatasetCard | None = None
-    if policy.dataset_card is not None:
-        try:
-            card = read_card(resolve_inside(source.parent, policy.dataset_card, "dataset_card"))
-        except FileProblem as exc:
-            problems.append(exc.message)
-    names, prompt_problems = prompt_placeholders(prompt_text)
-    where = f"`metric.prompt_file` ({policy.metric.prompt_file})" if policy.metric.prompt_file else "`metric.prompt`"
-    problems += [f"{where}: {m}" for m in prompt_problems]
-    if policy.evaluator.price is None:
-        problems.append(
-            f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "
-            "gate would report $0 spent; fix: add `price: {input_per_mtok: X, output_per_mtok: Y, currency: USD}`"
-        )
+        inside.append(("certification.ledger", policy.certification.ledger))
+    for key, written in inside:
+        if written is not None:
+            try:
+                resolve_inside(base_dir, written, key)
+            except FileProblem as exc:
+                problems.append(exc.message)
+    return problems
+
+
+def _dataset_card(base_dir: Path, policy: Policy) -> tuple[DatasetCard | None, list[str]]:
+    if policy.dataset_card is None:
+        return None, []
+    try:
+        return read_card(resolve_inside(base_dir, policy.dataset_card, "dataset_card")), []
+    except FileProblem as exc:
+        return None, [exc.message]
+
+
+def _prompt_problems(policy: Policy, prompt_text: str) -> tuple[list[str], list[str]]:
+    """The prompt's placeholder names and the problems with them, named by where the prompt is."""
+    names, problems = prompt_placeholders(prompt_text)
+    prompt_file = policy.metric.prompt_file
+    where = f"`metric.prompt_file` ({prompt_file})" if prompt_file else "`metric.prompt`"
+    return names, [f"{where}: {m}" for m in problems]
+
+
+def _price_problems(policy: Policy) -> list[str]:
+    if policy.evaluator.price is not None:
+        return []
+    return [
+        f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "
+        "gate would report $0 spent; fix: add `price: {input_per_mtok: X, output_per_mtok: Y, currency: USD}`"
+    ]
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """Load and validate a policy file; raise PolicyError listing every problem."""
+    if not str(path).strip():
+        raise UsageError("--policy is empty; fix: pass the path of the policy YAML file, e.g. policies/x/policy.yaml")
+    p = Path(path)
+    source = from_working_directory(p)  # messages name `p` as written
+    raw, policy = _read_policy(p)
+    prompt_text, problems = _prompt_text(p, source.parent, policy)
+    problems += _named_file_problems(source.parent, policy)
+    card, card_problems = _dataset_card(source.parent, policy)
+    names, prompt_problems = _prompt_problems(policy, prompt_text)
     override_kinds = kind_problems(policy)
-    problems += override_kinds
-    # Canonical hash: parsed content (so comments and key order do not matter) + the prompt text.
-    digest = _sha256(canonical_json(raw) + "\n" + prompt_text)
+    problems += card_problems + prompt_problems + _price_problems(policy) + override_kinds
     loaded = LoadedPolicy(
         path=source.resolve(),
         policy=policy,
         prompt_text=prompt_text,
         placeholders=tuple(names),
-        sha256=digest,
+        # Canonical hash: parsed content (so comments and key order do not matter) + the prompt text.
+        sha256=_sha256(canonical_json(raw) + "\n" + prompt_text),
         prompt_sha256=_sha256(prompt_text),
         card=card,
     )
