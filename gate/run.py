@@ -1,7 +1,12 @@
 """`gate run`: plan, judge under a hard cost boundary, record, decide, write the outputs.
 
-I/O lives here; the decision itself is `gate.decide.decide`, a pure function, so `gate decide`
-on the records this writes gives the same result.
+This module schedules: `run` is a short pipeline (prepare the lane, take stock of an earlier
+attempt, recover, judge, decide, write) and `Runner` judges the plan, controls first, stopping
+at the boundary, a failed control or a violated pair. The pieces live beside it: estimates and the
+boundary (gate.cost), records (gate.recording), resume (gate.resume), the trend lane
+(gate.trend_lane), the drift lane (gate.drift.command), the dry-run plan (gate.dry_run) and the
+output files (gate.outputs). The decision itself is `gate.decide.decide`, a pure function, so
+`gate decide` on the records this writes gives the same result.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from gate import __version__, certify
 from gate.budget import Budget
@@ -33,7 +38,7 @@ from gate.dry_run import print_plan
 from gate.evidence import majority
 from gate.inputs import cache_dir_for, load_inputs
 from gate.journal import CURRENT as JOURNAL_CONTEXT
-from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, recover
+from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, Unrecorded, recover
 from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.lineage import JudgeSettings, installed_version, make_lineage
@@ -54,6 +59,8 @@ from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_tre
 from gate.trend_lane import attach_trend, judge_trend, trend_cases
 from gate.worker_records import discard_worker_records, fold_worker_records
 from gate.workers import judge_in_workers, make_budget, worker_count
+
+RECORDS_FILE = "records.jsonl"
 
 
 @dataclass
@@ -287,6 +294,42 @@ def run(
         drift_loaded = load_policy(policy_path)
         if drift_loaded.policy.drift is not None:
             return _run_drift(drift_loaded, opts, env, factory)
+    lane = _prepare(policy_path, opts, env)
+    if lane.opts.dry_run:
+        return _dry_run(lane, env, clock)
+    check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
+    earlier = _take_stock(lane)
+    lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
+    # The team's deterministic checks: every eligible case, before any model call, at no cost.
+    check_results, check_blockers = evaluate_checks(lane.loaded, lane.plan.eligible)
+    got = _Gathered(
+        prior=earlier.records,
+        prior_trend=earlier.trend_records,
+        findings=[*lane.findings, *check_blockers],
+        notes=list(earlier.notes),
+    )
+    api_key = env.get(lane.loaded.policy.evaluator.api_key_env, "").strip()
+    _gather(lane, earlier, got, lineage, check_results, api_key, factory, clock)
+    decision = _decide(lane, earlier, got, check_results, clock)
+    _write(decision, lane.opts, got.failure)
+    return decision
+
+
+@dataclass(frozen=True)
+class _Lane:
+    """One run of a lane, fixed before anything is paid: its inputs, this shard's plan, the judge."""
+
+    loaded: LoadedPolicy
+    dataset: Dataset
+    plan: Plan
+    findings: list[Finding]  # the validators' and the certification's
+    opts: RunOptions  # a shard's `max_cost` is its share of the boundary
+    base_url: str
+    judge: JudgeSettings
+    certification: certify.Certification | None
+
+
+def _prepare(policy_path: str | Path, opts: RunOptions, env: dict[str, str]) -> _Lane:
     loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)
@@ -298,202 +341,309 @@ def run(
         plan = select(plan, opts.shard)
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
         opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count)
-    out = opts.out_dir
-    progress_stream = opts.progress if opts.progress is not None else sys.stderr
-    if opts.dry_run:
-        has_key = bool(env.get(loaded.policy.evaluator.api_key_env, "").strip())
-        print_plan(loaded, plan, findings, opts.max_cost, sys.stdout, has_key)
-        lineage = make_lineage(loaded, dataset)
-        return with_shard(
-            decide(
-                loaded, plan, findings, [], lineage, clock(), max_cost=opts.max_cost, notes=["dry run: no model call"]
-            ),
-            opts.shard,
-        )
+    return _Lane(loaded, dataset, plan, findings, opts, base_url, judge, certification)
 
-    check_out_dir(out)  # before anything is paid: a usage error (exit 2) if it cannot be written
-    records_path = out / "records.jsonl"
+
+def _dry_run(lane: _Lane, env: dict[str, str], clock: Callable[[], dt.date]) -> Decision:
+    loaded, max_cost = lane.loaded, lane.opts.max_cost
+    has_key = bool(env.get(loaded.policy.evaluator.api_key_env, "").strip())
+    print_plan(loaded, lane.plan, lane.findings, max_cost, sys.stdout, has_key)
+    lineage = make_lineage(loaded, lane.dataset)
+    notes = ["dry run: no model call"]
+    decision = decide(loaded, lane.plan, lane.findings, [], lineage, clock(), max_cost=max_cost, notes=notes)
+    return with_shard(decision, lane.opts.shard)
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """What an earlier, interrupted attempt at this run left in --out (nothing without --resume),
+    and the trend's settings and base."""
+
+    records: list[Record]
+    unrecorded: list[Unrecorded]  # attempts it sent (and may have paid) that no record names
+    trend_loaded: LoadedPolicy | None
+    trend_records: list[Record]
+    unrecorded_trend: list[Unrecorded]
+    base_trend: dict[str, Any] | None
+    base_problem: str | None
+    notes: list[str]  # on worker files a run that died left unreadable
+
+
+def _take_stock(lane: _Lane) -> _Earlier:
+    """Keep (--resume) or clear what an earlier attempt left in --out."""
+    loaded, out, resume = lane.loaded, lane.opts.out_dir, lane.opts.resume
+    records_path = out / RECORDS_FILE
     journal_path = out / JOURNAL_FILE
     prior: list[Record] = []
-    folded: list[str] = []  # notes on worker files a run that died left unreadable
-    if opts.resume:
+    folded: list[str] = []
+    if resume:
         folded = fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
     else:
         discard_worker_records(out)
-    if opts.resume and records_path.exists() and records_path.read_bytes().strip():
+    if resume and records_path.exists() and records_path.read_bytes().strip():
         prior = read_records(records_path)  # (empty when the run was killed before its first record)
     elif records_path.exists():
         records_path.unlink()  # a fresh run never mixes with an older one's evidence
     # Attempts an interrupted run sent (and may have paid) but never recorded in a judgment.
-    unrecorded = recover(journal_path, prior) if opts.resume else []
-    if not opts.resume:
+    unrecorded = recover(journal_path, prior) if resume else []
+    if not resume:
         journal_path.unlink(missing_ok=True)
     trend_loaded = load_trend(loaded)
     # The trend's judgments are journaled too (stream "trend"): on --resume, those in trend.jsonl
     # are kept and those paid but never recorded are counted, so nothing is paid twice or forgotten.
     prior_trend: list[Record] = []
     trend_path = out / TREND_RECORDS
-    if opts.resume and trend_loaded is not None and trend_path.exists() and trend_path.read_bytes().strip():
+    if resume and trend_loaded is not None and trend_path.exists() and trend_path.read_bytes().strip():
         prior_trend = read_records(trend_path)
     else:
         trend_path.unlink(missing_ok=True)
-    unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if opts.resume and trend_loaded else []
+    unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if resume and trend_loaded else []
     base_trend, base_problem = (None, None)
-    if opts.base_result is not None and trend_loaded is not None:
-        base_trend, base_problem = read_base_trend(opts.base_result)
-    trend_records: list[Record] = []
+    if lane.opts.base_result is not None and trend_loaded is not None:
+        base_trend, base_problem = read_base_trend(lane.opts.base_result)
+    return _Earlier(prior, unrecorded, trend_loaded, prior_trend, unrecorded_trend, base_trend, base_problem, folded)
 
-    notes: list[str] = list(folded)
-    new_records: list[Record] = []
-    failure: Finding | None = None
-    lineage = make_lineage(loaded, dataset, prior, base_url)
-    # The team's deterministic checks: every eligible case, before any model call, at no cost.
-    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
-    findings = [*findings, *check_blockers]
-    api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
-    writer = RecordWriter(records_path)
+
+@dataclass
+class _Gathered:
+    """The evidence the run gathers and what it says about it, filled in stage by stage."""
+
+    prior: list[Record]  # kept from the earlier attempt, with the records recovered for its journal
+    prior_trend: list[Record]
+    findings: list[Finding]
+    notes: list[str]
+    new_records: list[Record] = field(default_factory=list)
+    trend_records: list[Record] = field(default_factory=list)
+    failure: Finding | None = None  # the run's own failure (outputs not writable, a bug)
     journal: AttemptJournal | None = None
+    lost: float = 0.0  # what journaled attempts of cases no longer in the dataset cost
+
+    def output_failed(self, path: Path, exc: OSError) -> None:
+        if self.failure is None:
+            msg = f"writing {shown_path(path)} failed ({describe(exc)})"
+            self.failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
+
+
+def _gather(
+    lane: _Lane,
+    earlier: _Earlier,
+    got: _Gathered,
+    lineage: Lineage,
+    checks: CheckResults,
+    api_key: str,
+    factory: EvaluatorFactory,
+    clock: Callable[[], dt.date],
+) -> None:
+    """Recover, then judge (or say why nothing is judged); a write that fails ends in `got.failure`."""
+    writer = RecordWriter(lane.opts.out_dir / RECORDS_FILE)
     try:
-        recovered, lost = recovered_records(unrecorded, dataset, loaded, lineage, plan.lane, judge)
-        for rec in recovered:
-            writer.write(rec)
-        prior = [*prior, *recovered]
-        if trend_loaded is not None and unrecorded_trend:
-            trend_judge = JudgeSettings.of(trend_loaded, base_url)
-            trend_lineage = make_lineage(trend_loaded, dataset)
-            found, trend_lost = recovered_records(
-                unrecorded_trend, dataset, trend_loaded, trend_lineage, plan.lane, trend_judge
-            )
-            lost += trend_lost
-            with RecordWriter(trend_path) as trend_writer:
-                for rec in found:
-                    trend_writer.write(rec)
-            prior_trend += found
-            unrecorded = [*unrecorded, *unrecorded_trend]  # said in the note below
-        trend_records = list(prior_trend)
-        if unrecorded:
-            n = sum(len(u.attempts) for u in unrecorded)
-            gone = sum(u.unanswered for u in unrecorded)
-            notes.append(
-                f"recovered {n} attempt(s) from {shown_path(journal_path)} that no record named (sent before the run was "
-                f"killed); {gone} of them had no answer and count at their reserved upper bound"
-            )
-        if blocking_findings(findings):
-            notes.append("deterministic checks blocked: no model call was made")
+        _recover(lane, earlier, got, writer, lineage)
+        if blocking_findings(got.findings):
+            got.notes.append("deterministic checks blocked: no model call was made")
         elif not api_key:
-            for case in plan.scheduled:
-                for i in range(plan.repeats):
-                    missing = Judgment(
-                        status="skipped",
-                        error_kind="auth",
-                        error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
-                    )
-                    rec = make_record(
-                        case,
-                        i,
-                        missing,
-                        loaded,
-                        lineage,
-                        plan.lane,
-                        lineage.ragas_version,
-                        judge,
-                        check_results.for_record(case.case_id),
-                    )
-                    new_records.append(rec)
-                    if failure is None:
-                        try:
-                            writer.write(rec)
-                        except OSError as exc:
-                            msg = f"writing {shown_path(records_path)} failed ({describe(exc)})"
-                            failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
+            _record_missing_credentials(lane, got, writer, lineage, checks)
         else:
-            cache = cache_dir_for(loaded, opts.use_cache, opts.cache_dir)
-            reuse = reusable_records(loaded, prior, plan, judge.config_fingerprint) if opts.resume else {}
-            # All already paid for (in the cache or reused from --out): serve them without ragas.
-            wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
-            served = serve_from_cache(loaded, cache, wanted)
-            workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
-            budget = make_budget(boundary(loaded, opts.max_cost), workers)
-            # Money already spent by the interrupted run counts against the same boundary.
-            budget.spent = sum(r.budget_charge for r in [*prior, *prior_trend]) + lost
-            journal = AttemptJournal(journal_path)
-            evaluator = served or factory(loaded, api_key, cache)
-            runner = Runner(
-                loaded=loaded,
-                dataset=dataset,
-                plan=plan,
-                evaluator=evaluator,
-                writer=writer,
-                budget=budget,
-                lineage=lineage,
-                progress=Progress(
-                    len(plan.scheduled) * plan.repeats,
-                    progress_stream,
-                    prices(loaded).currency,
-                    boundary=budget.limit,
-                    reused=len(reuse),
-                ),
-                judge=judge,
-                reuse=reuse,
-                waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),
-                check_results=check_results,
-                journal=journal,
-            )
-            # ragas' import leaves ~300k long-lived objects that every full collection rescans
-            # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
-            gc.freeze()
-            if workers > 1:
-                ended = judge_in_workers(runner, lambda lp: factory(lp, api_key, cache), workers, out, progress_stream)
-                notes, findings = [*notes, *ended.notes], [*findings, *ended.findings]
-            else:
-                asyncio.run(_judge_all(runner))
-            runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
-            if trend_loaded is not None and runner.stop_reason is None:
-                trend_evaluator = factory(trend_loaded, api_key, cache)
-                trend_records = judge_trend(
-                    trend_loaded, plan, dataset, trend_evaluator, budget, out, base_url, journal, prior_trend
-                )
-            new_records = runner.emitted
-            if runner.failure is not None:
-                failure = runner_failure(runner, plan, writer)
-                new_records = runner.emitted
-            if runner.stop_reason == "cancelled":
-                notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
-            elif runner.stop_reason == "budget":
-                notes.append("the cost boundary stopped scheduling; completed evidence is kept")
-            elif runner.stop_reason in ("control_failed", "pair_violated"):
-                notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
-            if prior:
-                notes.append(
-                    f"resumed: {len(runner.reuse)} completed judgment(s) reused from {shown_path(records_path)}"
-                )
+            _judge(lane, earlier, got, writer, lineage, checks, api_key, factory, clock)
     except OSError as exc:  # the recovered records or the journal could not be written
-        if failure is None:
-            failure = Finding(
-                State.EVALUATION_INCOMPLETE, "output_failed", f"writing {shown_path(out)} failed ({describe(exc)})"
-            )
+        got.output_failed(lane.opts.out_dir, exc)
     finally:
-        if journal is not None:
-            journal.close()
+        if got.journal is not None:
+            got.journal.close()
         try:
             writer.close()
         except OSError as exc:
-            if failure is None:
-                msg = f"writing {shown_path(records_path)} failed ({describe(exc)})"
-                failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
+            got.output_failed(writer.path, exc)
 
-    all_records = prior + new_records
-    lineage = make_lineage(loaded, dataset, all_records, base_url)
-    if failure is not None:
-        findings = [*findings, failure]
-    decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=notes)
-    attach_checks(decision.result, check_results, plan.eligible)
-    if trend_loaded is not None and loaded.policy.trend is not None:
-        summary = summarize(loaded.policy.trend, trend_cases(plan), trend_records)
-        attach_trend(
-            decision.result, compare_to_base(summary, base_trend, base_problem) if opts.base_result else summary
+
+def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage) -> None:
+    """Records (never verdicts) for the attempts an interrupted run paid for but never recorded."""
+    loaded, dataset, plan = lane.loaded, lane.dataset, lane.plan
+    recovered, got.lost = recovered_records(earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge)
+    for rec in recovered:
+        writer.write(rec)
+    got.prior = [*got.prior, *recovered]
+    unrecorded = earlier.unrecorded
+    trend_loaded = earlier.trend_loaded
+    if trend_loaded is not None and earlier.unrecorded_trend:
+        trend_judge = JudgeSettings.of(trend_loaded, lane.base_url)
+        trend_lineage = make_lineage(trend_loaded, dataset)
+        found, trend_lost = recovered_records(
+            earlier.unrecorded_trend, dataset, trend_loaded, trend_lineage, plan.lane, trend_judge
         )
-    certify.attach(decision.result, certification, clock().isoformat(), __version__)
+        got.lost += trend_lost
+        with RecordWriter(lane.opts.out_dir / TREND_RECORDS) as trend_writer:
+            for rec in found:
+                trend_writer.write(rec)
+        got.prior_trend = [*got.prior_trend, *found]
+        unrecorded = [*unrecorded, *earlier.unrecorded_trend]  # said in the note below
+    got.trend_records = list(got.prior_trend)
+    if unrecorded:
+        n = sum(len(u.attempts) for u in unrecorded)
+        gone = sum(u.unanswered for u in unrecorded)
+        got.notes.append(
+            f"recovered {n} attempt(s) from {shown_path(lane.opts.out_dir / JOURNAL_FILE)} that no record named "
+            f"(sent before the run was killed); {gone} of them had no answer and count at their reserved upper bound"
+        )
+
+
+def _record_missing_credentials(
+    lane: _Lane, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults
+) -> None:
+    """No API key: every scheduled judgment is recorded as skipped (auth), and nobody is called."""
+    loaded, plan = lane.loaded, lane.plan
+    for case in plan.scheduled:
+        for i in range(plan.repeats):
+            missing = Judgment(
+                status="skipped",
+                error_kind="auth",
+                error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
+            )
+            rec = make_record(
+                case,
+                i,
+                missing,
+                loaded,
+                lineage,
+                plan.lane,
+                lineage.ragas_version,
+                lane.judge,
+                checks.for_record(case.case_id),
+            )
+            got.new_records.append(rec)
+            if got.failure is None:
+                try:
+                    writer.write(rec)
+                except OSError as exc:
+                    got.output_failed(writer.path, exc)
+
+
+def _judge(
+    lane: _Lane,
+    earlier: _Earlier,
+    got: _Gathered,
+    writer: RecordWriter,
+    lineage: Lineage,
+    checks: CheckResults,
+    api_key: str,
+    factory: EvaluatorFactory,
+    clock: Callable[[], dt.date],
+) -> None:
+    """Judge the plan (in this process or in workers), then the trend; say why scheduling stopped."""
+    plan, opts = lane.plan, lane.opts
+    cache = cache_dir_for(lane.loaded, opts.use_cache, opts.cache_dir)
+
+    def new_evaluator(judged_by: LoadedPolicy) -> Evaluator:
+        return factory(judged_by, api_key, cache)
+
+    runner, workers = _make_runner(lane, got, writer, lineage, checks, cache, new_evaluator, clock)
+    budget = runner.budget
+    # ragas' import leaves ~300k long-lived objects that every full collection rescans
+    # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
+    gc.freeze()
+    if workers > 1:
+        ended = judge_in_workers(runner, new_evaluator, workers, opts.out_dir, runner.progress.stream)
+        got.notes, got.findings = [*got.notes, *ended.notes], [*got.findings, *ended.findings]
+    else:
+        asyncio.run(_judge_all(runner))
+    runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
+    trend_loaded = earlier.trend_loaded
+    if trend_loaded is not None and runner.stop_reason is None:
+        trend_evaluator = new_evaluator(trend_loaded)
+        got.trend_records = judge_trend(
+            trend_loaded,
+            plan,
+            lane.dataset,
+            trend_evaluator,
+            budget,
+            opts.out_dir,
+            lane.base_url,
+            got.journal,
+            got.prior_trend,
+        )
+    got.new_records = runner.emitted
+    if runner.failure is not None:
+        got.failure = runner_failure(runner, plan, writer)
+        got.new_records = runner.emitted
+    got.notes += _stop_notes(runner, resumed=bool(got.prior), records_path=writer.path)
+
+
+def _make_runner(
+    lane: _Lane,
+    got: _Gathered,
+    writer: RecordWriter,
+    lineage: Lineage,
+    checks: CheckResults,
+    cache: Path | None,
+    new_evaluator: Callable[[LoadedPolicy], Evaluator],
+    clock: Callable[[], dt.date],
+) -> tuple[Runner, int]:
+    """The runner of this plan under the run's boundary, and how many processes judge it."""
+    loaded, plan, opts = lane.loaded, lane.plan, lane.opts
+    reuse = reusable_records(loaded, got.prior, plan, lane.judge.config_fingerprint) if opts.resume else {}
+    # All already paid for (in the cache or reused from --out): serve them without ragas.
+    wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
+    served = serve_from_cache(loaded, cache, wanted)
+    workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
+    budget = make_budget(boundary(loaded, opts.max_cost), workers)
+    # Money already spent by the interrupted run counts against the same boundary.
+    budget.spent = sum(r.budget_charge for r in [*got.prior, *got.prior_trend]) + got.lost
+    got.journal = AttemptJournal(opts.out_dir / JOURNAL_FILE)
+    evaluator = served or new_evaluator(loaded)
+    stream = opts.progress if opts.progress is not None else sys.stderr
+    progress = Progress(
+        len(plan.scheduled) * plan.repeats, stream, prices(loaded).currency, boundary=budget.limit, reused=len(reuse)
+    )
+    runner = Runner(
+        loaded=loaded,
+        dataset=lane.dataset,
+        plan=plan,
+        evaluator=evaluator,
+        writer=writer,
+        budget=budget,
+        lineage=lineage,
+        progress=progress,
+        judge=lane.judge,
+        reuse=reuse,
+        waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),
+        check_results=checks,
+        journal=got.journal,
+    )
+    return runner, workers
+
+
+def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
+    notes: list[str] = []
+    if runner.stop_reason == "cancelled":
+        notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
+    elif runner.stop_reason == "budget":
+        notes.append("the cost boundary stopped scheduling; completed evidence is kept")
+    elif runner.stop_reason in ("control_failed", "pair_violated"):
+        notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
+    if resumed:
+        notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {shown_path(records_path)}")
+    return notes
+
+
+def _decide(
+    lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults, clock: Callable[[], dt.date]
+) -> Decision:
+    loaded, plan, opts = lane.loaded, lane.plan, lane.opts
+    all_records = got.prior + got.new_records
+    lineage = make_lineage(loaded, lane.dataset, all_records, lane.base_url)
+    findings = got.findings if got.failure is None else [*got.findings, got.failure]
+    decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=got.notes)
+    attach_checks(decision.result, checks, plan.eligible)
+    if earlier.trend_loaded is not None and loaded.policy.trend is not None:
+        summary = summarize(loaded.policy.trend, trend_cases(plan), got.trend_records)
+        compared = compare_to_base(summary, earlier.base_trend, earlier.base_problem) if opts.base_result else summary
+        attach_trend(decision.result, compared)
+    certify.attach(decision.result, lane.certification, clock().isoformat(), __version__)
+    return decision
+
+
+def _write(decision: Decision, opts: RunOptions, failure: Finding | None) -> None:
+    """Write the outputs; after the run's own write failure, write what can be, then raise (exit 3)."""
+    out = opts.out_dir
     if failure is not None and failure.kind == "output_failed":
         # Write what can be written (result.json first), then end with exit 3 and the message.
         try:
@@ -508,7 +658,6 @@ def run(
             "--resume to keep the judgments already recorded"
         )
     write_outputs(out, with_shard(decision, opts.shard))
-    return decision
 
 
 def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], factory: EvaluatorFactory) -> Decision:
