@@ -40,6 +40,7 @@ from gate import crash
 from gate.escape import log_text, workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
 from gate.loading import FileProblem, read_yaml_mapping
+from gate.process import without_pydantic_plugins
 from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
 from gate.report.checkrun import format_cost
 from gate.states import USAGE_ERROR_EXIT
@@ -471,7 +472,7 @@ def configure_logging(env: Mapping[str, str]) -> None:
 
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as `gate.cli.main`: no plugin scan
+    without_pydantic_plugins()  # as `gate.cli.main`: no plugin scan
     configure_logging(env)
     try:
         return _main(env)

@@ -22,6 +22,7 @@ from gate import __version__
 from gate.commands import report_known_error
 from gate.errors import UsageError
 from gate.escape import log_text
+from gate.process import exit_process, gc_paused, without_pydantic_plugins
 from gate.states import Finding, State, blocking_findings
 
 STATE_LABEL = {
@@ -273,6 +274,7 @@ def format_findings_text(findings: Sequence[Finding], out: IO[str], header: str 
     print_findings([f.to_dict() for f in findings], make_console(out), shown)
 
 
+@gc_paused()  # a short command whose objects all live to its end: a collection would find nothing
 def cmd_validate(args: argparse.Namespace) -> int:
     from gate.cases import load_dataset
     from gate.plan import LaneError
@@ -455,9 +457,7 @@ def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # pydantic scans every installed distribution for plugins before building its first model
-    # (tens of ms of `gate validate`'s start); the gate's own models want none.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    without_pydantic_plugins()  # the gate's own models want none (tens of ms of every start)
     args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(argv)
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def main_entry() -> None:
-    sys.exit(main())
+    exit_process(main())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import errno
-import gc
 import hashlib
 import json
 import os
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from gate.escape import visible
 from gate.paths import from_working_directory, shown_path, working_directory
+from gate.process import gc_paused as gc_paused  # where the loaders have always imported it from
 from gate.yaml12 import YamlProblem, load_yaml12
 
 
@@ -28,18 +28,6 @@ def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many long-lived objects."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def canonical_json(value: Any) -> str:

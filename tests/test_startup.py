@@ -4,6 +4,7 @@ commands use (bench/scale.py `--only startup` measures the time; these tests pin
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pydantic
 import pytest
 from rich.text import Text
 
@@ -54,7 +56,8 @@ def test_validate_on_the_example_loads_no_numpy_nor_the_judge() -> None:
 def test_validate_loads_nothing_only_other_commands_use() -> None:
     """Each of these is start-up time `gate validate` would pay for nothing (issue 12): the event
     loop (only checks that run await), rich (a clean result off a terminal is two plain lines), the
-    judge, the run, the decision and its renderers."""
+    judge, the run, the decision and its renderers, and the package-metadata reader pydantic's
+    plugin loader imports only to find no plugin."""
     printed, loaded = validate_example_modules()
     assert printed.endswith("\npassed. No findings: the policy and dataset validate clean.\n"), printed
     unneeded = (
@@ -66,6 +69,7 @@ def test_validate_loads_nothing_only_other_commands_use() -> None:
         "gate.result",
         "gate.report",
         "gate.records",
+        "importlib.metadata",  # pydantic's plugin loader, with every plugin off (gate/process.py)
     )
     assert sorted(m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in unneeded)) == []
 
@@ -108,3 +112,48 @@ def test_exact_search_finds_what_minhash_finds() -> None:
     exact = near_duplicates_exact(texts, groups, 0.6, 3, skip=skip)
     assert exact == near_duplicates(texts, groups, 0.6, 3, skip=skip)
     assert len(exact) == 9  # ten planted, the one with case 0 skipped
+
+
+def test_pydantic_asks_the_plugin_loader_only_what_the_stand_in_answers() -> None:
+    """gate/process.py answers pydantic's one question ("which plugins?") when all are off: if a
+    pydantic upgrade asked its loader anything else, every command would break, so this fails first."""
+    package = Path(pydantic.__file__).parent
+    asked = {
+        alias.name
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_loader")
+        for alias in node.names
+    }
+    assert asked == {"get_plugins"}
+
+
+def plugin_loader_in_a_fresh_process(setting: str | None) -> dict[str, object]:
+    probe = (
+        "import json, sys\n"
+        "from gate.process import without_pydantic_plugins\n"
+        "without_pydantic_plugins()\n"
+        "from pydantic import BaseModel\n"
+        "class M(BaseModel):\n"
+        "    x: int\n"
+        "loader = sys.modules['pydantic.plugin._loader']\n"
+        "print(json.dumps({'real': hasattr(loader, 'entry_points'), 'metadata': 'importlib.metadata' in sys.modules,"
+        " 'value': M(x=1).x}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout)
+    return result
+
+
+def test_every_plugin_off_needs_no_package_metadata() -> None:
+    assert plugin_loader_in_a_fresh_process(None) == {"real": False, "metadata": False, "value": 1}
+    assert plugin_loader_in_a_fresh_process("true") == {"real": False, "metadata": False, "value": 1}
+
+
+def test_a_plugin_the_user_keeps_is_looked_up_by_pydantic_itself() -> None:
+    # Disabling one named plugin leaves the others on: pydantic's real loader finds them.
+    assert plugin_loader_in_a_fresh_process("some_plugin") == {"real": True, "metadata": True, "value": 1}
