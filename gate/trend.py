@@ -17,8 +17,8 @@ from typing import Any
 
 from gate.cases import Case
 from gate.errors import PolicyError
-from gate.loading import FileProblem, read_run_json, read_text, resolve_inside, sha256_hex
-from gate.policy import TREND_BANDS, LoadedPolicy, Trend, prompt_placeholders
+from gate.loading import FileProblem, read_run_json, sha256_hex
+from gate.policy import TREND_BANDS, LoadedPolicy, Trend, prompt_placeholders, read_policy_file
 from gate.records import Record
 from gate.states import Finding, State
 
@@ -122,11 +122,8 @@ def load_trend(loaded: LoadedPolicy) -> LoadedPolicy | None:
     if trend is None:
         return None
     if trend.prompt_file is not None:
-        try:
-            path = resolve_inside(loaded.base_dir, trend.prompt_file, "trend.prompt_file")
-            template = read_text(path, "trend prompt file (`trend.prompt_file`)")
-        except FileProblem as exc:
-            raise PolicyError(str(loaded.path), [exc.message]) from None
+        what = "trend prompt file (`trend.prompt_file`)"
+        template = read_policy_file(str(loaded.path), loaded.base_dir, trend.prompt_file, "trend.prompt_file", what)
     else:
         template = trend.prompt or ""
     where = f"`trend.prompt_file` ({trend.prompt_file})" if trend.prompt_file else "`trend.prompt`"

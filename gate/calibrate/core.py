@@ -36,7 +36,6 @@ CAUSES: tuple[str, ...] = (
     "provider_failure",
     "out_of_scope",
 )
-CONFUSION = ("true_pass", "true_fail", "false_pass", "false_fail")
 CALIBRATION_PARTITION = "calibration"
 # Partitions that tune the judge; a lane running them does not gate a release.
 TUNING_PARTITIONS = frozenset({"dev", CALIBRATION_PARTITION})
@@ -62,7 +61,7 @@ class CaseVerdict:
     bucket: Bucket
     judge_label: str | None = None
     judge_reason: str | None = None
-    outcome: str | None = None  # one of CONFUSION when completed
+    outcome: str | None = None  # one of gate.strata.CONFUSION when completed
     unstable: bool = False
     why: str | None = None  # why it is not completed
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.cases import Adjudication, Case
 from gate.errors import PolicyError, UsageError
-from gate.loading import FileProblem, open_binary, read_run_json, read_text, resolve_inside, sha256_hex
-from gate.policy import LEAKING_FIELDS, Drift, LoadedPolicy, prompt_placeholders
+from gate.loading import FileProblem, open_binary, read_run_json, resolve_inside, sha256_hex
+from gate.policy import LEAKING_FIELDS, Drift, LoadedPolicy, prompt_placeholders, read_policy_file
 
 DRIFT_LANE = "scheduled"
 DRIFT_PARTITION = "drift"
@@ -121,11 +121,8 @@ def drift_policy(loaded: LoadedPolicy) -> LoadedPolicy:
     """
     drift = drift_config(loaded)
     if drift.prompt_file is not None:
-        try:
-            path = resolve_inside(loaded.base_dir, drift.prompt_file, "drift.prompt_file")
-            template = read_text(path, "drift prompt file (`drift.prompt_file`)")
-        except FileProblem as exc:
-            raise PolicyError(str(loaded.path), [exc.message]) from None
+        what = "drift prompt file (`drift.prompt_file`)"
+        template = read_policy_file(str(loaded.path), loaded.base_dir, drift.prompt_file, "drift.prompt_file", what)
         where = f"`drift.prompt_file` ({drift.prompt_file})"
     elif drift.prompt is not None:
         template, where = drift.prompt, "`drift.prompt`"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -104,6 +104,17 @@ def contract(ctx: Context, indices: Iterable[int], what: str, fix: str, slice_na
     return grouped(
         ctx, indices, state=State.QUALITY_FAILED, kind="input_contract", what=what, fix=fix, slice_name=slice_name
     )
+
+
+def undeclared(ctx: Context, value_of: Callable[[Case], str | None], declared: Container[str]) -> dict[str, list[int]]:
+    """The cases whose value (their slice, rubric version, ...) is set, not blank and not in `declared`:
+    their indices by value, values in the order the dataset first uses them."""
+    found: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        value = value_of(case)
+        if value is not None and value.strip() and value not in declared:
+            found.setdefault(value, []).append(i)
+    return found
 
 
 def capped(findings: list[Finding], summary: Finding | None) -> list[Finding]:

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from gate.states import Finding
-from gate.validate.context import Context, contract
+from gate.validate.context import Context, contract, undeclared
 
 
 def disallowed_labels(ctx: Context) -> list[Finding]:
     metric = ctx.policy.metric
     allowed = metric.allowed_values
-    bad: dict[str, list[int]] = {}
-    for i, case in enumerate(ctx.cases):
-        label = case.human_label
-        if label.strip() and label not in allowed:
-            bad.setdefault(label, []).append(i)
+    bad = undeclared(ctx, lambda case: case.human_label, allowed)
     findings: list[Finding] = []
     for label, idx in bad.items():
         if label in metric.label_aliases:

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 from gate.states import Finding
-from gate.validate.context import Context, contract
+from gate.validate.context import Context, contract, undeclared
 
 
 def unknown_rubrics(ctx: Context) -> list[Finding]:
     accepted = ctx.policy.rubrics
-    bad: dict[str, list[int]] = {}
-    for i, case in enumerate(ctx.cases):
-        version = case.rubric_version
-        if version.strip() and version not in accepted:
-            bad.setdefault(version, []).append(i)
+    bad = undeclared(ctx, lambda case: case.rubric_version, accepted)
     return [
         contract(
             ctx,

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from gate.states import Finding
-from gate.validate.context import Context, contract
+from gate.validate.context import Context, contract, undeclared
 
 
 def unknown_strata(ctx: Context) -> list[Finding]:
     declared = ctx.policy.strata
     if not declared:
         return []
-    bad: dict[str, list[int]] = {}
-    for i, case in enumerate(ctx.cases):
-        if case.stratum is not None and case.stratum not in declared:
-            bad.setdefault(case.stratum, []).append(i)
+    bad = undeclared(ctx, lambda case: case.stratum, declared)  # a stratum is a name: never blank
     return [
         contract(
             ctx,

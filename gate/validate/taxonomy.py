@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from gate.states import Finding, State
-from gate.validate.context import Context, contract, grouped
+from gate.validate.context import Context, contract, grouped, undeclared
 
 
 def unknown_slices(ctx: Context) -> list[Finding]:
     declared = list(ctx.policy.slices)
-    bad: dict[str, list[int]] = {}
-    for i, case in enumerate(ctx.cases):
-        if case.slice.strip() and case.slice not in ctx.policy.slices:
-            bad.setdefault(case.slice, []).append(i)
+    bad = undeclared(ctx, lambda case: case.slice, ctx.policy.slices)
     return [
         grouped(
             ctx,
@@ -28,10 +25,7 @@ def unknown_slices(ctx: Context) -> list[Finding]:
 
 def unknown_partitions(ctx: Context) -> list[Finding]:
     known = ctx.policy.all_partitions
-    bad: dict[str, list[int]] = {}
-    for i, case in enumerate(ctx.cases):
-        if case.partition.strip() and case.partition not in known:
-            bad.setdefault(case.partition, []).append(i)
+    bad = undeclared(ctx, lambda case: case.partition, known)
     return [
         contract(
             ctx,
