@@ -22,12 +22,10 @@ OVERSAMPLED_FACTOR = 1.5
 CONFUSION = ("true_pass", "true_fail", "false_pass", "false_fail")
 
 
-@dataclass(frozen=True)
-class StratumRow:
-    name: str
-    prevalence: float
-    cases: int  # every case of the stratum in the sample (completed or not)
-    share: float  # cases / all stratified cases
+@dataclass(frozen=True, kw_only=True)
+class Confusion:
+    """The completed judgments by their outcome against the human label (CONFUSION)."""
+
     true_pass: int = 0
     true_fail: int = 0
     false_pass: int = 0
@@ -36,6 +34,14 @@ class StratumRow:
     @property
     def completed(self) -> int:
         return self.true_pass + self.true_fail + self.false_pass + self.false_fail
+
+
+@dataclass(frozen=True)
+class StratumRow(Confusion):
+    name: str
+    prevalence: float
+    cases: int  # every case of the stratum in the sample (completed or not)
+    share: float  # cases / all stratified cases
 
     @property
     def oversampled(self) -> bool:

@@ -22,7 +22,7 @@ from gate.evidence import UNRUN_ERROR_KINDS, best_records, majority
 from gate.policy import Policy
 from gate.record_vetting import vet_records
 from gate.records import Record
-from gate.strata import Weighting, weigh
+from gate.strata import Confusion, Weighting, weigh
 from gate.supersede import superseded_ids
 
 SCHEMA_VERSION = 1
@@ -67,19 +67,11 @@ class CaseVerdict:
 
 
 @dataclass(frozen=True)
-class Tally:
-    true_pass: int = 0
-    true_fail: int = 0
-    false_pass: int = 0
-    false_fail: int = 0
+class Tally(Confusion):
     errors: int = 0
     review: int = 0
     unrun: int = 0
     unstable: int = 0
-
-    @property
-    def completed(self) -> int:
-        return self.true_pass + self.true_fail + self.false_pass + self.false_fail
 
     @property
     def cases(self) -> int:
