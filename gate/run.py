@@ -56,7 +56,7 @@ from gate.resume import recovered_records, reusable_records
 from gate.shard import Shard, select, with_shard
 from gate.states import Finding, State, blocking_findings
 from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
-from gate.trend_lane import attach_trend, judge_trend, trend_cases
+from gate.trend_lane import attach_trend, judge_trend, trend_cases, trend_todo
 from gate.worker_records import discard_worker_records, fold_worker_records
 from gate.workers import judge_in_workers, make_budget, worker_count
 
@@ -548,7 +548,9 @@ def _judge(
     runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
     trend_loaded = earlier.trend_loaded
     if trend_loaded is not None and runner.stop_reason is None:
-        trend_evaluator = new_evaluator(trend_loaded)
+        # Every grade in the cache (or in --out): served without ragas, as the verdicts are.
+        graded = serve_from_cache(trend_loaded, cache, [(c, 0) for c in trend_todo(plan, got.prior_trend)])
+        trend_evaluator = graded or new_evaluator(trend_loaded)
         got.trend_records = judge_trend(
             trend_loaded,
             plan,

@@ -29,6 +29,12 @@ def trend_cases(plan: Plan) -> list[Case]:
     return [c for c in plan.scheduled if not c.is_control]
 
 
+def trend_todo(plan: Plan, prior: Sequence[Record]) -> list[Case]:
+    """The cases still to grade: a case with a grade in the run being resumed is not paid again."""
+    done = {r.case_id for r in prior if r.status == "ok"}
+    return [c for c in trend_cases(plan) if c.case_id not in done]
+
+
 def judge_trend(
     trend_loaded: LoadedPolicy,
     plan: Plan,
@@ -47,7 +53,6 @@ def judge_trend(
     settings = JudgeSettings.of(trend_loaded, base_url)
     lineage = make_lineage(trend_loaded, dataset)
     records: list[Record] = list(prior)
-    done = {r.case_id for r in prior if r.status == "ok"}
     with RecordWriter(out / TREND_RECORDS) as writer:
 
         def emit(case: Case, judgment: Judgment) -> None:
@@ -56,7 +61,7 @@ def judge_trend(
             records.append(rec)
 
         concurrency = trend_loaded.policy.evaluator.max_concurrency
-        todo = [c for c in trend_cases(plan) if c.case_id not in done]
+        todo = trend_todo(plan, prior)
         stream = (journal, TREND_STREAM) if journal is not None else None
         asyncio.run(judge_each(evaluator, todo, budget, concurrency, emit, stream))
     return records

@@ -86,3 +86,36 @@ def test_resumed_run_with_every_judgment_in_out_imports_no_ragas(tmp_path: Path)
         res = result(out)
         assert res["state"] == "passed" and res["counts"]["completed"] == 14
         assert any("resumed: 14 completed judgment(s)" in n for n in res["notes"])
+
+
+def test_a_trend_policy_all_cached_or_in_out_imports_no_ragas_and_equals_the_paid_run(tmp_path: Path) -> None:
+    """The trend lane takes the cached path too: every verdict and every trend grade in the cache
+    (or in --out on --resume) and nothing loads ragas, nothing is sent, the decision and trend agree."""
+    from test_trend import trend, trend_or_verdict
+
+    with FakeOpenAI(default=trend_or_verdict({"c-1": "5", "c-2": "2"})) as fake:
+        policy = write_suite(tmp_path / "s", suite_cases(), evaluator={"base_url": fake.base_url}, trend=trend())
+        cache = tmp_path / "cache"
+        run = ("run", "--policy", policy, "--cache-dir", cache)
+        first = gate_process(*run, "--out", tmp_path / "first")
+        assert first["code"] == 0 and "ragas" in first["loaded"]
+        paid = fake.count()
+        assert paid == 14 + 9  # the verdicts, then a grade for each of the 9 non-control cases
+
+        again = gate_process(*run, "--out", tmp_path / "again")
+        assert again == {"code": 0, "loaded": []}
+        assert fake.count() == paid
+        one, two = result(tmp_path / "first"), result(tmp_path / "again")
+        assert (two["state"], two["slices"], two["blockers"]) == (one["state"], one["slices"], one["blockers"])
+        graded = {k: one["trend"][k] for k in ("overall", "slices")}
+        assert {k: two["trend"][k] for k in graded} == graded and graded["overall"]["n"] == 9
+        assert graded["overall"]["distribution"]["5"] == 1 and graded["overall"]["distribution"]["2"] == 1
+        assert two["cost"]["total"] == 0 and two["trend"]["cost"]["total"] == 0
+        grades = [json.loads(line) for line in (tmp_path / "again" / "trend.jsonl").open()]
+        assert len(grades) == 9 and {g["cache"] for g in grades} == {"hit"}
+
+        # resumed with every verdict and grade in --out, without the cache
+        resumed = gate_process("run", "--policy", policy, "--out", tmp_path / "first", "--no-cache", "--resume")
+        assert resumed == {"code": 0, "loaded": []}
+        assert fake.count() == paid
+        assert {k: result(tmp_path / "first")["trend"][k] for k in graded} == graded
