@@ -17,7 +17,7 @@ from gate import __version__
 from gate.cases import Case, Dataset
 from gate.decide import Lineage
 from gate.fingerprint import config_fingerprint
-from gate.judge import ragas_version, resolve_base_url
+from gate.judge import installed_version, ragas_version, resolve_base_url
 from gate.loading import canonical_json, sha256_hex
 from gate.policy import LoadedPolicy
 from gate.records import Record, Sampling
@@ -94,20 +94,12 @@ class JudgeSettings:
         }
 
 
-def installed_version(dist: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return ""
-
-
 def make_lineage(
     loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
 ) -> Lineage:
     """The run's lineage; `base_url` None resolves the policy's (or OPENAI_BASE_URL) now."""
-    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas")
+    installed = installed_version("ragas") or ""
+    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed
     url = resolve_base_url(loaded.policy.evaluator.base_url) if base_url is None else base_url
     return Lineage(
         policy_sha256=loaded.sha256,
@@ -118,6 +110,6 @@ def make_lineage(
         ragas_version=ragas,
         gate_version=__version__,
         metric_definition_sha256=metric_definition_sha256(loaded),
-        config_fingerprint=config_fingerprint(loaded, url, installed_version("ragas")),
+        config_fingerprint=config_fingerprint(loaded, url, installed),
         dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
     )

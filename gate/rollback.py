@@ -8,13 +8,13 @@ only: ragas is never imported here.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gate import __version__
+from gate.judge import installed_version
 from gate.judge.render import RENDERER_VERSION
 from gate.loading import FileProblem, canonical_json, read_json, sha256_hex
 from gate.policy import LoadedPolicy
@@ -39,13 +39,6 @@ def metric_definition_sha256(loaded: LoadedPolicy) -> str:
     return sha256_hex(canonical_json(definition))
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def lock_sha256() -> str | None:
     """sha256 of the requirements.lock this gate was installed from, when it ships beside it."""
     try:
@@ -63,7 +56,7 @@ def rollback_bundle(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "schema_version": ROLLBACK_SCHEMA_VERSION,
         "lock_sha256": lock_sha256(),
-        "packages": {name: _version(name) for name in JUDGE_PACKAGES},
+        "packages": {name: installed_version(name) for name in JUDGE_PACKAGES},
         "metric_definition_sha256": lineage.get("metric_definition_sha256") or None,
         "prompt_sha256": lineage.get("prompt_sha256") or None,
         "renderer_version": RENDERER_VERSION,

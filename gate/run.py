@@ -39,9 +39,9 @@ from gate.evidence import majority
 from gate.inputs import cache_dir_for, load_inputs
 from gate.journal import CURRENT as JOURNAL_CONTEXT
 from gate.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, JournalContext, Unrecorded, recover
-from gate.judge import Evaluator, Judgment, partial_judgment, resolve_base_url
+from gate.judge import Evaluator, Judgment, installed_version, partial_judgment, resolve_base_url
 from gate.judge.cached import serve_from_cache
-from gate.lineage import JudgeSettings, installed_version, make_lineage
+from gate.lineage import JudgeSettings, make_lineage
 from gate.outdir import OutputWriteError, check_out_dir, describe
 from gate.outputs import write_outputs
 from gate.overrides import waived_case_ids
@@ -136,11 +136,7 @@ class Runner:
         try:
             self.writer.write(record)
         except OSError as exc:
-            self.fail(
-                "output_failed",
-                f"writing {self.writer.path} failed ({describe(exc)}): scheduling stopped at once and the "
-                "judgments in flight were abandoned",
-            )
+            self.fail_writing(str(self.writer.path), exc)
 
     def fail(self, kind: str, message: str) -> None:
         """Stop at once: no new judgment, no retry; the judgments in flight are cancelled."""
@@ -154,6 +150,13 @@ class Runner:
         for t in list(self.tasks):
             if t is not current:
                 t.cancel()
+
+    def fail_writing(self, path: str, exc: OSError) -> None:
+        message = (
+            f"writing {path} failed ({describe(exc)}): scheduling stopped at once and the judgments in flight "
+            "were abandoned"
+        )
+        self.fail("output_failed", message)
 
     def remember(self, record: Record) -> None:
         if record.status == "ok":
@@ -180,11 +183,7 @@ class Runner:
                 JOURNAL_CONTEXT.reset(token)
         self.emit(self.to_record(case, repeat, j))
         if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
-            self.fail(
-                "output_failed",
-                f"writing {shown_path(journal.path)} failed ({describe(journal.error)}): scheduling stopped at once and the "
-                "judgments in flight were abandoned",
-            )
+            self.fail_writing(shown_path(journal.path), journal.error)
         self.progress.tick(j, self.budget.spent + self.budget.reserved)
         if j.error_kind == "budget" and self.stop_reason is None:
             self.stop_reason = "budget"
@@ -294,9 +293,9 @@ def run(
         drift_loaded = load_policy(policy_path)
         if drift_loaded.policy.drift is not None:
             return _run_drift(drift_loaded, opts, env, factory)
-    lane = _prepare(policy_path, opts, env)
+    lane = _prepare(policy_path, opts, env, factory, clock)
     if lane.opts.dry_run:
-        return _dry_run(lane, env, clock)
+        return _dry_run(lane)
     check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
     earlier = _take_stock(lane)
     lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
@@ -308,9 +307,8 @@ def run(
         findings=[*lane.findings, *check_blockers],
         notes=list(earlier.notes),
     )
-    api_key = env.get(lane.loaded.policy.evaluator.api_key_env, "").strip()
-    _gather(lane, earlier, got, lineage, check_results, api_key, factory, clock)
-    decision = _decide(lane, earlier, got, check_results, clock)
+    _gather(lane, earlier, got, lineage, check_results)
+    decision = _decide(lane, earlier, got, check_results)
     _write(decision, lane.opts, got.failure)
     return decision
 
@@ -327,30 +325,39 @@ class _Lane:
     base_url: str
     judge: JudgeSettings
     certification: certify.Certification | None
+    api_key: str  # "" when the policy's key variable is unset
+    factory: EvaluatorFactory
+    clock: Callable[[], dt.date]
 
 
-def _prepare(policy_path: str | Path, opts: RunOptions, env: dict[str, str]) -> _Lane:
+def _prepare(
+    policy_path: str | Path,
+    opts: RunOptions,
+    env: dict[str, str],
+    factory: EvaluatorFactory,
+    clock: Callable[[], dt.date],
+) -> _Lane:
     loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)
     # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
-    certification = certify.assess(loaded, plan, judge, installed_version("ragas"))
+    certification = certify.assess(loaded, plan, judge, installed_version("ragas") or "")
     if certification is not None:
         findings = [*findings, *certification.findings]
     if opts.shard is not None:
         plan = select(plan, opts.shard)
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
         opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count)
-    return _Lane(loaded, dataset, plan, findings, opts, base_url, judge, certification)
+    api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
+    return _Lane(loaded, dataset, plan, findings, opts, base_url, judge, certification, api_key, factory, clock)
 
 
-def _dry_run(lane: _Lane, env: dict[str, str], clock: Callable[[], dt.date]) -> Decision:
+def _dry_run(lane: _Lane) -> Decision:
     loaded, max_cost = lane.loaded, lane.opts.max_cost
-    has_key = bool(env.get(loaded.policy.evaluator.api_key_env, "").strip())
-    print_plan(loaded, lane.plan, lane.findings, max_cost, sys.stdout, has_key)
+    print_plan(loaded, lane.plan, lane.findings, max_cost, sys.stdout, bool(lane.api_key))
     lineage = make_lineage(loaded, lane.dataset)
     notes = ["dry run: no model call"]
-    decision = decide(loaded, lane.plan, lane.findings, [], lineage, clock(), max_cost=max_cost, notes=notes)
+    decision = decide(loaded, lane.plan, lane.findings, [], lineage, lane.clock(), max_cost=max_cost, notes=notes)
     return with_shard(decision, lane.opts.shard)
 
 
@@ -424,26 +431,17 @@ class _Gathered:
             self.failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
 
 
-def _gather(
-    lane: _Lane,
-    earlier: _Earlier,
-    got: _Gathered,
-    lineage: Lineage,
-    checks: CheckResults,
-    api_key: str,
-    factory: EvaluatorFactory,
-    clock: Callable[[], dt.date],
-) -> None:
+def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, checks: CheckResults) -> None:
     """Recover, then judge (or say why nothing is judged); a write that fails ends in `got.failure`."""
     writer = RecordWriter(lane.opts.out_dir / RECORDS_FILE)
     try:
         _recover(lane, earlier, got, writer, lineage)
         if blocking_findings(got.findings):
             got.notes.append("deterministic checks blocked: no model call was made")
-        elif not api_key:
+        elif not lane.api_key:
             _record_missing_credentials(lane, got, writer, lineage, checks)
         else:
-            _judge(lane, earlier, got, writer, lineage, checks, api_key, factory, clock)
+            _judge(lane, earlier, got, writer, lineage, checks)
     except OSError as exc:  # the recovered records or the journal could not be written
         got.output_failed(lane.opts.out_dir, exc)
     finally:
@@ -518,24 +516,16 @@ def _record_missing_credentials(
 
 
 def _judge(
-    lane: _Lane,
-    earlier: _Earlier,
-    got: _Gathered,
-    writer: RecordWriter,
-    lineage: Lineage,
-    checks: CheckResults,
-    api_key: str,
-    factory: EvaluatorFactory,
-    clock: Callable[[], dt.date],
+    lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults
 ) -> None:
     """Judge the plan (in this process or in workers), then the trend; say why scheduling stopped."""
     plan, opts = lane.plan, lane.opts
     cache = cache_dir_for(lane.loaded, opts.use_cache, opts.cache_dir)
 
     def new_evaluator(judged_by: LoadedPolicy) -> Evaluator:
-        return factory(judged_by, api_key, cache)
+        return lane.factory(judged_by, lane.api_key, cache)
 
-    runner, workers = _make_runner(lane, got, writer, lineage, checks, cache, new_evaluator, clock)
+    runner, workers = _make_runner(lane, got, writer, lineage, checks, cache, new_evaluator)
     budget = runner.budget
     # ragas' import leaves ~300k long-lived objects that every full collection rescans
     # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
@@ -577,7 +567,6 @@ def _make_runner(
     checks: CheckResults,
     cache: Path | None,
     new_evaluator: Callable[[LoadedPolicy], Evaluator],
-    clock: Callable[[], dt.date],
 ) -> tuple[Runner, int]:
     """The runner of this plan under the run's boundary, and how many processes judge it."""
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
@@ -606,7 +595,7 @@ def _make_runner(
         progress=progress,
         judge=lane.judge,
         reuse=reuse,
-        waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", clock()),
+        waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
         check_results=checks,
         journal=got.journal,
     )
@@ -626,9 +615,8 @@ def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
     return notes
 
 
-def _decide(
-    lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults, clock: Callable[[], dt.date]
-) -> Decision:
+def _decide(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults) -> Decision:
+    clock = lane.clock
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
     all_records = got.prior + got.new_records
     lineage = make_lineage(loaded, lane.dataset, all_records, lane.base_url)

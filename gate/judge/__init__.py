@@ -88,21 +88,22 @@ def partial_judgment(exc: BaseException) -> Judgment | None:
     return j if isinstance(j, Judgment) else None
 
 
-def _dist_version(name: str) -> str:
+def installed_version(dist: str) -> str | None:
+    """A distribution's installed version from package metadata (nothing is imported), None if absent."""
     try:
-        return importlib.metadata.version(name)
+        return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+        return None
 
 
 def ragas_version() -> str:
     """The installed ragas version, read from package metadata (ragas is not imported)."""
-    return _dist_version("ragas")
+    return installed_version("ragas") or "unknown"
 
 
 def instructor_version() -> str:
     """The installed instructor version, read from package metadata (instructor is not imported)."""
-    return _dist_version("instructor")
+    return installed_version("instructor") or "unknown"
 
 
 class _FromEnv(enum.Enum):
