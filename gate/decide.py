@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate import rules
 from gate.budget import cost_boundary
 from gate.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.overrides import apply_overrides
@@ -24,7 +23,7 @@ from gate.owners import route
 from gate.plan import Plan
 from gate.policy import LoadedPolicy, Owners
 from gate.records import Record
-from gate.rules import apply_rules
+from gate.rules import apply_rules, control_failures
 from gate.states import Finding, State, overall_state
 from gate.strata import weigh
 
@@ -156,7 +155,7 @@ def _assemble_result(
 ) -> dict[str, Any]:
     """result.json (SPEC section 5) from the evidence and the blockers left after overrides."""
     policy, outcomes = ev.policy, ev.outcomes
-    control_failures = rules.control_failures(ev)
+    failed_controls = control_failures(ev)
     price = policy.evaluator.price
     result: dict[str, Any] = {
         "schema_version": RESULT_SCHEMA_VERSION,
@@ -169,7 +168,7 @@ def _assemble_result(
         "counts": case_counts(ev),
         "unrun_case_ids": [o.case.case_id for o in outcomes if o.bucket == "unrun"],
         "slices": slice_tallies(ev),
-        "controls": {"ok": not control_failures, "failures": control_failures},
+        "controls": {"ok": not failed_controls, "failures": failed_controls},
         "cost": cost_summary(ev.records, price.currency if price else "USD"),
         "lineage": lineage.to_dict(),
         "waived": waived,
