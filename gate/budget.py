@@ -26,11 +26,6 @@ class Prices:
         return input_tokens * self.input_per_mtok / 1_000_000 + output_tokens * self.output_per_mtok / 1_000_000
 
 
-def cost_boundary(policy_limit: float, max_cost: float | None) -> float:
-    """The boundary a run is held to: the policy's `limits.max_total_cost`, or `--max-cost` when lower."""
-    return policy_limit if max_cost is None else min(policy_limit, max_cost)
-
-
 class BudgetExhausted(Exception):
     """The next attempt's reservation does not fit under the boundary."""
 

@@ -6,7 +6,7 @@ prompt's bytes; the prices are the policy's.
 
 from __future__ import annotations
 
-from gate.budget import Prices, cost_boundary
+from gate.budget import Prices
 from gate.cases import Case
 from gate.judge.render import RenderError, render_case
 from gate.policy import LoadedPolicy
@@ -17,7 +17,12 @@ REQUEST_OVERHEAD_BYTES = 2_048
 
 
 def boundary(loaded: LoadedPolicy, max_cost: float | None) -> float:
-    return cost_boundary(loaded.policy.limits.max_total_cost, max_cost)
+    """The boundary a run is held to: the policy's `limits.max_total_cost`, or `--max-cost` when lower.
+
+    The one definition: the run's budget, its dry-run plan and the decision (result.json `limits`) ask it.
+    """
+    limit = loaded.policy.limits.max_total_cost
+    return limit if max_cost is None else min(limit, max_cost)
 
 
 def prices(loaded: LoadedPolicy) -> Prices:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate.budget import cost_boundary
+from gate.cost import boundary
 from gate.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.overrides import apply_overrides
 from gate.owners import route
@@ -94,9 +94,14 @@ def decide(
     notes: Sequence[str] = (),
 ) -> Decision:
     """The inputs' findings and every rule's, less what active overrides waive, decide the state."""
-    boundary = cost_boundary(loaded.policy.limits.max_total_cost, max_cost)
     ev = prepare_evidence(
-        loaded, plan, findings, records, fingerprint=lineage.config_fingerprint, boundary=boundary, notes=notes
+        loaded,
+        plan,
+        findings,
+        records,
+        fingerprint=lineage.config_fingerprint,
+        boundary=boundary(loaded, max_cost),
+        notes=notes,
     )
     # Overrides apply once, to the finished blockers (gate.overrides is the one place that waives).
     applied = apply_overrides([*ev.findings, *apply_rules(ev)], loaded.policy.overrides, today)
