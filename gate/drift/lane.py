@@ -70,26 +70,7 @@ def run_drift(
         gate_version=__version__,
     )
     out = opts.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    for name in DRIFT_FILES:
-        (out / name).unlink(missing_ok=True)
-
-    # Each attempt is written ahead to this run's journal (stream "drift"): the lane has no
-    # --resume, so after a kill the journal is the bill of what was sent (the next run replaces it).
-    (out / JOURNAL_FILE).unlink(missing_ok=True)
-    records: list[Record] = []
-    with RecordWriter(out / DRIFT_RECORDS) as writer, contextlib.closing(AttemptJournal(out / JOURNAL_FILE)) as journal:
-        if opts.api_key:
-
-            def emit(case: Case, judgment: Judgment) -> None:
-                rec = record(case, judgment, judged_by, lineage)
-                writer.write(rec)
-                records.append(rec)
-
-            evaluator = factory(judged_by, opts.api_key, opts.cache_dir)
-            concurrency = loaded.policy.evaluator.max_concurrency
-            budget = Budget(opts.boundary)
-            asyncio.run(judge_each(evaluator, sample, budget, concurrency, emit, (journal, DRIFT_STREAM)))
+    records = _judge_sample(loaded, judged_by, sample, lineage, opts, factory, record)
 
     vs = verdicts(sample, records)
     overall, slices = pass_rates(vs)
@@ -133,6 +114,40 @@ def run_drift(
     }
     (out / DRIFT_RESULT).write_text(json.dumps(drift_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return Decision(state=state, blockers=blockers, waived=[], outcomes=[], result=result)
+
+
+def _judge_sample(
+    loaded: LoadedPolicy,
+    judged_by: LoadedPolicy,
+    sample: Sequence[Case],
+    lineage: Lineage,
+    opts: DriftRun,
+    factory: Callable[[LoadedPolicy, str, Path | None], Evaluator],
+    record: RecordMaker,
+) -> list[Record]:
+    """Clear the lane's files in --out, then judge the sample (without a key, nothing) into drift-records.jsonl."""
+    out = opts.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    for name in DRIFT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+    # Each attempt is written ahead to this run's journal (stream "drift"): the lane has no
+    # --resume, so after a kill the journal is the bill of what was sent (the next run replaces it).
+    (out / JOURNAL_FILE).unlink(missing_ok=True)
+    records: list[Record] = []
+    with RecordWriter(out / DRIFT_RECORDS) as writer, contextlib.closing(AttemptJournal(out / JOURNAL_FILE)) as journal:
+        if opts.api_key:
+
+            def emit(case: Case, judgment: Judgment) -> None:
+                rec = record(case, judgment, judged_by, lineage)
+                writer.write(rec)
+                records.append(rec)
+
+            evaluator = factory(judged_by, opts.api_key, opts.cache_dir)
+            concurrency = loaded.policy.evaluator.max_concurrency
+            budget = Budget(opts.boundary)
+            asyncio.run(judge_each(evaluator, sample, budget, concurrency, emit, (journal, DRIFT_STREAM)))
+    return records
 
 
 def _incomplete(loaded: LoadedPolicy, sample: Sequence[Case], records: list[Record], opts: DriftRun) -> list[Finding]:
