@@ -226,7 +226,8 @@ async def on_response(response: httpx.Response) -> None:
     attempt.status_code = response.status_code
     attempt.latency_ms = (time.monotonic() - attempt.started) * 1000.0
     attempt.error_kind = kind_for_status(response.status_code)
-    attempt.retry_after_s = parse_retry_after(dict(response.headers))
+    if response.status_code >= 400:  # only an error reply's Retry-After paces the next attempt
+        attempt.retry_after_s = parse_retry_after(response.headers)
     try:
         payload = json.loads(response.content) if response.content else None
     except ValueError:

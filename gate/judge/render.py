@@ -7,6 +7,7 @@ ragas 0.4.3 does for a `DiscreteMetric` with a string prompt (`instruction.forma
 
 from __future__ import annotations
 
+import functools
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,14 +53,9 @@ def template_fields(template: str) -> list[str]:
     return names
 
 
-def render_fields(template: str, placeholders: Sequence[str], fields: Mapping[str, str | None]) -> RenderedInput:
-    """Render `template` with `fields`, refusing anything that would change what the judge sees.
-
-    Refused: a placeholder the template uses but `placeholders` does not declare (or the reverse),
-    a placeholder whose field is missing or blank, a field given that no placeholder uses, and a
-    rendering that does not contain every field's text verbatim (truncation or alteration).
-    """
-    declared = list(placeholders)
+@functools.lru_cache(maxsize=64)
+def _checked_placeholders(template: str, placeholders: tuple[str, ...]) -> tuple[str, ...]:
+    """The template's checks, which do not depend on the case: made once per template, not per judgment."""
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
@@ -71,11 +67,22 @@ def render_fields(template: str, placeholders: Sequence[str], fields: Mapping[st
                 "alter what the judge sees; fix: write a plain `{name}`"
             )
     used = template_fields(template)
-    if sorted(used) != sorted(declared):
+    if sorted(used) != sorted(placeholders):
         raise RenderError(
-            f"the prompt's placeholders {sorted(used)} differ from the policy's {sorted(declared)}; "
+            f"the prompt's placeholders {sorted(used)} differ from the policy's {sorted(placeholders)}; "
             "fix: reload the policy"
         )
+    return placeholders
+
+
+def render_fields(template: str, placeholders: Sequence[str], fields: Mapping[str, str | None]) -> RenderedInput:
+    """Render `template` with `fields`, refusing anything that would change what the judge sees.
+
+    Refused: a placeholder the template uses but `placeholders` does not declare (or the reverse),
+    a placeholder whose field is missing or blank, a field given that no placeholder uses, and a
+    rendering that does not contain every field's text verbatim (truncation or alteration).
+    """
+    declared = _checked_placeholders(template, tuple(placeholders))
     unexpected = sorted(set(fields) - set(declared))
     if unexpected:
         raise RenderError(f"input field(s) {unexpected} have no placeholder in the prompt; fix: remove them")
