@@ -50,8 +50,10 @@ def _cost(value: str) -> float:
 EXIT_CODES = """exit codes:
   0  passed                 nothing blocks
   1  quality_failed         the change is wrong (product or metric)
-  2  usage                  bad arguments, policy, cases or records (a message says which file and field)
-  3  evaluation_incomplete  the evidence is not complete (key, provider, budget, unexpected error)
+  2  usage                  bad arguments, policy, cases or records (the message names the
+                           file and field)
+  3  evaluation_incomplete  the evidence is not complete (key, provider, budget,
+                           unexpected error)
   4  review_required        a person must look at the cases named"""
 
 PUBLISH_ENV = """environment variables read by `gate publish`:
@@ -59,7 +61,8 @@ PUBLISH_ENV = """environment variables read by `gate publish`:
   GITHUB_REPOSITORY           owner/name of the repository to publish on
   GITHUB_EVENT_PATH           the event payload: the PR number and its head commit
   GITHUB_SHA                  the commit to attach the check run to when there is no PR event
-  GITHUB_API_URL              the API root (default https://api.github.com; set on GitHub Enterprise)
+  GITHUB_API_URL              the API root (default https://api.github.com; set it on
+                              GitHub Enterprise)
   GATE_COMMENT                `off` posts the check run only, no PR comment (default: sticky)
   GATE_COMMENT_AUTHOR         the login whose sticky comment may be edited (default: the token's)
   GATE_POLICY_PATH            the file the check run's annotations point at (default result.json)

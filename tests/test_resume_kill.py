@@ -108,7 +108,9 @@ def test_sigkill_at_five_points_then_resume(
     assert fake_openai.count() <= http <= fake_openai.count() + CONC * len(KILL_AT)
     for cid in {r.case_id for r in records}:
         sent = [a for r in records if r.case_id == cid for a in r.attempts]
-        assert fake_openai.count(f"Answer for {cid}:") <= len(sent) <= fake_openai.count(f"Answer for {cid}:") + 1
+        # A case in flight at several kills may have one cut-off attempt per kill in its bill.
+        seen = fake_openai.count(f"Answer for {cid}:")
+        assert seen <= len(sent) <= seen + len(KILL_AT)
     # Nothing paid twice: a judgment recorded before a kill was never requested again.
     for cid, n_sent in done_before.items():
         assert fake_openai.count(f"Answer for {cid}:") == n_sent, cid
