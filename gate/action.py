@@ -32,17 +32,17 @@ import sys
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gate import crash
 from gate.escape import log_text, workflow_data
 from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
 from gate.loading import FileProblem, read_yaml_mapping
+from gate.money import money, plain_decimal
 from gate.process import without_pydantic_plugins
 from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
-from gate.report.checkrun import format_cost
+from gate.result import Result, as_result
 from gate.states import USAGE_ERROR_EXIT
 from gate.textfit import fit_bytes
 
@@ -320,7 +320,7 @@ def run_gate(ctx: ActionContext) -> int:
         except (Exception, KeyboardInterrupt) as exc:
             known = report_known_error(exc, sys.stderr)
             return known if known is not None else _report_crash(ctx, exc)
-        print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
+        print_outcome(as_result(decision.result), ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
     return decision.state.exit_code
 
 
@@ -335,28 +335,13 @@ def _report_crash(ctx: ActionContext, exc: BaseException) -> int:
     return crash.INTERNAL_ERROR_EXIT
 
 
-def cost_decimal(total: object) -> str:
-    """`cost.total` as a plain decimal for people and scripts: 12 significant digits drop the float
-    noise of summing prices (0.0012055500000000001 -> 0.00120555); never an exponent. result.json
-    keeps the unrounded number."""
-    try:
-        value = float(total or 0.0)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return ""
-    if not math.isfinite(value):
-        return ""
-    text = format(Decimal(format(value, ".12g")).normalize(), "f")
-    return "0" if text in ("-0", "0.0") else text
-
-
-def outputs_for(result: Mapping[str, Any], result_path: str) -> dict[str, str]:
-    cost = result.get("cost") or {}
+def outputs_for(result: Result, result_path: str) -> dict[str, str]:
     return {
-        "state": str(result["state"]),
+        "state": result.state,
         "exit-code": str(state_exit_code(result)),
         "result-path": result_path,
-        "cost": cost_decimal(cost.get("total")),
-        "unrun-case-ids": json.dumps(list(result.get("unrun_case_ids") or [])),
+        "cost": plain_decimal(result.cost.total),
+        "unrun-case-ids": json.dumps(result.unrun_case_ids),
     }
 
 
@@ -409,7 +394,7 @@ def publish_and_report(
     report_md = read_text(result_dir / "report.md")
     summary_md = read_text(result_dir / "summary.md") or report_md
     if report_md is None:
-        report_md = summary_md or f"ragas-gate: `{result['state']}` (see result.json)"
+        report_md = summary_md or f"ragas-gate: `{result.state}` (see result.json)"
     if summary_md is None:
         summary_md = report_md
     if ctx.base_result and ctx.shard is None:
@@ -448,10 +433,10 @@ def publish_and_report(
     if reason:
         command("notice", f"ragas-gate: nothing published to GitHub ({reason})", stream)
 
-    state = str(result["state"])
+    state = result.state
     print(
         f"ragas-gate: {log_text(state)} (exit code {state_exit_code(result)}), cost "
-        f"{format_cost(result.get('cost') or {})}, {len(result.get('unrun_case_ids') or [])} unrun",
+        f"{money(result.cost.total, result.cost.currency)}, {len(result.unrun_case_ids)} unrun",
         file=stream,
         flush=True,
     )

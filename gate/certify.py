@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -27,6 +27,9 @@ from gate.plan import Plan
 from gate.policy import LoadedPolicy
 from gate.records import Record
 from gate.states import Finding, State
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 HELD_OUT = "held_out"
 ENTRY_FILE = "certification-entry.json"
@@ -177,12 +180,12 @@ def assess_records(
     return assess(loaded, plan, judge, ragas_version)
 
 
-def entry_line(result: dict[str, Any]) -> str | None:
+def entry_line(result: Result) -> str | None:
     """The ledger line for certification-entry.json, or None when the result has none."""
-    cert = result.get("certification")
-    if not isinstance(cert, dict) or not cert.get("ledger_entry"):
+    cert = result.certification
+    if cert is None or cert.ledger_entry is None:
         return None
-    return json.dumps(cert["ledger_entry"], sort_keys=True) + "\n"
+    return json.dumps(cert.ledger_entry.written(), sort_keys=True) + "\n"
 
 
 def attach(result: dict[str, Any], cert: Certification | None, date: str, gate_version: str) -> None:

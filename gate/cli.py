@@ -13,10 +13,10 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.commands import report_known_error
@@ -24,6 +24,9 @@ from gate.errors import UsageError
 from gate.escape import log_text
 from gate.process import exit_process, gc_paused, without_pydantic_plugins
 from gate.states import Finding, State, blocking_findings
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 STATE_LABEL = {
     State.QUALITY_FAILED: "quality_failed (the change is wrong)",
@@ -323,9 +326,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if blocking else 0
 
 
-def _print_outcome(result: dict[str, object], out_dir: Path | None, fmt: str = "text") -> None:
+def _print_outcome(decided: Result | Mapping[str, Any], out_dir: Path | None, fmt: str = "text") -> None:
+    from gate.result import as_result
+
+    result = as_result(decided)
     if fmt == "json":
-        json.dump(result, sys.stdout, indent=2)
+        json.dump(result.written(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     from gate.report.terminal import make_console, print_outcome

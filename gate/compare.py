@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 from gate.errors import UsageError
 from gate.evidence import UNRUN_ERROR_KINDS, best_records, majority
-from gate.loading import FileProblem, read_json
 from gate.record_vetting import verdict_problem_for
 from gate.records import Record, read_records
+from gate.result import Result, ResultProblem, load_result
 from gate.rollback import read_rollback
 
 COMPARE_SCHEMA_VERSION = 1
@@ -51,24 +51,25 @@ class Run:
 
     label: str  # the path the user gave, for messages and the report
     records: tuple[Record, ...]
-    result: Mapping[str, Any] | None = None
+    result: Result | None = None
     rollback: Mapping[str, Any] | None = None  # rollback.json, when the run wrote one
 
     @property
     def lineage(self) -> dict[str, Any]:
-        if self.result is not None and isinstance(self.result.get("lineage"), dict):
-            return dict(self.result["lineage"])
+        if self.result is not None and self.result.lineage is not None:
+            return dict(self.result.lineage.items())
         return lineage_from_records(self.records)
 
     @property
     def unrun_ids(self) -> frozenset[str]:
         """Cases the run saw but did not judge: its unrun ids and the withheld (missing evidence)."""
-        result = self.result or {}
-        ids = list(result.get("unrun_case_ids") or [])
-        for blocker in result.get("blockers") or []:
-            if isinstance(blocker, dict) and blocker.get("kind") == "missing_evidence":
-                ids += list(blocker.get("case_ids") or [])
-        return frozenset(i for i in ids if isinstance(i, str))
+        if self.result is None:
+            return frozenset()
+        ids = list(self.result.unrun_case_ids)
+        for blocker in self.result.blockers:
+            if blocker.kind == "missing_evidence":
+                ids += blocker.case_ids
+        return frozenset(ids)
 
 
 @dataclass(frozen=True)
@@ -179,13 +180,12 @@ def compare_paths(base: Path, head: Path, policy: Path | None) -> Comparison:
     return compare_runs(load_run(base, "--base"), load_run(head, "--head"), critical)
 
 
-def _read_result(path: Path) -> Mapping[str, Any] | None:
+def _read_result(path: Path) -> Result | None:
     """The run's result.json, or None when it is absent or unreadable (the records still compare)."""
     try:
-        data = read_json(path, "result file")
-    except FileProblem:
+        return load_result(path)
+    except ResultProblem:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def lineage_from_records(records: Sequence[Record]) -> dict[str, Any]:

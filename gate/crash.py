@@ -156,11 +156,11 @@ def write_crash_note(
 
 
 def _result_is_incomplete(out_dir: Path) -> bool:
-    import json
+    from gate.result import ResultProblem, load_result
 
     try:
-        return bool(json.loads((out_dir / "result.json").read_text(encoding="utf-8"))["exit_code"] == 3)
-    except Exception:
+        return load_result(out_dir / "result.json").exit_code == INTERNAL_ERROR_EXIT
+    except ResultProblem:
         return False
 
 

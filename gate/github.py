@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +32,7 @@ from github.Repository import Repository
 from gate.escape import visible
 from gate.report.checkrun import CheckRunPayload, annotation_batches, build_check_run
 from gate.report.markdown import marker as comment_marker
+from gate.result import Result
 from gate.textfit import head_bytes
 
 log = logging.getLogger(__name__)
@@ -330,7 +331,7 @@ def comment_body(policy_id: str, report_md: str, *, limit: int = COMMENT_MAX_BYT
 
 
 def publish(
-    result: Mapping[str, Any],
+    result: Result,
     report_md: str,
     *,
     token: str,
@@ -344,7 +345,7 @@ def publish(
     options: ClientOptions | None = None,
     secrets: Iterable[str] = (),
 ) -> PublishResult:
-    """Publish `result` (a parsed result.json). Never raises: failures come back as warnings."""
+    """Publish `result`. Never raises: failures come back as warnings."""
     out = PublishResult()
     scrub = _Scrubber([token, *secrets])
     gh: Github | None = None
@@ -361,7 +362,7 @@ def publish(
         elif pr_number is None:
             out.comment_action = "skipped"
         else:
-            policy_id = str(result["policy_id"])
+            policy_id = result.policy_id
             publisher.sticky_comment(
                 pr_number, comment_marker(policy_id), comment_body(policy_id, report_md), comment_author
             )

@@ -12,7 +12,6 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gate import __version__, certify
 from gate.checks import attach_checks, evaluate_checks
@@ -20,10 +19,10 @@ from gate.decide import Decision, decide
 from gate.errors import UsageError
 from gate.inputs import load_inputs
 from gate.lineage import make_lineage
-from gate.loading import FileProblem, read_json
 from gate.outputs import write_outputs
 from gate.policy import today
 from gate.records import Record, read_records, write_records
+from gate.result import Result, ResultProblem, load_result
 from gate.shard import Shard, owned_by, shard_of
 from gate.states import Finding, State
 
@@ -46,7 +45,7 @@ class ShardOutput:
     records: tuple[Record, ...]
 
 
-def _read_result(directory: Path) -> dict[str, Any]:
+def _read_result(directory: Path) -> Result:
     path = directory / "result.json"
     if not path.exists():
         raise MergeError(
@@ -54,37 +53,29 @@ def _read_result(directory: Path) -> dict[str, Any]:
             "jobs' artifacts)"
         )
     try:
-        data = read_json(path, "shard's result file")
-    except FileProblem as exc:
-        raise MergeError(f"{exc.message} (download the shard's artifact again)") from None
-    if not isinstance(data, dict):
-        raise MergeError(f"{path}: not a result object; fix: pass the --out directory of a shard")
-    return data
+        return load_result(path, "shard's result file", fix="download the shard's artifact again")
+    except ResultProblem as exc:
+        raise MergeError(exc.message) from None
 
 
-def _shard_of_result(path: Path, data: dict[str, Any]) -> Shard:
-    raw = data.get("shard")
-    index = raw.get("index") if isinstance(raw, dict) else None
-    count = raw.get("count") if isinstance(raw, dict) else None
-    if not isinstance(index, int) or not isinstance(count, int) or not 1 <= index <= count:
+def _shard_of_result(path: Path, result: Result) -> Shard:
+    shard = result.shard
+    if shard is None or not 1 <= shard.index <= shard.count:
         raise MergeError(
             f"{path}: field `shard` is missing or not {{index, count}} with 1 <= index <= count: this is not "
             "the output of `gate run --shard I/N`; fix: run each matrix job with --shard and merge those"
         )
-    return Shard(index, count)
+    return Shard(shard.index, shard.count)
 
 
 def read_shard_output(directory: Path) -> ShardOutput:
     """One shard's result.json and records.jsonl, checked for shape (not yet against the others)."""
-    data = _read_result(directory)
+    result = _read_result(directory)
     path = directory / "result.json"
-    shard = _shard_of_result(path, data)
-    lane = data.get("lane")
-    lineage = data.get("lineage")
-    if not isinstance(lane, str) or not isinstance(lineage, dict):
-        raise MergeError(f"{path}: fields `lane` and `lineage` are required; fix: pass the --out directory of a shard")
-    limits = data.get("limits")
-    cap = limits.get("max_total_cost") if isinstance(limits, dict) else None
+    shard = _shard_of_result(path, result)
+    lineage = result.lineage
+    if lineage is None:
+        raise MergeError(f"{path}: field `lineage` is required; fix: pass the --out directory of a shard")
     records = tuple(read_records(directory / "records.jsonl")) if (directory / "records.jsonl").exists() else ()
     for r in records:
         if r.control_role is None and shard_of(r.case_id, shard.count) != shard.index:
@@ -95,9 +86,9 @@ def read_shard_output(directory: Path) -> ShardOutput:
     return ShardOutput(
         directory=directory,
         shard=shard,
-        lane=lane,
-        lineage={str(k): str(v) for k, v in lineage.items()},
-        max_total_cost=float(cap) if isinstance(cap, int | float) else None,
+        lane=result.lane,
+        lineage={k: str(v) for k, v in lineage.items()},
+        max_total_cost=float(result.limits.max_total_cost) if result.limits is not None else None,
         records=records,
     )
 

@@ -7,7 +7,6 @@ read as an output; every file that fails is named in one `OutputWriteError`.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from gate.decide import Decision
 from gate.outdir import OutputWriteError, describe
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
+from gate.result import as_result
 from gate.rollback import write_rollback
 
 
@@ -33,9 +33,9 @@ def _write_text_atomic(path: Path, text: str) -> None:
 
 def write_outputs(out_dir: Path, decision: Decision) -> None:
     """Write result.json first, then the reports; each that fails is named in OutputWriteError."""
-    result = decision.result
+    result = as_result(decision.result)
     files: list[tuple[str, Callable[[], str]]] = [
-        ("result.json", lambda: json.dumps(result, indent=2, ensure_ascii=False) + "\n"),
+        ("result.json", result.to_json),
         ("report.md", lambda: render_report(result)),
         ("summary.md", lambda: render_summary(result)),
         ("junit.xml", lambda: render_junit(result)),

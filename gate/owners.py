@@ -9,7 +9,10 @@ a false pass is first the product's answer, an unstable verdict first the evalua
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gate.result import Blocker
 
 OWNER_GROUPS: tuple[str, ...] = ("product", "gold_set", "rubric", "evaluator", "provider", "gate_policy")
 
@@ -54,9 +57,9 @@ def route(blocker: Mapping[str, Any], owners: Mapping[str, str | None]) -> dict[
     return {**blocker, "owner_group": group, "owner": owners.get(group) if group else None}
 
 
-def owner_text(blocker: Mapping[str, Any]) -> str | None:
+def owner_text(blocker: Blocker) -> str | None:
     """ "@labelers (gold set)" for a routed blocker, "unassigned (gold set)" without an owner; None if not routed."""
-    if "owner_group" not in blocker:
+    if not blocker.routed:
         return None
-    group = str(blocker.get("owner_group") or "unknown").replace("_", " ")
-    return f"{blocker.get('owner') or 'unassigned'} ({group})"
+    group = (blocker.owner_group or "unknown").replace("_", " ")
+    return f"{blocker.owner or 'unassigned'} ({group})"

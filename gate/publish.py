@@ -16,7 +16,8 @@ from typing import Any, TextIO
 
 from gate.escape import log_text
 from gate.github import DEFAULT_API_URL, ClientOptions, publish
-from gate.loading import FileProblem, read_json
+from gate.result import Result, ResultProblem
+from gate.result import load_result as load_result_file
 from gate.states import USAGE_ERROR_EXIT, State
 
 log = logging.getLogger(__name__)
@@ -32,21 +33,18 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def load_result(result_dir: Path) -> dict[str, Any]:
-    """The parsed result.json; ValueError naming the file when it is missing or not a result."""
-    path = result_dir / "result.json"
+def load_result(result_dir: Path) -> Result:
+    """The run's result.json, validated; ValueError (one paragraph: file, field, fix) when it is
+    missing or not a result."""
     try:
-        data = read_json(path, "result file")
-    except FileProblem as exc:
+        return load_result_file(result_dir / "result.json", fix="restore the file the run wrote")
+    except ResultProblem as exc:
         raise ValueError(exc.message) from None
-    if not isinstance(data, dict) or data.get("state") not in STATES or "policy_id" not in data:
-        raise ValueError(f"{path}: not a gate result (needs 'policy_id' and a 'state' among {', '.join(STATES)})")
-    return data
 
 
-def state_exit_code(result: Mapping[str, Any]) -> int:
+def state_exit_code(result: Result) -> int:
     """The code of the result's state (SPEC section 2), never a stored `exit_code` that disagrees."""
-    return State(str(result["state"])).exit_code
+    return State(result.state).exit_code
 
 
 def read_event(env: Mapping[str, str]) -> tuple[str | None, int | None]:

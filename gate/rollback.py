@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.judge import installed_version
 from gate.judge.render import RENDERER_VERSION
 from gate.loading import FileProblem, canonical_json, read_json, sha256_hex
 from gate.policy import LoadedPolicy
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 ROLLBACK_FILE = "rollback.json"
 ROLLBACK_SCHEMA_VERSION = 1
@@ -47,18 +50,18 @@ def lock_sha256() -> str | None:
         return None
 
 
-def rollback_bundle(result: Mapping[str, Any]) -> dict[str, Any]:
+def rollback_bundle(result: Result) -> dict[str, Any]:
     """The bundle for a result: its lineage hashes plus this environment's lock and versions."""
     from gate.decide import RESULT_SCHEMA_VERSION
     from gate.records import SCHEMA_VERSION
 
-    lineage = result.get("lineage") or {}
+    lineage = result.lineage
     return {
         "schema_version": ROLLBACK_SCHEMA_VERSION,
         "lock_sha256": lock_sha256(),
         "packages": {name: installed_version(name) for name in JUDGE_PACKAGES},
-        "metric_definition_sha256": lineage.get("metric_definition_sha256") or None,
-        "prompt_sha256": lineage.get("prompt_sha256") or None,
+        "metric_definition_sha256": (lineage.metric_definition_sha256 or None) if lineage else None,
+        "prompt_sha256": (lineage.prompt_sha256 or None) if lineage else None,
         "renderer_version": RENDERER_VERSION,
         "result_schema_version": RESULT_SCHEMA_VERSION,
         "records_schema_version": SCHEMA_VERSION,
@@ -66,7 +69,7 @@ def rollback_bundle(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_rollback(out_dir: Path, result: Mapping[str, Any]) -> None:
+def write_rollback(out_dir: Path, result: Result) -> None:
     (out_dir / ROLLBACK_FILE).write_text(json.dumps(rollback_bundle(result), indent=2) + "\n", encoding="utf-8")
 
 

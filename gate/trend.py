@@ -11,16 +11,19 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.cases import Case
 from gate.errors import PolicyError
-from gate.loading import FileProblem, read_run_json, sha256_hex
+from gate.loading import sha256_hex
 from gate.policy import TREND_BANDS, LoadedPolicy, Trend, prompt_placeholders, read_policy_file
 from gate.records import Record
 from gate.states import Finding, State
+
+if TYPE_CHECKING:
+    from gate.result import Trend as BaseTrend
 
 BAND_VALUES: tuple[str, ...] = tuple(str(b) for b in TREND_BANDS)
 TREND_RECORDS = "trend.jsonl"
@@ -193,46 +196,44 @@ def summarize(trend: Trend, cases: Sequence[Case], records: Sequence[Record]) ->
     }
 
 
-def read_base_trend(base: Path) -> tuple[dict[str, Any] | None, str | None]:
+def read_base_trend(base: Path) -> tuple[BaseTrend | None, str | None]:
     """The `trend` of a base run (its --out dir or result.json), or why there is none to compare.
 
     Never an error: the base only adds a column to the report, and an absent or broken base
-    artifact (the base branch never ran, it expired) must not stop this run.
+    artifact (the base branch never ran, it expired) must not stop this run; what is wrong with
+    it (file, field, fix) is said in the report instead.
     """
+    from gate.result import ResultProblem, load_result
+
     try:
-        data = read_run_json(base, "result.json", "base result")
-    except FileProblem as exc:
+        result = load_result(base / "result.json" if base.is_dir() else base, "base result")
+    except ResultProblem as exc:
         return None, exc.message
-    trend = data.get("trend")
-    return (trend, None) if isinstance(trend, dict) else (None, "the base run has no trend")
+    return (result.trend, None) if result.trend is not None else (None, "the base run has no trend")
 
 
-def _mean(stats: object) -> float | None:
-    if not isinstance(stats, dict):
-        return None
-    mean = stats.get("mean")
-    return float(mean) if isinstance(mean, int | float) and not isinstance(mean, bool) else None
+def _mean(stats: Mapping[str, Any] | None) -> float | None:
+    mean = stats["mean"] if stats is not None else None
+    return float(mean) if mean is not None else None
 
 
-def compare_to_base(summary: dict[str, Any], base: dict[str, Any] | None, problem: str | None = None) -> dict[str, Any]:
+def compare_to_base(summary: dict[str, Any], base: BaseTrend | None, problem: str | None = None) -> dict[str, Any]:
     """Add `base` to a trend summary: the base's mean and distribution per slice, and the change."""
-    if base is None or base.get("name") != summary["name"]:
+    if base is None or base.name != summary["name"]:
         why = problem or ("the base run has no trend" if base is None else "the base run judged another trend")
         return {**summary, "base": {"compared": False, "note": why}}
-    same_bands = base.get("bands") == summary["bands"]
-    raw_slices = base.get("slices")
-    base_slices: dict[str, Any] = raw_slices if isinstance(raw_slices, dict) else {}
+    same_bands = base.bands == summary["bands"]
     slices: dict[str, Any] = {}
-    for name in sorted({*summary["slices"], *base_slices}):
+    for name in sorted({*summary["slices"], *base.slices}):
         head_mean = _mean(summary["slices"].get(name))
-        base_stats = base_slices.get(name)
-        base_mean = _mean(base_stats)
+        base_stats = base.slices.get(name)
+        base_mean = base_stats.mean if base_stats is not None else None
         slices[name] = {
             "mean": base_mean,
-            "distribution": base_stats.get("distribution") if isinstance(base_stats, dict) else None,
+            "distribution": base_stats.distribution.written() if base_stats is not None else None,
             "change": None if head_mean is None or base_mean is None else head_mean - base_mean,
         }
-    head_all, base_all = _mean(summary["overall"]), _mean(base.get("overall"))
+    head_all, base_all = _mean(summary["overall"]), base.overall.mean
     return {
         **summary,
         "base": {

@@ -34,8 +34,11 @@ import types
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 READ_ONLY_MESSAGE = "Resource not accessible by integration"
 SECONDARY_RATE_LIMIT_MESSAGE = (
@@ -448,6 +451,13 @@ _BLOCKERS: dict[str, list[dict[str, Any]]] = {
         }
     ],
 }
+
+
+def sample(state: str = "quality_failed", **overrides: Any) -> Result:
+    """`sample_result`, as the typed result the renderers and the publisher take."""
+    from gate.result import Result
+
+    return Result.from_dict(sample_result(state, **overrides))
 
 
 def sample_result(state: str = "quality_failed", **overrides: Any) -> dict[str, Any]:

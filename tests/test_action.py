@@ -37,6 +37,7 @@ from gate.action import (
 )
 from gate.github import ClientOptions, comment_marker
 from gate.publish import publish_result_dir
+from gate.result import Result
 from gate.run import RunOptions
 
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
@@ -305,5 +306,6 @@ def test_inputs_arrive_as_one_json_object_from_the_wrapper(tmp_path: Path, capsy
     [(0.0012055500000000001, "0.00120555"), (0.1 + 0.2, "0.3"), (1e-7, "0.0000001"), (0, "0"), (12.5, "12.5")],
 )
 def test_cost_output_is_a_plain_decimal_without_float_noise(tmp_path: Path, total: float, shown: str) -> None:
-    result = {**sample_result("passed"), "cost": {"total": total, "currency": "USD"}}
-    assert outputs_for(result, "gate-out/result.json")["cost"] == shown
+    result = sample_result("passed")
+    result["cost"]["total"] = total
+    assert outputs_for(Result.from_dict(result), "gate-out/result.json")["cost"] == shown

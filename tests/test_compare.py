@@ -253,8 +253,15 @@ def test_a_withheld_case_is_unrun_not_absent(tmp_path: Path) -> None:
     head.mkdir()
     lines = [line for line in LINEAGE_RECORDS.read_text().splitlines() if '"case_id": "g-1"' not in line]
     (head / "records.jsonl").write_text("\n".join(lines) + "\n")
-    blocker = {"state": "quality_failed", "kind": "missing_evidence", "case_ids": ["g-1"], "message": "no reference"}
-    (head / "result.json").write_text(json.dumps({"blockers": [blocker], "unrun_case_ids": []}))
+    blocker = {
+        "state": "quality_failed",
+        "kind": "missing_evidence",
+        "slice": None,
+        "case_ids": ["g-1"],
+        "message": "no reference",
+    }
+    fixture = json.loads((FIXTURES / "result-v1-card.json").read_text())
+    (head / "result.json").write_text(json.dumps({**fixture, "blockers": [blocker], "unrun_case_ids": []}))
     (t,) = compare(LINEAGE_RECORDS, head, tmp_path / "cmp")["transitions"]
     assert (t["case_id"], t["base"], t["head"], t["first_divergence"]) == ("g-1", "pass", "unrun", "unknown")
 

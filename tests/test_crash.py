@@ -144,11 +144,16 @@ def test_publish_exits_with_the_code_of_the_state_not_a_field_that_disagrees(tmp
     """result.json is read back like any input: its `exit_code` cannot turn a failure into exit 0."""
     from gate.action import outputs_for
     from gate.publish import publish_result_dir
+    from gate.result import Result
 
     out = tmp_path / "out"
     out.mkdir()
-    for exit_code in (0, "abc", None):
-        result = {"policy_id": "p", "state": "quality_failed", "exit_code": exit_code}
-        (out / "result.json").write_text(json.dumps(result))
-        assert publish_result_dir(out, {}) == 1
-        assert outputs_for(result, "gate-out/result.json")["exit-code"] == "1"
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "schema" / "result-v1.json").read_text())
+    result = {**fixture, "state": "quality_failed", "exit_code": 0}
+    (out / "result.json").write_text(json.dumps(result))
+    assert publish_result_dir(out, {}) == 1
+    assert outputs_for(Result.from_dict(result), "gate-out/result.json")["exit-code"] == "1"
+    # An exit code that is not a number is no result at all: a usage error, never exit 0.
+    for exit_code in ("abc", None):
+        (out / "result.json").write_text(json.dumps({**result, "exit_code": exit_code}))
+        assert publish_result_dir(out, {}) == 2

@@ -12,9 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_github import BOT_LOGIN, FakeGitHub, sample_result
+from fake_github import BOT_LOGIN, FakeGitHub, sample, sample_result
 
 from gate.github import COMMENT_MAX_BYTES, ClientOptions, PublishResult, comment_marker, publish
+from gate.result import Result
 
 REPO = "acme/support-bot"
 SHA = "3f2a9c1d" * 5
@@ -47,7 +48,7 @@ def run(fake: FakeGitHub, result: dict[str, Any] | None = None, report: str = "#
         "options": FAST,
     }
     args.update(kw)
-    return publish(result or sample_result("quality_failed"), report, **args)
+    return publish(Result.from_dict(result or sample_result("quality_failed")), report, **args)
 
 
 CONCLUSIONS = {
@@ -251,7 +252,7 @@ def test_an_unreachable_api_is_a_warning(caplog: pytest.LogCaptureFixture) -> No
         url = gone.base_url
     opts = ClientOptions(0, 0, timeout=2, read_retries=0, backoff_factor=0, secondary_rate_wait=0)
     out = publish(
-        sample_result("passed"),
+        sample("passed"),
         "r",
         token=TOKEN,
         repository=REPO,

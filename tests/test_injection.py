@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_github import FakeGitHub, sample_result
+from fake_github import FakeGitHub, sample, sample_result
 from suite import case, write_suite
 
 from gate.cli import main
@@ -23,6 +23,7 @@ from gate.github import ClientOptions, publish
 from gate.report.checkrun import build_check_run
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report
+from gate.result import Result
 
 REPO = "acme/support-bot"
 PR = 17
@@ -52,7 +53,7 @@ def _hostile_result(policy_id: str) -> dict[str, Any]:
 
 def _publish(fake: FakeGitHub, result: dict[str, Any], report: str) -> Any:
     return publish(
-        result,
+        Result.from_dict(result),
         report,
         token="ghs_fake_token_0123456789",
         repository=REPO,
@@ -65,13 +66,13 @@ def _publish(fake: FakeGitHub, result: dict[str, Any], report: str) -> Any:
 
 def test_a_forged_marker_in_case_text_never_makes_another_policy_edit_our_comment(fake: FakeGitHub) -> None:
     result_a = _hostile_result("policy-a")
-    report_a = render_report(result_a)
+    report_a = render_report(Result.from_dict(result_a))
     assert FORGED not in report_a
     first = _publish(fake, result_a, report_a)
     assert first.comment_action == "created"
     body_a = fake.comments(REPO, PR)[0]["body"]
 
-    second = _publish(fake, sample_result("passed", policy_id="policy-b"), render_report(sample_result("passed")))
+    second = _publish(fake, sample_result("passed", policy_id="policy-b"), render_report(sample("passed")))
     assert second.comment_action == "created" and second.comment_id != first.comment_id
     bodies = {c["id"]: c["body"] for c in fake.comments(REPO, PR)}
     assert bodies[first.comment_id] == body_a
@@ -110,10 +111,10 @@ def _cells(row: str) -> int:
 
 def test_a_pipe_or_marker_in_names_cannot_break_tables_or_add_html(fake: FakeGitHub) -> None:
     result = _hostile_result("policy-a")
-    report = render_report(result)
+    report = render_report(Result.from_dict(result))
     rows = _table_rows(report, "| slice |")
     assert len({_cells(r) for r in rows}) == 1
-    summary = build_check_run(result, report).summary
+    summary = build_check_run(Result.from_dict(result), report).summary
     rows = _table_rows(summary, "| state |")
     assert len({_cells(r) for r in rows}) == 1
     for text in (report, summary):
@@ -125,9 +126,24 @@ def test_a_pipe_or_marker_in_names_cannot_break_tables_or_add_html(fake: FakeGit
 def test_junit_holds_only_characters_xml_can_carry() -> None:
     result = sample_result("quality_failed")
     result["cases"] = [
-        {"case_id": "c-1\x00\x1b[31m", "slice": "general", "outcome": "false_pass", "reason": "bad\x0bthing\ud800"}
+        {
+            "case_id": "c-1\x00\x1b[31m",
+            "slice": "general",
+            "partition": "sentinel",
+            "control_role": None,
+            "human_label": "fail",
+            "verdict": "pass",
+            "labels": ["pass"],
+            "bucket": "completed",
+            "outcome": "false_pass",
+            "reason": "bad\x0bthing\ud800",
+            "error_kind": None,
+            "error_message": None,
+            "unstable": False,
+            "review": False,
+        }
     ]
-    xml = render_junit(result)
+    xml = render_junit(Result.from_dict(result))
     xml.encode("utf-8")  # no lone surrogate left
     suite = ET.fromstring(xml)
     testcase = suite.find("testcase")

@@ -91,6 +91,6 @@ def test_a_run_from_before_the_rollback_bundle_compares_with_one_from_after(tmp_
 def test_result_fixture_loads_and_renders(path: Path, tmp_path: Path) -> None:
     (tmp_path / "result.json").write_bytes(path.read_bytes())
     result = load_result(tmp_path)
-    assert result["schema_version"] == _version(path) and result["state"] == "passed"
+    assert result.schema_version == _version(path) and result.state == "passed"
     report = render_report(result)
     assert "test-policy" in report and "passed" in report

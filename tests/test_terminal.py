@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, reply
@@ -17,6 +16,7 @@ from suite import write_suite
 
 from gate.cli import build_parser, main
 from gate.report.terminal import make_console, print_outcome
+from gate.result import load_result
 
 KEY_ENV = "GATE_TEST_KEY"
 HOSTILE_REASON = "Looks right [bold red]FORGED[/bold red] \x1b[31mred\x1b[0m **bold** <details> `x`"
@@ -63,7 +63,7 @@ def test_piped_decide_is_plain_text_with_the_state_first(
 
 
 def test_terminal_output_has_colour_and_never_interprets_case_text(failed_run: tuple[Path, Path]) -> None:
-    result: dict[str, Any] = json.loads((failed_run[1] / "result.json").read_text())
+    result = load_result(failed_run[1] / "result.json")
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, color_system="truecolor", width=100, markup=False)
     print_outcome(result, failed_run[1], console)

@@ -171,3 +171,16 @@ def test_dry_run_counts_the_trend_in_the_plan(tmp_path: Path, capsys: pytest.Cap
     assert main(["run", "--policy", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "then the trend: 4 judgments" in out and "under the same boundary" in out
+
+
+def test_a_base_result_of_the_wrong_shape_names_the_field_and_changes_nothing(tmp_path: Path, fake: FakeOpenAI) -> None:
+    base = run(tmp_path / "base", fake, {"c-1": "4", "c-2": "2", "g-1": "5", "g-2": "5"})
+    base["trend"]["overall"]["mean"] = "high"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "result.json").write_text(json.dumps(base), encoding="utf-8")
+    res = run(tmp_path / "s", fake, {}, "--base-result", str(bad))
+    assert res["state"] == "passed"
+    note = res["trend"]["base"]["note"]
+    assert res["trend"]["base"]["compared"] is False
+    assert str(bad / "result.json") in note and "`trend.overall.mean`" in note and "fix" in note

@@ -10,6 +10,9 @@ from typing import Any
 
 from gate.report.markdown import code_id, escape
 from gate.report.sections import strata_lines
+from gate.result import Strata
+
+STRATA_HEADING = "## Strata: raw and prevalence-weighted"
 
 # An interval wider than this (in rate points) says little: the md warns and says how wide.
 WIDE_INTERVAL = 0.30
@@ -162,7 +165,7 @@ def render_calibration(cal: Mapping[str, Any], *, picture: str | None = "calibra
         *[h.format(what="partition") for h in TABLE_HEAD],
         *[_row(escape(name), t) for name, t in cal["partitions"].items()],
         "",
-        *strata_lines(cal.get("strata"), "## Strata: raw and prevalence-weighted"),
+        *strata_lines(Strata.model_validate(cal["strata"]) if "strata" in cal else None, STRATA_HEADING),
         "## Disagreements, false passes first",
         "",
         *_disagreements(cal["disagreements"]),

@@ -1,4 +1,4 @@
-"""Build the GitHub check-run payload from a result.json dict (SPEC section 5).
+"""Build the GitHub check-run payload from a `gate.result.Result` (SPEC section 5).
 
 Pure: no I/O, no network. `gate.github` sends what this returns.
 
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate import escape
+from gate.money import money
 from gate.states import State
 from gate.textfit import fit_bytes
+
+if TYPE_CHECKING:
+    from gate.result import Blocker, Result
 
 MAX_OUTPUT_BYTES = 65_535
 MAX_ANNOTATIONS_PER_REQUEST = 50
@@ -31,6 +35,7 @@ ARTIFACT_HINT = "the full report is in the workflow run's `ragas-gate` artifact 
 CONCLUSIONS: dict[str, str] = {state.value: state.conclusion for state in State}
 # How loud a blocker's annotation is, by the blocker's own state.
 ANNOTATION_LEVELS: dict[str, str] = {
+    "passed": "notice",
     "quality_failed": "failure",
     "evaluation_incomplete": "warning",
     "review_required": "warning",
@@ -78,13 +83,6 @@ def annotation_batches(
         yield list(annotations[start : start + size])
 
 
-def format_cost(cost: Mapping[str, Any]) -> str:
-    """Display-only rounding of `cost.total` (result.json keeps it unrounded)."""
-    total = float(cost.get("total") or 0.0)
-    currency = str(cost.get("currency") or "USD")
-    return f"{total:.4f} {currency}"
-
-
 def _cell(value: object) -> str:
     return "" if value is None else escape.markdown(value)
 
@@ -95,77 +93,69 @@ def _ids(case_ids: Sequence[Any], limit: int = 20) -> str:
     return f"{shown} (+{more} more)" if more > 0 else shown
 
 
-def _title(result: Mapping[str, Any]) -> str:
-    state = str(result["state"])
-    blockers = result.get("blockers") or []
-    unrun = result.get("unrun_case_ids") or []
-    parts = [state]
+def _title(result: Result) -> str:
+    blockers, unrun = result.blockers, result.unrun_case_ids
+    parts: list[str] = [result.state]
     if blockers:
         parts.append(f"{len(blockers)} blocker{'s' if len(blockers) != 1 else ''}")
     if unrun:
         parts.append(f"{len(unrun)} unrun")
-    parts.append(f"cost {format_cost(result.get('cost') or {})}")
+    parts.append(f"cost {money(result.cost.total, result.cost.currency)}")
     title = " · ".join(parts)
     return title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
 
 
-def _summary(result: Mapping[str, Any]) -> str:
-    state = str(result["state"])
+def _summary(result: Result) -> str:
     lines = [
-        f"## {state} (exit {result.get('exit_code')})",
+        f"## {result.state} (exit {result.exit_code})",
         "",
-        f"Policy {escape.code(result.get('policy_id'))} version {escape.code(result.get('policy_version'))}, "
-        f"lane {escape.code(result.get('lane'))}.",
+        f"Policy {escape.code(result.policy_id)} version {escape.code(result.policy_version)}, "
+        f"lane {escape.code(result.lane)}.",
         "",
     ]
-    blockers: list[Mapping[str, Any]] = list(result.get("blockers") or [])
-    if blockers:
+    if result.blockers:
         lines += ["### Blockers", "", "| state | kind | slice | cases | message |", "|---|---|---|---|---|"]
-        ordered = sorted(
-            blockers,
-            key=lambda b: _STATE_ORDER.index(b["state"]) if b.get("state") in _STATE_ORDER else 9,
-        )
+        ordered = sorted(result.blockers, key=lambda b: _STATE_ORDER.index(b.state) if b.state in _STATE_ORDER else 9)
         for b in ordered:
-            ids = list(b.get("case_ids") or [])
+            ids = b.case_ids
             lines.append(
-                f"| {escape.code(b.get('state'))} | {escape.code(b.get('kind'))} | "
-                f"{escape.code(b['slice']) if b.get('slice') else ''} "
-                f"| {_ids(ids) if ids else ''} | {_cell(b.get('message'))} |"
+                f"| {escape.code(b.state)} | {escape.code(b.kind)} | "
+                f"{escape.code(b.slice) if b.slice else ''} "
+                f"| {_ids(ids) if ids else ''} | {_cell(b.message)} |"
             )
         lines.append("")
     else:
         lines += ["No blockers.", ""]
 
-    counts: Mapping[str, Any] = result.get("counts") or {}
-    if counts:
-        lines += [
-            "### Cases",
-            "",
-            ", ".join(f"{escape.code(k)}: {_cell(counts[k])}" for k in counts),
-            "",
-        ]
-
-    cost: Mapping[str, Any] = result.get("cost") or {}
+    counts = result.counts.written()
     lines += [
-        "### Cost",
+        "### Cases",
         "",
-        f"{format_cost(cost)}; tokens in {cost.get('input_tokens', 0)}, out {cost.get('output_tokens', 0)}; "
-        f"HTTP attempts {cost.get('http_attempts', 0)}, retries {cost.get('retries', 0)}, "
-        f"cached calls {cost.get('cached_calls', 0)}.",
+        ", ".join(f"{escape.code(k)}: {_cell(n)}" for k, n in counts.items()),
         "",
     ]
 
-    unrun = list(result.get("unrun_case_ids") or [])
+    cost = result.cost
+    lines += [
+        "### Cost",
+        "",
+        f"{money(cost.total, cost.currency)}; tokens in {cost.input_tokens}, out {cost.output_tokens}; "
+        f"HTTP attempts {cost.http_attempts}, retries {cost.retries}, "
+        f"cached calls {cost.cached_calls}.",
+        "",
+    ]
+
+    unrun = result.unrun_case_ids
     lines += [f"### Unrun cases ({len(unrun)})", ""]
     lines.append(", ".join(escape.code(c) for c in unrun) if unrun else "None.")
     lines.append("")
     return "\n".join(lines)
 
 
-def _location(blocker: Mapping[str, Any], default_path: str) -> tuple[str, int]:
+def _location(blocker: Blocker, default_path: str) -> tuple[str, int]:
     """(path, line) for an annotation: the blocker's `location` ("file:line") when it has one."""
-    location = blocker.get("location")
-    if isinstance(location, str) and location:
+    location = blocker.location
+    if location:
         path, sep, line = location.rpartition(":")
         if sep and path and line.isdigit() and int(line) > 0:
             return path, int(line)
@@ -173,26 +163,25 @@ def _location(blocker: Mapping[str, Any], default_path: str) -> tuple[str, int]:
     return default_path, 1
 
 
-def _annotations(result: Mapping[str, Any], default_path: str) -> list[dict[str, Any]]:
+def _annotations(result: Result, default_path: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for b in result.get("blockers") or []:
+    for b in result.blockers:
         if len(out) >= MAX_ANNOTATIONS_TOTAL:
             break
         path, line = _location(b, default_path)
-        ids = [str(c) for c in b.get("case_ids") or []]
-        message = str(b.get("message") or b.get("kind"))
+        ids = b.case_ids
+        message = b.message or b.kind
         if ids:
             message += f"\nCases: {', '.join(ids)}"
         if len(message) > MAX_ANNOTATION_MESSAGE_CHARS:
             message = message[: MAX_ANNOTATION_MESSAGE_CHARS - 1] + "…"
-        slice_name = b.get("slice")
-        title = f"{b.get('state')}: {b.get('kind')}" + (f" ({slice_name})" if slice_name else "")
+        title = f"{b.state}: {b.kind}" + (f" ({b.slice})" if b.slice else "")
         out.append(
             {
                 "path": path,
                 "start_line": line,
                 "end_line": line,
-                "annotation_level": ANNOTATION_LEVELS.get(str(b.get("state")), "notice"),
+                "annotation_level": ANNOTATION_LEVELS[b.state],
                 "title": title[:255],
                 "message": message,
             }
@@ -201,22 +190,20 @@ def _annotations(result: Mapping[str, Any], default_path: str) -> list[dict[str,
 
 
 def build_check_run(
-    result: Mapping[str, Any],
+    result: Result,
     report_md: str,
     *,
     annotation_path: str = "result.json",
     artifact_hint: str = ARTIFACT_HINT,
 ) -> CheckRunPayload:
-    """The check run for `result` (a parsed result.json).
+    """The check run for `result`.
 
     `annotation_path` is the repository path blockers without a `location` are pinned to (the
     policy file, when the caller knows it). `report_md` becomes the check run's `text`.
     """
-    state = str(result["state"])
-    policy_id = str(result["policy_id"])
     return CheckRunPayload(
-        name=check_run_name(policy_id),
-        conclusion=conclusion_for(state),
+        name=check_run_name(result.policy_id),
+        conclusion=conclusion_for(result.state),
         title=_title(result),
         summary=trim_to_bytes(_summary(result), hint=artifact_hint),
         text=trim_to_bytes(report_md, hint=artifact_hint),

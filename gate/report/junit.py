@@ -3,62 +3,62 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gate.escape import xml_text
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 QUALITY_OUTCOMES = {"false_pass", "false_fail"}
 
 
-def render_junit(result: Mapping[str, Any]) -> str:
-    policy_id = str(result.get("policy_id", ""))
-    cases: list[Mapping[str, Any]] = list(result.get("cases", []))
-    control_failed = {f["case_id"]: f for f in (result.get("controls") or {}).get("failures", [])}
+def render_junit(result: Result) -> str:
+    policy_id = result.policy_id
+    cases = result.cases
+    control_failed = {f.case_id: f for f in result.controls.failures}
     pair_violations: dict[str, str] = {}
-    for b in result.get("blockers", []):
-        if b.get("kind") == "pair_violated":
-            for cid in b.get("case_ids", []):
-                pair_violations[cid] = str(b.get("message", ""))
+    for b in result.blockers:
+        if b.kind == "pair_violated":
+            for cid in b.case_ids:
+                pair_violations[cid] = b.message
     suite = ET.Element("testsuite", name=f"ragas-gate.{policy_id}")
     failures = errors = skipped = 0
     for c in cases:
-        cid = str(c["case_id"])
-        tc = ET.SubElement(suite, "testcase", name=cid, classname=f"{policy_id}.{c.get('slice')}")
-        role = c.get("control_role")
+        cid = c.case_id
+        tc = ET.SubElement(suite, "testcase", name=cid, classname=f"{policy_id}.{c.slice}")
+        role = c.control_role
         if cid in control_failed:
             f = control_failed[cid]
             ET.SubElement(
                 tc,
                 "failure",
                 type="control_failed",
-                message=f"{role} control: expected {f['expected']}, got {f['got']}",
+                message=f"{role} control: expected {f.expected}, got {f.got}",
             )
             failures += 1
-        elif c.get("outcome") in QUALITY_OUTCOMES and not role:
+        elif c.outcome in QUALITY_OUTCOMES and not role:
             ET.SubElement(
                 tc,
                 "failure",
-                type=str(c["outcome"]),
-                message=f"human {c.get('human_label')}, judge {c.get('verdict')}",
-            ).text = str(c.get("reason") or "")
+                type=c.outcome,
+                message=f"human {c.human_label}, judge {c.verdict}",
+            ).text = c.reason or ""
             failures += 1
         elif cid in pair_violations:
             ET.SubElement(tc, "failure", type="pair_violated", message=pair_violations[cid])
             failures += 1
-        elif c.get("bucket") == "errored":
-            ET.SubElement(
-                tc, "error", type=str(c.get("error_kind") or "error"), message=str(c.get("error_message") or "")
-            )
+        elif c.bucket == "errored":
+            ET.SubElement(tc, "error", type=c.error_kind or "error", message=c.error_message or "")
             errors += 1
-        elif c.get("bucket") in ("unrun", "withheld"):
-            why = "withheld: no reference evidence" if c.get("bucket") == "withheld" else "not judged"
-            if c.get("error_kind"):
-                why += f" ({c['error_kind']})"
+        elif c.bucket in ("unrun", "withheld"):
+            why = "withheld: no reference evidence" if c.bucket == "withheld" else "not judged"
+            if c.error_kind:
+                why += f" ({c.error_kind})"
             ET.SubElement(tc, "skipped", message=why)
             skipped += 1
-        elif c.get("review"):
-            ET.SubElement(tc, "skipped", message=f"review required: judge votes {c.get('labels')}")
+        elif c.review:
+            ET.SubElement(tc, "skipped", message=f"review required: judge votes {c.labels}")
             skipped += 1
     suite.set("tests", str(len(cases)))
     suite.set("failures", str(failures))

@@ -1,4 +1,4 @@
-"""The PR comment body (report.md) and the job summary (summary.md), from a result dict.
+"""The PR comment body (report.md) and the job summary (summary.md), from a `gate.result.Result`.
 
 Pure. Everything that comes from case text, judge reasons or messages passes through `escape`
 (`gate.escape.markdown`; identifiers through `code_id`, `gate.escape.code`),
@@ -7,13 +7,17 @@ so a response that says `<img src=x>` or `[click](http://evil)` cannot break or 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from gate.escape import code as code_id
 from gate.escape import markdown as escape
+from gate.money import money
 from gate.owners import owner_text
 from gate.textfit import head_bytes
+
+if TYPE_CHECKING:
+    from gate.result import CaseRow, Result
 
 __all__ = ["code_id", "escape", "id_list", "render_report", "render_summary"]
 
@@ -42,11 +46,6 @@ def id_list(ids: Sequence[Any], limit: int = MAX_IDS_INLINE) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def money(value: float, currency: str) -> str:
-    # Display only: result.json keeps the unrounded figure.
-    return f"{value:.4f} {currency}" if value < 1 else f"{value:.2f} {currency}"
-
-
 def marker(policy_id: str) -> str:
     """The sticky comment's marker: its whole first line (`gate.github` finds the comment by it)."""
     return f"<!-- ragas-gate:{policy_id} -->"
@@ -56,24 +55,24 @@ LIST_ONLY_KINDS = frozenset({"unrun_cases", "budget_exhausted", "missing_credent
 MAX_DETAILED = 10
 
 
-def _blockers(result: Mapping[str, Any]) -> list[str]:
-    cases = {c["case_id"]: c for c in result.get("cases", [])}
-    blockers: list[Mapping[str, Any]] = result.get("blockers", [])
+def _blockers(result: Result) -> list[str]:
+    cases = {c.case_id: c for c in result.cases}
+    blockers = result.blockers
     if not blockers:
         return ["No blockers.", ""]
     lines: list[str] = []
     for state in STATE_ORDER:
-        group = [b for b in blockers if b.get("state") == state]
+        group = [b for b in blockers if b.state == state]
         if not group:
             continue
         lines.append(f"#### {STATE_ICON[state]} {state} ({len(group)})")
         for b in group:
-            where = f" · slice {code_id(b['slice'])}" if b.get("slice") else ""
+            where = f" · slice {code_id(b.slice)}" if b.slice else ""
             owner = owner_text(b)
             where += f" · owner {escape(owner)}" if owner else ""
-            lines.append(f"- **{code_id(b['kind'])}**{where}: {escape(b.get('message', ''), 600)}")
-            ids = [str(i) for i in b.get("case_ids") or []]
-            if b["kind"] in LIST_ONLY_KINDS:
+            lines.append(f"- **{code_id(b.kind)}**{where}: {escape(b.message, 600)}")
+            ids = list(b.case_ids)
+            if b.kind in LIST_ONLY_KINDS:
                 if ids:
                     lines.append(f"  - cases: {id_list(ids)}")
                 continue
@@ -86,26 +85,21 @@ def _blockers(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _case_detail(c: Mapping[str, Any]) -> str:
-    human = c.get("human_label")
-    verdict = c.get("verdict")
-    if c.get("bucket") == "errored":
-        return (
-            f"evaluator error {code_id(c.get('error_kind'))}: {escape(c.get('error_message') or '', MAX_REASON_CHARS)}"
-        )
-    if c.get("bucket") == "withheld":
+def _case_detail(c: CaseRow) -> str:
+    if c.bucket == "errored":
+        return f"evaluator error {code_id(c.error_kind)}: {escape(c.error_message or '', MAX_REASON_CHARS)}"
+    if c.bucket == "withheld":
         return "withheld (no reference evidence)"
-    if c.get("bucket") == "unrun":
+    if c.bucket == "unrun":
         return "not judged"
-    labels = c.get("labels") or []
+    labels = c.labels
     votes = f" (votes: {', '.join(escape(v) for v in labels)})" if len(labels) > 1 else ""
-    reason = c.get("reason")
-    why = f" — judge: “{escape(reason, MAX_REASON_CHARS)}”" if reason else ""
-    return f"human **{escape(human)}**, judge **{escape(verdict)}**{votes}{why}"
+    why = f" — judge: “{escape(c.reason, MAX_REASON_CHARS)}”" if c.reason else ""
+    return f"human **{escape(c.human_label)}**, judge **{escape(c.verdict)}**{votes}{why}"
 
 
-def _slice_table(result: Mapping[str, Any], limits: Mapping[str, Any] | None) -> list[str]:
-    slices: Mapping[str, Mapping[str, int]] = result.get("slices", {})
+def _slice_table(result: Result) -> list[str]:
+    slices = result.slices
     if not slices:
         return []
     lines = [
@@ -113,27 +107,24 @@ def _slice_table(result: Mapping[str, Any], limits: Mapping[str, Any] | None) ->
         "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for name, t in slices.items():
-        fp = f"**{t['false_pass']}**" if t["false_pass"] else "0"
-        ff = f"**{t['false_fail']}**" if t["false_fail"] else "0"
+        fp = f"**{t.false_pass}**" if t.false_pass else "0"
+        ff = f"**{t.false_fail}**" if t.false_fail else "0"
         lines.append(
-            f"| {code_id(name)} | {fp} | {ff} | {t['true_pass']} | {t['true_fail']} | {t['errors']} | "
-            f"{t['review']} | {t['unrun']} |"
+            f"| {code_id(name)} | {fp} | {ff} | {t.true_pass} | {t.true_fail} | {t.errors} | {t.review} | {t.unrun} |"
         )
     return lines
 
 
-def _cost(result: Mapping[str, Any]) -> list[str]:
-    cost: Mapping[str, Any] = result.get("cost", {})
-    cur = cost.get("currency", "USD")
-    limits = result.get("limits") or {}
-    boundary = limits.get("max_total_cost")
-    bound = f" of a {money(boundary, cur)} boundary" if boundary is not None else ""
+def _cost(result: Result) -> list[str]:
+    cost = result.cost
+    cur = cost.currency
+    bound = f" of a {money(result.limits.max_total_cost, cur)} boundary" if result.limits is not None else ""
     lines = [
-        f"**{money(cost.get('total', 0.0), cur)}**{bound} · {cost.get('input_tokens', 0)} input / "
-        f"{cost.get('output_tokens', 0)} output tokens · {cost.get('http_attempts', 0)} HTTP attempts "
-        f"({cost.get('retries', 0)} retries) · {cost.get('cached_calls', 0)} cached calls",
+        f"**{money(cost.total, cur)}**{bound} · {cost.input_tokens} input / "
+        f"{cost.output_tokens} output tokens · {cost.http_attempts} HTTP attempts "
+        f"({cost.retries} retries) · {cost.cached_calls} cached calls",
     ]
-    unanswered = cost.get("unanswered_attempts", 0)
+    unanswered = cost.unanswered_attempts
     if unanswered:
         lines.append("")
         lines.append(
@@ -141,7 +132,7 @@ def _cost(result: Mapping[str, Any]) -> list[str]:
             "reported, so they are not in the total, but the provider may bill them; the cost boundary "
             "counted each at its reserved upper bound."
         )
-    missing = cost.get("usage_missing", 0)
+    missing = cost.usage_missing
     if missing:
         lines.append("")
         lines.append(
@@ -150,43 +141,43 @@ def _cost(result: Mapping[str, Any]) -> list[str]:
         )
     if missing or unanswered:
         lines.append("")
-        lines.append(f"Budget used (the total plus those reservations): {money(cost.get('budget_spent', 0.0), cur)}")
-    overrun = cost.get("over_reservation", 0)
+        lines.append(f"Budget used (the total plus those reservations): {money(cost.spent, cur)}")
+    overrun = cost.over_reservation
     if overrun:
         lines.append("")
         lines.append(
             f"{overrun} attempt(s) reported a cost above their reserved upper bound: scheduling stopped, and the "
             "boundary holds only up to that excess."
         )
-    by_slice: Mapping[str, float] = cost.get("by_slice", {})
+    by_slice = cost.by_slice
     if by_slice:
         lines.append("")
         lines.append("By slice: " + ", ".join(f"{code_id(k)} {money(v, cur)}" for k, v in by_slice.items()))
     return lines
 
 
-def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str:
-    state = str(result.get("state", "evaluation_incomplete"))
-    policy_id = str(result.get("policy_id", ""))
-    counts: Mapping[str, int] = result.get("counts", {})
+def render_report(result: Result, *, with_marker: bool = True) -> str:
+    state = result.state
+    policy_id = result.policy_id
+    counts = result.counts
     lines: list[str] = []
     if with_marker:
         lines.append(marker(policy_id))
     lines += [
-        f"## {STATE_ICON.get(state, '')} ragas-gate / {escape(policy_id)}: {code_id(state)}",
+        f"## {STATE_ICON[state]} ragas-gate / {escape(policy_id)}: {code_id(state)}",
         "",
-        f"**{code_id(state)}** — {STATE_MEANING.get(state, '')} Lane {code_id(result.get('lane', ''))}, policy "
-        f"{code_id(policy_id)} version {code_id(result.get('policy_version', ''))}, exit code "
-        f"{result.get('exit_code')}.",
+        f"**{code_id(state)}** — {STATE_MEANING[state]} Lane {code_id(result.lane)}, policy "
+        f"{code_id(policy_id)} version {code_id(result.policy_version)}, exit code "
+        f"{result.exit_code}.",
         "",
-        f"Cases: {counts.get('eligible', 0)} eligible = {counts.get('completed', 0)} completed + "
-        f"{counts.get('errored', 0)} errored + {counts.get('withheld', 0)} withheld + {counts.get('unrun', 0)} unrun "
-        f"· {counts.get('review', 0)} need review · {counts.get('cached', 0)} judgments from cache",
+        f"Cases: {counts.eligible} eligible = {counts.completed} completed + "
+        f"{counts.errored} errored + {counts.withheld} withheld + {counts.unrun} unrun "
+        f"· {counts.review} need review · {counts.cached} judgments from cache",
         "",
         "### Blockers",
         *_blockers(result),
     ]
-    table = _slice_table(result, None)
+    table = _slice_table(result)
     if table:
         lines += ["### Slices (controls excluded)", *table, ""]
     from gate.report import sections  # imported here: it builds on this module's escaping
@@ -195,18 +186,16 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
     lines += sections.trend_section(result)
     lines += sections.drift_section(result)
     lines += sections.certification_section(result)
-    lines += sections.strata_lines(result.get("strata"), "### Strata: raw and prevalence-weighted (controls excluded)")
-    controls = result.get("controls") or {}
-    if controls.get("failures"):
+    lines += sections.strata_lines(result.strata, "### Strata: raw and prevalence-weighted (controls excluded)")
+    if result.controls.failures:
         lines.append("### Controls: did not separate")
-        for f in controls["failures"]:
+        for f in result.controls.failures:
             lines.append(
-                f"- {code_id(f['case_id'])} ({escape(f['role'])}): expected {escape(f['expected'])}, "
-                f"got {escape(f['got'])}"
+                f"- {code_id(f.case_id)} ({escape(f.role)}): expected {escape(f.expected)}, got {escape(f.got)}"
             )
         lines.append("")
     lines += ["### Cost", *_cost(result), ""]
-    unrun = list(result.get("unrun_case_ids") or [])
+    unrun = result.unrun_case_ids
     if unrun:
         lines += [
             f"### Unrun cases ({len(unrun)})",
@@ -217,30 +206,25 @@ def render_report(result: Mapping[str, Any], *, with_marker: bool = True) -> str
             "</details>",
             "",
         ]
-    waived = result.get("waived") or []
-    overrides = result.get("overrides") or []
-    if waived or overrides:
+    if result.waived or result.overrides:
         lines.append("### Overrides")
-        for o in overrides:
-            status = "**expired**" if o.get("expired") else f"until {escape(o.get('expires'))}"
+        for o in result.overrides:
+            status = "**expired**" if o.expired else f"until {escape(o.expires)}"
             lines.append(
-                f"- {code_id(o['id'])} waives {code_id(o['blocker'])} for {id_list(o.get('case_ids', []))} "
-                f"({status}); approver {escape(o.get('approver'))}; reason: {escape(o.get('reason'), 300)}; "
-                f"evidence: {code_id(o.get('evidence', ''))}; follow-up: {escape(o.get('follow_up'))}"
+                f"- {code_id(o.id)} waives {code_id(o.blocker)} for {id_list(o.case_ids)} "
+                f"({status}); approver {escape(o.approver)}; reason: {escape(o.reason, 300)}; "
+                f"evidence: {code_id(o.evidence)}; follow-up: {escape(o.follow_up)}"
             )
-        for w in waived:
-            lines.append(
-                f"  - applied: {code_id(w['override'])} waived {code_id(w['kind'])} for {id_list(w['case_ids'])}"
-            )
+        for w in result.waived:
+            lines.append(f"  - applied: {code_id(w.override)} waived {code_id(w.kind)} for {id_list(w.case_ids)}")
         lines.append("")
-    for note in result.get("notes") or []:
+    for note in result.notes:
         lines.append(f"> {escape(note)}")
-    lineage: Mapping[str, str] = result.get("lineage", {})
-    if lineage:
+    if result.lineage is not None:
         lines += [
             "<details><summary>Lineage</summary>",
             "",
-            *(f"- {k}: {code_id(v)}" for k, v in lineage.items()),
+            *(f"- {k}: {code_id(v)}" for k, v in result.lineage.items()),
             "",
             "</details>",
         ]
@@ -255,6 +239,6 @@ def _cap(text: str) -> str:
     return cut + "\n\n_Report trimmed to fit a PR comment; the full result is in result.json and junit.xml._\n"
 
 
-def render_summary(result: Mapping[str, Any]) -> str:
+def render_summary(result: Result) -> str:
     """The job summary: the same report, without the sticky-comment marker."""
     return render_report(result, with_marker=False)

@@ -1,6 +1,6 @@
 """What `gate run`, `gate decide`, `gate merge` and `gate validate` print for a person.
 
-Read from the result dict (the same one result.json holds). The state and its meaning come first,
+Read from the `gate.result.Result` (what result.json holds). The state and its meaning come first,
 then the blockers with their case ids, the slice table, the cost and where the files are. On a
 terminal `rich` adds colour and layout; piped or in a CI log the same text is plain (no ANSI
 escape, no Markdown: that stays in report.md, summary.md and the PR comment).
@@ -23,12 +23,14 @@ from rich.table import Table
 from rich.text import Text
 
 from gate.escape import log_text
+from gate.money import money
 from gate.owners import owner_text
 from gate.paths import shown_path
-from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER, money
+from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER
 
 if TYPE_CHECKING:
     from gate.compare import Comparison
+    from gate.result import CaseRow, Result
 
 STATE_STYLE = {
     "passed": "bold green",
@@ -67,55 +69,47 @@ def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
     return out
 
 
-def _case_detail(c: Mapping[str, Any]) -> Text:
-    bucket = c.get("bucket")
-    if bucket == "errored":
-        return Text.assemble("evaluator error ", _t(c.get("error_kind")), ": ", _t(c.get("error_message") or "", 120))
-    if bucket == "withheld":
+def _case_detail(c: CaseRow) -> Text:
+    if c.bucket == "errored":
+        return Text.assemble("evaluator error ", _t(c.error_kind), ": ", _t(c.error_message or "", 120))
+    if c.bucket == "withheld":
         return Text("withheld (no reference evidence)")
-    if bucket == "unrun":
+    if c.bucket == "unrun":
         return Text("not judged")
-    out = Text.assemble(
-        "human ", _t(c.get("human_label"), style="bold"), ", judge ", _t(c.get("verdict"), style="bold")
-    )
-    labels = c.get("labels") or []
-    if len(labels) > 1:
-        out.append_text(Text.assemble(" (votes: ", Text(", ").join(_t(v) for v in labels), ")"))
-    if c.get("reason"):
-        out.append_text(Text.assemble(' — "', _t(c["reason"], MAX_REASON, style="italic"), '"'))
+    out = Text.assemble("human ", _t(c.human_label, style="bold"), ", judge ", _t(c.verdict, style="bold"))
+    if len(c.labels) > 1:
+        out.append_text(Text.assemble(" (votes: ", Text(", ").join(_t(v) for v in c.labels), ")"))
+    if c.reason:
+        out.append_text(Text.assemble(' — "', _t(c.reason, MAX_REASON, style="italic"), '"'))
     return out
 
 
-def headline(result: Mapping[str, Any]) -> Text:
-    state = str(result.get("state", "evaluation_incomplete"))
-    return Text.assemble(
-        (state, STATE_STYLE.get(state, "bold")),
-        f" (exit {result.get('exit_code')}): ",
-        STATE_MEANING.get(state, ""),
-    )
+def headline(result: Result) -> Text:
+    state = result.state
+    return Text.assemble((state, STATE_STYLE[state]), f" (exit {result.exit_code}): ", STATE_MEANING[state])
 
 
-def _blockers(result: Mapping[str, Any], console: Console) -> None:
-    blockers: Sequence[Mapping[str, Any]] = result.get("blockers") or []
+def _blockers(result: Result, console: Console) -> None:
+    blockers = result.blockers
     if not blockers:
         console.print("Blockers: none")
         return
-    cases = {c.get("case_id"): c for c in result.get("cases") or []}
+    cases = {c.case_id: c for c in result.cases}
     console.print(Text(f"Blockers ({len(blockers)})", style="bold"))
     for state in STATE_ORDER:
-        group = [b for b in blockers if b.get("state") == state]
+        group = [b for b in blockers if b.state == state]
         if group:
             console.print(Text.assemble("  ", (state, STATE_STYLE[state]), f" ({len(group)})"))
         for b in group:
-            where = Text.assemble(" in slice ", _t(b["slice"], style="cyan")) if b.get("slice") else Text()
-            kind = (log_text(b.get("kind")), "bold")
+            where = Text.assemble(" in slice ", _t(b.slice, style="cyan")) if b.slice else Text()
+            kind = (log_text(b.kind), "bold")
             owner = owner_text(b)
             if owner:
                 where = Text.assemble(where, " owner ", _t(owner, style="magenta"))
-            _indented(console, 4, Text.assemble(kind, where, ": ", _t(b.get("message"), 300)))
-            ids = [str(i) for i in b.get("case_ids") or []]
-            judged = [i for i in ids if cases.get(i, {}).get("bucket") not in (None, "unrun", "withheld")]
-            detailed = [] if b.get("kind") in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
+            _indented(console, 4, Text.assemble(kind, where, ": ", _t(b.message, 300)))
+            ids = b.case_ids
+            judged = [i for i in ids if i in cases and cases[i].bucket not in ("unrun", "withheld")]
+            detailed = [] if b.kind in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
             for i in detailed:
                 _indented(console, 6, Text.assemble(_t(i, style="cyan"), ": ", _case_detail(cases[i])))
             rest = [i for i in ids if i not in detailed]
@@ -129,8 +123,8 @@ def _indented(console: Console, left: int, text: Text) -> None:
     console.print(Padding(text, (0, 0, 0, left)) if console.is_terminal else Text(" " * left) + text)
 
 
-def _slices(result: Mapping[str, Any], console: Console) -> None:
-    slices: Mapping[str, Mapping[str, int]] = result.get("slices") or {}
+def _slices(result: Result, console: Console) -> None:
+    slices = result.slices
     if not slices:
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
@@ -138,43 +132,40 @@ def _slices(result: Mapping[str, Any], console: Console) -> None:
     table.add_column("slice", no_wrap=True)
     for col in cols:
         table.add_column(col.replace("_", " "), justify="right")
-    for name, t in slices.items():
-        cells = [
-            Text(str(t.get(c, 0)), style="bold red" if c in ("false_pass", "false_fail") and t.get(c) else "")
-            for c in cols
-        ]
+    for name, tally in slices.items():
+        t = tally.written()
+        cells = [Text(str(t[c]), style="bold red" if c in ("false_pass", "false_fail") and t[c] else "") for c in cols]
         table.add_row(_t(name, style="cyan"), *cells)
     console.print(Text("Slices (controls excluded)", style="bold"))
     console.print(table, soft_wrap=False)
     console.print()
 
 
-def _cost(result: Mapping[str, Any], console: Console) -> None:
-    cost: Mapping[str, Any] = result.get("cost") or {}
-    cur = str(cost.get("currency", "USD"))
-    boundary = (result.get("limits") or {}).get("max_total_cost")
-    line = Text.assemble(("Cost: ", "bold"), money(float(cost.get("total", 0.0)), cur))
-    if boundary is not None:
-        line.append(f" of a {money(float(boundary), cur)} boundary")
+def _cost(result: Result, console: Console) -> None:
+    cost = result.cost
+    cur = cost.currency
+    line = Text.assemble(("Cost: ", "bold"), money(cost.total, cur))
+    if result.limits is not None:
+        line.append(f" of a {money(result.limits.max_total_cost, cur)} boundary")
     line.append(
-        f"; {cost.get('input_tokens', 0)} input / {cost.get('output_tokens', 0)} output tokens, "
-        f"{cost.get('http_attempts', 0)} HTTP attempts ({cost.get('retries', 0)} retries), "
-        f"{cost.get('cached_calls', 0)} from cache"
+        f"; {cost.input_tokens} input / {cost.output_tokens} output tokens, "
+        f"{cost.http_attempts} HTTP attempts ({cost.retries} retries), "
+        f"{cost.cached_calls} from cache"
     )
     console.print(line)
-    unanswered, missing = cost.get("unanswered_attempts", 0), cost.get("usage_missing", 0)
+    unanswered, missing = cost.unanswered_attempts, cost.usage_missing
     if unanswered or missing:
         console.print(
             f"  {unanswered} attempt(s) unanswered and {missing} answered without usage count at their reserved "
-            f"upper bound: budget used {money(float(cost.get('budget_spent', 0.0)), cur)}"
+            f"upper bound: budget used {money(cost.spent, cur)}"
         )
 
 
-def _counts(result: Mapping[str, Any]) -> Text:
-    n: Mapping[str, int] = result.get("counts") or {}
+def _counts(result: Result) -> Text:
+    n = result.counts
     return Text(
-        f"Cases: {n.get('eligible', 0)} eligible = {n.get('completed', 0)} completed + {n.get('errored', 0)} "
-        f"errored + {n.get('withheld', 0)} withheld + {n.get('unrun', 0)} unrun; {n.get('review', 0)} need review"
+        f"Cases: {n.eligible} eligible = {n.completed} completed + {n.errored} "
+        f"errored + {n.withheld} withheld + {n.unrun} unrun; {n.review} need review"
     )
 
 
@@ -188,17 +179,17 @@ OUTPUT_NOTES = (
 )
 
 
-def print_outcome(result: Mapping[str, Any], out_dir: Path | None, console: Console) -> None:
+def print_outcome(result: Result, out_dir: Path | None, console: Console) -> None:
     """The whole terminal summary of a decision."""
     console.print(headline(result))
     console.print(
         Text.assemble(
             "Policy ",
-            _t(result.get("policy_id")),
+            _t(result.policy_id),
             " version ",
-            _t(result.get("policy_version")),
+            _t(result.policy_version),
             ", lane ",
-            _t(result.get("lane")),
+            _t(result.lane),
         )
     )
     console.print(_counts(result))
@@ -207,7 +198,7 @@ def print_outcome(result: Mapping[str, Any], out_dir: Path | None, console: Cons
     console.print()
     _slices(result, console)
     _cost(result, console)
-    for note in result.get("notes") or []:
+    for note in result.notes:
         console.print(Text.assemble("Note: ", _t(note)))
     if out_dir is not None:
         console.print()
