@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
 from gate import __version__, certify
 from gate.budget import Budget
@@ -59,6 +59,9 @@ from gate.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_tre
 from gate.trend_lane import attach_trend, judge_trend, trend_cases, trend_todo
 from gate.worker_records import discard_worker_records, fold_worker_records
 from gate.workers import judge_in_workers, make_budget, worker_count
+
+if TYPE_CHECKING:
+    from gate.result import Trend as BaseTrend
 
 RECORDS_FILE = "records.jsonl"
 
@@ -371,7 +374,7 @@ class _Earlier:
     trend_loaded: LoadedPolicy | None
     trend_records: list[Record]
     unrecorded_trend: list[Unrecorded]
-    base_trend: dict[str, Any] | None
+    base_trend: BaseTrend | None  # the base run's validated `trend`
     base_problem: str | None
     notes: list[str]  # on worker files a run that died left unreadable
 
