@@ -27,13 +27,14 @@ on Linux (workers are forked), 1 elsewhere.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -223,17 +224,66 @@ def _work(
         writer.close()
 
 
+@dataclass(frozen=True)
+class _Worker:
+    """One forked worker: its number k (1..count), its process, its records file, its share of cases."""
+
+    k: int
+    proc: BaseProcess
+    path: Path
+    share: tuple[Case, ...]
+    channel: Connection  # the reading end: a failure of its own, reported by the worker
+
+
 def judge_in_workers(
     runner: Runner, new_evaluator: EvaluatorMaker, count: int, out_dir: Path, log: IO[str] | None
 ) -> WorkersEnd:
     """Controls here, then the other cases in `count` forked workers; notes and findings for the result."""
+    if not _judge_controls(runner):
+        return WorkersEnd((), ())
+    progress, budget = runner.progress, runner.budget
+    start_done, start_errors = progress.done, progress.errors  # reused judgments and the controls
+    tally = WorkerTally()
+
+    def show() -> None:
+        done, errors = tally.read()
+        progress.advance(start_done + done, start_errors + errors, budget.spent + budget.reserved)
+
+    workers: list[_Worker] = []
+    with _forwarding_signals(workers) as received:
+        try:
+            _start_workers(workers, runner, new_evaluator, count, out_dir, tally, log)
+            failures, stopped = _await_workers(workers, show)
+            show()
+        finally:
+            for worker in workers:
+                worker.channel.close()
+    for k, kind, reason in failures:
+        _say(log, f"gate: worker {k}/{count} stopped the run: {reason}")
+        runner.fail(kind, reason)  # the first one is the run's failure; each unjudged case gets it
+    progress.done, progress.errors = start_done, start_errors  # counted again from what was recorded
+    # A worker that failed, or that was stopped because another did, did not die: the run's
+    # failure (an internal_error blocker, the reason on each unjudged case) says what happened.
+    quiet = {k for k, _kind, _reason in failures} | stopped
+    ends = [_fold_worker(runner, worker, count, worker.k in quiet, log) for worker in workers]
+    if received and runner.stop_reason is None:
+        runner.stop_reason = "cancelled"
+    notes = tuple(note for note, _finding in ends if note is not None)
+    return WorkersEnd(notes, tuple(finding for _note, finding in ends if finding is not None))
+
+
+def _judge_controls(runner: Runner) -> bool:
+    """The controls, judged in this process first: whether the run goes on to the other cases."""
     from gate.run import _judge_all
 
     plan = runner.plan
-    controls = tuple(c for c in plan.eligible if c.is_control)
     head = dataclasses.replace(
         runner,
-        plan=dataclasses.replace(plan, eligible=controls, withheld=tuple(c for c in plan.withheld if c.is_control)),
+        plan=dataclasses.replace(
+            plan,
+            eligible=tuple(c for c in plan.eligible if c.is_control),
+            withheld=tuple(c for c in plan.withheld if c.is_control),
+        ),
         pair_members={},
         tasks=set(),
     )
@@ -241,109 +291,66 @@ def judge_in_workers(
     runner.stop_reason = head.stop_reason
     if runner.stop_reason is None and head.controls_failed():
         runner.stop_reason = "control_failed"
-    if runner.stop_reason is not None:
-        return WorkersEnd((), ())
-    others = [c for c in plan.scheduled if not c.is_control]
-    concurrency = max(1, runner.loaded.policy.evaluator.max_concurrency // count)
-    ctx = multiprocessing.get_context("fork")
-    procs: list[tuple[int, BaseProcess, Path]] = []
-    tally = WorkerTally()
-    progress, budget = runner.progress, runner.budget
-    start_done, start_errors = progress.done, progress.errors  # reused judgments and the controls
+    return runner.stop_reason is None
 
-    def show() -> None:
-        done, errors = tally.read()
-        progress.advance(start_done + done, start_errors + errors, budget.spent + budget.reserved)
 
+@contextlib.contextmanager
+def _forwarding_signals(workers: Sequence[_Worker]) -> Iterator[list[int]]:
+    """While the workers run, SIGINT/SIGTERM to this process stop each of them (SIGTERM: they record
+    what is in flight as interrupted); yields the signals received."""
     parent = os.getpid()
-    stopping: list[int] = []
+    received: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if os.getpid() != parent:
             return
-        stopping.append(signum)
-        for _k, proc, _path in procs:
-            if proc.pid is not None and proc.exitcode is None:
-                os.kill(proc.pid, signal.SIGTERM)
+        received.append(signum)
+        for worker in workers:
+            if worker.proc.pid is not None and worker.proc.exitcode is None:
+                os.kill(worker.proc.pid, signal.SIGTERM)
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    channels: dict[Connection, int] = {}
-    failures: list[tuple[int, str, str]] = []
-    stopped: set[int] = set()
     try:
-        for k in range(1, count + 1):
-            path = out_dir / f"records.w{k}.jsonl"
-            share = others[k - 1 :: count]  # interleaved: every worker gets critical slices first
-            reader, sender = ctx.Pipe(duplex=False)
-            worker = ctx.Process(
-                target=_work,
-                args=(runner, new_evaluator, share, path, concurrency, tally, sender),
-                daemon=False,
-            )
-            worker.start()
-            sender.close()  # the worker holds the only sending end: its exit is the channel's end
-            procs.append((k, worker, path))
-            channels[reader] = k
-            _say(log, f"gate: worker {k}/{count} pid {worker.pid}: {len(share) * plan.repeats} judgments")
-        failures, stopped = _await_workers(procs, channels, show)
-        show()
+        yield received
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for reader in channels:
-            reader.close()
-    for k, kind, reason in failures:
-        _say(log, f"gate: worker {k}/{count} stopped the run: {reason}")
-        runner.fail(kind, reason)  # the first one is the run's failure; each unjudged case gets it
-    notes: list[str] = []
-    findings: list[Finding] = []
-    progress.done, progress.errors = start_done, start_errors  # counted again from what was recorded
-    for k, proc, path in procs:
-        found = read_worker(path)
-        for r in found.records:
-            runner.writer.write(r)
-            runner.emitted.append(r)
-            runner.remember(r)
-            progress.done += 1
-            progress.errors += r.status == "error"
-            if r.error_kind == "budget" and runner.stop_reason is None:
-                runner.stop_reason = "budget"
-        kept = None if found.problem is None else set_aside(path)
-        if found.problem is None:
-            path.unlink(missing_ok=True)
-        share = others[k - 1 :: count]
-        # A worker that failed, or that was stopped because another did, did not die: the run's
-        # failure (an internal_error blocker, the reason on each unjudged case) says what happened.
-        died = proc.exitcode != 0 and k not in {f[0] for f in failures} | stopped
-        if died or found.problem is not None:
-            billed = _bill_unrecorded(runner, share)  # paid, in the journal, in no readable record
-        if died:
-            how = (
-                f"signal {-proc.exitcode}"
-                if proc.exitcode is not None and proc.exitcode < 0
-                else f"exit {proc.exitcode}"
-            )
-            _say(log, f"gate: worker {k}/{count} pid {proc.pid} died ({how}) after {len(found.records)} judgment(s)")
-            notes.append(
-                f"worker {k}/{count} died ({how}): its unfinished cases are unrun; resume with --resume "
-                "(completed judgments are kept, nothing is paid twice)"
-            )
-        if found.problem is not None:
-            _say(log, f"gate: worker {k}/{count}: {found.problem}")
-            findings.append(_unreadable(runner, found, kept, share, billed, f"{k}/{count}"))
-    if stopping and runner.stop_reason is None:
-        runner.stop_reason = "cancelled"
-    return WorkersEnd(tuple(notes), tuple(findings))
 
 
-def _await_workers(
-    procs: Sequence[tuple[int, BaseProcess, Path]], channels: dict[Connection, int], show: Callable[[], None]
-) -> tuple[list[tuple[int, str, str]], set[int]]:
+def _start_workers(
+    workers: list[_Worker],
+    runner: Runner,
+    new_evaluator: EvaluatorMaker,
+    count: int,
+    out_dir: Path,
+    tally: WorkerTally,
+    log: IO[str] | None,
+) -> None:
+    """Fork `count` workers, each appended to `workers` as it starts (the signal forwarding sees it)."""
+    others = [c for c in runner.plan.scheduled if not c.is_control]
+    concurrency = max(1, runner.loaded.policy.evaluator.max_concurrency // count)
+    ctx = multiprocessing.get_context("fork")
+    for k in range(1, count + 1):
+        path = out_dir / f"records.w{k}.jsonl"
+        share = tuple(others[k - 1 :: count])  # interleaved: every worker gets critical slices first
+        reader, sender = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_work,
+            args=(runner, new_evaluator, share, path, concurrency, tally, sender),
+            daemon=False,
+        )
+        proc.start()
+        sender.close()  # the worker holds the only sending end: its exit is the channel's end
+        workers.append(_Worker(k, proc, path, share, reader))
+        _say(log, f"gate: worker {k}/{count} pid {proc.pid}: {len(share) * runner.plan.repeats} judgments")
+
+
+def _await_workers(workers: Sequence[_Worker], show: Callable[[], None]) -> tuple[list[tuple[int, str, str]], set[int]]:
     """Wait for every worker, showing their progress (`show`) a few times a second; the failures
     they reported, and the workers stopped because of them. On the first failure the others are
     stopped (SIGTERM: they record what is in flight as interrupted), as one process stops at a bug."""
-    live = {proc.sentinel: proc for _k, proc, _path in procs}
-    listening = dict(channels)
+    live = {worker.proc.sentinel: worker.proc for worker in workers}
+    listening = {worker.channel: worker.k for worker in workers}
     failures: list[tuple[int, str, str]] = []
     stopped: set[int] = set()
     while live or listening:
@@ -359,11 +366,53 @@ def _await_workers(
             except (EOFError, OSError):  # ended without a word: a clean exit, or killed
                 continue
             failures.append((k, str(kind), str(reason)))
-            for other, proc, _path in procs:
-                if other != k and proc.pid is not None and proc.exitcode is None:
-                    stopped.add(other)
-                    os.kill(proc.pid, signal.SIGTERM)
+            for other in workers:
+                if other.k != k and other.proc.pid is not None and other.proc.exitcode is None:
+                    stopped.add(other.k)
+                    os.kill(other.proc.pid, signal.SIGTERM)
     return failures, stopped
+
+
+def _fold_worker(
+    runner: Runner, worker: _Worker, count: int, quiet: bool, log: IO[str] | None
+) -> tuple[str | None, Finding | None]:
+    """A worker's records into the run's: a note when it died (not `quiet`: it neither failed nor was
+    stopped because another did), a blocker when its records file could not be read whole."""
+    found = read_worker(worker.path)
+    _take_records(runner, found.records)
+    kept = None if found.problem is None else set_aside(worker.path)
+    if found.problem is None:
+        worker.path.unlink(missing_ok=True)
+    label = f"{worker.k}/{count}"
+    died = worker.proc.exitcode != 0 and not quiet
+    # paid, in the journal, in no readable record
+    billed = _bill_unrecorded(runner, worker.share) if died or found.problem is not None else []
+    note = None
+    if died:
+        exitcode = worker.proc.exitcode
+        how = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit {exitcode}"
+        _say(log, f"gate: worker {label} pid {worker.proc.pid} died ({how}) after {len(found.records)} judgment(s)")
+        note = (
+            f"worker {label} died ({how}): its unfinished cases are unrun; resume with --resume "
+            "(completed judgments are kept, nothing is paid twice)"
+        )
+    if found.problem is None:
+        return note, None
+    _say(log, f"gate: worker {label}: {found.problem}")
+    return note, _unreadable(runner, found, kept, worker.share, billed, label)
+
+
+def _take_records(runner: Runner, records: Sequence[Record]) -> None:
+    """A worker's records into the run's records file, its memory and its progress count."""
+    progress = runner.progress
+    for r in records:
+        runner.writer.write(r)
+        runner.emitted.append(r)
+        runner.remember(r)
+        progress.done += 1
+        progress.errors += r.status == "error"
+        if r.error_kind == "budget" and runner.stop_reason is None:
+            runner.stop_reason = "budget"
 
 
 def _bill_unrecorded(runner: Runner, share: Sequence[Case]) -> list[Record]:
