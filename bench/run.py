@@ -242,7 +242,9 @@ def run_gate(policy: Path, out_dir: Path) -> Side:
     import gate.run as gate_run
 
     phases: dict[str, tuple[float, float]] = {}
-    original = gate_run._judge_all
+    # The name gate.run calls (older versions defined `_judge_all` in gate.run itself).
+    hook = "judge_all" if hasattr(gate_run, "judge_all") else "_judge_all"
+    original = getattr(gate_run, hook)
     marks: dict[str, tuple[float, float]] = {}
 
     async def timed_judge_all(runner: Any) -> None:
@@ -252,7 +254,7 @@ def run_gate(policy: Path, out_dir: Path) -> Side:
         finally:
             marks["judge_end"] = (time.perf_counter(), time.process_time())
 
-    gate_run._judge_all = timed_judge_all  # type: ignore[assignment]
+    setattr(gate_run, hook, timed_judge_all)
     try:
         # `gate run --no-cache`: no cache read or written (older RunOptions had only cache_dir=None).
         no_cache = {"use_cache": False} if "use_cache" in gate_run.RunOptions.__dataclass_fields__ else {}
@@ -263,7 +265,7 @@ def run_gate(policy: Path, out_dir: Path) -> Side:
             decision = gate_run.run(policy, opts, env={KEY_ENV: KEY})
             w1, c1 = time.perf_counter(), time.process_time()
     finally:
-        gate_run._judge_all = original  # type: ignore[assignment]
+        setattr(gate_run, hook, original)
     wall, cpu = w1 - w0, c1 - c0
     if "judge_start" in marks:
         (js_w, js_c), (je_w, je_c) = marks["judge_start"], marks["judge_end"]

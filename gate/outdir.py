@@ -2,7 +2,7 @@
 
 `gate run` pays for judgments; evidence it cannot write is money lost. So `--out` is proven
 writable (created if missing, a probe file written and removed) before anything is sent, and a
-write that fails mid-run stops scheduling at once (see `gate.run.Runner`) and ends in
+write that fails mid-run stops scheduling at once (see `gate.runner.Runner`) and ends in
 `OutputWriteError`: exit 3 with a message, never a verdict.
 """
 

@@ -49,12 +49,12 @@ from gate.journal import recover
 from gate.paths import shown_path
 from gate.policy import LoadedPolicy
 from gate.records import Record, RecordsError, read_records
+from gate.runner import Runner, judge_all
 from gate.states import Finding, State
 from gate.worker_records import WorkerFile, read_worker, set_aside
 
 if TYPE_CHECKING:
     from gate.judge import Evaluator, Judgment
-    from gate.run import Runner
 
 EvaluatorMaker = Callable[[LoadedPolicy], "Evaluator"]
 
@@ -189,7 +189,6 @@ def _work(
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from gate.progress import Progress
     from gate.records import RecordWriter
-    from gate.run import _judge_all
 
     class WorkerProgress(Progress):
         """Counts into the shared tally; the parent draws the run's one bar (or plain line) from it."""
@@ -214,7 +213,7 @@ def _work(
             tasks=set(),
             stop_reason=None,
         )
-        asyncio.run(_judge_all(mine))
+        asyncio.run(judge_all(mine))
         if mine.failure is not None:
             channel.send((mine.failure_kind or "internal_error", mine.failure))
     except Exception as exc:  # outside any judgment (its evaluator, its records file): still a bug
@@ -274,8 +273,6 @@ def judge_in_workers(
 
 def _judge_controls(runner: Runner) -> bool:
     """The controls, judged in this process first: whether the run goes on to the other cases."""
-    from gate.run import _judge_all
-
     plan = runner.plan
     head = dataclasses.replace(
         runner,
@@ -287,7 +284,7 @@ def _judge_controls(runner: Runner) -> bool:
         pair_members={},
         tasks=set(),
     )
-    asyncio.run(_judge_all(head))  # the controls, on this process's evaluator (closed at the end)
+    asyncio.run(judge_all(head))  # the controls, on this process's evaluator (closed at the end)
     runner.stop_reason = head.stop_reason
     if runner.stop_reason is None and head.controls_failed():
         runner.stop_reason = "control_failed"

@@ -17,7 +17,6 @@ KNOWN_LAZY_CYCLES = [
     {"gate.cases", "gate.overrides", "gate.policy"},
     {"gate.judge", "gate.judge.cached", "gate.judge.ragas_judge"},
     {"gate.report.markdown", "gate.report.sections"},
-    {"gate.run", "gate.workers"},
 ]
 
 
