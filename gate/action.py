@@ -42,7 +42,7 @@ from gate.loading import FileProblem, read_yaml_mapping
 from gate.money import money, plain_decimal
 from gate.process import without_pydantic_plugins
 from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
-from gate.result import Result, as_result
+from gate.result import Result
 from gate.states import USAGE_ERROR_EXIT
 from gate.textfit import fit_bytes
 
@@ -320,7 +320,8 @@ def run_gate(ctx: ActionContext) -> int:
         except (Exception, KeyboardInterrupt) as exc:
             known = report_known_error(exc, sys.stderr)
             return known if known is not None else _report_crash(ctx, exc)
-        print_outcome(as_result(decision.result), ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
+        if decision.result is not None:
+            print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
     return decision.state.exit_code
 
 

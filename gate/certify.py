@@ -188,7 +188,8 @@ def entry_line(result: Result) -> str | None:
     return json.dumps(cert.ledger_entry.written(), sort_keys=True) + "\n"
 
 
-def attach(result: dict[str, Any], cert: Certification | None, date: str, gate_version: str) -> None:
-    """Add `certification: {...}` to a result (nothing when the lane certifies nothing)."""
-    if cert is not None:
-        result["certification"] = cert.to_result(str(result.get("state", "")), date, gate_version)
+def attach(result: Result, cert: Certification | None, date: str, gate_version: str) -> Result:
+    """The result with `certification: {...}` (unchanged when the lane certifies nothing)."""
+    if cert is None:
+        return result
+    return result.with_(certification=cert.to_result(result.state, date, gate_version))

@@ -21,13 +21,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.cases import Case
 from gate.errors import PolicyError
 from gate.loading import sha256_hex
 from gate.policy import LEAKING_FIELDS, Check, LoadedPolicy
 from gate.states import Finding, State
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 # Case fields a check's parameters are filled from (by name). The answer key is never among them:
 # a check that read the human label would grade itself.
@@ -390,7 +393,6 @@ def evaluate_checks(loaded: LoadedPolicy, cases: Sequence[Case]) -> tuple[CheckR
     return results, check_findings(results, cases)
 
 
-def attach_checks(result: dict[str, Any], results: CheckResults, cases: Sequence[Case]) -> None:
-    """Add `checks` to a result dict (only when the policy has checks: older readers see no change)."""
-    if results.checks:
-        result["checks"] = checks_summary(results, cases)
+def attach_checks(result: Result, results: CheckResults, cases: Sequence[Case]) -> Result:
+    """The result with `checks` (only when the policy has checks: older readers see no change)."""
+    return result.with_(checks=checks_summary(results, cases)) if results.checks else result

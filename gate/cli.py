@@ -13,7 +13,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -326,17 +326,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if blocking else 0
 
 
-def _print_outcome(decided: Result | Mapping[str, Any], out_dir: Path | None, fmt: str = "text") -> None:
-    from gate.result import as_result
-
-    result = as_result(decided)
+def _print_outcome(result: Result | None, out_dir: Path | None, fmt: str = "text") -> None:
+    """The decision for a person (or, with --format json, result.json's content; `{}` for a plan)."""
     if fmt == "json":
-        json.dump(result.written(), sys.stdout, indent=2)
+        json.dump(result.written() if result is not None else {}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     from gate.report.terminal import make_console, print_outcome
 
-    print_outcome(result, out_dir, make_console(sys.stdout))
+    if result is not None:
+        print_outcome(result, out_dir, make_console(sys.stdout))
 
 
 @contextlib.contextmanager

@@ -133,7 +133,7 @@ def write_crash_result(
     notes = ["an internal error stopped the run; see the internal_error blocker"]
     try:
         first = decide(loaded, plan, findings, records, lineage, day)
-        unrun = list(first.result["unrun_case_ids"])
+        unrun = first.result.unrun_case_ids if first.result is not None else []
         decision = decide(
             loaded, plan, [*findings, internal_error_finding(exc, unrun)], records, lineage, day, notes=notes
         )

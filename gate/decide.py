@@ -23,6 +23,7 @@ from gate.owners import route
 from gate.plan import Plan
 from gate.policy import LoadedPolicy, Owners
 from gate.records import Record
+from gate.result import Result
 from gate.rules import apply_rules, control_failures
 from gate.states import Finding, State, overall_state
 from gate.strata import weigh
@@ -79,7 +80,7 @@ class Decision:
     blockers: list[Finding]
     waived: list[dict[str, Any]]
     outcomes: list[CaseOutcome]
-    result: dict[str, Any]
+    result: Result | None  # None only for a dry run that decides nothing (the drift lane's plan)
 
 
 def decide(
@@ -157,7 +158,7 @@ def _assemble_result(
     state: State,
     blockers: Sequence[Finding],
     waived: list[dict[str, Any]],
-) -> dict[str, Any]:
+) -> Result:
     """result.json (SPEC section 5) from the evidence and the blockers left after overrides."""
     policy, outcomes = ev.policy, ev.outcomes
     failed_controls = control_failures(ev)
@@ -194,7 +195,7 @@ def _assemble_result(
                 if not o.case.is_control
             ),
         ).to_dict()
-    return result
+    return Result.model_validate(result)
 
 
 def _routed(blocker: dict[str, Any], owners: Owners | None) -> dict[str, Any]:

@@ -47,11 +47,13 @@ def decide_from_records(
     if certification is not None:
         findings = [*findings, *certification.findings]
     decision = decide(loaded, plan, [*findings, *check_blockers], records, lineage, clock(), max_cost=max_cost)
-    attach_checks(decision.result, check_results, plan.eligible)
-    certify.attach(decision.result, certification, clock().isoformat(), __version__)
+    assert decision.result is not None  # decide always decides
+    result = attach_checks(decision.result, check_results, plan.eligible)
+    result = certify.attach(result, certification, clock().isoformat(), __version__)
     if loaded.policy.trend is not None:
         # The trend's judgments sit beside each records.jsonl (trend.jsonl); the report shows them again.
         beside = [p.parent / TREND_RECORDS for p in record_paths]
         trend_records = [r for t in beside if t.is_file() for r in read_records(t)]
-        attach_trend(decision.result, summarize(loaded.policy.trend, trend_cases(plan), trend_records))
+        result = attach_trend(result, summarize(loaded.policy.trend, trend_cases(plan), trend_records))
+    decision.result = result
     return decision

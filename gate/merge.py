@@ -180,13 +180,16 @@ def merge(
         max_cost=max_cost,
         notes=notes,
     )
-    attach_checks(decision.result, check_results, plan.eligible)
-    certify.attach(decision.result, certification, clock().isoformat(), __version__)
-    decision.result["merged_shards"] = {
-        "count": count,
-        "indices": sorted(present),
-        "missing": [i for i in range(1, count + 1) if i not in present],
-    }
+    assert decision.result is not None  # decide always decides
+    result = attach_checks(decision.result, check_results, plan.eligible)
+    result = certify.attach(result, certification, clock().isoformat(), __version__)
+    decision.result = result.with_(
+        merged_shards={
+            "count": count,
+            "indices": sorted(present),
+            "missing": [i for i in range(1, count + 1) if i not in present],
+        }
+    )
     return Merged(decision, tuple(records))
 
 

@@ -16,7 +16,6 @@ from gate.decide import Decision
 from gate.outdir import OutputWriteError, describe
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
-from gate.result import as_result
 from gate.rollback import write_rollback
 
 
@@ -33,7 +32,9 @@ def _write_text_atomic(path: Path, text: str) -> None:
 
 def write_outputs(out_dir: Path, decision: Decision) -> None:
     """Write result.json first, then the reports; each that fails is named in OutputWriteError."""
-    result = as_result(decision.result)
+    result = decision.result
+    if result is None:
+        return  # a plan: nothing was decided, so nothing is written
     files: list[tuple[str, Callable[[], str]]] = [
         ("result.json", result.to_json),
         ("report.md", lambda: render_report(result)),

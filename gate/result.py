@@ -425,11 +425,6 @@ class Result(Part):
         return json.dumps(self.written(), indent=2, ensure_ascii=False) + "\n"
 
 
-def as_result(value: Result | Mapping[str, Any]) -> Result:
-    """`value` as a Result (a decision's result dict is validated into one)."""
-    return value if isinstance(value, Result) else Result.model_validate(value)
-
-
 # --- reading result.json back --------------------------------------------------------------------
 
 

@@ -426,12 +426,13 @@ def _decide(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults
     lineage = make_lineage(loaded, lane.dataset, all_records, lane.base_url)
     findings = got.findings if got.failure is None else [*got.findings, got.failure]
     decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=got.notes)
-    attach_checks(decision.result, checks, plan.eligible)
+    assert decision.result is not None  # decide always decides
+    result = attach_checks(decision.result, checks, plan.eligible)
     if earlier.trend_loaded is not None and loaded.policy.trend is not None:
         summary = summarize(loaded.policy.trend, trend_cases(plan), got.trend_records)
         compared = compare_to_base(summary, earlier.base_trend, earlier.base_problem) if opts.base_result else summary
-        attach_trend(decision.result, compared)
-    certify.attach(decision.result, lane.certification, clock().isoformat(), __version__)
+        result = attach_trend(result, compared)
+    decision.result = certify.attach(result, lane.certification, clock().isoformat(), __version__)
     return decision
 
 

@@ -81,6 +81,6 @@ def owned_by(plan: Plan, count: int) -> dict[int, list[str]]:
 
 def with_shard(decision: Decision, shard: Shard | None) -> Decision:
     """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
-    if shard is not None:
-        decision.result["shard"] = shard.to_dict()
+    if shard is not None and decision.result is not None:
+        decision.result = decision.result.with_(shard=shard.to_dict())
     return decision

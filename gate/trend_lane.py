@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.budget import Budget
 from gate.cases import Case, Dataset
@@ -22,6 +22,9 @@ from gate.recording import make_record
 from gate.records import Record, RecordWriter
 from gate.sweep import judge_each
 from gate.trend import TREND_RECORDS
+
+if TYPE_CHECKING:
+    from gate.result import Result
 
 
 def trend_cases(plan: Plan) -> list[Case]:
@@ -67,11 +70,10 @@ def judge_trend(
     return records
 
 
-def attach_trend(result: dict[str, Any], trend: dict[str, Any]) -> None:
+def attach_trend(result: Result, trend: dict[str, Any]) -> Result:
     """The trend goes beside the decision; its spend is part of the run's cost (same boundary)."""
-    result["trend"] = trend
-    cost = result.get("cost")
-    if isinstance(cost, dict):
-        for key in ("total", "input_tokens", "output_tokens", "http_attempts", "budget_spent", "unanswered_attempts"):
-            cost[key] = cost.get(key, 0) + trend["cost"].get(key, 0)
-        cost["trend_total"] = trend["cost"]["total"]
+    cost = result.cost.written()
+    for key in ("total", "input_tokens", "output_tokens", "http_attempts", "budget_spent", "unanswered_attempts"):
+        cost[key] = cost.get(key, 0) + trend["cost"][key]
+    cost["trend_total"] = trend["cost"]["total"]
+    return result.with_(trend=trend, cost=cost)

@@ -86,13 +86,13 @@ def base_records() -> list[Record]:
 def test_all_verdicts_agree_passes(tmp_path: Path) -> None:
     d = run_decide(tmp_path, base_records())
     assert d.state is State.PASSED, d.blockers
-    assert d.result["exit_code"] == 0
-    c = d.result["counts"]
+    assert d.result.written()["exit_code"] == 0
+    c = d.result.written()["counts"]
     assert c == {"eligible": 9, "completed": 8, "errored": 0, "withheld": 1, "unrun": 0, "cached": 0, "review": 0}
     # Controls are evaluator checks: they are not in the slice tallies.
-    assert d.result["slices"]["critical"]["true_pass"] == 1
-    assert d.result["slices"]["critical"]["true_fail"] == 1
-    assert d.result["controls"] == {"ok": True, "failures": []}
+    assert d.result.written()["slices"]["critical"]["true_pass"] == 1
+    assert d.result.written()["slices"]["critical"]["true_fail"] == 1
+    assert d.result.written()["controls"] == {"ok": True, "failures": []}
 
 
 def test_false_pass_in_critical_slice_fails_quality_and_names_the_case(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_false_pass_in_critical_slice_fails_quality_and_names_the_case(tmp_path:
     d = run_decide(tmp_path, records)
     assert d.state is State.QUALITY_FAILED
     assert kinds(d)["false_pass_limit"] == ["c-2"]
-    assert d.result["slices"]["critical"]["false_pass"] == 1
+    assert d.result.written()["slices"]["critical"]["false_pass"] == 1
 
 
 def test_limit_allows_n_and_blocks_n_plus_one(tmp_path: Path) -> None:
@@ -135,9 +135,9 @@ def test_evaluator_error_is_never_pass_or_fail_and_never_dropped(tmp_path: Path,
     d = run_decide(tmp_path, records)
     assert d.state is State.EVALUATION_INCOMPLETE
     assert kinds(d)["evaluator_errors"] == ["c-1"]
-    t = d.result["slices"]["critical"]
+    t = d.result.written()["slices"]["critical"]
     assert (t["true_pass"], t["false_fail"], t["false_pass"], t["errors"]) == (0, 0, 0, 1)
-    c = d.result["counts"]
+    c = d.result.written()["counts"]
     assert c["errored"] == 1
     assert c["eligible"] == c["completed"] + c["errored"] + c["withheld"] + c["unrun"]
 
@@ -146,7 +146,7 @@ def test_errors_within_the_limit_do_not_block_but_are_counted(tmp_path: Path) ->
     records = [*controls_ok(), err("c-1"), ok("c-2", "fail", human="fail"), ok("g-1", "pass", slice="general")]
     d = run_decide(tmp_path, records, limits={"max_evaluator_errors": 1, "max_total_cost": 1.0})
     assert d.state is State.PASSED
-    assert d.result["counts"]["errored"] == 1
+    assert d.result.written()["counts"]["errored"] == 1
 
 
 def test_failed_control_blocks_and_other_cases_are_unrun(tmp_path: Path) -> None:
@@ -155,14 +155,14 @@ def test_failed_control_blocks_and_other_cases_are_unrun(tmp_path: Path) -> None
     d = run_decide(tmp_path, records)
     assert d.state is State.QUALITY_FAILED
     assert kinds(d)["control_failed"] == ["ctl-injection"]
-    assert d.result["controls"]["failures"][0] == {
+    assert d.result.written()["controls"]["failures"][0] == {
         "case_id": "ctl-injection",
         "role": "injection",
         "expected": "fail",
         "got": "pass",
     }
     assert sorted(kinds(d)["unrun_cases"]) == ["c-1", "c-2", "g-1"]
-    assert d.result["unrun_case_ids"] == ["c-1", "c-2", "g-1"]
+    assert d.result.written()["unrun_case_ids"] == ["c-1", "c-2", "g-1"]
 
 
 def test_missing_evidence_control_fails_when_the_model_was_called(tmp_path: Path) -> None:
@@ -182,8 +182,8 @@ def test_unstable_repeats_need_review_and_majority_counts(tmp_path: Path) -> Non
     d = run_decide(tmp_path, recs, evaluator=evaluator)
     assert d.state is State.REVIEW_REQUIRED
     assert kinds(d)["unstable_verdict"] == ["c-1"]
-    assert d.result["slices"]["critical"]["true_pass"] == 1  # the majority verdict
-    assert d.result["counts"]["review"] == 1
+    assert d.result.written()["slices"]["critical"]["true_pass"] == 1  # the majority verdict
+    assert d.result.written()["counts"]["review"] == 1
 
 
 def test_budget_stop_is_incomplete_and_lists_unrun_cases(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_budget_stop_is_incomplete_and_lists_unrun_cases(tmp_path: Path) -> None
     d = run_decide(tmp_path, records)
     assert d.state is State.EVALUATION_INCOMPLETE
     assert sorted(kinds(d)["budget_exhausted"]) == ["c-2", "g-1"]
-    assert d.result["unrun_case_ids"] == ["c-2", "g-1"]
+    assert d.result.written()["unrun_case_ids"] == ["c-2", "g-1"]
 
 
 def test_missing_credentials(tmp_path: Path) -> None:
@@ -218,7 +218,7 @@ def test_deterministic_block_means_every_case_unrun(tmp_path: Path) -> None:
     f = Finding(State.QUALITY_FAILED, "unknown_slice", "slice x has no limits", ("c-1",))
     d = run_decide(tmp_path, [], findings=[f])
     assert d.state is State.QUALITY_FAILED
-    assert d.result["counts"]["unrun"] == d.result["counts"]["eligible"] == 9
+    assert d.result.written()["counts"]["unrun"] == d.result.written()["counts"]["eligible"] == 9
     assert "unknown_slice" in kinds(d)
 
 
@@ -236,8 +236,8 @@ def test_active_override_waives_only_the_named_case(tmp_path: Path) -> None:
     records = [*controls_ok(), ok("c-1", "pass"), ok("c-2", "pass", human="fail"), ok("g-1", "pass", slice="general")]
     d = run_decide(tmp_path / "a", records, overrides=[override])
     assert d.state is State.PASSED, d.blockers
-    assert d.result["waived"][0]["override"] == "OVR-1"
-    assert d.result["waived"][0]["approver"] == "@owner"
+    assert d.result.written()["waived"][0]["override"] == "OVR-1"
+    assert d.result.written()["waived"][0]["approver"] == "@owner"
     # The same override for another case does not waive c-2.
     other = {**override, "case_ids": ["c-1"]}
     assert run_decide(tmp_path / "b", records, overrides=[other]).state is State.QUALITY_FAILED
@@ -292,8 +292,8 @@ def test_missing_evidence_routed_to_review_withholds_the_case(tmp_path: Path) ->
     f = Finding(State.REVIEW_REQUIRED, "missing_evidence", "no reference", ("c-nr",))
     d = run_decide(tmp_path, [*controls_ok(), ok("c-1", "pass")], cases, findings=[f], missing_evidence="review")
     assert d.state is State.REVIEW_REQUIRED
-    assert d.result["counts"]["withheld"] == 2  # c-nr and the missing-evidence control
-    assert d.result["counts"]["review"] == 1
+    assert d.result.written()["counts"]["withheld"] == 2  # c-nr and the missing-evidence control
+    assert d.result.written()["counts"]["review"] == 1
 
 
 def test_resumed_records_prefer_completed_and_count_all_paid_attempts(tmp_path: Path) -> None:
@@ -307,8 +307,8 @@ def test_resumed_records_prefer_completed_and_count_all_paid_attempts(tmp_path: 
     ]
     d = run_decide(tmp_path, records)
     assert d.state is State.PASSED
-    assert d.result["cost"]["http_attempts"] == len(records)
-    assert d.result["cost"]["total"] == pytest.approx(0.001 + 0.00012 * (len(records) - 1))
+    assert d.result.written()["cost"]["http_attempts"] == len(records)
+    assert d.result.written()["cost"]["total"] == pytest.approx(0.001 + 0.00012 * (len(records) - 1))
 
 
 def test_records_from_another_model_are_not_evidence(tmp_path: Path) -> None:
@@ -318,7 +318,7 @@ def test_records_from_another_model_are_not_evidence(tmp_path: Path) -> None:
     stale = kinds(d)["stale_records"]
     assert sorted(stale) == sorted(r.case_id for r in foreign)
     assert "gpt-4.1" in next(b.message for b in d.blockers if b.kind == "stale_records")
-    assert d.result["counts"]["completed"] == 0
+    assert d.result.written()["counts"]["completed"] == 0
 
 
 def test_records_whose_rendered_prompt_changed_are_not_evidence(tmp_path: Path) -> None:

@@ -191,3 +191,12 @@ def test_a_killed_drift_run_leaves_a_journal_naming_every_request_sent(tmp_path:
     named = sum(len(r.attempts) for r in recorded) + sum(len(u.attempts) for u in unrecorded)
     assert unrecorded and fake.count() <= named <= fake.count() + 4  # + requests cut off while sent
     assert recover(out / JOURNAL_FILE, recorded) == []  # never mistaken for verdicts
+
+
+def test_a_drift_dry_run_decides_nothing_and_prints_an_empty_json_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = drift_suite(tmp_path / "s", None)
+    code = main(["run", "--policy", str(policy), "--lane", "scheduled", "--dry-run", "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 0 and json.loads(out) == {}

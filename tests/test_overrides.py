@@ -89,7 +89,7 @@ def test_missing_evidence_may_be_waived_only_when_routed_to_review(
     finding = Finding(State.REVIEW_REQUIRED, "missing_evidence", "no reference", case_ids=("c-2",))
     records = [*controls_ok(), ok("c-1", "pass")]
     d = run_decide(tmp_path / "decide", records, cases, findings=[finding], **routed)
-    assert d.state is State.PASSED and d.result["waived"][0]["kind"] == "missing_evidence"
+    assert d.state is State.PASSED and d.result.written()["waived"][0]["kind"] == "missing_evidence"
 
 
 def test_the_reported_defect_an_errored_case_cannot_be_waived_into_a_pass(
@@ -114,7 +114,7 @@ def test_a_limit_override_makes_the_named_case_not_count(tmp_path: Path) -> None
     assert run_decide(tmp_path / "a", two_false, cases).state is State.QUALITY_FAILED  # limit 1, 2 false passes
     d = run_decide(tmp_path / "b", two_false, cases, overrides=[override("false_pass", ["g-0"])])
     assert d.state is State.PASSED, d.blockers
-    (w,) = d.result["waived"]
+    (w,) = d.result.written()["waived"]
     assert (w["override"], w["kind"], w["case_ids"]) == ("OVR-7", "false_pass_limit", ["g-0"])
     # Still over the limit with the waiver: the blocker stays and names only the cases that count.
     three = [*two_false[:-1], ok("g-2", "pass", human="fail", slice="general")]
@@ -143,7 +143,7 @@ def test_review_blockers_can_be_waived(tmp_path: Path, blocker: str, label: str,
     metric = {"allowed_values": ["pass", "fail", "review_required"]}
     assert kinds(run_decide(tmp_path / "a", records, cases, metric=metric))[blocker] == ["c-2"]
     d = run_decide(tmp_path / "b", records, cases, metric=metric, overrides=[override(blocker, ["c-2"])])
-    assert blocker not in kinds(d) and d.result["waived"][0]["kind"] == blocker
+    assert blocker not in kinds(d) and d.result.written()["waived"][0]["kind"] == blocker
 
 
 def test_an_expired_override_stays_expired_and_waives_nothing(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_an_expired_override_stays_expired_and_waives_nothing(tmp_path: Path) ->
     k = kinds(d)
     assert k["false_pass_limit"] == ["c-2"] and k["expired_override"] == ["c-2"]
     assert [b.state for b in d.blockers if b.kind == "expired_override"] == [State.REVIEW_REQUIRED]
-    assert d.result["waived"] == []
+    assert d.result.written()["waived"] == []
 
 
 def test_run_and_decide_agree_on_a_waived_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

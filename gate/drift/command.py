@@ -31,7 +31,7 @@ def print_drift_plan(loaded: LoadedPolicy, limit: float) -> Decision:
         f"from {drift.traces} (seed {drift.seed}), one judgment each, model {loaded.policy.evaluator.model}; "
         f"boundary {limit:g}\n"
     )
-    return Decision(state=State.PASSED, blockers=[], waived=[], outcomes=[], result={})
+    return Decision(state=State.PASSED, blockers=[], waived=[], outcomes=[], result=None)
 
 
 def run_drift_lane(

@@ -26,6 +26,7 @@ from gate.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal
 from gate.judge import Evaluator, Judgment, ragas_version
 from gate.policy import LoadedPolicy
 from gate.records import Record, RecordWriter
+from gate.result import Result
 from gate.states import Finding, State, overall_state
 from gate.sweep import judge_each
 
@@ -109,7 +110,7 @@ def run_drift(
         "state": state.value,
         **summary,
         "judgments": judgments,
-        "cost": result["cost"],
+        "cost": result.cost.written(),
         "lineage": lineage.to_dict(),
     }
     (out / DRIFT_RESULT).write_text(json.dumps(drift_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -200,40 +201,45 @@ def _result(
     lineage: Lineage,
     opts: DriftRun,
     summary: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> Result:
     """A result.json in the shape of every other run, so publish, the Action and reports read it."""
     done = {r.case_id: r for r in records}
     unrun = [c.case_id for c in sample if c.case_id not in done or done[c.case_id].status == "skipped"]
     price = loaded.policy.evaluator.price
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "policy_id": loaded.policy.policy_id,
-        "policy_version": loaded.policy.policy_version,
-        "lane": DRIFT_LANE,
-        "state": state.value,
-        "exit_code": state.exit_code,
-        "blockers": [b.to_dict() for b in blockers],
-        "counts": {
-            "eligible": len(sample),
-            "completed": sum(1 for r in records if r.status == "ok"),
-            "errored": sum(1 for r in records if r.status == "error"),
-            "withheld": 0,
-            "unrun": len(unrun),
-            "cached": sum(1 for r in records if r.cache == "hit"),
-            "review": 0,
-        },
-        "unrun_case_ids": unrun,
-        "slices": {},
-        "controls": {"ok": True, "failures": []},
-        "cost": cost_summary(records, price.currency if price else "USD"),
-        "lineage": lineage.to_dict(),
-        "waived": [],
-        "overrides": [],
-        "limits": {"max_total_cost": opts.boundary, "max_evaluator_errors": loaded.policy.limits.max_evaluator_errors},
-        "notes": [
-            "drift lane: production traces, no human labels; the state says only whether the run completed",
-            f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review",
-        ],
-        "cases": [],
-        "drift": dict(summary),
-    }
+    return Result.model_validate(
+        {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "policy_id": loaded.policy.policy_id,
+            "policy_version": loaded.policy.policy_version,
+            "lane": DRIFT_LANE,
+            "state": state.value,
+            "exit_code": state.exit_code,
+            "blockers": [b.to_dict() for b in blockers],
+            "counts": {
+                "eligible": len(sample),
+                "completed": sum(1 for r in records if r.status == "ok"),
+                "errored": sum(1 for r in records if r.status == "error"),
+                "withheld": 0,
+                "unrun": len(unrun),
+                "cached": sum(1 for r in records if r.cache == "hit"),
+                "review": 0,
+            },
+            "unrun_case_ids": unrun,
+            "slices": {},
+            "controls": {"ok": True, "failures": []},
+            "cost": cost_summary(records, price.currency if price else "USD"),
+            "lineage": lineage.to_dict(),
+            "waived": [],
+            "overrides": [],
+            "limits": {
+                "max_total_cost": opts.boundary,
+                "max_evaluator_errors": loaded.policy.limits.max_evaluator_errors,
+            },
+            "notes": [
+                "drift lane: production traces, no human labels; the state says only whether the run completed",
+                f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review",
+            ],
+            "cases": [],
+            "drift": dict(summary),
+        }
+    )
