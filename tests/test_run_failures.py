@@ -187,7 +187,7 @@ def test_a_worker_exception_is_a_blocker_with_a_reason_per_case(tmp_path: Path, 
         return BuggyEvaluator(default_factory(loaded, api_key, cache_dir), "c-001")
 
     decision = run(policy, RunOptions(lane="pr", out_dir=out, use_cache=False, progress=io.StringIO()), factory=factory)
-    res = decision.result
+    res = decision.result.written()
     assert res["state"] == "evaluation_incomplete" and res["exit_code"] == 3
     blocker = next(b for b in res["blockers"] if b["kind"] == "internal_error")
     assert "KeyError" in blocker["message"] and "c-001" in blocker["message"]
@@ -215,7 +215,7 @@ def test_an_exception_in_a_worker_process_is_a_blocker_with_a_reason_per_case(
         return BuggyEvaluator(default_factory(loaded, api_key, cache_dir), "c-002")
 
     decision = run(policy, RunOptions(lane="pr", out_dir=out, use_cache=False, progress=progress), factory=factory)
-    res = decision.result
+    res = decision.result.written()
     assert "worker 1/2" in progress.getvalue() and "worker 2/2" in progress.getvalue()  # really forked
     assert res["state"] == "evaluation_incomplete" and res["exit_code"] == 3
     blocker = next(b for b in res["blockers"] if b["kind"] == "internal_error")
