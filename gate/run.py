@@ -79,7 +79,7 @@ EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
 
 def default_factory(loaded: LoadedPolicy, api_key: str, cache_dir: Path | None) -> Evaluator:
     # Imported here: this is the moment a model call is due, and only now is ragas worth loading.
-    from gate.judge import make_evaluator
+    from gate.judge.ragas_judge import make_evaluator
 
     return make_evaluator(loaded, api_key=api_key, cache_dir=cache_dir)
 

@@ -33,9 +33,9 @@ from fake_openai import (
 from gate.budget import Budget, Prices
 from gate.cases import Case
 from gate.fingerprint import config_fingerprint
-from gate.judge import Judgment, make_evaluator, partial_judgment, resolve_base_url
+from gate.judge import Judgment, partial_judgment, resolve_base_url
 from gate.judge.outcome import RetryTiming
-from gate.judge.ragas_judge import JudgeConfigError, RagasEvaluator
+from gate.judge.ragas_judge import JudgeConfigError, RagasEvaluator, make_evaluator
 from gate.loading import canonical_json
 from gate.policy import LoadedPolicy, load_policy
 
@@ -669,7 +669,7 @@ def hook(event, args):
 sys.addaudithook(hook)
 from gate.budget import Budget
 from gate.cases import Case
-from gate.judge import make_evaluator
+from gate.judge.ragas_judge import make_evaluator
 from gate.policy import load_policy
 import suite
 loaded = load_policy(sys.argv[1])

@@ -2,11 +2,12 @@
 
 Nothing in this package imports ragas at module import time: `gate validate`, `gate decide` and
 the reports must work without paying ragas' ~2 s import. The ragas-backed implementation lives
-in `gate.judge.ragas_judge` and is imported only when a model call is due (`make_evaluator`).
+in `gate.judge.ragas_judge`, over this module, and imports ragas only when built.
 
 Public API:
-- `make_evaluator(loaded, *, api_key, cache_dir, base_url_env=FROM_ENV, timing=None, rng=None,
-  data_dir=None) -> RagasEvaluator` (an `Evaluator`); raises `JudgeConfigError` (a UsageError).
+- `gate.judge.ragas_judge.make_evaluator(loaded, *, api_key, cache_dir, base_url_env=FROM_ENV,
+  timing=None, rng=None, data_dir=None) -> RagasEvaluator` (an `Evaluator`); raises
+  `JudgeConfigError` (a UsageError).
 - `Evaluator.judge(case, repeat_index, budget) -> Judgment` never raises for provider or parse
   problems; on cancellation it re-raises CancelledError with `partial_judgment(exc)` attached.
 - `resolve_base_url`, `ragas_version`, `instructor_version` (package metadata, no import).
@@ -25,19 +26,12 @@ from __future__ import annotations
 import enum
 import importlib.metadata
 import os
-import random
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from gate.budget import Budget
 from gate.cases import Case
-from gate.judge.outcome import RetryTiming
 from gate.records import Attempt, CacheState, RecordErrorKind, Status
-
-if TYPE_CHECKING:
-    from gate.judge.ragas_judge import RagasEvaluator
-    from gate.policy import LoadedPolicy
 
 PROVIDER_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -106,48 +100,16 @@ def instructor_version() -> str:
     return installed_version("instructor") or "unknown"
 
 
-class _FromEnv(enum.Enum):
+class FromEnv(enum.Enum):
     OPENAI_BASE_URL = "OPENAI_BASE_URL"
 
 
-FROM_ENV = _FromEnv.OPENAI_BASE_URL
+FROM_ENV = FromEnv.OPENAI_BASE_URL
 
 
-def resolve_base_url(policy_base_url: str | None, base_url_env: str | _FromEnv | None = FROM_ENV) -> str:
+def resolve_base_url(policy_base_url: str | None, base_url_env: str | FromEnv | None = FROM_ENV) -> str:
     """Policy `evaluator.base_url`, else OPENAI_BASE_URL (read now unless given), else the provider default."""
     if policy_base_url:
         return policy_base_url
-    env = os.environ.get("OPENAI_BASE_URL") if isinstance(base_url_env, _FromEnv) else base_url_env
+    env = os.environ.get("OPENAI_BASE_URL") if isinstance(base_url_env, FromEnv) else base_url_env
     return env or PROVIDER_DEFAULT_BASE_URL
-
-
-def make_evaluator(
-    loaded: LoadedPolicy,
-    *,
-    api_key: str,
-    cache_dir: Path | None,
-    base_url_env: str | _FromEnv | None = FROM_ENV,
-    timing: RetryTiming | None = None,
-    rng: random.Random | None = None,
-    data_dir: Path | None = None,
-) -> RagasEvaluator:
-    """Build the Ragas-backed evaluator (imports ragas now; ~2 s once per process).
-
-    `api_key` is the value of the env var the policy names (the caller reads it; an empty key is
-    refused with JudgeConfigError, a UsageError). `cache_dir=None` turns the cache off.
-    `base_url_env` defaults to OPENAI_BASE_URL at call time. `timing` and `rng` set the retry
-    backoff (tests shrink it). `data_dir` is ragas' private XDG_DATA_HOME (default: under
-    `cache_dir`, else a temporary directory). Raises JudgeConfigError when the policy cannot be
-    honoured (no key, no prices, a model whose sampling settings ragas rewrites).
-    """
-    from gate.judge.ragas_judge import RagasEvaluator
-
-    return RagasEvaluator(
-        loaded,
-        api_key=api_key,
-        base_url=resolve_base_url(loaded.policy.evaluator.base_url, base_url_env),
-        cache_dir=cache_dir,
-        timing=timing,
-        rng=rng,
-        data_dir=data_dir,
-    )

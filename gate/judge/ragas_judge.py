@@ -28,7 +28,15 @@ from typing import Any
 from gate.budget import Budget, Prices
 from gate.cases import Case
 from gate.errors import UsageError
-from gate.judge import Judgment, attach_partial_judgment, instructor_version, ragas_version
+from gate.judge import (
+    FROM_ENV,
+    FromEnv,
+    Judgment,
+    attach_partial_judgment,
+    instructor_version,
+    ragas_version,
+    resolve_base_url,
+)
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
@@ -91,7 +99,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 class RagasEvaluator:
-    """Implements `gate.judge.Evaluator`. Build it with `gate.judge.make_evaluator`."""
+    """Implements `gate.judge.Evaluator`. Build it with `make_evaluator`."""
 
     def __init__(
         self,
@@ -410,3 +418,33 @@ class RagasEvaluator:
         await self._http.aclose()
         if self.cache is not None:
             self.cache.close()
+
+
+def make_evaluator(
+    loaded: LoadedPolicy,
+    *,
+    api_key: str,
+    cache_dir: Path | None,
+    base_url_env: str | FromEnv | None = FROM_ENV,
+    timing: RetryTiming | None = None,
+    rng: random.Random | None = None,
+    data_dir: Path | None = None,
+) -> RagasEvaluator:
+    """Build the Ragas-backed evaluator (imports ragas now; ~2 s once per process).
+
+    `api_key` is the value of the env var the policy names (the caller reads it; an empty key is
+    refused with JudgeConfigError, a UsageError). `cache_dir=None` turns the cache off.
+    `base_url_env` defaults to OPENAI_BASE_URL at call time. `timing` and `rng` set the retry
+    backoff (tests shrink it). `data_dir` is ragas' private XDG_DATA_HOME (default: under
+    `cache_dir`, else a temporary directory). Raises JudgeConfigError when the policy cannot be
+    honoured (no key, no prices, a model whose sampling settings ragas rewrites).
+    """
+    return RagasEvaluator(
+        loaded,
+        api_key=api_key,
+        base_url=resolve_base_url(loaded.policy.evaluator.base_url, base_url_env),
+        cache_dir=cache_dir,
+        timing=timing,
+        rng=rng,
+        data_dir=data_dir,
+    )
