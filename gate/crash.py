@@ -171,6 +171,7 @@ def _write_minimal(
     import json
 
     from gate.decide import RESULT_SCHEMA_VERSION
+    from gate.result import Result
 
     ids = [c.case_id for c in plan.eligible]
     state = State.EVALUATION_INCOMPLETE
@@ -208,7 +209,9 @@ def _write_minimal(
     }
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        # Through the model, like every result.json (the same bytes: this file was always ASCII-escaped).
+        text = json.dumps(Result.model_validate(result).written(), indent=2)
+        (out_dir / "result.json").write_text(text + "\n", encoding="utf-8")
     except OSError:
         return False
     return True

@@ -72,8 +72,15 @@ def judge_trend(
 
 def attach_trend(result: Result, trend: dict[str, Any]) -> Result:
     """The trend goes beside the decision; its spend is part of the run's cost (same boundary)."""
-    cost = result.cost.written()
-    for key in ("total", "input_tokens", "output_tokens", "http_attempts", "budget_spent", "unanswered_attempts"):
-        cost[key] = cost.get(key, 0) + trend["cost"][key]
-    cost["trend_total"] = trend["cost"]["total"]
+    c, t = result.cost, trend["cost"]
+    cost = {
+        **c.written(),
+        "total": c.total + t["total"],
+        "input_tokens": c.input_tokens + t["input_tokens"],
+        "output_tokens": c.output_tokens + t["output_tokens"],
+        "http_attempts": c.http_attempts + t["http_attempts"],
+        "budget_spent": c.spent + t["budget_spent"],
+        "unanswered_attempts": c.unanswered_attempts + t["unanswered_attempts"],
+        "trend_total": t["total"],
+    }
     return result.with_(trend=trend, cost=cost)

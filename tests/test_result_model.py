@@ -99,3 +99,19 @@ sys.exit(rc)
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_hand_built_result_of_a_failed_decision_loads_as_a_result(tmp_path: Path) -> None:
+    """gate.crash writes a minimal result.json when decide itself fails: publish and the Action must read it."""
+    from types import SimpleNamespace
+
+    from gate.crash import _write_minimal
+
+    plan = SimpleNamespace(eligible=[SimpleNamespace(case_id="c-1")], lane="pr")
+    try:
+        raise RuntimeError("the decision broke")
+    except RuntimeError as exc:
+        assert _write_minimal(exc, "pol", "v1", plan, tmp_path, ["an internal error stopped the run"])
+    result = load_result(tmp_path / "result.json")
+    assert result.state == "evaluation_incomplete" and result.unrun_case_ids == ["c-1"]
+    assert result.lineage is None and result.limits is None  # not known: said as absent, never guessed
