@@ -42,6 +42,7 @@ from gate.loading import FileProblem, read_yaml_mapping
 from gate.money import money, plain_decimal
 from gate.process import without_pydantic_plugins
 from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
+from gate.records import RECORDS_FILE
 from gate.result import Result
 from gate.states import USAGE_ERROR_EXIT
 from gate.textfit import fit_bytes
@@ -329,7 +330,7 @@ def _report_crash(ctx: ActionContext, exc: BaseException) -> int:
     """An unexpected error: one paragraph, a result.json that claims no verdict (a run), exit 3."""
     written = None
     if not ctx.merge:
-        written = crash.write_crash_note(exc, ctx.policy, ctx.lane, ctx.out_dir, [ctx.out_dir / "records.jsonl"])
+        written = crash.write_crash_note(exc, ctx.policy, ctx.lane, ctx.out_dir, [ctx.out_dir / RECORDS_FILE])
     crash.print_traceback_if_debug(exc, sys.stderr)
     what = "`gate merge`" if ctx.merge else "`gate run`"
     sys.stderr.write(f"error: {crash.crash_message(what, exc, written, resumable=not ctx.merge)}\n")

@@ -445,6 +445,7 @@ COMMANDS = {
 def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
     """An unexpected error: one paragraph on stderr, a result.json that claims no verdict, exit 3."""
     from gate import crash
+    from gate.records import RECORDS_FILE
 
     command = getattr(args, "command", None)
     written = None
@@ -455,7 +456,7 @@ def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
         and command in ("run", "decide")
         and not getattr(args, "dry_run", False)
     ):
-        sources = [out_dir / "records.jsonl"] if command == "run" else list(args.records)
+        sources = [out_dir / RECORDS_FILE] if command == "run" else list(args.records)
         written = crash.write_crash_note(exc, args.policy, args.lane, out_dir, sources)
     crash.print_traceback_if_debug(exc, sys.stderr)
     what = f"`gate {command}`" if command else "`gate`"

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from gate.errors import UsageError
 from gate.evidence import UNRUN_ERROR_KINDS, best_records, majority
 from gate.record_vetting import verdict_problem_for
-from gate.records import Record, read_records
+from gate.records import RECORDS_FILE, Record, read_records
 from gate.result import Result, ResultProblem, load_result
 from gate.rollback import read_rollback
 
@@ -147,7 +147,7 @@ class Comparison:
 def load_run(path: Path, flag: str) -> Run:
     """A run's --out directory (records.jsonl, result.json if present) or a records.jsonl file."""
     if path.is_dir():
-        records_path = path / "records.jsonl"
+        records_path = path / RECORDS_FILE
         result_path = path / "result.json"
         if not records_path.exists():
             raise UsageError(

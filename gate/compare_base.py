@@ -12,6 +12,7 @@ from pathlib import Path
 from gate import escape
 from gate.compare import compare_runs, critical_slices_of, load_run
 from gate.errors import GateError
+from gate.records import RECORDS_FILE
 from gate.report.compare import render_comment_section, render_compare
 
 HEADING = "### Against the base run"
@@ -19,7 +20,7 @@ HEADING = "### Against the base run"
 
 def has_base_run(base: Path) -> bool:
     """A base run to compare against: a directory holding records.jsonl (or the file itself)."""
-    return (base / "records.jsonl").is_file() if base.is_dir() else base.is_file()
+    return (base / RECORDS_FILE).is_file() if base.is_dir() else base.is_file()
 
 
 def base_section(base: Path, head_dir: Path, policy: Path, shown_as: str) -> str:
@@ -29,7 +30,7 @@ def base_section(base: Path, head_dir: Path, policy: Path, shown_as: str) -> str
             f"{HEADING}\n\nNo base run to compare against: {escape.code(shown_as)} holds no records.jsonl "
             "(the base branch has no run yet, or its artifact expired). The state above does not depend on it.\n"
         )
-    records = head_dir / "records.jsonl"
+    records = head_dir / RECORDS_FILE
     if not records.is_file() or not records.read_text(encoding="utf-8", errors="replace").strip():
         return f"{HEADING}\n\nThis run judged no case (see above): there is nothing to compare with the base run.\n"
     try:

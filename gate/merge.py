@@ -21,7 +21,7 @@ from gate.inputs import load_inputs
 from gate.lineage import make_lineage
 from gate.outputs import write_outputs
 from gate.policy import today
-from gate.records import Record, read_records, write_records
+from gate.records import RECORDS_FILE, Record, read_records, write_records
 from gate.result import Result, ResultProblem, load_result
 from gate.shard import Shard, owned_by, shard_of
 from gate.states import Finding, State
@@ -76,7 +76,7 @@ def read_shard_output(directory: Path) -> ShardOutput:
     lineage = result.lineage
     if lineage is None:
         raise MergeError(f"{path}: field `lineage` is required; fix: pass the --out directory of a shard")
-    records = tuple(read_records(directory / "records.jsonl")) if (directory / "records.jsonl").exists() else ()
+    records = tuple(read_records(directory / RECORDS_FILE)) if (directory / RECORDS_FILE).exists() else ()
     for r in records:
         if r.control_role is None and shard_of(r.case_id, shard.count) != shard.index:
             raise MergeError(
@@ -196,7 +196,7 @@ def merge(
 def write_merged(out_dir: Path, merged: Merged) -> None:
     """The merged outputs, plus every shard's records in one records.jsonl (for `gate decide`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "records.jsonl"
+    path = out_dir / RECORDS_FILE
     path.unlink(missing_ok=True)
     write_records(path, merged.records)
     write_outputs(out_dir, merged.decision)

@@ -20,6 +20,7 @@ from gate.escape import NAME_RULE, is_name, visible
 from gate.loading import MAX_STREAM_BYTES, FileProblem, format_validation_error, read_bytes, surrogate_at
 
 SCHEMA_VERSION = 1
+RECORDS_FILE = "records.jsonl"  # in --out: every judgment of the run, one JSON line each
 
 Status = Literal["ok", "error", "skipped"]
 RecordErrorKind = Literal[

@@ -44,7 +44,7 @@ from gate.plan import Plan
 from gate.policy import LoadedPolicy, load_policy, today
 from gate.progress import Progress
 from gate.recording import make_record
-from gate.records import Record, RecordWriter, read_records
+from gate.records import RECORDS_FILE, Record, RecordWriter, read_records
 from gate.resume import recovered_records, reusable_records
 from gate.runner import Runner, judge_all
 from gate.shard import Shard, select, with_shard
@@ -56,8 +56,6 @@ from gate.workers import judge_in_workers, make_budget, worker_count
 
 if TYPE_CHECKING:
     from gate.result import Trend as BaseTrend
-
-RECORDS_FILE = "records.jsonl"
 
 
 @dataclass

@@ -88,7 +88,7 @@ class Runner:
         try:
             self.writer.write(record)
         except OSError as exc:
-            self.fail_writing(str(self.writer.path), exc)
+            self.fail_writing(shown_path(self.writer.path), exc)
 
     def fail(self, kind: str, message: str) -> None:
         """Stop at once: no new judgment, no retry; the judgments in flight are cancelled."""

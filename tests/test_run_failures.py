@@ -148,15 +148,18 @@ def test_disk_full_in_a_subprocess_stops_paying_and_exits_3(tmp_path: Path, fake
 
 
 def test_a_full_tmpfs_stops_paying_and_exits_3(
-    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     n, conc = 60, 4
     policy = suite_with(tmp_path, fake_openai, n, conc)
+    monkeypatch.chdir(tmp_path)
     with tmpfs(tmp_path / "small", "size=64k") as out:
         assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 3
         _assert_stopped_at_once(out, fake_openai, conc, n)
     err = capsys.readouterr().err
     assert "No space left on device" in err and "Traceback" not in err
+    # The message names the file relative to the working directory, as every message does.
+    assert "writing small/records.jsonl failed" in err and str(tmp_path) not in err
 
 
 # -- a worker's exception is surfaced ---------------------------------------------------------------
