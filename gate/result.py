@@ -16,12 +16,13 @@ Imported lazily (by the run, decide and report paths): `gate validate` never bui
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 StateName = Literal["passed", "quality_failed", "evaluation_incomplete", "review_required"]
 # Sums of prices are floats, but an empty sum is the int 0: kept as written, so re-serializing
@@ -417,12 +418,20 @@ class Result(Part):
         return cls.model_validate(data)
 
     def with_(self, **fields: Any) -> Result:
-        """A copy with `fields` set (validated, and written by `to_json`)."""
-        return type(self).model_validate({**self.written(), **fields})
+        """A copy with `fields` set (validated, and written by `to_json`). Only the new fields are
+        validated: the rest already were, and a result may hold thousands of case rows."""
+        return self.model_copy(update={k: _adapter(k).validate_python(v) for k, v in fields.items()})
 
     def to_json(self) -> str:
         """result.json's text."""
         return json.dumps(self.written(), indent=2, ensure_ascii=False) + "\n"
+
+
+@functools.cache
+def _adapter(field: str) -> TypeAdapter[Any]:
+    """The validator of one field of `Result` (unknown field names are a KeyError: a bug)."""
+    annotation: Any = Result.model_fields[field].annotation
+    return TypeAdapter(annotation)
 
 
 # --- reading result.json back --------------------------------------------------------------------

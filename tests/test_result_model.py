@@ -115,3 +115,12 @@ def test_the_hand_built_result_of_a_failed_decision_loads_as_a_result(tmp_path: 
     result = load_result(tmp_path / "result.json")
     assert result.state == "evaluation_incomplete" and result.unrun_case_ids == ["c-1"]
     assert result.lineage is None and result.limits is None  # not known: said as absent, never guessed
+
+
+def test_an_attached_section_is_validated_and_written_last_in_its_place() -> None:
+    result = load_result(RESULT_FIXTURES[0])
+    sharded = result.with_(shard={"index": 2, "count": 3})
+    assert sharded.shard is not None and sharded.shard.count == 3 and result.shard is None
+    assert sharded.to_json().endswith('"shard": {\n    "index": 2,\n    "count": 3\n  }\n}\n')
+    with pytest.raises(ValueError, match="index"):
+        result.with_(shard={"index": "two", "count": 3})
