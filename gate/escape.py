@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 # Case ids and slice names (SPEC 8, "Untrusted text"): safe raw in every output format.
 NAME_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
@@ -82,6 +83,16 @@ def code(text: object) -> str:
     """An identifier in a code span; anything that could leave the span is escaped as text."""
     s = str(text)
     return f"`{s}`" if _CODE_SAFE.fullmatch(s) and s.strip() == s and s else markdown(s)
+
+
+MAX_IDS_INLINE = 25
+
+
+def id_list(ids: Sequence[object], limit: int = MAX_IDS_INLINE) -> str:
+    """Identifiers as code spans, comma-separated: the first `limit`, then how many more."""
+    shown = ", ".join(code(i) for i in ids[:limit])
+    more = len(ids) - limit
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 # ---- XML (junit.xml) -----------------------------------------------------------------------------

@@ -7,13 +7,14 @@ so a response that says `<img src=x>` or `[click](http://evil)` cannot break or 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.escape import code as code_id
+from gate.escape import id_list
 from gate.escape import markdown as escape
 from gate.money import money
 from gate.owners import owner_text
+from gate.report import sections
 from gate.textfit import head_bytes
 
 if TYPE_CHECKING:
@@ -34,16 +35,9 @@ STATE_MEANING = {
     "review_required": "a person must look at the cases below before this can go ahead.",
 }
 STATE_ORDER = ("quality_failed", "evaluation_incomplete", "review_required")
-MAX_IDS_INLINE = 25
 MAX_REASON_CHARS = 280
 # GitHub caps comments near 64 KiB; keep a margin for the marker and the trim note.
 MAX_REPORT_BYTES = 60_000
-
-
-def id_list(ids: Sequence[Any], limit: int = MAX_IDS_INLINE) -> str:
-    shown = ", ".join(code_id(i) for i in ids[:limit])
-    more = len(ids) - limit
-    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def marker(policy_id: str) -> str:
@@ -180,8 +174,6 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
     table = _slice_table(result)
     if table:
         lines += ["### Slices (controls excluded)", *table, ""]
-    from gate.report import sections  # imported here: it builds on this module's escaping
-
     lines += sections.checks_section(result)
     lines += sections.trend_section(result)
     lines += sections.drift_section(result)

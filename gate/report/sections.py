@@ -1,15 +1,18 @@
 """Report sections for the optional policy features (deterministic checks, the rubric trend, drift,
 certification, strata).
 
-Pure, like `gate.report.markdown`, whose escaping they use; each returns no lines when the result
-has nothing to show, so a result without these features renders exactly as before.
+Pure, like `gate.report.markdown` (which places them), with the same escaping (`gate.escape`); each
+returns no lines when the result has nothing to show, so a result without these features renders
+exactly as before.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gate.report.markdown import code_id, escape, id_list
+from gate.escape import code as code_id
+from gate.escape import id_list
+from gate.escape import markdown as escape
 
 if TYPE_CHECKING:
     from gate.result import (
