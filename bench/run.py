@@ -289,12 +289,12 @@ def run_gate(policy: Path, out_dir: Path) -> Side:
             side.ok += 1
         else:
             side.wrong += 1
-    counts = decision.result.get("counts", {})
-    if counts.get("completed") != side.ok + side.wrong and not side.first_error:
-        side.first_error = f"result.json counts {counts} disagree with records.jsonl"
+    result = decision.result
+    if result.counts.completed != side.ok + side.wrong and not side.first_error:
+        side.first_error = f"result.json counts {result.counts} disagree with records.jsonl"
     if not side.ok and not side.first_error:
-        blockers = [f"{b.get('kind')}: {b.get('message', '')[:200]}" for b in decision.result.get("blockers", [])]
-        side.first_error = f"no judgment ran; state {decision.result.get('state')}; blockers {blockers}"
+        blockers = [f"{b.kind}: {b.message[:200]}" for b in result.blockers]
+        side.first_error = f"no judgment ran; state {result.state}; blockers {blockers}"
     return side
 
 
