@@ -248,11 +248,9 @@ def run_checks(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> CheckRes
         return NO_CHECKS
     import asyncio  # here, not at the top: `gate validate` loads this module and never awaits
 
-    from gate.judge.ragas_judge import prepare_ragas_environment
+    from gate.judge.discrete import discrete_metric_decorator
 
-    prepare_ragas_environment(None)
-    from ragas.metrics import discrete_metric
-
+    discrete_metric = discrete_metric_decorator()
     metrics = {
         c.name: _input_model_once(discrete_metric(name=c.name, allowed_values=list(c.spec.allowed_values))(c.func))
         for c in checks

@@ -122,3 +122,18 @@ def test_module_level_imports_point_down() -> None:
 def test_no_new_cycle_through_lazy_imports() -> None:
     new = [c for c in cycles(import_graph(top_level_only=False)) if c not in KNOWN_LAZY_CYCLES]
     assert new == []
+
+
+def test_only_the_judge_package_imports_ragas() -> None:
+    """ragas stays behind gate/judge/: every other module asks it for what it needs, lazily."""
+    outside = []
+    for path in sorted(GATE.rglob("*.py")):
+        if path.relative_to(GATE).parts[0] == "judge":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n == "ragas" or n.startswith("ragas.") for n in names):
+                outside.append(f"{path.relative_to(GATE)}:{node.lineno}")
+    assert outside == []

@@ -24,10 +24,9 @@ def labels_align(human_label: str, judge_label: str) -> str:
 
 def alignment_metric() -> Any:
     """The ragas metric object wrapping `labels_align`."""
-    from gate.judge.ragas_judge import prepare_ragas_environment
+    from gate.judge.discrete import discrete_metric_decorator
 
-    prepare_ragas_environment(None)  # telemetry off before ragas is imported
-    from ragas.metrics import discrete_metric
+    discrete_metric = discrete_metric_decorator()
 
     @discrete_metric(name="human_judge_alignment", allowed_values=ALIGNMENT_VALUES)
     def human_judge_alignment(human_label: str, judge_label: str) -> str:

@@ -1,0 +1,21 @@
+"""ragas' `@discrete_metric` decorator for the code that wraps plain functions as metrics.
+
+The deterministic checks (gate/checks.py) and calibration's human-vs-judge comparison
+(gate/calibrate/alignment.py) wrap our own functions with ragas so they score like the judge.
+This is the one place outside the evaluator that imports ragas, and only when it is called:
+`gate validate` loads both callers and must never pay for ragas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def discrete_metric_decorator() -> Any:
+    """`ragas.metrics.discrete_metric`, with telemetry off and a private data dir set first."""
+    from gate.judge.ragas_judge import prepare_ragas_environment
+
+    prepare_ragas_environment(None)
+    from ragas.metrics import discrete_metric
+
+    return discrete_metric
