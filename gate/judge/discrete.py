@@ -8,14 +8,19 @@ This is the one place outside the evaluator that imports ragas, and only when it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+# discrete_metric(name=..., allowed_values=...) returns a decorator from a function to a metric.
+DecoratorFactory = Callable[..., Callable[[Callable[..., Any]], Any]]
 
-def discrete_metric_decorator() -> Any:
+
+def discrete_metric_decorator() -> DecoratorFactory:
     """`ragas.metrics.discrete_metric`, with telemetry off and a private data dir set first."""
     from gate.judge.ragas_judge import prepare_ragas_environment
 
     prepare_ragas_environment(None)
     from ragas.metrics import discrete_metric
 
-    return discrete_metric
+    factory: DecoratorFactory = discrete_metric
+    return factory
