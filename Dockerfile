@@ -19,7 +19,7 @@ RUN python3 -m venv /opt/ragas-gate \
         -r /tmp/build/requirements.lock \
     && /opt/ragas-gate/bin/pip uninstall --yes pip setuptools wheel
 COPY gate /opt/ragas-gate/app/gate
-# Beside the package: each run's rollback.json records its sha256 (gate/rollback.py).
+# Beside the package: each run's rollback.json records its sha256 (gate/measure/rollback.py).
 COPY requirements.lock /opt/ragas-gate/app/requirements.lock
 RUN /opt/ragas-gate/bin/python -m compileall -q /opt/ragas-gate/app
 

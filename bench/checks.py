@@ -2,7 +2,7 @@
 
 `gate run` wraps each check with `ragas.metrics.discrete_metric`. In ragas 0.4.3 that wrapper
 rebuilds a pydantic input model from the function's signature on every call; the gate builds it
-once per check (gate/checks.py `_input_model_once`). Side by side, in one process, on the example
+once per check (gate/validate/case_checks.py `_input_model_once`). Side by side, in one process, on the example
 policy's two checks over N copies of its cases: the same values, and the time per case-check.
 
     .venv/bin/python bench/checks.py             # 20,000 cases x 2 checks
@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 
-from gate.checks import load_checks, run_checks  # noqa: E402
-from gate.inputs import load_inputs  # noqa: E402
+from gate.plan.inputs import load_inputs  # noqa: E402
+from gate.validate.case_checks import load_checks, run_checks  # noqa: E402
 
 
 def main() -> None:

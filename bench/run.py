@@ -4,7 +4,7 @@ Both sides judge the same N cases against the fake OpenAI-compatible provider
 (`tests/fake_openai.py`, run as a separate process so it takes none of this process's CPU or GIL)
 with a fixed latency per request, at the same concurrency, on an equally configured client:
 
-- gate: `gate.run.run(policy, RunOptions(lane=..., cache_dir=None))` on a generated suite whose
+- gate: `gate.commands.run.run(policy, RunOptions(lane=..., cache_dir=None))` on a generated suite whose
   lane has `controls: false` and whose cost boundary is far away; everything `gate run` does is
   timed (loading, validators, plan, judging with metering, retries and records, decision, outputs).
 - bare: `asyncio.gather` of N `metric.ascore(llm=llm, **fields)` calls, each under one
@@ -239,10 +239,10 @@ def run_bare(base_url: str, items: Sequence[tuple[dict[str, str], str]], concurr
 
 
 def run_gate(policy: Path, out_dir: Path) -> Side:
-    import gate.run as gate_run
+    import gate.commands.run as gate_run
 
     phases: dict[str, tuple[float, float]] = {}
-    # The name gate.run calls (older versions defined `_judge_all` in gate.run itself).
+    # The name gate.commands.run calls (older versions defined `_judge_all` in gate.commands.run itself).
     hook = "judge_all" if hasattr(gate_run, "judge_all") else "_judge_all"
     original = getattr(gate_run, hook)
     marks: dict[str, tuple[float, float]] = {}
@@ -503,12 +503,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         import_ragas_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        import gate.run  # noqa: F401
+        import gate.commands.run  # noqa: F401
 
         import_gate_s = time.perf_counter() - t0
         print(
             f"imports (not timed below): ragas+instructor+openai+httpx2 {import_ragas_s:.2f} s, "
-            f"gate.run {import_gate_s:.2f} s; python {sys.version.split()[0]}, ragas {ragas.__version__}, "
+            f"gate.commands.run {import_gate_s:.2f} s; python {sys.version.split()[0]}, ragas {ragas.__version__}, "
             f"openai {openai.__version__}, instructor {instructor.__version__}, cores {cores}",
             flush=True,
         )

@@ -8,7 +8,7 @@
    Targets: at C=128 wall <= 1.15x bound on every core; CPU per judgment <= 1.3x bare.
 2. cached: N judgments all in the cache (filled with the keys `gate run` computes): the wall of a
    fresh `gate run` process against the wall of a fresh process reading the records file it wrote
-   (`gate.records.read_records`); checks every judgment was a hit and ragas was never imported.
+   (`gate.model.records.read_records`); checks every judgment was a hit and ragas was never imported.
    Target: 20,000 cached judgments < 10 s.
 3. rss: peak RSS (`wait4`) of a fresh `gate run` process on the cached path at 1,000, 20,000 and
    100,000 cases, and RSS per case. Target: 100,000 cases < 1.5 GB, no worse than linear.
@@ -96,7 +96,7 @@ def bare_side(url: str, cases: list[dict[str, Any]], concurrency: int) -> Measur
 
 
 def throughput(sizes: Sequence[int], concurrencies: Sequence[int], latency: float, work: Path) -> list[dict[str, Any]]:
-    import gate.run  # noqa: F401  (ragas and gate imported before anything is timed)
+    import gate.commands.run  # noqa: F401  (ragas and gate imported before anything is timed)
 
     k = cores()
     rows: list[dict[str, Any]] = []
@@ -140,11 +140,11 @@ def print_throughput_row(row: dict[str, Any], flush: bool = False) -> None:
 # -- 2 and 3. the cached path and peak RSS ----------------------------------------------------------
 def cached_suite(root: Path, n: int) -> tuple[Path, Path]:
     """A suite of n cases and a cache holding every one of their judgments (keys as `gate run`'s)."""
-    from gate.cases import load_dataset
     from gate.judge import instructor_version, ragas_version, resolve_base_url
     from gate.judge.cache import JudgmentCache, key_parts
     from gate.judge.render import render_case
-    from gate.policy import load_policy
+    from gate.model.cases import load_dataset
+    from gate.model.policy import load_policy
 
     cases = bench_run.make_cases(n)
     policy = bench_run.write_bench_suite(root, cases, "http://127.0.0.1:9/v1", 32)
@@ -197,7 +197,7 @@ def cached_run(root: Path, n: int) -> dict[str, Any]:
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from gate.records import read_records; "
+            "import sys; from pathlib import Path; from gate.model.records import read_records; "
             "print(len(read_records(Path(sys.argv[1]))))",
             str(out / "records.jsonl"),
         ]

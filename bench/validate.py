@@ -183,8 +183,8 @@ def write_suite(root: Path, cases: list[dict[str, Any]]) -> Path:
 
 def measure(policy_path: str) -> None:
     """Child process: load + validate, print one JSON line of figures and findings."""
-    from gate.cases import load_dataset
-    from gate.policy import load_policy
+    from gate.model.cases import load_dataset
+    from gate.model.policy import load_policy
     from gate.validate import run_validators
 
     start = time.perf_counter()

@@ -35,20 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from gate import crash
-from gate.escape import log_text, workflow_data
-from gate.github import DEFAULT_API_URL, ClientOptions, PublishResult, publish
-from gate.loading import FileProblem, read_yaml_mapping
-from gate.money import money, plain_decimal
-from gate.process import without_pydantic_plugins
-from gate.publish import STATES, load_result, read_event, read_text, state_exit_code
-from gate.records import RECORDS_FILE
-from gate.result import Result
-from gate.states import USAGE_ERROR_EXIT
-from gate.textfit import fit_bytes
+from gate.commands import crash
+from gate.github.client import DEFAULT_API_URL, ClientOptions, PublishResult, publish
+from gate.github.publish import STATES, load_result, read_event, read_text, state_exit_code
+from gate.model.escape import log_text, workflow_data
+from gate.model.loading import FileProblem, read_yaml_mapping
+from gate.model.money import money, plain_decimal
+from gate.model.process import without_pydantic_plugins
+from gate.model.records import RECORDS_FILE
+from gate.model.result import Result
+from gate.model.states import USAGE_ERROR_EXIT
+from gate.model.textfit import fit_bytes
 
 if TYPE_CHECKING:
-    from gate.run import RunOptions
+    from gate.commands.run import RunOptions
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
 
 def read_shard_inputs(env: Mapping[str, str]) -> tuple[str | None, tuple[str, ...]]:
     """`shard: I/N` (one matrix job) or `merge: <dirs or globs>` (the job after the matrix)."""
-    from gate.shard import ShardError, parse_shard
+    from gate.plan.shard import ShardError, parse_shard
 
     shard = get_input(env, "shard") or None
     merge = tuple(get_input(env, "merge").split())
@@ -269,8 +269,8 @@ def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
 # ---- running and publishing -------------------------------------------------------------------
 def run_options(ctx: ActionContext) -> RunOptions:
     """The lane's run: --out is <working-directory>/gate-out, the base result only when it exists."""
-    from gate.run import RunOptions
-    from gate.shard import parse_shard
+    from gate.commands.run import RunOptions
+    from gate.plan.shard import parse_shard
 
     base = ctx.working_directory / ctx.base_result if ctx.base_result else None
     return RunOptions(
@@ -302,14 +302,14 @@ def run_gate(ctx: ActionContext) -> int:
 
     The policy path, the default cache and every message are relative to working-directory, as the
     workflow author wrote them (what `cd DIR && gate run` gives), without changing the process's
-    current directory: `gate.paths.working_in` scopes it to this call.
+    current directory: `gate.model.paths.working_in` scopes it to this call.
 
     The step's log gets the outcome on success and one message otherwise; an error is never a
     verdict: bad input exits 2, a failed write or an interruption 3, an unexpected error 3 with a
     result.json that says so when the run got far enough to write one.
     """
-    from gate.commands import merge_into, report_known_error, run_into
-    from gate.paths import working_in
+    from gate.commands.steps import merge_into, report_known_error, run_into
+    from gate.model.paths import working_in
     from gate.report.terminal import make_console, print_outcome
 
     with working_in(ctx.working_directory):
@@ -400,7 +400,7 @@ def publish_and_report(
     if summary_md is None:
         summary_md = report_md
     if ctx.base_result and ctx.shard is None:
-        from gate.compare_base import base_section
+        from gate.measure.compare_base import base_section
 
         base = ctx.working_directory / ctx.base_result
         section = base_section(base, result_dir, ctx.working_directory / ctx.policy, ctx.base_result)

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from gate import __version__
-from gate.commands import report_known_error
-from gate.errors import UsageError
-from gate.escape import log_text
-from gate.process import exit_process, gc_paused, without_pydantic_plugins
-from gate.states import Finding, State, blocking_findings
+from gate.commands.steps import report_known_error
+from gate.model.errors import UsageError
+from gate.model.escape import log_text
+from gate.model.process import exit_process, gc_paused, without_pydantic_plugins
+from gate.model.states import Finding, State, blocking_findings
 
 if TYPE_CHECKING:
-    from gate.result import Result
+    from gate.model.result import Result
 
 STATE_LABEL = {
     State.QUALITY_FAILED: "quality_failed (the change is wrong)",
@@ -282,9 +282,9 @@ def format_findings_text(findings: Sequence[Finding], out: IO[str], header: str 
 
 @gc_paused()  # a short command whose objects all live to its end: a collection would find nothing
 def cmd_validate(args: argparse.Namespace) -> int:
-    from gate.cases import load_dataset
-    from gate.plan import LaneError
-    from gate.policy import load_policy
+    from gate.model.cases import load_dataset
+    from gate.model.policy import load_policy
+    from gate.plan.selection import LaneError
     from gate.validate import run_validators
 
     loaded = load_policy(args.policy)
@@ -316,7 +316,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n")
     else:
-        from gate.paths import shown_path
+        from gate.model.paths import shown_path
 
         header = (
             f"{shown_path(args.policy)}: policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), "
@@ -349,9 +349,9 @@ def _stdout_for(fmt: str) -> Iterator[None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gate.commands import run_into
-    from gate.run import RunOptions
-    from gate.shard import parse_shard
+    from gate.commands.run import RunOptions
+    from gate.commands.steps import run_into
+    from gate.plan.shard import parse_shard
 
     opts = RunOptions(
         lane=args.lane,
@@ -378,11 +378,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    from gate.decide_records import decide_from_records
-    from gate.outputs import write_outputs
+    from gate.commands.decide import decide_from_records
+    from gate.commands.outputs import write_outputs
 
     if args.out is not None:
-        from gate.outdir import check_out_dir
+        from gate.run.outdir import check_out_dir
 
         check_out_dir(args.out)
     with _stdout_for(args.format):
@@ -394,7 +394,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from gate.commands import merge_into
+    from gate.commands.steps import merge_into
 
     with _stdout_for(args.format):
         merged = merge_into(args.policy, args.shards, args.out)
@@ -403,14 +403,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from gate.calibrate.command import print_summary, run_calibrate
+    from gate.measure.calibrate.command import print_summary, run_calibrate
 
     print_summary(run_calibrate(args.policy, args.records, args.causes, args.out), sys.stdout)
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from gate.compare import compare_paths
+    from gate.measure.compare import compare_paths
     from gate.report.compare import render_compare
 
     comparison = compare_paths(args.base, args.head, args.policy)
@@ -426,7 +426,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from gate.publish import publish_result_dir
+    from gate.github.publish import publish_result_dir
 
     return publish_result_dir(args.result, os.environ)
 
@@ -444,8 +444,8 @@ COMMANDS = {
 
 def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
     """An unexpected error: one paragraph on stderr, a result.json that claims no verdict, exit 3."""
-    from gate import crash
-    from gate.records import RECORDS_FILE
+    from gate.commands import crash
+    from gate.model.records import RECORDS_FILE
 
     command = getattr(args, "command", None)
     written = None

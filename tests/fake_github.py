@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 if TYPE_CHECKING:
-    from gate.result import Result
+    from gate.model.result import Result
 
 READ_ONLY_MESSAGE = "Resource not accessible by integration"
 SECONDARY_RATE_LIMIT_MESSAGE = (
@@ -455,7 +455,7 @@ _BLOCKERS: dict[str, list[dict[str, Any]]] = {
 
 def sample(state: str = "quality_failed", **overrides: Any) -> Result:
     """`sample_result`, as the typed result the renderers and the publisher take."""
-    from gate.result import Result
+    from gate.model.result import Result
 
     return Result.from_dict(sample_result(state, **overrides))
 

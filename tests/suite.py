@@ -70,7 +70,7 @@ def controls() -> list[dict[str, Any]]:
     ]
 
 
-# A complete dataset card (gate/dataset_card.py): every test suite names one, as a policy must.
+# A complete dataset card (gate/model/dataset_card.py): every test suite names one, as a policy must.
 CARD_YAML = """\
 intended_use: tests of ragas-gate only
 excluded_tasks: everything outside the tests

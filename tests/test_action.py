@@ -35,10 +35,10 @@ from gate.action import (
     secrets_to_mask,
     write_outputs,
 )
-from gate.github import ClientOptions, comment_marker
-from gate.publish import publish_result_dir
-from gate.result import Result
-from gate.run import RunOptions
+from gate.commands.run import RunOptions
+from gate.github.client import ClientOptions, comment_marker
+from gate.github.publish import publish_result_dir
+from gate.model.result import Result
 
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
 

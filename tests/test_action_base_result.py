@@ -17,7 +17,7 @@ from fake_github import FakeGitHub, sample_result
 from runner_env import runner_env
 
 from gate.action import publish_and_report, read_context, run_options
-from gate.github import ClientOptions
+from gate.github.client import ClientOptions
 
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"

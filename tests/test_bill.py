@@ -17,7 +17,7 @@ from test_judge import evaluator as make_judge
 from test_judge import judge_one, mkcase
 from test_judge import policy as judge_policy
 
-from gate.budget import Budget
+from gate.judge.budget import Budget
 
 KEY_ENV = "GATE_TEST_KEY"
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from suite import case, controls, write_suite
 
-from gate.calibrate.alignment import AlignmentError, labels_align, ragas_comparator
-from gate.calibrate.stats import cohen_kappa, wilson
 from gate.cli import main
-from gate.records import Attempt, Record, write_records
+from gate.measure.calibrate.alignment import AlignmentError, labels_align, ragas_comparator
+from gate.measure.calibrate.stats import cohen_kappa, wilson
+from gate.model.records import Attempt, Record, write_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ def test_alignment_is_a_ragas_discrete_metric_and_none_is_an_error() -> None:
 def test_calibrate_modules_do_not_import_ragas() -> None:
     code = (
         "import sys\n"
-        "import gate.calibrate.core, gate.calibrate.command, gate.calibrate.alignment, gate.calibrate.svg\n"
+        "import gate.measure.calibrate.core, gate.measure.calibrate.command, gate.measure.calibrate.alignment, gate.measure.calibrate.svg\n"
         "import gate.cli\n"
         "assert 'ragas' not in sys.modules, 'ragas imported'\n"
     )

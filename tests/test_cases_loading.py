@@ -11,10 +11,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pytest
 from validate_factory import Suite, make_case
 
-from gate.cases import MAX_FINDINGS_PER_FILE
-from gate.errors import PolicyError
-from gate.loading import sha256_hex
-from gate.states import Finding, State
+from gate.model.cases import MAX_FINDINGS_PER_FILE
+from gate.model.errors import PolicyError
+from gate.model.loading import sha256_hex
+from gate.model.states import Finding, State
 
 CASES = "cases/cases.jsonl"
 EVIDENCE = "evidence/evidence.yaml"

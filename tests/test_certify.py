@@ -12,12 +12,12 @@ import pytest
 from fake_openai import FakeOpenAI
 from suite import PROMPT, case, controls, result, write_suite
 
-from gate.cases import load_dataset
-from gate.certify import config_sha256, held_out_cases, held_out_sha256
 from gate.cli import main
-from gate.lineage import JudgeSettings
-from gate.plan import make_plan
-from gate.policy import load_policy
+from gate.measure.certify import config_sha256, held_out_cases, held_out_sha256
+from gate.model.cases import load_dataset
+from gate.model.policy import load_policy
+from gate.plan.selection import make_plan
+from gate.run.lineage import JudgeSettings
 from gate.validate import run_validators
 
 KEY_ENV = "GATE_TEST_KEY"

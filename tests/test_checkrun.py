@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_github import sample, sample_result
 
+from gate.model.result import Result, ResultProblem, load_result
 from gate.report.checkrun import (
     MAX_ANNOTATIONS_PER_REQUEST,
     MAX_ANNOTATIONS_TOTAL,
@@ -20,7 +21,6 @@ from gate.report.checkrun import (
     build_check_run,
     trim_to_bytes,
 )
-from gate.result import Result, ResultProblem, load_result
 
 CONCLUSIONS = {
     "passed": "success",

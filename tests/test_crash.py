@@ -143,8 +143,8 @@ def test_an_action_crash_outside_the_run_is_exit_3_with_a_message(tmp_path: Path
 def test_publish_exits_with_the_code_of_the_state_not_a_field_that_disagrees(tmp_path: Path) -> None:
     """result.json is read back like any input: its `exit_code` cannot turn a failure into exit 0."""
     from gate.action import outputs_for
-    from gate.publish import publish_result_dir
-    from gate.result import Result
+    from gate.github.publish import publish_result_dir
+    from gate.model.result import Result
 
     out = tmp_path / "out"
     out.mkdir()

@@ -11,12 +11,12 @@ import yaml
 from fake_openai import FakeOpenAI
 from suite import CARD_YAML, write_suite
 
-from gate.cases import load_dataset
 from gate.cli import main
-from gate.dataset_card import CARD_SECTIONS
-from gate.errors import PolicyError
-from gate.policy import load_policy
-from gate.states import Finding
+from gate.model.cases import load_dataset
+from gate.model.dataset_card import CARD_SECTIONS
+from gate.model.errors import PolicyError
+from gate.model.policy import load_policy
+from gate.model.states import Finding
 from gate.validate import run_validators
 
 ROOT = Path(__file__).resolve().parent.parent

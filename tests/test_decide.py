@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from suite import case, controls, write_suite
 
-from gate.cases import load_dataset
-from gate.decide import Decision, Lineage, decide
-from gate.plan import make_plan
-from gate.policy import load_policy
-from gate.records import Attempt, Record
-from gate.states import Finding, State
+from gate.decide.core import Decision, Lineage, decide
+from gate.model.cases import load_dataset
+from gate.model.policy import load_policy
+from gate.model.records import Attempt, Record
+from gate.model.states import Finding, State
+from gate.plan.selection import make_plan
 
 TODAY = dt.date(2026, 11, 30)
 LINEAGE = Lineage("a" * 64, "b" * 64, "c" * 64, "1", "gpt-4o-mini", "0.4.3", "0.1.0")

@@ -172,8 +172,8 @@ def test_a_killed_drift_run_leaves_a_journal_naming_every_request_sent(tmp_path:
     import sys
     import time
 
-    from gate.journal import DRIFT_STREAM, JOURNAL_FILE, recover
-    from gate.records import read_records
+    from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, recover
+    from gate.model.records import read_records
 
     fake.latency = 0.3
     policy = drift_suite(tmp_path, fake)

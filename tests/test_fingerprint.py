@@ -16,8 +16,8 @@ import yaml
 from fake_openai import FakeOpenAI
 from suite import gate, result, write_suite
 
-from gate.fingerprint import config_fingerprint, normalize_base_url
-from gate.policy import load_policy
+from gate.model.fingerprint import config_fingerprint, normalize_base_url
+from gate.model.policy import load_policy
 
 KEY_ENV = "GATE_TEST_KEY"
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from fake_github import FakeGitHub, sample_result
 
-from gate.github import ClientOptions, comment_marker
-from gate.publish import publish_result_dir
+from gate.github.client import ClientOptions, comment_marker
+from gate.github.publish import publish_result_dir
 
 REPO = "acme/support-bot"
 HEAD = "5e5e" * 10

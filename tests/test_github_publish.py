@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_github import BOT_LOGIN, FakeGitHub, sample, sample_result
 
-from gate.github import COMMENT_MAX_BYTES, ClientOptions, PublishResult, comment_marker, publish
-from gate.result import Result
+from gate.github.client import COMMENT_MAX_BYTES, ClientOptions, PublishResult, comment_marker, publish
+from gate.model.result import Result
 
 REPO = "acme/support-bot"
 SHA = "3f2a9c1d" * 5

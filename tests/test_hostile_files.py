@@ -11,7 +11,7 @@ import pytest
 from suite import case, write_suite
 
 from gate.cli import main
-from gate.policy import load_policy
+from gate.model.policy import load_policy
 
 
 def _validate(policy: Path | str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -18,12 +18,12 @@ from fake_github import FakeGitHub, sample, sample_result
 from suite import case, write_suite
 
 from gate.cli import main
-from gate.escape import code, log_text, markdown, visible, workflow_data, xml_text
-from gate.github import ClientOptions, publish
+from gate.github.client import ClientOptions, publish
+from gate.model.escape import code, log_text, markdown, visible, workflow_data, xml_text
+from gate.model.result import Result
 from gate.report.checkrun import build_check_run
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report
-from gate.result import Result
 
 REPO = "acme/support-bot"
 PR = 17
@@ -248,7 +248,7 @@ def test_github_error_messages_reach_the_log_as_one_visible_line(fake: FakeGitHu
 
 def test_xml_text_escapes_exactly_what_xml_1_0_cannot_hold() -> None:
     """XML 1.0's Char production, over every code point: allowed ones pass as they are, the rest
-    become escapes (gate/escape.py writes the excluded ranges, a pattern that compiles fast)."""
+    become escapes (gate/model/escape.py writes the excluded ranges, a pattern that compiles fast)."""
 
     def xml_char(c: int) -> bool:
         return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF

@@ -30,14 +30,14 @@ from fake_openai import (
     unauthorized,
 )
 
-from gate.budget import Budget, Prices
-from gate.cases import Case
-from gate.fingerprint import config_fingerprint
 from gate.judge import Judgment, partial_judgment, resolve_base_url
+from gate.judge.budget import Budget, Prices
 from gate.judge.outcome import RetryTiming
 from gate.judge.ragas_judge import JudgeConfigError, RagasEvaluator, make_evaluator
-from gate.loading import canonical_json
-from gate.policy import LoadedPolicy, load_policy
+from gate.model.cases import Case
+from gate.model.fingerprint import config_fingerprint
+from gate.model.loading import canonical_json
+from gate.model.policy import LoadedPolicy, load_policy
 
 KEY = "sk-test-DO-NOT-LEAK-0123456789"
 FAST = RetryTiming(base_s=0.01, cap_s=0.05, retry_after_cap_s=1.0, jitter=0.5)
@@ -667,10 +667,10 @@ def hook(event, args):
     elif event == "socket.getaddrinfo":
         connects.append("getaddrinfo " + repr(args[0]))
 sys.addaudithook(hook)
-from gate.budget import Budget
-from gate.cases import Case
+from gate.judge.budget import Budget
+from gate.model.cases import Case
 from gate.judge.ragas_judge import make_evaluator
-from gate.policy import load_policy
+from gate.model.policy import load_policy
 import suite
 loaded = load_policy(sys.argv[1])
 ev = make_evaluator(loaded, api_key="sk-audit", cache_dir=None)

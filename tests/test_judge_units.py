@@ -12,12 +12,12 @@ import pytest
 import suite
 from fake_openai import FakeOpenAI
 
-from gate.cases import Case
 from gate.judge.metering import OutsideJudgment, WireExpectations, check_wire
 from gate.judge.outcome import RetryTiming, backoff_delay, interpret_reply, kind_for_status, parse_retry_after
 from gate.judge.ragas_judge import make_evaluator
 from gate.judge.render import RenderError, render_case, render_fields
-from gate.policy import load_policy
+from gate.model.cases import Case
+from gate.model.policy import load_policy
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from suite import case, controls, write_suite
 from test_decide import TODAY, base_records, controls_ok, err, kinds, ok, run_decide
 
 from gate.cli import main
-from gate.states import Finding, State
+from gate.model.states import Finding, State
 
 KEY_ENV = "GATE_TEST_KEY"
 

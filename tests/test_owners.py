@@ -10,12 +10,12 @@ import pytest
 from suite import case, write_suite
 
 from gate.cli import main
-from gate.errors import PolicyError
-from gate.escape import markdown
-from gate.overrides import NOT_WAIVABLE, WAIVABLE
-from gate.owners import KIND_GROUP, OWNER_GROUPS
-from gate.policy import load_policy
-from gate.records import Attempt, Record, write_records
+from gate.model.errors import PolicyError
+from gate.model.escape import markdown
+from gate.model.overrides import NOT_WAIVABLE, WAIVABLE
+from gate.model.owners import KIND_GROUP, OWNER_GROUPS
+from gate.model.policy import load_policy
+from gate.model.records import Attempt, Record, write_records
 
 OWNERS = {"product": "@app-team", "gold_set": "@labelers", "provider": "@platform"}
 

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from validate_factory import Suite
 
-from gate.errors import MAX_PROBLEMS_SHOWN, PolicyError, UsageError
-from gate.policy import load_policy
+from gate.model.errors import MAX_PROBLEMS_SHOWN, PolicyError, UsageError
+from gate.model.policy import load_policy
 
 
 def policy_error(suite: Suite) -> PolicyError:

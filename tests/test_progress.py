@@ -11,9 +11,9 @@ import pytest
 from fake_openai import FakeOpenAI, server_error
 from suite import write_suite
 
+from gate.commands.run import RunOptions, run
 from gate.judge import Judgment
-from gate.progress import Progress
-from gate.run import RunOptions, run
+from gate.run.progress import Progress
 
 OK = Judgment(status="ok")
 ERROR = Judgment(status="error", error_kind="server_error")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gate.cli import main
-from gate.records import Attempt, Record, RecordsError, RecordWriter, read_records
+from gate.model.records import Attempt, Record, RecordsError, RecordWriter, read_records
 
 
 def rec(case_id: str = "c-1") -> Record:

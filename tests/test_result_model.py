@@ -1,4 +1,4 @@
-"""result.json as a frozen typed model (gate/result.py): every shape ever written loads and is
+"""result.json as a frozen typed model (gate/model/result.py): every shape ever written loads and is
 written back byte for byte; a result.json read from disk is validated, and a bad one is one
 paragraph naming the file, the field and the fix, never a traceback."""
 
@@ -14,7 +14,7 @@ from fake_github import EXIT_CODES, sample_result
 from suite import write_suite
 
 from gate.cli import main
-from gate.result import Result, ResultProblem, load_result
+from gate.model.result import Result, ResultProblem, load_result
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
@@ -94,7 +94,7 @@ def test_validate_does_not_build_the_result_model() -> None:
 import sys
 from gate.cli import main
 rc = main(["validate", "--policy", {str(ROOT / "policies" / "example" / "policy.yaml")!r}])
-assert "gate.result" not in sys.modules, "gate.result imported"
+assert "gate.model.result" not in sys.modules, "gate.model.result imported"
 sys.exit(rc)
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
@@ -102,10 +102,10 @@ sys.exit(rc)
 
 
 def test_the_hand_built_result_of_a_failed_decision_loads_as_a_result(tmp_path: Path) -> None:
-    """gate.crash writes a minimal result.json when decide itself fails: publish and the Action must read it."""
+    """gate.commands.crash writes a minimal result.json when decide itself fails: publish and the Action must read it."""
     from types import SimpleNamespace
 
-    from gate.crash import _write_minimal
+    from gate.commands.crash import _write_minimal
 
     plan = SimpleNamespace(eligible=[SimpleNamespace(case_id="c-1")], lane="pr")
     try:

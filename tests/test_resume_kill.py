@@ -20,8 +20,8 @@ from fake_openai import FakeOpenAI, reply
 from suite import case, controls, write_suite
 
 from gate.cli import main
-from gate.journal import JOURNAL_FILE, recover
-from gate.records import Attempt, Record, read_records
+from gate.judge.journal import JOURNAL_FILE, recover
+from gate.model.records import Attempt, Record, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "GATE_TEST_KEY"

@@ -22,7 +22,7 @@ import pytest
 from fake_openai import FakeOpenAI
 from suite import case, gate, write_suite
 
-from gate.run import RunOptions, default_factory, run
+from gate.commands.run import RunOptions, default_factory, run
 
 KEY_ENV = "GATE_TEST_KEY"
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from gate.cli import main
-from gate.decide import RESULT_SCHEMA_VERSION
-from gate.publish import load_result
-from gate.records import SCHEMA_VERSION, read_records
+from gate.decide.core import RESULT_SCHEMA_VERSION
+from gate.github.publish import load_result
+from gate.model.records import SCHEMA_VERSION, read_records
 from gate.report.markdown import render_report
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
@@ -24,7 +24,7 @@ POLICY = FIXTURES / "suite" / "policy.yaml"
 RECORD_FIXTURES = sorted(FIXTURES.glob("records-v*.jsonl"))
 RESULT_FIXTURES = sorted(FIXTURES.glob("result-v*.json"))
 # The fake provider the fixture runs were judged against: records since the configuration
-# fingerprint (gate/fingerprint.py) are evidence only for the same base URL.
+# fingerprint (gate/model/fingerprint.py) are evidence only for the same base URL.
 FIXTURE_BASE_URL = "http://127.0.0.1:18765/v1"
 
 

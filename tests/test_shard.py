@@ -13,7 +13,7 @@ import pytest
 from fake_openai import FakeOpenAI, reply
 from suite import case, controls, gate, result, write_suite
 
-from gate.shard import Shard, parse_shard, shard_of
+from gate.plan.shard import Shard, parse_shard, shard_of
 
 KEY_ENV = "GATE_TEST_KEY"
 

@@ -18,7 +18,7 @@ import pytest
 from rich.text import Text
 
 from gate.cli import NO_FINDINGS, format_findings_text
-from gate.escape import log_text
+from gate.model.escape import log_text
 from gate.validate.minhash import near_duplicates
 from gate.validate.shingles import near_duplicates_exact
 
@@ -64,12 +64,12 @@ def test_validate_loads_nothing_only_other_commands_use() -> None:
         "asyncio",
         "rich",
         "gate.judge",
-        "gate.run",
-        "gate.decide",
-        "gate.result",
+        "gate.commands.run",
+        "gate.decide.core",
+        "gate.model.result",
         "gate.report",
-        "gate.records",
-        "importlib.metadata",  # pydantic's plugin loader, with every plugin off (gate/process.py)
+        "gate.model.records",
+        "importlib.metadata",  # pydantic's plugin loader, with every plugin off (gate/model/process.py)
     )
     assert sorted(m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in unneeded)) == []
 
@@ -115,7 +115,7 @@ def test_exact_search_finds_what_minhash_finds() -> None:
 
 
 def test_pydantic_asks_the_plugin_loader_only_what_the_stand_in_answers() -> None:
-    """gate/process.py answers pydantic's one question ("which plugins?") when all are off: if a
+    """gate/model/process.py answers pydantic's one question ("which plugins?") when all are off: if a
     pydantic upgrade asked its loader anything else, every command would break, so this fails first."""
     package = Path(pydantic.__file__).parent
     asked = {
@@ -131,7 +131,7 @@ def test_pydantic_asks_the_plugin_loader_only_what_the_stand_in_answers() -> Non
 def plugin_loader_in_a_fresh_process(setting: str | None) -> dict[str, object]:
     probe = (
         "import json, sys\n"
-        "from gate.process import without_pydantic_plugins\n"
+        "from gate.model.process import without_pydantic_plugins\n"
         "without_pydantic_plugins()\n"
         "from pydantic import BaseModel\n"
         "class M(BaseModel):\n"

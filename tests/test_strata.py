@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from suite import case, controls, write_suite
 
-from gate.cases import load_dataset
 from gate.cli import main
-from gate.errors import PolicyError
-from gate.policy import load_policy
-from gate.records import Attempt, Record, write_records
-from gate.strata import weigh
+from gate.model.cases import load_dataset
+from gate.model.errors import PolicyError
+from gate.model.policy import load_policy
+from gate.model.records import Attempt, Record, write_records
+from gate.model.strata import weigh
 from gate.validate import run_validators
 
 PREVALENCE = {"common": 0.8, "rare": 0.2}

@@ -15,8 +15,8 @@ from rich.console import Console
 from suite import write_suite
 
 from gate.cli import build_parser, main
+from gate.model.result import load_result
 from gate.report.terminal import make_console, print_outcome
-from gate.result import load_result
 
 KEY_ENV = "GATE_TEST_KEY"
 HOSTILE_REASON = "Looks right [bold red]FORGED[/bold red] \x1b[31mred\x1b[0m **bold** <details> `x`"

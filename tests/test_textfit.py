@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gate.textfit import fit_bytes, head_bytes
+from gate.model.textfit import fit_bytes, head_bytes
 
 
 def test_a_character_cut_in_two_is_dropped_and_the_note_fits() -> None:

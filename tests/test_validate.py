@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from validate_factory import ROLES, Suite, kinds, make_case, words
 
-from gate.errors import UsageError
-from gate.states import Finding, State, blocking_findings
+from gate.model.errors import UsageError
+from gate.model.states import Finding, State, blocking_findings
 from gate.validate import run_validators, withheld_case_ids
 from gate.validate.context import MAX_FINDINGS_PER_KIND
 
@@ -430,7 +430,7 @@ def test_no_network_and_no_ragas(suite: Suite) -> None:
         "import sys, socket\n"
         "def refuse(*a, **k): raise AssertionError('network')\n"
         "socket.socket.connect = refuse\n"
-        "from gate.policy import load_policy\nfrom gate.cases import load_dataset\n"
+        "from gate.model.policy import load_policy\nfrom gate.model.cases import load_dataset\n"
         "from gate.validate import run_validators\n"
         f"lp = load_policy({str(path)!r}); run_validators(lp, load_dataset(lp))\n"
         "assert 'ragas' not in sys.modules and 'openai' not in sys.modules\n"

@@ -18,9 +18,9 @@ import pytest
 from fake_openai import FakeOpenAI, server_error, slow
 from suite import case, result, write_suite
 
-from gate.budget import BudgetExhausted
-from gate.errors import UsageError
-from gate.workers import SharedBudget, worker_count
+from gate.judge.budget import BudgetExhausted
+from gate.model.errors import UsageError
+from gate.run.workers import SharedBudget, worker_count
 
 KEY_ENV = "GATE_TEST_KEY"
 

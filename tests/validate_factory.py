@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 from suite import CARD_YAML
 
-from gate.cases import Dataset, load_dataset
-from gate.policy import LoadedPolicy, load_policy
-from gate.states import Finding
+from gate.model.cases import Dataset, load_dataset
+from gate.model.policy import LoadedPolicy, load_policy
+from gate.model.states import Finding
 from gate.validate import run_validators
 
 PROMPT = "Judge the answer.\nQuestion: {user_input}\nReference: {reference}\nAnswer: {response}\n"

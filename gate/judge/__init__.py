@@ -29,9 +29,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gate.budget import Budget
-from gate.cases import Case
-from gate.records import Attempt, CacheState, RecordErrorKind, Status
+from gate.judge.budget import Budget
+from gate.model.cases import Case
+from gate.model.records import Attempt, CacheState, RecordErrorKind, Status
 
 PROVIDER_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

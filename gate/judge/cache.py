@@ -1,7 +1,7 @@
 """The judgment cache: SQLite in a cache directory, keyed by everything that shapes a verdict.
 
 Only successful judgments (`status: ok`) are stored. The key is the sha256 of the canonical JSON of
-`CacheKeyParts`: the configuration fingerprint (`gate.fingerprint`: the metric, its prompt, labels
+`CacheKeyParts`: the configuration fingerprint (`gate.model.fingerprint`: the metric, its prompt, labels
 and aliases, the model, the full base URL, the sampling settings, the ragas version), the
 instructor version, the rendered inputs' hashes and the repeat index. Change any and the cache
 misses; `--resume` and `gate decide` use the same fingerprint.
@@ -19,10 +19,10 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from gate.fingerprint import config_fingerprint
 from gate.judge.render import RenderedInput
-from gate.loading import canonical_json, sha256_hex
-from gate.policy import LoadedPolicy
+from gate.model.fingerprint import config_fingerprint
+from gate.model.loading import canonical_json, sha256_hex
+from gate.model.policy import LoadedPolicy
 
 CACHE_FILE = "judgments.sqlite3"
 KEY_SCHEMA = 2  # 2: the configuration fields became one fingerprint (full base URL, not its host)
@@ -32,7 +32,7 @@ _BATCH = 500  # keys per `IN (...)` look-up: under SQLite's limit on bound param
 
 @dataclass(frozen=True)
 class CacheKeyParts:
-    config_fingerprint: str  # gate.fingerprint: everything of the configuration that makes the judge
+    config_fingerprint: str  # gate.model.fingerprint: everything of the configuration that makes the judge
     instructor_version: str
     input_sha256: tuple[tuple[str, str], ...]  # sorted (placeholder, sha256 of its rendered text)
     repeat_index: int

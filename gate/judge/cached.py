@@ -12,13 +12,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from gate.budget import Budget
-from gate.cases import Case
 from gate.judge import Judgment, instructor_version, ragas_version, resolve_base_url
+from gate.judge.budget import Budget
 from gate.judge.cache import CACHE_FILE, CachedVerdict, JudgmentCache, key_parts
 from gate.judge.outcome import read_label
 from gate.judge.render import RenderedInput, RenderError, render_case
-from gate.policy import LoadedPolicy
+from gate.model.cases import Case
+from gate.model.policy import LoadedPolicy
 
 log = logging.getLogger("gate.judge")
 

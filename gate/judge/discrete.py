@@ -1,7 +1,7 @@
 """ragas' `@discrete_metric` decorator for the code that wraps plain functions as metrics.
 
-The deterministic checks (gate/checks.py) and calibration's human-vs-judge comparison
-(gate/calibrate/alignment.py) wrap our own functions with ragas so they score like the judge.
+The deterministic checks (gate/validate/case_checks.py) and calibration's human-vs-judge comparison
+(gate/measure/calibrate/alignment.py) wrap our own functions with ragas so they score like the judge.
 This is the one place outside the evaluator that imports ragas, and only when it is called:
 `gate validate` loads both callers and must never pay for ragas.
 """

@@ -33,10 +33,10 @@ from typing import Any, Literal
 
 import httpx2 as httpx
 
-from gate.budget import Budget, BudgetExhausted, Prices, Reservation
-from gate.journal import CURRENT as JOURNAL
+from gate.judge.budget import Budget, BudgetExhausted, Prices, Reservation
+from gate.judge.journal import CURRENT as JOURNAL
 from gate.judge.outcome import kind_for_status, parse_retry_after
-from gate.records import Attempt, RecordErrorKind
+from gate.model.records import Attempt, RecordErrorKind
 
 
 class OutsideJudgment(RuntimeError):

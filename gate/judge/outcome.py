@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gate.records import RecordErrorKind
+from gate.model.records import RecordErrorKind
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 

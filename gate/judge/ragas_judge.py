@@ -25,9 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gate.budget import Budget, Prices
-from gate.cases import Case
-from gate.errors import UsageError
 from gate.judge import (
     FROM_ENV,
     FromEnv,
@@ -37,13 +34,16 @@ from gate.judge import (
     ragas_version,
     resolve_base_url,
 )
+from gate.judge.budget import Budget, Prices
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
 from gate.judge.render import RenderedInput, RenderError, render_case
-from gate.policy import LoadedPolicy
-from gate.records import CacheState, RecordErrorKind
+from gate.model.cases import Case
+from gate.model.errors import UsageError
+from gate.model.policy import LoadedPolicy
+from gate.model.records import CacheState, RecordErrorKind
 
 log = logging.getLogger("gate.judge")
 

@@ -12,8 +12,8 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gate.cases import Case
-from gate.loading import canonical_json, sha256_hex
+from gate.model.cases import Case
+from gate.model.loading import canonical_json, sha256_hex
 
 # Bump when what the judge sees for the same case and template changes (rollback bundle).
 RENDERER_VERSION = "1"

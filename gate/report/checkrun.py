@@ -1,6 +1,6 @@
-"""Build the GitHub check-run payload from a `gate.result.Result` (SPEC section 5).
+"""Build the GitHub check-run payload from a `gate.model.result.Result` (SPEC section 5).
 
-Pure: no I/O, no network. `gate.github` sends what this returns.
+Pure: no I/O, no network. `gate.github.client` sends what this returns.
 
 GitHub limits that shape the payload:
 - `output.summary` and `output.text` are at most 65,535 BYTES each: longer ones are cut on a UTF-8
@@ -15,13 +15,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gate import escape
-from gate.money import money
-from gate.states import State
-from gate.textfit import fit_bytes
+from gate.model import escape
+from gate.model.money import money
+from gate.model.states import State
+from gate.model.textfit import fit_bytes
 
 if TYPE_CHECKING:
-    from gate.result import Blocker, Result
+    from gate.model.result import Blocker, Result
 
 MAX_OUTPUT_BYTES = 65_535
 MAX_ANNOTATIONS_PER_REQUEST = 50

@@ -1,16 +1,16 @@
 """compare.md and the PR comment's transitions section, from a `Comparison`.
 
 Pure. Case ids, slices and recorded values come from records files (untrusted) and pass through
-`gate.escape` (`markdown` for text, `code` for identifiers in code spans).
+`gate.model.escape` (`markdown` for text, `code` for identifiers in code spans).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gate import escape
-from gate.compare import Comparison, Transition
-from gate.rollback import bundle_rows
+from gate.measure.compare import Comparison, Transition
+from gate.measure.rollback import bundle_rows
+from gate.model import escape
 
 MAX_CRITICAL_ROWS = 15
 MAX_OTHER_ROWS = 50

@@ -5,10 +5,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from gate.escape import xml_text
+from gate.model.escape import xml_text
 
 if TYPE_CHECKING:
-    from gate.result import Result
+    from gate.model.result import Result
 
 QUALITY_OUTCOMES = {"false_pass", "false_fail"}
 

@@ -1,7 +1,7 @@
-"""The PR comment body (report.md) and the job summary (summary.md), from a `gate.result.Result`.
+"""The PR comment body (report.md) and the job summary (summary.md), from a `gate.model.result.Result`.
 
 Pure. Everything that comes from case text, judge reasons or messages passes through `escape`
-(`gate.escape.markdown`; identifiers through `code_id`, `gate.escape.code`),
+(`gate.model.escape.markdown`; identifiers through `code_id`, `gate.model.escape.code`),
 so a response that says `<img src=x>` or `[click](http://evil)` cannot break or hijack the comment.
 """
 
@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gate.escape import code as code_id
-from gate.escape import id_list
-from gate.escape import markdown as escape
-from gate.money import money
-from gate.owners import owner_text
+from gate.model.escape import code as code_id
+from gate.model.escape import id_list
+from gate.model.escape import markdown as escape
+from gate.model.money import money
+from gate.model.owners import owner_text
+from gate.model.textfit import head_bytes
 from gate.report import sections
-from gate.textfit import head_bytes
 
 if TYPE_CHECKING:
-    from gate.result import CaseRow, Result
+    from gate.model.result import CaseRow, Result
 
 __all__ = ["code_id", "escape", "id_list", "render_report", "render_summary"]
 
@@ -41,7 +41,7 @@ MAX_REPORT_BYTES = 60_000
 
 
 def marker(policy_id: str) -> str:
-    """The sticky comment's marker: its whole first line (`gate.github` finds the comment by it)."""
+    """The sticky comment's marker: its whole first line (`gate.github.client` finds the comment by it)."""
     return f"<!-- ragas-gate:{policy_id} -->"
 
 

@@ -1,7 +1,7 @@
 """Report sections for the optional policy features (deterministic checks, the rubric trend, drift,
 certification, strata).
 
-Pure, like `gate.report.markdown` (which places them), with the same escaping (`gate.escape`); each
+Pure, like `gate.report.markdown` (which places them), with the same escaping (`gate.model.escape`); each
 returns no lines when the result has nothing to show, so a result without these features renders
 exactly as before.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gate.escape import code as code_id
-from gate.escape import id_list
-from gate.escape import markdown as escape
+from gate.model.escape import code as code_id
+from gate.model.escape import id_list
+from gate.model.escape import markdown as escape
 
 if TYPE_CHECKING:
-    from gate.result import (
+    from gate.model.result import (
         DriftChange,
         DriftStats,
         Result,

@@ -1,12 +1,12 @@
 """What `gate run`, `gate decide`, `gate merge` and `gate validate` print for a person.
 
-Read from the `gate.result.Result` (what result.json holds). The state and its meaning come first,
+Read from the `gate.model.result.Result` (what result.json holds). The state and its meaning come first,
 then the blockers with their case ids, the slice table, the cost and where the files are. On a
 terminal `rich` adds colour and layout; piped or in a CI log the same text is plain (no ANSI
 escape, no Markdown: that stays in report.md, summary.md and the PR comment).
 
 Every untrusted string (case ids, slice names, messages, judge reasons) passes through
-`gate.escape.log_text` and reaches rich as a `Text`, never as markup, so `[red]` or `::error::`
+`gate.model.escape.log_text` and reaches rich as a `Text`, never as markup, so `[red]` or `::error::`
 in a case is shown as written and can never style the output or start a log line.
 """
 
@@ -22,15 +22,15 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gate.escape import log_text
-from gate.money import money
-from gate.owners import owner_text
-from gate.paths import shown_path
+from gate.model.escape import log_text
+from gate.model.money import money
+from gate.model.owners import owner_text
+from gate.model.paths import shown_path
 from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER
 
 if TYPE_CHECKING:
-    from gate.compare import Comparison
-    from gate.result import CaseRow, Result
+    from gate.measure.compare import Comparison
+    from gate.model.result import CaseRow, Result
 
 STATE_STYLE = {
     "passed": "bold green",

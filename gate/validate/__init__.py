@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from gate.cases import Dataset
-from gate.errors import UsageError
-from gate.loading import gc_paused
-from gate.policy import LoadedPolicy
-from gate.states import Finding
+from gate.model.cases import Dataset
+from gate.model.errors import UsageError
+from gate.model.loading import gc_paused
+from gate.model.policy import LoadedPolicy
+from gate.model.states import Finding
 from gate.validate.card import card_defects
 from gate.validate.checks import check_inputs
 from gate.validate.context import Context

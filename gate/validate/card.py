@@ -1,4 +1,4 @@
-"""The policy's dataset card must exist and fill every section (gate/dataset_card.py).
+"""The policy's dataset card must exist and fill every section (gate/model/dataset_card.py).
 
 Its defects are `input_contract` findings (quality_failed, before any model call): a card is part
 of the inputs a reviewer signs off, like the rubric version on every case. A missing section is not
@@ -8,8 +8,8 @@ review_required; the gate blocks until the suite's owners write it.
 
 from __future__ import annotations
 
-from gate.dataset_card import CARD_SECTIONS
-from gate.states import Finding, State
+from gate.model.dataset_card import CARD_SECTIONS
+from gate.model.states import Finding, State
 from gate.validate.context import Context
 
 

@@ -6,10 +6,10 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from gate.cases import Case, Dataset
-from gate.paths import shown_path
-from gate.policy import LoadedPolicy, Policy
-from gate.states import Finding, State
+from gate.model.cases import Case, Dataset
+from gate.model.paths import shown_path
+from gate.model.policy import LoadedPolicy, Policy
+from gate.model.states import Finding, State
 
 # A message lists at most this many file:line locations; `case_ids` always lists every case.
 MAX_LOCATIONS_SHOWN = 5

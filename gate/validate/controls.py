@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gate.policy import CONTROL_ROLES
-from gate.states import Finding, State
+from gate.model.policy import CONTROL_ROLES
+from gate.model.states import Finding, State
 from gate.validate.context import Context
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gate.cases import Case
-from gate.states import Finding
+from gate.model.cases import Case
+from gate.model.states import Finding
 from gate.validate.context import Context, contract
 
 # Text fields every case needs whatever the prompt (the loader already refuses absent ones).

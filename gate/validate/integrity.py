@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gate.loading import sha256_hex
-from gate.states import Finding
+from gate.model.loading import sha256_hex
+from gate.model.states import Finding
 from gate.validate.context import Context, contract
 
 

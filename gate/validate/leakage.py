@@ -9,7 +9,7 @@ leakage; a cross-partition pair that shares a group_id is already reported by (a
 
 from __future__ import annotations
 
-from gate.states import Finding, State
+from gate.model.states import Finding, State
 from gate.validate.context import MAX_FINDINGS_PER_KIND, Context, capped, describe_locations
 from gate.validate.shingles import near_duplicates_exact
 

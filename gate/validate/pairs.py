@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gate.states import Finding, State
-from gate.supersede import superseded_ids
+from gate.model.states import Finding, State
+from gate.model.supersede import superseded_ids
 from gate.validate.context import MAX_FINDINGS_PER_KIND, Context, capped, contract
 
 

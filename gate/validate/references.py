@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gate.states import Finding, State
+from gate.model.states import Finding, State
 from gate.validate.context import Context, contract, grouped
 
 MISSING_EVIDENCE_ROLE = "missing_evidence"

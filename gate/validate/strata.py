@@ -1,8 +1,8 @@
-"""With `strata` in the policy, a case's `stratum` must be one of them (gate/strata.py)."""
+"""With `strata` in the policy, a case's `stratum` must be one of them (gate/model/strata.py)."""
 
 from __future__ import annotations
 
-from gate.states import Finding
+from gate.model.states import Finding
 from gate.validate.context import Context, contract, undeclared
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gate.states import Finding
+from gate.model.states import Finding
 from gate.validate.context import Context, contract
 
 

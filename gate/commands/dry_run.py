@@ -1,0 +1,69 @@
+"""What `gate run --dry-run` prints: the plan, its estimated cost against the boundary, the order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import IO
+
+from gate.judge.cost import boundary, judgment_typical, judgment_upper_bound
+from gate.measure.trend import load_trend
+from gate.measure.trend_lane import trend_cases
+from gate.model.policy import LoadedPolicy
+from gate.model.states import Finding, blocking_findings
+from gate.plan.selection import Plan
+
+
+def print_plan(
+    loaded: LoadedPolicy,
+    plan: Plan,
+    findings: Sequence[Finding],
+    max_cost: float | None,
+    out: IO[str],
+    has_key: bool = True,
+) -> None:
+    ev = loaded.policy.evaluator
+    cur = ev.price.currency if ev.price else "USD"
+    scheduled = plan.scheduled
+    # "At most" is the worst case: every judgment uses all of its `max_attempts` requests.
+    per_judgment = plan.repeats * ev.retries.max_attempts
+    upper = sum(judgment_upper_bound(loaded, c) for c in scheduled) * per_judgment
+    typical = sum(judgment_typical(loaded, c) for c in scheduled) * plan.repeats
+    limit = boundary(loaded, max_cost)
+    out.write(f"Plan for lane {plan.lane!r} of policy {loaded.policy.policy_id} ({loaded.policy.policy_version})\n")
+    out.write(
+        f"  eligible: {len(plan.eligible)} cases ({sum(1 for c in plan.eligible if c.is_control)} controls first), "
+        f"withheld: {len(plan.withheld)}, judgments: {len(scheduled) * plan.repeats} "
+        f"({plan.repeats} per case), model {ev.model}\n"
+    )
+    out.write(
+        f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur} (every judgment using all "
+        f"{ev.retries.max_attempts} attempts); boundary {limit:g} {cur}\n"
+    )
+    if upper > limit:
+        fit, acc = 0, 0.0
+        for c in scheduled:
+            acc += judgment_upper_bound(loaded, c) * per_judgment
+            if acc > limit:
+                break
+            fit += 1
+        out.write(f"  the worst case does not fit: at least the first {fit} cases fit under the boundary\n")
+    trend_loaded = load_trend(loaded)
+    if trend_loaded is not None:
+        graded = trend_cases(plan)
+        t_typical = sum(judgment_typical(trend_loaded, c) for c in graded)
+        t_upper = sum(judgment_upper_bound(trend_loaded, c) for c in graded) * ev.retries.max_attempts
+        out.write(
+            f"  then the trend: {len(graded)} judgments, ~{t_typical:.4f} {cur} typical, at most {t_upper:.4f} {cur}, "
+            "under the same boundary (verdicts are paid first)\n"
+        )
+    blocking = blocking_findings(findings)
+    if blocking:
+        out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
+    elif not has_key:
+        out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
+    out.write("  order:\n")
+    held = {c.case_id for c in plan.withheld}
+    for i, c in enumerate(plan.eligible, start=1):
+        tag = (c.expected_control_role and f"control:{c.expected_control_role}") or c.partition
+        note = "  (withheld: no reference)" if c.case_id in held else ""
+        out.write(f"    {i:4d}. {c.case_id}  [{c.slice}, {tag}]{note}\n")

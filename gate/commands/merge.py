@@ -1,0 +1,203 @@
+"""`gate merge`: one decision from the outputs of `gate run --shard I/N` (SPEC 12).
+
+The merged outputs are those of `gate decide` on every shard's records, so a matrix of shards
+decides exactly as one run would. Shards of different configurations, or two of one index, are
+refused (a usage error): their evidence cannot be summed. A missing index is blocker
+`missing_shard`, its cases unrun.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gate import __version__
+from gate.commands.outputs import write_outputs
+from gate.decide.core import Decision, decide
+from gate.measure import certify
+from gate.model.errors import UsageError
+from gate.model.policy import today
+from gate.model.records import RECORDS_FILE, Record, read_records, write_records
+from gate.model.result import Result, ResultProblem, load_result
+from gate.model.states import Finding, State
+from gate.plan.inputs import load_inputs
+from gate.plan.shard import Shard, owned_by, shard_of
+from gate.run.lineage import make_lineage
+from gate.validate.case_checks import attach_checks, evaluate_checks
+
+# Lineage fields that may differ between shards of one run (the gate's own version decides nothing:
+# the merge re-decides from the records).
+_MAY_DIFFER = frozenset({"gate_version"})
+
+
+class MergeError(UsageError):
+    """Shard outputs that cannot be merged: a usage error (exit 2) naming the directory and the fix."""
+
+
+@dataclass(frozen=True)
+class ShardOutput:
+    directory: Path
+    shard: Shard
+    lane: str
+    lineage: dict[str, str]
+    max_total_cost: float | None
+    records: tuple[Record, ...]
+
+
+def _read_result(directory: Path) -> Result:
+    path = directory / "result.json"
+    if not path.exists():
+        raise MergeError(
+            f"{path}: no result.json; fix: pass the --out directories of `gate run --shard I/N` (the matrix "
+            "jobs' artifacts)"
+        )
+    try:
+        return load_result(path, "shard's result file", fix="download the shard's artifact again")
+    except ResultProblem as exc:
+        raise MergeError(exc.message) from None
+
+
+def _shard_of_result(path: Path, result: Result) -> Shard:
+    shard = result.shard
+    if shard is None or not 1 <= shard.index <= shard.count:
+        raise MergeError(
+            f"{path}: field `shard` is missing or not {{index, count}} with 1 <= index <= count: this is not "
+            "the output of `gate run --shard I/N`; fix: run each matrix job with --shard and merge those"
+        )
+    return Shard(shard.index, shard.count)
+
+
+def read_shard_output(directory: Path) -> ShardOutput:
+    """One shard's result.json and records.jsonl, checked for shape (not yet against the others)."""
+    result = _read_result(directory)
+    path = directory / "result.json"
+    shard = _shard_of_result(path, result)
+    lineage = result.lineage
+    if lineage is None:
+        raise MergeError(f"{path}: field `lineage` is required; fix: pass the --out directory of a shard")
+    records = tuple(read_records(directory / RECORDS_FILE)) if (directory / RECORDS_FILE).exists() else ()
+    for r in records:
+        if r.control_role is None and shard_of(r.case_id, shard.count) != shard.index:
+            raise MergeError(
+                f"{directory / 'records.jsonl'}: judgment of case {r.case_id}, which shard {shard} does not own "
+                f"(it belongs to shard {shard_of(r.case_id, shard.count)}); fix: merge unmodified shard outputs"
+            )
+    return ShardOutput(
+        directory=directory,
+        shard=shard,
+        lane=result.lane,
+        lineage={k: str(v) for k, v in lineage.items()},
+        max_total_cost=float(result.limits.max_total_cost) if result.limits is not None else None,
+        records=records,
+    )
+
+
+def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> None:
+    """Refuse a set of shards that are not the shares of one run of this policy."""
+    first = shards[0]
+    for s in shards:
+        where = s.directory / "result.json"
+        if s.shard.count != first.shard.count:
+            raise MergeError(
+                f"{where}: shard {s.shard} has count {s.shard.count}, but {first.directory} has {first.shard.count}; "
+                "fix: merge the shards of one matrix"
+            )
+        if s.lane != first.lane:
+            raise MergeError(f"{where}: lane {s.lane!r}, but {first.directory} ran lane {first.lane!r}")
+        for key in sorted((set(s.lineage) | set(first.lineage)) - _MAY_DIFFER):
+            mine, theirs = s.lineage.get(key, ""), first.lineage.get(key, "")
+            if mine != theirs:
+                raise MergeError(
+                    f"{where}: lineage.{key} is {mine!r}, but {first.directory} has {theirs!r}: these shards did not "
+                    "run one configuration; fix: re-run every shard on the same commit and merge those"
+                )
+        for key, now in current.items():
+            if s.lineage.get(key) != now:
+                what = key.removesuffix("_sha256")
+                raise MergeError(
+                    f"{where}: the shards ran a {what} with sha256 {s.lineage.get(key, '')[:12]}, not the {what} of "
+                    f"the policy given to merge ({now[:12]}); fix: pass the policy file the shards ran, on the same "
+                    "commit"
+                )
+    seen: dict[int, Path] = {}
+    for s in shards:
+        if s.shard.index in seen:
+            raise MergeError(
+                f"{s.directory} and {seen[s.shard.index]} are both shard {s.shard}; fix: pass each shard's output once"
+            )
+        seen[s.shard.index] = s.directory
+
+
+@dataclass(frozen=True)
+class Merged:
+    decision: Decision
+    records: tuple[Record, ...]  # every shard's records, shard by shard
+
+
+def merge(
+    policy_path: str | Path,
+    directories: Sequence[Path],
+    *,
+    clock: Callable[[], dt.date] = today,
+) -> Merged:
+    if not directories:
+        raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
+    shards = sorted((read_shard_output(Path(d)) for d in directories), key=lambda s: s.shard.index)
+    loaded, dataset, plan, findings = load_inputs(policy_path, shards[0].lane)
+    lineage = make_lineage(loaded, dataset).to_dict()
+    check_compatible(shards, {k: lineage[k] for k in ("policy_sha256", "dataset_sha256", "prompt_sha256")})
+    count = shards[0].shard.count
+    present = {s.shard.index for s in shards}
+    owners = owned_by(plan, count)
+    missing = [
+        Finding(
+            State.EVALUATION_INCOMPLETE,
+            "missing_shard",
+            f"shard {i}/{count} is missing from the merge: its {len(owners[i])} case(s) were not judged; fix: re-run "
+            f"that matrix job (gate run --shard {i}/{count}) and merge again",
+            case_ids=tuple(owners[i]),
+        )
+        for i in range(1, count + 1)
+        if i not in present
+    ]
+    records = [r for s in shards for r in s.records]
+    caps = [s.max_total_cost for s in shards if s.max_total_cost is not None]
+    max_cost = max(caps) * count if caps else None
+    notes = [f"merged shards {', '.join(str(s.shard) for s in shards)}"]
+    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
+    merged_lineage = make_lineage(loaded, dataset, records)
+    certification = certify.assess_records(loaded, plan, records, merged_lineage.ragas_version)
+    if certification is not None:
+        findings = [*findings, *certification.findings]
+    decision = decide(
+        loaded,
+        plan,
+        [*findings, *missing, *check_blockers],
+        records,
+        merged_lineage,
+        clock(),
+        max_cost=max_cost,
+        notes=notes,
+    )
+    assert decision.result is not None  # decide always decides
+    result = attach_checks(decision.result, check_results, plan.eligible)
+    result = certify.attach(result, certification, clock().isoformat(), __version__)
+    decision.result = result.with_(
+        merged_shards={
+            "count": count,
+            "indices": sorted(present),
+            "missing": [i for i in range(1, count + 1) if i not in present],
+        }
+    )
+    return Merged(decision, tuple(records))
+
+
+def write_merged(out_dir: Path, merged: Merged) -> None:
+    """The merged outputs, plus every shard's records in one records.jsonl (for `gate decide`)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / RECORDS_FILE
+    path.unlink(missing_ok=True)
+    write_records(path, merged.records)
+    write_outputs(out_dir, merged.decision)

@@ -1,0 +1,495 @@
+"""`gate run`: plan, judge under a hard cost boundary, record, decide, write the outputs.
+
+This module schedules: `run` is a short pipeline (prepare the lane, take stock of an earlier
+attempt, recover, judge, decide, write) and `gate.run.runner.Runner` judges the plan, controls first,
+stopping at the boundary, a failed control or a violated pair. The pieces live beside it: estimates and the
+boundary (gate.judge.cost), records (gate.run.recording), resume (gate.run.resume), the trend lane
+(gate.measure.trend_lane), the drift lane (gate.measure.drift.command), the dry-run plan (gate.commands.dry_run) and the
+output files (gate.commands.outputs). The decision itself is `gate.decide.core.decide`, a pure function, so
+`gate decide` on the records this writes gives the same result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import gc
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from gate import __version__
+from gate.commands.dry_run import print_plan
+from gate.commands.outputs import write_outputs
+from gate.decide.core import Decision, Lineage, decide
+from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
+from gate.judge.cached import serve_from_cache
+from gate.judge.cost import boundary, prices
+from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
+from gate.measure import certify
+from gate.measure.drift.command import print_drift_plan, run_drift_lane
+from gate.measure.drift.lane import DriftRun
+from gate.measure.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
+from gate.measure.trend_lane import attach_trend, judge_trend, trend_cases, trend_todo
+from gate.model.cases import Dataset
+from gate.model.overrides import waived_case_ids
+from gate.model.paths import shown_path
+from gate.model.policy import LoadedPolicy, load_policy, today
+from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
+from gate.model.states import Finding, State, blocking_findings
+from gate.model.traces import DRIFT_LANE
+from gate.plan.inputs import cache_dir_for, load_inputs
+from gate.plan.selection import Plan
+from gate.plan.shard import Shard, select, with_shard
+from gate.run.lineage import JudgeSettings, make_lineage
+from gate.run.outdir import OutputWriteError, check_out_dir, describe
+from gate.run.progress import Progress
+from gate.run.recording import make_record
+from gate.run.resume import recovered_records, reusable_records
+from gate.run.runner import Runner, judge_all
+from gate.run.worker_records import discard_worker_records, fold_worker_records
+from gate.run.workers import judge_in_workers, make_budget, worker_count
+from gate.validate.case_checks import CheckResults, attach_checks, evaluate_checks
+
+if TYPE_CHECKING:
+    from gate.model.result import Trend as BaseTrend
+
+
+@dataclass
+class RunOptions:
+    lane: str
+    out_dir: Path
+    max_cost: float | None = None
+    resume: bool = False
+    dry_run: bool = False
+    cache_dir: Path | None = None  # None: the policy's `cache_dir`, else .gate-cache
+    use_cache: bool = True
+    progress: IO[str] | None = None
+    base_result: Path | None = None  # a base run's --out: the trend is compared against it
+    shard: Shard | None = None  # `--shard I/N`: this share of the cases, 1/N of the boundary
+
+
+EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
+
+
+def default_factory(loaded: LoadedPolicy, api_key: str, cache_dir: Path | None) -> Evaluator:
+    # Imported here: this is the moment a model call is due, and only now is ragas worth loading.
+    from gate.judge.ragas_judge import make_evaluator
+
+    return make_evaluator(loaded, api_key=api_key, cache_dir=cache_dir)
+
+
+def run(
+    policy_path: str | Path,
+    opts: RunOptions,
+    *,
+    env: dict[str, str] | None = None,
+    factory: EvaluatorFactory = default_factory,
+    clock: Callable[[], dt.date] = today,
+) -> Decision:
+    env = dict(os.environ) if env is None else env
+    if opts.lane == DRIFT_LANE:
+        drift_loaded = load_policy(policy_path)
+        if drift_loaded.policy.drift is not None:
+            return _run_drift(drift_loaded, opts, env, factory)
+    lane = _prepare(policy_path, opts, env, factory, clock)
+    if lane.opts.dry_run:
+        return _dry_run(lane)
+    check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
+    earlier = _take_stock(lane)
+    lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
+    # The team's deterministic checks: every eligible case, before any model call, at no cost.
+    check_results, check_blockers = evaluate_checks(lane.loaded, lane.plan.eligible)
+    got = _Gathered(
+        prior=earlier.records,
+        prior_trend=earlier.trend_records,
+        findings=[*lane.findings, *check_blockers],
+        notes=list(earlier.notes),
+    )
+    _gather(lane, earlier, got, lineage, check_results)
+    decision = _decide(lane, earlier, got, check_results)
+    _write(decision, lane.opts, got.failure)
+    return decision
+
+
+@dataclass(frozen=True)
+class _Lane:
+    """One run of a lane, fixed before anything is paid: its inputs, this shard's plan, the judge."""
+
+    loaded: LoadedPolicy
+    dataset: Dataset
+    plan: Plan
+    findings: list[Finding]  # the validators' and the certification's
+    opts: RunOptions  # a shard's `max_cost` is its share of the boundary
+    base_url: str
+    judge: JudgeSettings
+    certification: certify.Certification | None
+    api_key: str  # "" when the policy's key variable is unset
+    factory: EvaluatorFactory
+    clock: Callable[[], dt.date]
+
+
+def _prepare(
+    policy_path: str | Path,
+    opts: RunOptions,
+    env: dict[str, str],
+    factory: EvaluatorFactory,
+    clock: Callable[[], dt.date],
+) -> _Lane:
+    loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
+    base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
+    judge = JudgeSettings.of(loaded, base_url)
+    # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
+    certification = certify.assess(loaded, plan, judge, installed_version("ragas") or "")
+    if certification is not None:
+        findings = [*findings, *certification.findings]
+    if opts.shard is not None:
+        plan = select(plan, opts.shard)
+        # N shards each spend at most 1/N of the boundary, so together they never exceed it.
+        opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count)
+    api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
+    return _Lane(loaded, dataset, plan, findings, opts, base_url, judge, certification, api_key, factory, clock)
+
+
+def _dry_run(lane: _Lane) -> Decision:
+    loaded, max_cost = lane.loaded, lane.opts.max_cost
+    print_plan(loaded, lane.plan, lane.findings, max_cost, sys.stdout, bool(lane.api_key))
+    lineage = make_lineage(loaded, lane.dataset)
+    notes = ["dry run: no model call"]
+    decision = decide(loaded, lane.plan, lane.findings, [], lineage, lane.clock(), max_cost=max_cost, notes=notes)
+    return with_shard(decision, lane.opts.shard)
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """What an earlier, interrupted attempt at this run left in --out (nothing without --resume),
+    and the trend's settings and base."""
+
+    records: list[Record]
+    unrecorded: list[Unrecorded]  # attempts it sent (and may have paid) that no record names
+    trend_loaded: LoadedPolicy | None
+    trend_records: list[Record]
+    unrecorded_trend: list[Unrecorded]
+    base_trend: BaseTrend | None  # the base run's validated `trend`
+    base_problem: str | None
+    notes: list[str]  # on worker files a run that died left unreadable
+
+
+def _take_stock(lane: _Lane) -> _Earlier:
+    """Keep (--resume) or clear what an earlier attempt left in --out."""
+    loaded, out, resume = lane.loaded, lane.opts.out_dir, lane.opts.resume
+    records_path = out / RECORDS_FILE
+    journal_path = out / JOURNAL_FILE
+    prior: list[Record] = []
+    folded: list[str] = []
+    if resume:
+        folded = fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
+    else:
+        discard_worker_records(out)
+    if resume and records_path.exists() and records_path.read_bytes().strip():
+        prior = read_records(records_path)  # (empty when the run was killed before its first record)
+    elif records_path.exists():
+        records_path.unlink()  # a fresh run never mixes with an older one's evidence
+    # Attempts an interrupted run sent (and may have paid) but never recorded in a judgment.
+    unrecorded = recover(journal_path, prior) if resume else []
+    if not resume:
+        journal_path.unlink(missing_ok=True)
+    trend_loaded = load_trend(loaded)
+    # The trend's judgments are journaled too (stream "trend"): on --resume, those in trend.jsonl
+    # are kept and those paid but never recorded are counted, so nothing is paid twice or forgotten.
+    prior_trend: list[Record] = []
+    trend_path = out / TREND_RECORDS
+    if resume and trend_loaded is not None and trend_path.exists() and trend_path.read_bytes().strip():
+        prior_trend = read_records(trend_path)
+    else:
+        trend_path.unlink(missing_ok=True)
+    unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if resume and trend_loaded else []
+    base_trend, base_problem = (None, None)
+    if lane.opts.base_result is not None and trend_loaded is not None:
+        base_trend, base_problem = read_base_trend(lane.opts.base_result)
+    return _Earlier(prior, unrecorded, trend_loaded, prior_trend, unrecorded_trend, base_trend, base_problem, folded)
+
+
+@dataclass
+class _Gathered:
+    """The evidence the run gathers and what it says about it, filled in stage by stage."""
+
+    prior: list[Record]  # kept from the earlier attempt, with the records recovered for its journal
+    prior_trend: list[Record]
+    findings: list[Finding]
+    notes: list[str]
+    new_records: list[Record] = field(default_factory=list)
+    trend_records: list[Record] = field(default_factory=list)
+    failure: Finding | None = None  # the run's own failure (outputs not writable, a bug)
+    journal: AttemptJournal | None = None
+    lost: float = 0.0  # what journaled attempts of cases no longer in the dataset cost
+
+    def output_failed(self, path: Path, exc: OSError) -> None:
+        if self.failure is None:
+            msg = f"writing {shown_path(path)} failed ({describe(exc)})"
+            self.failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
+
+
+def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, checks: CheckResults) -> None:
+    """Recover, then judge (or say why nothing is judged); a write that fails ends in `got.failure`."""
+    writer = RecordWriter(lane.opts.out_dir / RECORDS_FILE)
+    try:
+        _recover(lane, earlier, got, writer, lineage)
+        if blocking_findings(got.findings):
+            got.notes.append("deterministic checks blocked: no model call was made")
+        elif not lane.api_key:
+            _record_missing_credentials(lane, got, writer, lineage, checks)
+        else:
+            _judge(lane, earlier, got, writer, lineage, checks)
+    except OSError as exc:  # the recovered records or the journal could not be written
+        got.output_failed(lane.opts.out_dir, exc)
+    finally:
+        if got.journal is not None:
+            got.journal.close()
+        try:
+            writer.close()
+        except OSError as exc:
+            got.output_failed(writer.path, exc)
+
+
+def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage) -> None:
+    """Records (never verdicts) for the attempts an interrupted run paid for but never recorded."""
+    loaded, dataset, plan = lane.loaded, lane.dataset, lane.plan
+    recovered, got.lost = recovered_records(earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge)
+    for rec in recovered:
+        writer.write(rec)
+    got.prior = [*got.prior, *recovered]
+    unrecorded = earlier.unrecorded
+    trend_loaded = earlier.trend_loaded
+    if trend_loaded is not None and earlier.unrecorded_trend:
+        trend_judge = JudgeSettings.of(trend_loaded, lane.base_url)
+        trend_lineage = make_lineage(trend_loaded, dataset)
+        found, trend_lost = recovered_records(
+            earlier.unrecorded_trend, dataset, trend_loaded, trend_lineage, plan.lane, trend_judge
+        )
+        got.lost += trend_lost
+        with RecordWriter(lane.opts.out_dir / TREND_RECORDS) as trend_writer:
+            for rec in found:
+                trend_writer.write(rec)
+        got.prior_trend = [*got.prior_trend, *found]
+        unrecorded = [*unrecorded, *earlier.unrecorded_trend]  # said in the note below
+    got.trend_records = list(got.prior_trend)
+    if unrecorded:
+        n = sum(len(u.attempts) for u in unrecorded)
+        gone = sum(u.unanswered for u in unrecorded)
+        got.notes.append(
+            f"recovered {n} attempt(s) from {shown_path(lane.opts.out_dir / JOURNAL_FILE)} that no record named "
+            f"(sent before the run was killed); {gone} of them had no answer and count at their reserved upper bound"
+        )
+
+
+def _record_missing_credentials(
+    lane: _Lane, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults
+) -> None:
+    """No API key: every scheduled judgment is recorded as skipped (auth), and nobody is called."""
+    loaded, plan = lane.loaded, lane.plan
+    for case in plan.scheduled:
+        for i in range(plan.repeats):
+            missing = Judgment(
+                status="skipped",
+                error_kind="auth",
+                error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
+            )
+            rec = make_record(
+                case,
+                i,
+                missing,
+                loaded,
+                lineage,
+                plan.lane,
+                lineage.ragas_version,
+                lane.judge,
+                checks.for_record(case.case_id),
+            )
+            got.new_records.append(rec)
+            if got.failure is None:
+                try:
+                    writer.write(rec)
+                except OSError as exc:
+                    got.output_failed(writer.path, exc)
+
+
+def _judge(
+    lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults
+) -> None:
+    """Judge the plan (in this process or in workers), then the trend; say why scheduling stopped."""
+    plan, opts = lane.plan, lane.opts
+    cache = cache_dir_for(lane.loaded, opts.use_cache, opts.cache_dir)
+
+    def new_evaluator(judged_by: LoadedPolicy) -> Evaluator:
+        return lane.factory(judged_by, lane.api_key, cache)
+
+    runner, workers = _make_runner(lane, got, writer, lineage, checks, cache, new_evaluator)
+    budget = runner.budget
+    # ragas' import leaves ~300k long-lived objects that every full collection rescans
+    # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
+    gc.freeze()
+    if workers > 1:
+        ended = judge_in_workers(runner, new_evaluator, workers, opts.out_dir, runner.progress.stream)
+        got.notes, got.findings = [*got.notes, *ended.notes], [*got.findings, *ended.findings]
+    else:
+        asyncio.run(judge_all(runner))
+    runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
+    trend_loaded = earlier.trend_loaded
+    if trend_loaded is not None and runner.stop_reason is None:
+        # Every grade in the cache (or in --out): served without ragas, as the verdicts are.
+        graded = serve_from_cache(trend_loaded, cache, [(c, 0) for c in trend_todo(plan, got.prior_trend)])
+        trend_evaluator = graded or new_evaluator(trend_loaded)
+        got.trend_records = judge_trend(
+            trend_loaded,
+            plan,
+            lane.dataset,
+            trend_evaluator,
+            budget,
+            opts.out_dir,
+            lane.base_url,
+            got.journal,
+            got.prior_trend,
+        )
+    got.new_records = runner.emitted
+    if runner.failure is not None:
+        got.failure = runner_failure(runner, plan, writer)
+        got.new_records = runner.emitted
+    got.notes += _stop_notes(runner, resumed=bool(got.prior), records_path=writer.path)
+
+
+def _make_runner(
+    lane: _Lane,
+    got: _Gathered,
+    writer: RecordWriter,
+    lineage: Lineage,
+    checks: CheckResults,
+    cache: Path | None,
+    new_evaluator: Callable[[LoadedPolicy], Evaluator],
+) -> tuple[Runner, int]:
+    """The runner of this plan under the run's boundary, and how many processes judge it."""
+    loaded, plan, opts = lane.loaded, lane.plan, lane.opts
+    reuse = reusable_records(loaded, got.prior, plan, lane.judge.config_fingerprint) if opts.resume else {}
+    # All already paid for (in the cache or reused from --out): serve them without ragas.
+    wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
+    served = serve_from_cache(loaded, cache, wanted)
+    workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
+    budget = make_budget(boundary(loaded, opts.max_cost), workers)
+    # Money already spent by the interrupted run counts against the same boundary.
+    budget.spent = sum(r.budget_charge for r in [*got.prior, *got.prior_trend]) + got.lost
+    got.journal = AttemptJournal(opts.out_dir / JOURNAL_FILE)
+    evaluator = served or new_evaluator(loaded)
+    stream = opts.progress if opts.progress is not None else sys.stderr
+    progress = Progress(
+        len(plan.scheduled) * plan.repeats, stream, prices(loaded).currency, boundary=budget.limit, reused=len(reuse)
+    )
+    runner = Runner(
+        loaded=loaded,
+        dataset=lane.dataset,
+        plan=plan,
+        evaluator=evaluator,
+        writer=writer,
+        budget=budget,
+        lineage=lineage,
+        progress=progress,
+        judge=lane.judge,
+        reuse=reuse,
+        waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
+        check_results=checks,
+        journal=got.journal,
+    )
+    return runner, workers
+
+
+def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
+    notes: list[str] = []
+    if runner.stop_reason == "cancelled":
+        notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
+    elif runner.stop_reason == "budget":
+        notes.append("the cost boundary stopped scheduling; completed evidence is kept")
+    elif runner.stop_reason in ("control_failed", "pair_violated"):
+        notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
+    if resumed:
+        notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {shown_path(records_path)}")
+    return notes
+
+
+def _decide(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults) -> Decision:
+    clock = lane.clock
+    loaded, plan, opts = lane.loaded, lane.plan, lane.opts
+    all_records = got.prior + got.new_records
+    lineage = make_lineage(loaded, lane.dataset, all_records, lane.base_url)
+    findings = got.findings if got.failure is None else [*got.findings, got.failure]
+    decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=got.notes)
+    assert decision.result is not None  # decide always decides
+    result = attach_checks(decision.result, checks, plan.eligible)
+    if earlier.trend_loaded is not None and loaded.policy.trend is not None:
+        summary = summarize(loaded.policy.trend, trend_cases(plan), got.trend_records)
+        compared = compare_to_base(summary, earlier.base_trend, earlier.base_problem) if opts.base_result else summary
+        result = attach_trend(result, compared)
+    decision.result = certify.attach(result, lane.certification, clock().isoformat(), __version__)
+    return decision
+
+
+def _write(decision: Decision, opts: RunOptions, failure: Finding | None) -> None:
+    """Write the outputs; after the run's own write failure, write what can be, then raise (exit 3)."""
+    out = opts.out_dir
+    if failure is not None and failure.kind == "output_failed":
+        # Write what can be written (result.json first), then end with exit 3 and the message.
+        try:
+            write_outputs(out, with_shard(decision, opts.shard))
+            written = f"{shown_path(out / 'result.json')} was written"
+        except OutputWriteError:
+            written = "result.json could not be written either"
+        detail = str(failure.extra.get("detail", failure.message))
+        raise OutputWriteError(
+            f"{detail}; {len(failure.case_ids)} case(s) were not judged and {written}. The run is "
+            f"evaluation_incomplete, not a verdict; fix: free space in (or repair) {shown_path(out)}, then run again with "
+            "--resume to keep the judgments already recorded"
+        )
+    write_outputs(out, with_shard(decision, opts.shard))
+
+
+def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], factory: EvaluatorFactory) -> Decision:
+    """The scheduled lane of a policy with `drift:` judges production traces (gate/drift)."""
+    limit = boundary(loaded, opts.max_cost)
+    if opts.dry_run:
+        return print_drift_plan(loaded, limit)
+    drift_run = DriftRun(
+        out_dir=opts.out_dir,
+        boundary=limit,
+        api_key=env.get(loaded.policy.evaluator.api_key_env, "").strip(),
+        cache_dir=cache_dir_for(loaded, opts.use_cache, opts.cache_dir),
+        previous=opts.base_result,
+    )
+    return run_drift_lane(loaded, drift_run, env, factory)
+
+
+def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
+    """The blocker for a run stopped by its own failure; each judgment it left undone gets a
+    `skipped` record saying why (in memory when records.jsonl cannot be written)."""
+    done = {(r.case_id, r.repeat_index) for r in runner.emitted} | set(runner.reuse)
+    undone: list[str] = []
+    for case in plan.scheduled:
+        for i in range(plan.repeats):
+            if (case.case_id, i) in done:
+                continue
+            if case.case_id not in undone:
+                undone.append(case.case_id)
+            why = Judgment(status="skipped", error_kind="cancelled", error_message=f"not judged: {runner.failure}")
+            runner.emit(runner.to_record(case, i, why))
+    kind = runner.failure_kind or "internal_error"
+    return Finding(
+        State.EVALUATION_INCOMPLETE,
+        kind,
+        f"the run stopped on its own failure, not a verdict: {runner.failure}; {len(undone)} case(s) were not "
+        "judged; fix: "
+        + ("free space in (or repair) the output directory" if kind == "output_failed" else "report this bug")
+        + ", then run again with --resume",
+        case_ids=tuple(undone),
+        extra={"detail": runner.failure},
+    )

@@ -1,0 +1,67 @@
+"""The steps of `run` and `merge` into an output directory, shared by the CLI and the Action.
+
+No printing and no exit codes here: the edges (`gate.cli`, `gate.action`) report the outcome
+and map errors to exit codes in their own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from gate.model.errors import GateError, UsageError
+from gate.model.escape import log_text
+from gate.model.states import USAGE_ERROR_EXIT, State
+from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs
+
+if TYPE_CHECKING:
+    from gate.commands.merge import Merged
+    from gate.commands.run import RunOptions
+    from gate.decide.core import Decision
+
+
+def run_into(policy: str | Path, opts: RunOptions) -> Decision:
+    """Judge the lane and decide, writing into `opts.out_dir` (nothing written on a dry run)."""
+    from gate.commands.run import run
+
+    if opts.base_result is not None and opts.base_result.resolve() == opts.out_dir.resolve():
+        raise UsageError(
+            f"--base-result {opts.base_result} is the --out directory this run replaces; "
+            "fix: pass the base run's own directory"
+        )
+    if not opts.dry_run:
+        check_out_dir(opts.out_dir)  # exit 2 before anything is paid when --out cannot be written
+        clear_outputs(opts.out_dir)
+    return run(policy, opts)
+
+
+def merge_into(policy: str | Path, shards: Sequence[Path], out_dir: Path) -> Merged:
+    """Merge the shards' output directories into one decision written into `out_dir`."""
+    from gate.commands.merge import merge, write_merged
+
+    if any(out_dir.resolve() == d.resolve() for d in shards):
+        raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
+    clear_outputs(out_dir)
+    merged = merge(policy, shards)
+    write_merged(out_dir, merged)
+    return merged
+
+
+def report_known_error(exc: BaseException, stream: TextIO) -> int | None:
+    """An expected error's message on `stream` and its exit code; None for an unexpected one.
+
+    A write that failed mid-run or an interruption is never a verdict (3); bad input is a usage
+    error (2). One visible line per line of the message: file content can never start a log line.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        stream.write("error: interrupted\n")
+        return State.EVALUATION_INCOMPLETE.exit_code
+    if isinstance(exc, OutputWriteError):
+        stream.write(f"error: {exc.message}\n")
+        return State.EVALUATION_INCOMPLETE.exit_code
+    if isinstance(exc, GateError):
+        shown = "\n".join(log_text(line) for line in exc.message.split("\n"))
+        stream.write(f"error: {shown}\n")
+        return USAGE_ERROR_EXIT
+    return None

@@ -1,0 +1,6 @@
+"""From records to a decision: evidence, the rules that find blockers, the state.
+
+What it holds: record vetting (untrusted records become evaluator errors, never verdicts), the
+evidence built from records, one pure function per rule, and `decide` (`core`).
+What it may import: `gate.model`, `gate.plan`, `gate.judge` (types only).
+"""

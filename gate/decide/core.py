@@ -1,0 +1,203 @@
+"""The decision: a pure function from policy, plan, findings and records to a result.
+
+No I/O, no clock (today is an argument), no model. `gate run` and `gate decide` both end here,
+so re-applying a policy to recorded runs gives the same result the run gave.
+
+A short pipeline: `prepare_evidence` (gate/decide/evidence.py) vets the records and classifies each case;
+the rules (gate/decide/rules.py) turn that frozen evidence into findings; `apply_overrides` waives what
+active overrides name, once; `_assemble_result` builds result.json.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
+from gate.decide.rules import apply_rules, control_failures
+from gate.judge.cost import boundary
+from gate.model.overrides import apply_overrides
+from gate.model.owners import route
+from gate.model.policy import LoadedPolicy, Owners
+from gate.model.records import Record
+from gate.model.result import Result
+from gate.model.states import Finding, State, overall_state
+from gate.model.strata import weigh
+from gate.plan.selection import Plan
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Lineage:
+    policy_sha256: str
+    dataset_sha256: str
+    prompt_sha256: str
+    metric_version: str
+    evaluator_model: str
+    ragas_version: str
+    gate_version: str
+    metric_definition_sha256: str = ""  # gate.measure.rollback.metric_definition_sha256
+    config_fingerprint: str = ""  # gate.model.fingerprint of the judge this policy makes now
+    dataset_card_sha256: str = ""  # gate.model.dataset_card; "" when the policy names no card
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.__dict__)
+
+
+def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
+    by_slice: dict[str, float] = defaultdict(float)
+    total = 0.0
+    for r in records:
+        total += r.cost
+        by_slice[r.slice] += r.cost
+    return {
+        "total": total,
+        "currency": currency,
+        "input_tokens": sum(r.input_tokens for r in records),
+        "output_tokens": sum(r.output_tokens for r in records),
+        "http_attempts": sum(len(r.attempts) for r in records),
+        "retries": sum(r.retries for r in records),
+        "cached_calls": sum(1 for r in records if r.cache == "hit"),
+        # Sent but never answered (timeout, dropped, interrupted): no usage was reported, so they
+        # add nothing to `total`, but a provider may still bill them.
+        "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
+        # Answered without `usage` (SPEC 8): each keeps its whole reservation as spent.
+        "usage_missing": sum(1 for r in records for a in r.attempts if a.usage_missing),
+        # What the cost boundary counted: `total` plus the reservations kept for the two kinds above.
+        "budget_spent": total + sum(a.held for r in records for a in r.attempts),
+        "over_reservation": sum(1 for r in records for a in r.attempts if a.over_reservation),
+        "by_slice": dict(sorted(by_slice.items())),
+    }
+
+
+@dataclass
+class Decision:
+    state: State
+    blockers: list[Finding]
+    waived: list[dict[str, Any]]
+    outcomes: list[CaseOutcome]
+    result: Result | None  # None only for a dry run that decides nothing (the drift lane's plan)
+
+
+def decide(
+    loaded: LoadedPolicy,
+    plan: Plan,
+    findings: Sequence[Finding],
+    records: Sequence[Record],
+    lineage: Lineage,
+    today: dt.date,
+    *,
+    max_cost: float | None = None,
+    notes: Sequence[str] = (),
+) -> Decision:
+    """The inputs' findings and every rule's, less what active overrides waive, decide the state."""
+    ev = prepare_evidence(
+        loaded,
+        plan,
+        findings,
+        records,
+        fingerprint=lineage.config_fingerprint,
+        boundary=boundary(loaded, max_cost),
+        notes=notes,
+    )
+    # Overrides apply once, to the finished blockers (gate.model.overrides is the one place that waives).
+    applied = apply_overrides([*ev.findings, *apply_rules(ev)], loaded.policy.overrides, today)
+    blockers = [b for b in applied.blockers if b.state is not State.PASSED]
+    state = overall_state([b.state for b in blockers])
+    result = _assemble_result(ev, lineage, today, state, blockers, applied.waived)
+    return Decision(state=state, blockers=blockers, waived=applied.waived, outcomes=list(ev.outcomes), result=result)
+
+
+def slice_tallies(ev: Evidence) -> dict[str, dict[str, int]]:
+    """Per slice (the policy's and any a case names): outcomes of non-control cases."""
+    policy = ev.policy
+    slices: dict[str, dict[str, int]] = {}
+    for name in sorted({*policy.slices, *(o.case.slice for o in ev.outcomes if not o.case.is_control)}):
+        slices[name] = {
+            k: 0 for k in ("true_pass", "true_fail", "false_pass", "false_fail", "errors", "review", "unrun")
+        }
+    for o in ev.outcomes:
+        if o.case.is_control:
+            continue
+        tally = slices[o.case.slice]
+        if o.outcome in ("true_pass", "true_fail", "false_pass", "false_fail"):
+            tally[o.outcome] += 1
+        elif o.bucket == "errored":
+            tally["errors"] += 1
+        elif o.bucket == "unrun":
+            tally["unrun"] += 1
+        if o.needs_review or (o.bucket == "withheld" and policy.missing_evidence == "review"):
+            tally["review"] += 1
+    return slices
+
+
+def case_counts(ev: Evidence) -> dict[str, int]:
+    outcomes = ev.outcomes
+    routed = ev.policy.missing_evidence == "review"
+    return {
+        "eligible": len(outcomes),
+        "completed": sum(1 for o in outcomes if o.bucket == "completed"),
+        "errored": sum(1 for o in outcomes if o.bucket == "errored"),
+        "withheld": sum(1 for o in outcomes if o.bucket == "withheld"),
+        "unrun": sum(1 for o in outcomes if o.bucket == "unrun"),
+        "cached": sum(1 for r in ev.best.values() if r.cache == "hit"),
+        "review": sum(
+            1 for o in outcomes if o.needs_review or (o.bucket == "withheld" and routed and not o.case.is_control)
+        ),
+    }
+
+
+def _assemble_result(
+    ev: Evidence,
+    lineage: Lineage,
+    today: dt.date,
+    state: State,
+    blockers: Sequence[Finding],
+    waived: list[dict[str, Any]],
+) -> Result:
+    """result.json (SPEC section 5) from the evidence and the blockers left after overrides."""
+    policy, outcomes = ev.policy, ev.outcomes
+    failed_controls = control_failures(ev)
+    price = policy.evaluator.price
+    result: dict[str, Any] = {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "policy_id": policy.policy_id,
+        "policy_version": policy.policy_version,
+        "lane": ev.plan.lane,
+        "state": state.value,
+        "exit_code": state.exit_code,
+        "blockers": [_routed(b.to_dict(), policy.owners) for b in blockers],
+        "counts": case_counts(ev),
+        "unrun_case_ids": [o.case.case_id for o in outcomes if o.bucket == "unrun"],
+        "slices": slice_tallies(ev),
+        "controls": {"ok": not failed_controls, "failures": failed_controls},
+        "cost": cost_summary(ev.records, price.currency if price else "USD"),
+        "lineage": lineage.to_dict(),
+        "waived": waived,
+        "overrides": [{**o.model_dump(mode="json"), "expired": o.expires < today} for o in policy.overrides],
+        "limits": {
+            "max_total_cost": ev.boundary,
+            "max_evaluator_errors": policy.limits.max_evaluator_errors,
+        },
+        "notes": list(ev.notes),
+        "cases": [o.to_dict() for o in outcomes],
+    }
+    if policy.strata:
+        result["strata"] = weigh(
+            {name: s.prevalence for name, s in policy.strata.items()},
+            (
+                (o.case.stratum, o.outcome if o.bucket == "completed" else None)
+                for o in outcomes
+                if not o.case.is_control
+            ),
+        ).to_dict()
+    return Result.model_validate(result)
+
+
+def _routed(blocker: dict[str, Any], owners: Owners | None) -> dict[str, Any]:
+    """With `owners` in the policy, the blocker names its owner group and owner (gate/model/owners.py)."""
+    return blocker if owners is None else route(blocker, owners.model_dump())

@@ -1,0 +1,283 @@
+"""The evidence a decision rests on: vetted, current records reduced to one frozen outcome per case.
+
+Pure: `prepare_evidence` turns the untrusted records of a run into an `Evidence` value that the
+rule functions (gate/decide/rules.py) read and never change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gate.decide.vetting import conflicting_verdicts, vet_records
+from gate.judge.render import RenderError, render_case
+from gate.model.cases import Case
+from gate.model.policy import LoadedPolicy, Policy
+from gate.model.records import Record
+from gate.model.states import Finding, blocking_findings
+from gate.plan.selection import Plan
+
+# Errors that mean "not judged" rather than "the evaluator failed on this case".
+UNRUN_ERROR_KINDS = frozenset({"budget", "cancelled"})
+
+OUTCOMES = ("true_pass", "true_fail", "false_pass", "false_fail", "error", "review", "unrun", "withheld")
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    case: Case
+    bucket: str  # completed | errored | withheld | unrun
+    verdict: str | None = None
+    outcome: str = "unrun"  # one of OUTCOMES
+    reason: str | None = None
+    error_kind: str | None = None
+    error_message: str | None = None
+    labels: tuple[str | None, ...] = ()
+    unstable: bool = False
+    needs_review: bool = False
+    called_model: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "case_id": c.case_id,
+            "slice": c.slice,
+            "partition": c.partition,
+            "control_role": c.expected_control_role,
+            "human_label": c.human_label,
+            "verdict": self.verdict,
+            "labels": list(self.labels),
+            "bucket": self.bucket,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "error_kind": self.error_kind,
+            "error_message": self.error_message,
+            "unstable": self.unstable,
+            "review": self.needs_review,
+        }
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What every rule reads: the policy, the plan, the inputs' findings and the case outcomes."""
+
+    policy: Policy
+    plan: Plan
+    findings: tuple[Finding, ...]  # what the checks before judging found (validators, checks, shards)
+    records: tuple[Record, ...]  # every vetted record of an eligible case: cost counts each line
+    fresh: tuple[Record, ...]  # those judged under this policy's configuration
+    best: Mapping[tuple[str, int], Record]  # the record that counts per (case, repeat)
+    outcomes: tuple[CaseOutcome, ...]  # one per eligible case, in plan order
+    stale: Mapping[str, str]  # case id -> why its records are not evidence for this policy
+    blocked: bool  # deterministic findings stopped the run before any model call
+    boundary: float  # the cost boundary the run was held to
+    notes: tuple[str, ...]
+
+
+def prepare_evidence(
+    loaded: LoadedPolicy,
+    plan: Plan,
+    findings: Sequence[Finding],
+    records: Sequence[Record],
+    *,
+    fingerprint: str,
+    boundary: float,
+    notes: Sequence[str],
+) -> Evidence:
+    """Vet the records, set stale ones aside, pick the record that counts and classify each case.
+
+    Records are untrusted: an `ok` line outside the contract is an evaluator error, and the case
+    file (not the record) is the answer key. Cost still counts every line.
+    """
+    eligible_ids = set(plan.eligible_ids)
+    vetted = vet_records(
+        [r for r in records if r.case_id in eligible_ids],
+        loaded.policy.metric,
+        {c.case_id: c for c in plan.eligible},
+        plan.repeats,
+    )
+    fresh, stale = split_stale(vetted.records, loaded, plan, fingerprint)
+    best = best_records(fresh)
+    blocked = bool(blocking_findings(findings))
+    withheld_ids = {c.case_id for c in plan.withheld}
+    outcomes = tuple(classify(c, plan, best, blocked, withheld_ids) for c in plan.eligible)
+    conflicted = conflicting_verdicts(fresh)
+    conflict_notes = [conflict_note(conflicted)] if conflicted else []
+    return Evidence(
+        policy=loaded.policy,
+        plan=plan,
+        findings=tuple(findings),
+        records=tuple(vetted.records),
+        fresh=tuple(fresh),
+        best=best,
+        outcomes=without_verdict(outcomes, set(conflicted)),
+        stale=stale,
+        blocked=blocked,
+        boundary=boundary,
+        notes=(*notes, *vetted.notes, *conflict_notes),
+    )
+
+
+def split_stale(
+    records: Sequence[Record], loaded: LoadedPolicy, plan: Plan, fingerprint: str
+) -> tuple[list[Record], dict[str, str]]:
+    """The records that are evidence for this policy, and why each other case's are not.
+
+    Evidence counts only for the configuration that produced it: a record judged under another
+    model, metric version or rendered prompt says nothing about this policy (its cost still counts).
+    """
+    current = _current_prompts(loaded, plan)
+    stale: dict[str, str] = {}
+    fresh: list[Record] = []
+    for r in records:
+        why = _staleness(r, loaded, current.get(r.case_id), fingerprint)
+        if why:
+            stale.setdefault(r.case_id, why)
+        else:
+            fresh.append(r)
+    return fresh, stale
+
+
+def _current_prompts(loaded: LoadedPolicy, plan: Plan) -> dict[str, str]:
+    """sha256 of the prompt each eligible case renders to now (cases that cannot render: none)."""
+    out: dict[str, str] = {}
+    for c in plan.eligible:
+        try:
+            out[c.case_id] = render_case(loaded.prompt_text, loaded.placeholders, c).prompt_sha256
+        except RenderError:
+            continue
+    return out
+
+
+def _staleness(r: Record, loaded: LoadedPolicy, prompt_sha256: str | None, fingerprint: str = "") -> str | None:
+    """Why a record cannot be evidence for this policy, or None when it can."""
+    policy = loaded.policy
+    if r.policy_id and r.policy_id != policy.policy_id:
+        return f"policy {r.policy_id}, not {policy.policy_id}"
+    if r.evaluator_model and r.evaluator_model != policy.evaluator.model:
+        return f"evaluator model {r.evaluator_model}, not {policy.evaluator.model}"
+    if r.metric_version and r.metric_version != policy.metric.version:
+        return f"metric version {r.metric_version}, not {policy.metric.version}"
+    if r.prompt_sha256 and prompt_sha256 and r.prompt_sha256 != prompt_sha256:
+        return "the rendered prompt differs: the prompt template or the case changed"
+    if r.config_fingerprint and fingerprint and r.config_fingerprint != fingerprint:
+        return (
+            f"judge configuration {r.config_fingerprint[:12]}, not {fingerprint[:12]} (the prompt, labels, aliases, "
+            "model, base URL, sampling or ragas version changed)"
+        )
+    return None
+
+
+def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
+    """One record per (case, repeat): an ok judgment beats an error beats a skip; later beats earlier.
+
+    A resumed run appends new records after old ones; the evidence that completed is what counts,
+    while every paid attempt still counts in cost (see `cost_summary`).
+    """
+    rank = {"ok": 2, "error": 1, "skipped": 0}
+    best: dict[tuple[str, int], Record] = {}
+    for r in records:
+        k = (r.case_id, r.repeat_index)
+        cur = best.get(k)
+        if cur is None or rank[r.status] > rank[cur.status]:
+            best[k] = r
+        elif rank[r.status] == rank[cur.status] and not _failed_control(cur):
+            # Controls run in every shard of a merge: a control that failed anywhere stays failed.
+            best[k] = r
+    return best
+
+
+def _failed_control(r: Record) -> bool:
+    return r.status == "ok" and r.control_role is not None and r.judge_label != r.human_label
+
+
+def majority(labels: Sequence[str]) -> str | None:
+    counts = Counter(labels).most_common()
+    if not counts:
+        return None
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return None
+    return counts[0][0]
+
+
+def classify(
+    case: Case, plan: Plan, recs: Mapping[tuple[str, int], Record], blocked: bool, withheld_ids: set[str]
+) -> CaseOutcome:
+    """The outcome of one case from the records that count for its repeats."""
+    judged = [recs[(case.case_id, i)] for i in range(plan.repeats) if (case.case_id, i) in recs]
+    called = any(r.attempts for r in judged)
+    if blocked:
+        return CaseOutcome(case, "unrun", called_model=called)
+    if case.case_id in withheld_ids and not judged:
+        return CaseOutcome(case, "withheld", outcome="withheld")
+    errored = [r for r in judged if r.status == "error" and r.error_kind not in UNRUN_ERROR_KINDS]
+    if errored:
+        first = errored[0]
+        return CaseOutcome(
+            case,
+            "errored",
+            outcome="error",
+            error_kind=first.error_kind,
+            error_message=first.error_message,
+            labels=tuple(r.judge_label for r in judged),
+            called_model=called,
+        )
+    oks = [r for r in judged if r.status == "ok"]
+    if len(oks) < plan.repeats:
+        return CaseOutcome(
+            case,
+            "unrun",
+            error_kind=next((r.error_kind for r in judged if r.status != "ok"), None),
+            error_message=next((r.error_message for r in judged if r.status != "ok"), None),
+            called_model=called,
+        )
+    return _completed(case, sorted(oks, key=lambda r: r.repeat_index), called)
+
+
+def _completed(case: Case, oks: Sequence[Record], called: bool) -> CaseOutcome:
+    """A case every repeat judged: the majority verdict against the human label."""
+    labels = [r.judge_label or "" for r in oks]
+    verdict = majority(labels)
+    unstable = len(set(labels)) > 1
+    reason = next((r.judge_reason for r in oks if r.judge_label == verdict), oks[0].judge_reason)
+    human = case.human_label
+    review = verdict is None or verdict == "review_required" or human == "review_required"
+    if review:
+        outcome = "review"
+    elif human == "pass":
+        outcome = "true_pass" if verdict == "pass" else "false_fail"
+    else:
+        outcome = "true_fail" if verdict == "fail" else "false_pass"
+    return CaseOutcome(
+        case,
+        "completed",
+        verdict=verdict,
+        outcome=outcome,
+        reason=reason,
+        labels=tuple(labels),
+        unstable=unstable,
+        needs_review=review or unstable,
+        called_model=called,
+    )
+
+
+def conflict_note(conflicted: Sequence[str]) -> str:
+    shown = ", ".join(conflicted[:5]) + (" ..." if len(conflicted) > 5 else "")
+    return (
+        f"records of the same judgment disagree for {len(conflicted)} case(s) ({shown}): runs were mixed or a file "
+        "was edited; a person decides"
+    )
+
+
+def without_verdict(outcomes: Iterable[CaseOutcome], conflicted: set[str]) -> tuple[CaseOutcome, ...]:
+    """Completed cases whose records disagree lose their verdict: neither may count as a pass or a
+    fail in the slice tallies, and a person decides."""
+    return tuple(
+        dataclasses.replace(o, verdict=None, outcome="review", unstable=True, needs_review=True)
+        if o.case.case_id in conflicted and o.bucket == "completed"
+        else o
+        for o in outcomes
+    )

@@ -1,0 +1,269 @@
+"""The decision's rules: small pure functions from the evidence to the blockers it raises.
+
+Each rule reads a frozen `Evidence` (gate/decide/evidence.py) and returns its findings; `RULES` runs them
+in the order their blockers appear in result.json. Overrides are not a rule: `gate.decide.core`
+applies them once, to everything the rules found (gate/model/overrides.py is the one place that waives).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gate.decide.evidence import CaseOutcome, Evidence
+from gate.model.states import Finding, State
+
+Rule = Callable[[Evidence], tuple[Finding, ...]]
+
+
+def _finding(
+    state: State, kind: str, message: str, ids: Iterable[str], slice_: str | None = None, **extra: Any
+) -> Finding:
+    return Finding(state, kind, message, case_ids=tuple(ids), slice=slice_, extra=extra)
+
+
+# --- quality: controls, pairs, slice limits ------------------------------------------------------
+
+
+def control_failures(ev: Evidence) -> list[dict[str, Any]]:
+    """Controls whose verdict differs from their label (or that were judged when they must be withheld).
+
+    Controls are evaluator checks, not slice tallies.
+    """
+    failures: list[dict[str, Any]] = []
+    for o in ev.outcomes:
+        role = o.case.expected_control_role
+        if role is None:
+            continue
+        if role == "missing_evidence":
+            if o.called_model:
+                failures.append(
+                    {"case_id": o.case.case_id, "role": role, "expected": "withheld", "got": o.verdict or "model call"}
+                )
+            continue
+        if o.bucket == "completed" and o.verdict != o.case.human_label:
+            failures.append({"case_id": o.case.case_id, "role": role, "expected": o.case.human_label, "got": o.verdict})
+    return failures
+
+
+def controls(ev: Evidence) -> tuple[Finding, ...]:
+    failures = control_failures(ev)
+    if not failures:
+        return ()
+    detail = "; ".join(f"{f['case_id']} ({f['role']}): expected {f['expected']}, got {f['got']}" for f in failures)
+    return (
+        _finding(
+            State.QUALITY_FAILED,
+            "control_failed",
+            f"controls did not separate, so no other verdict counts: {detail}",
+            [f["case_id"] for f in failures],
+        ),
+    )
+
+
+def pairs(ev: Evidence) -> tuple[Finding, ...]:
+    """Invariant pairs' verdicts must match, flip pairs' must differ (pairs judged in full only)."""
+    members_of: dict[str, list[CaseOutcome]] = defaultdict(list)
+    for o in ev.outcomes:
+        if o.case.pair is not None:
+            members_of[o.case.pair.id].append(o)
+    found: list[Finding] = []
+    for pair_id, members in sorted(members_of.items()):
+        if len(members) != 2 or any(m.bucket != "completed" or m.verdict is None for m in members):
+            continue
+        a, b = members
+        kind = a.case.pair.kind if a.case.pair else "invariant"
+        same = a.verdict == b.verdict
+        if (kind == "invariant" and not same) or (kind == "flip" and same):
+            want = "the same verdict" if kind == "invariant" else "different verdicts"
+            message = (
+                f"{kind} pair {pair_id}: {a.case.case_id} got {a.verdict} and {b.case.case_id} got {b.verdict}; "
+                f"the pair must get {want}"
+            )
+            found.append(_finding(State.QUALITY_FAILED, "pair_violated", message, [a.case.case_id, b.case.case_id]))
+    return tuple(found)
+
+
+_LIMIT_CHECKS = (
+    ("false_pass", "false_pass_limit", "max_false_passes", "the judge passed answers people failed"),
+    ("false_fail", "false_fail_limit", "max_false_fails", "the judge failed answers people passed"),
+)
+
+
+def slice_limits(ev: Evidence) -> tuple[Finding, ...]:
+    """A slice with more false passes (or false fails) than its limit; controls never count."""
+    found: list[Finding] = []
+    for name, limit in sorted(ev.policy.slices.items()):
+        for outcome, limit_kind, field_name, meaning in _LIMIT_CHECKS:
+            allowed: int | None = getattr(limit, field_name)
+            if allowed is None:
+                continue
+            ids = [
+                o.case.case_id
+                for o in ev.outcomes
+                if not o.case.is_control and o.case.slice == name and o.outcome == outcome
+            ]
+            if len(ids) > allowed:
+                label = outcome.replace("_", " ")
+                msg = f"slice {name}: {len(ids)} {label}(es), limit {allowed}: {meaning}"
+                # `limit`: an override waiving some of these cases blocks nothing once the rest fit.
+                msg = msg.replace("fail(es)", "fail(s)")
+                found.append(_finding(State.QUALITY_FAILED, limit_kind, msg, ids, name, limit=allowed))
+    return tuple(found)
+
+
+# --- review routes: a person decides -------------------------------------------------------------
+
+
+def unstable_verdicts(ev: Evidence) -> tuple[Finding, ...]:
+    unstable = [o.case.case_id for o in ev.outcomes if o.unstable]
+    if not unstable:
+        return ()
+    message = (
+        f"the judge disagreed with itself (across {ev.plan.repeats} repeat(s), or between records of one judgment) "
+        f"on {len(unstable)} case(s); a person decides"
+    )
+    return (_finding(State.REVIEW_REQUIRED, "unstable_verdict", message, unstable),)
+
+
+def abstentions(ev: Evidence) -> tuple[Finding, ...]:
+    abstained = [o.case.case_id for o in ev.outcomes if o.verdict == "review_required" and not o.unstable]
+    if not abstained:
+        return ()
+    message = "the judge abstained (review_required) on these cases"
+    return (_finding(State.REVIEW_REQUIRED, "abstention", message, abstained),)
+
+
+def label_conflicts(ev: Evidence) -> tuple[Finding, ...]:
+    conflicts = [o.case.case_id for o in ev.outcomes if o.case.human_label == "review_required"]
+    if not conflicts:
+        return ()
+    message = "reviewers did not settle the human label (review_required); adjudicate before they can gate"
+    return (_finding(State.REVIEW_REQUIRED, "label_conflict", message, conflicts),)
+
+
+# --- completeness: what was not judged, and why ---------------------------------------------------
+
+
+def evaluator_errors(ev: Evidence) -> tuple[Finding, ...]:
+    errored = [o for o in ev.outcomes if o.bucket == "errored"]
+    allowed = ev.policy.limits.max_evaluator_errors
+    if len(errored) <= allowed:
+        return ()
+    kinds = Counter(o.error_kind or "unknown" for o in errored)
+    message = (
+        f"{len(errored)} evaluator error(s), limit {allowed} "
+        f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}); errors are neither pass nor fail"
+    )
+    return (_finding(State.EVALUATION_INCOMPLETE, "evaluator_errors", message, [o.case.case_id for o in errored]),)
+
+
+def _unrun(ev: Evidence) -> list[CaseOutcome]:
+    return [o for o in ev.outcomes if o.bucket == "unrun"]
+
+
+def _explained(ev: Evidence) -> set[str]:
+    """Cases a finding already names as not judged (a shard missing from a merge): not listed twice."""
+    return {i for f in ev.findings if f.kind == "missing_shard" for i in f.case_ids}
+
+
+def _stale_unrun(ev: Evidence) -> list[str]:
+    explained = _explained(ev)
+    return [
+        o.case.case_id
+        for o in _unrun(ev)
+        if o.case.case_id in ev.stale and not o.error_kind and o.case.case_id not in explained
+    ]
+
+
+def _keyless(ev: Evidence) -> list[str]:
+    """Cases never sent because the evaluator's API key is missing."""
+    return [o.case.case_id for o in _unrun(ev) if o.error_kind == "auth" and not o.called_model]
+
+
+def _unnamed_unrun(ev: Evidence) -> list[CaseOutcome]:
+    """Unrun cases that no credentials, stale-records or missing-shard finding names already."""
+    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev)}
+    return [o for o in _unrun(ev) if o.case.case_id not in named]
+
+
+def _budget_hit(ev: Evidence) -> bool:
+    return any(o.error_kind == "budget" for o in _unrun(ev)) or any(r.error_kind == "budget" for r in ev.fresh)
+
+
+def stale_records(ev: Evidence) -> tuple[Finding, ...]:
+    stale_unrun = _stale_unrun(ev)
+    if not stale_unrun:
+        return ()
+    message = (
+        f"{len(stale_unrun)} case(s) have records only from another configuration ({ev.stale[stale_unrun[0]]}); they "
+        "are not evidence for this policy; fix: run `gate run` again (the cache serves whatever still matches)"
+    )
+    return (_finding(State.EVALUATION_INCOMPLETE, "stale_records", message, stale_unrun),)
+
+
+def no_cases(ev: Evidence) -> tuple[Finding, ...]:
+    if any(not o.case.is_control for o in ev.outcomes):
+        return ()
+    lane = ev.policy.lanes[ev.plan.lane]
+    message = (
+        f"lane {ev.plan.lane} selects no case outside the controls (partitions {', '.join(lane.partitions)}): a gate "
+        "with nothing to judge cannot pass; fix: add cases to those partitions or correct the lane"
+    )
+    return (_finding(State.EVALUATION_INCOMPLETE, "no_cases", message, []),)
+
+
+def missing_credentials(ev: Evidence) -> tuple[Finding, ...]:
+    no_key = _keyless(ev)
+    if not no_key:
+        return ()
+    message = f"no API key in ${ev.policy.evaluator.api_key_env}, so no case was judged; fix: set that secret"
+    return (_finding(State.EVALUATION_INCOMPLETE, "missing_credentials", message, no_key),)
+
+
+def budget_exhausted(ev: Evidence) -> tuple[Finding, ...]:
+    """The cost boundary stopped scheduling: every case not judged (and not named elsewhere) is listed."""
+    if not _budget_hit(ev):
+        return ()
+    not_run = [o.case.case_id for o in _unnamed_unrun(ev)]
+    detail = next((r.error_message for r in ev.fresh if r.error_kind == "budget" and r.error_message), None)
+    message = f"the cost boundary ({ev.boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged" + (
+        f" ({detail})" if detail else ""
+    )
+    return (_finding(State.EVALUATION_INCOMPLETE, "budget_exhausted", message, not_run),)
+
+
+def unrun_cases(ev: Evidence) -> tuple[Finding, ...]:
+    """Eligible cases without a complete judgment that no other finding explains (the budget does, when hit)."""
+    rest = [] if _budget_hit(ev) else _unnamed_unrun(ev)
+    if not rest:
+        return ()
+    why = "deterministic checks blocked, so no model call was made" if ev.blocked else None
+    if why is None and (control_failures(ev) or pairs(ev)):
+        why = "not scheduled after a control or pair failed"
+    if why is None and any(o.error_kind == "cancelled" for o in rest):
+        why = "the run was interrupted before they were judged"
+    message = f"{len(rest)} eligible case(s) have no complete judgment" + (f": {why}" if why else "")
+    return (_finding(State.EVALUATION_INCOMPLETE, "unrun_cases", message, [o.case.case_id for o in rest]),)
+
+
+RULES: tuple[Rule, ...] = (
+    controls,
+    pairs,
+    slice_limits,
+    unstable_verdicts,
+    abstentions,
+    label_conflicts,
+    evaluator_errors,
+    stale_records,
+    no_cases,
+    missing_credentials,
+    budget_exhausted,
+    unrun_cases,
+)
+
+
+def apply_rules(ev: Evidence) -> list[Finding]:
+    """Every rule's findings, in the order of `RULES`."""
+    return [f for rule in RULES for f in rule(ev)]

@@ -1,0 +1,164 @@
+"""The I/O edge of `gate calibrate`: read policy, dataset and records; write the three outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from gate.measure.calibrate.causes import read_causes
+from gate.measure.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
+from gate.measure.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration
+from gate.measure.calibrate.svg import render_svg
+from gate.model.cases import Case, Dataset
+from gate.model.errors import UsageError
+from gate.model.policy import LoadedPolicy, load_policy
+from gate.model.records import Record, read_records
+from gate.plan.selection import make_plan
+
+DEFAULT_OUT = Path("gate-calibration")
+OUTPUTS = ("calibration.json", "calibration.md", "calibration.svg")
+
+
+@dataclass(frozen=True)
+class CalibrationOutput:
+    data: dict[str, Any]
+    out_dir: Path
+
+
+def _check_configuration(loaded: LoadedPolicy, path: Path, records: Sequence[Record]) -> None:
+    """Records judged under another policy, model or metric version measure another judge."""
+    policy = loaded.policy
+    for r in records:
+        for what, got, want in (
+            ("policy_id", r.policy_id, policy.policy_id),
+            ("evaluator_model", r.evaluator_model, policy.evaluator.model),
+            ("metric_version", r.metric_version, policy.metric.version),
+            ("prompt template sha256", r.prompt_template_sha256 or "", loaded.prompt_sha256),
+        ):
+            if got and got != want:
+                raise CalibrationInputError(
+                    f"{path}: case {r.case_id} was judged with {what} {got!r} but {loaded.path} has {want!r}: "
+                    "these records measure another judge; fix: calibrate with the policy that made them, or "
+                    "run this policy's calibration lane first"
+                )
+
+
+def case_facts(loaded: LoadedPolicy, dataset: Dataset) -> CaseFacts:
+    cases: dict[str, Case] = {}
+    for c in dataset.cases:
+        cases.setdefault(c.case_id, c)  # a duplicated id is a validator finding; the first one counts
+    lane_labels: dict[str, dict[str, tuple[int, int]]] = {}
+    for lane in loaded.policy.lanes:
+        counts: dict[str, tuple[int, int]] = {}
+        for c in make_plan(loaded, dataset, lane).eligible:
+            if c.is_control:
+                continue
+            fails, passes = counts.get(c.slice, (0, 0))
+            counts[c.slice] = (fails + (c.human_label == "fail"), passes + (c.human_label == "pass"))
+        lane_labels[lane] = counts
+    return CaseFacts(cases=cases, lane_labels=lane_labels)
+
+
+def run_calibrate(
+    policy_path: str | Path, record_paths: Sequence[Path], causes_path: Path | None, out_dir: Path
+) -> CalibrationOutput:
+    from gate.measure.calibrate.alignment import ragas_comparator
+    from gate.model.cases import load_dataset
+    from gate.run.lineage import make_lineage
+
+    loaded = load_policy(policy_path)
+    dataset = load_dataset(loaded)
+    records: list[Record] = []
+    for path in record_paths:
+        file_records = read_records(path)
+        _check_configuration(loaded, path, file_records)
+        records += file_records
+    cal = calibrate(loaded.policy, records, ragas_comparator(), case_facts(loaded, dataset))
+    if causes_path is not None:
+        cal = with_causes(cal, read_causes(causes_path, {d.case_id for d in cal.disagreements}))
+    data = to_json(cal, loaded.policy, make_lineage(loaded, dataset, records).to_dict())
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "calibration.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        (out_dir / "calibration.md").write_text(render_calibration(data), "utf-8")
+        (out_dir / "calibration.svg").write_text(render_svg(data), "utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"{out_dir}: cannot write the calibration outputs ({exc.strerror}); fix: pass a writable --out"
+        ) from None
+    return CalibrationOutput(data=data, out_dir=out_dir)
+
+
+def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
+    """A few lines for the terminal; calibration.md has the rest."""
+    d = result.data
+    o = d["overall"]
+    out.write(
+        f"gate calibrate: {d['policy_id']}: {o['cases']} case(s) from the records, "
+        f"{d['controls_left_out']} control(s) left out\n"
+    )
+    name_w = max([len("all slices"), *(len(n) for n in d["slices"]), *(len(n) for n in d["partitions"])])
+    header = f"  {'':{name_w}}  {'done':>4}  {'agree':>5}  {'kappa':>5}  {'false-pass (95% CI)':<22}  " + (
+        f"{'false-fail (95% CI)':<22}  e/r/u\n"
+    )
+
+    def line(name: str, t: dict[str, Any]) -> str:
+        return (
+            f"  {name:{name_w}}  {t['completed']:>4}  {pct(t['agreement']):>5}  {num(t['cohen_kappa']):>5}  "
+            f"{rate_text(t['false_pass_rate'], t['false_pass']):<22}  "
+            f"{rate_text(t['false_fail_rate'], t['false_fail']):<22}  {t['errors']}/{t['review']}/{t['unrun']}\n"
+        )
+
+    out.write("slices, worst first:\n" + header)
+    for name, t in d["slices"].items():
+        out.write(line(name, t))
+    out.write(line("all slices", o))
+    out.write("partitions:\n")
+    for name, t in d["partitions"].items():
+        out.write(line(name, t))
+    out.write("  (e/r/u: errors / review / unrun, counted beside the rates and never inside them)\n")
+    widest = max(
+        (
+            (r["high"] - r["low"], name, r["n"])
+            for name, t in d["slices"].items()
+            for r in (t["false_pass_rate"], t["false_fail_rate"])
+            if r["n"]
+        ),
+        default=None,
+    )
+    if widest is not None and widest[0] > WIDE_INTERVAL:
+        out.write(
+            f"warning: too few cases for these rates to mean much: intervals up to {widest[0] * 100:.0f} points "
+            f"wide\n  ({widest[1]}, n = {widest[2]}); add labelled calibration cases before trusting a limit\n"
+        )
+    dis = d["disagreements"]
+    fp = sum(1 for x in dis if x["kind"] == "false_pass")
+    classified = sum(d["causes"].values())
+    out.write(
+        f"{len(dis)} disagreement(s): {fp} false pass, {len(dis) - fp} false fail; {classified} classified"
+        + ("" if classified == len(dis) else " (fill `cause` and pass --causes FILE)")
+        + "\n"
+    )
+    sugg = d.get("suggested_limits")
+    if sugg is None:
+        out.write("suggested limits: none (the calibration partition has no completed case)\n")
+    else:
+        lane = next(iter(sugg.values()))["scaled_to"]["lane"]
+        out.write(f"suggested limits (calibration partition only, scaled to lane {lane}; rule in calibration.md):\n")
+
+        def show(v: int | None) -> str:
+            return "–" if v is None else str(v)
+
+        for n, s in sugg.items():
+            cur = s["current"]
+            out.write(
+                f"  {n:{name_w}}  max_false_passes {show(s['max_false_passes'])} (policy "
+                f"{show(cur['max_false_passes'])}), max_false_fails {show(s['max_false_fails'])} (policy "
+                f"{show(cur['max_false_fails'])})\n"
+            )
+    for note in d.get("notes", []):
+        out.write(f"note: {note}\n")
+    out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")

@@ -1,0 +1,195 @@
+"""Certification (SPEC 10): a held-out set certifies one configuration, once.
+
+`config_sha256` hashes everything that makes the judge; `held_out_sha256` hashes the lane's
+canonical held-out cases. A lane that runs held-out cases with a ledger named is refused before
+any model call (`held_out_spent`) when the ledger already holds its held-out set under another
+configuration; a re-run of the same configuration is allowed (it is not a new look). The run
+writes the ledger line to append (`certification-entry.json`); people append and commit it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gate.judge import resolve_base_url
+from gate.model.cases import Case
+from gate.model.errors import UsageError
+from gate.model.fingerprint import JudgeConfig
+from gate.model.loading import FileProblem, canonical_json, format_validation_error, read_text, sha256_hex
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record
+from gate.model.states import Finding, State
+from gate.plan.selection import Plan
+from gate.run.lineage import JudgeSettings
+
+if TYPE_CHECKING:
+    from gate.model.result import Result
+
+HELD_OUT = "held_out"
+ENTRY_FILE = "certification-entry.json"
+
+
+class LedgerError(UsageError):
+    """The ledger file cannot be read (exit 2): the message names the file, the line and the fix."""
+
+
+class LedgerEntry(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    config_sha256: str
+    held_out_sha256: str
+    state: str = ""
+    date: str = ""
+    gate_version: str = ""
+
+
+def config_sha256(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> str:
+    """The judge's identity for certification: the run's configuration fingerprint (`gate.model.fingerprint`:
+    prompt text, metric name and version, allowed values, label aliases, evaluator model, sampling,
+    ragas version) taken with the base URL's host only, plus `repeats` (SPEC 10's list)."""
+    host_only = replace(JudgeConfig.of(loaded, "", ragas_version), base_url=judge.base_url_host)
+    return sha256_hex(canonical_json({"judge": host_only.fingerprint, "repeats": judge.sampling.repeats}))
+
+
+def held_out_cases(plan: Plan) -> list[Case]:
+    """The lane's held-out cases (controls run everywhere, so they are not part of the untouched set)."""
+    return sorted((c for c in plan.eligible if c.partition == HELD_OUT and not c.is_control), key=lambda c: c.case_id)
+
+
+def held_out_sha256(cases: Sequence[Case]) -> str:
+    """sha256 over the canonical JSON of every held-out case, in case-id order."""
+    return sha256_hex(canonical_json([c.model_dump(mode="json") for c in sorted(cases, key=lambda c: c.case_id)]))
+
+
+def read_ledger(path: Path) -> list[LedgerEntry]:
+    """Entries of a ledger; a ledger not written yet is empty (the first certification)."""
+    if not path.exists() or (path.is_file() and path.stat().st_size == 0):
+        return []
+    try:
+        text = read_text(path, "certification ledger (`certification.ledger`)")
+    except FileProblem as exc:
+        raise LedgerError(f"{exc.message} (fix: restore the ledger from git)") from None
+    entries: list[LedgerEntry] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            entries.append(LedgerEntry.model_validate(json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise LedgerError(
+                f"{where}: not valid JSON ({exc.msg}); fix: each line is one certification-entry.json, "
+                "restore the ledger from git"
+            ) from None
+        except ValidationError as exc:
+            raise LedgerError(f"{where}: {'; '.join(format_validation_error(exc))}; fix: restore it from git") from None
+    return entries
+
+
+@dataclass(frozen=True)
+class Certification:
+    """The certification facts of one lane run, and the blocker when its held-out set is spent."""
+
+    ledger: Path
+    ledger_as_written: str  # as the policy names it (relative to the policy file), for reports
+    config_sha256: str
+    held_out_sha256: str
+    case_ids: tuple[str, ...]
+    spent_by: LedgerEntry | None
+
+    @property
+    def findings(self) -> list[Finding]:
+        if self.spent_by is None:
+            return []
+        e = self.spent_by
+        when = f" on {e.date}" if e.date else ""
+        state = f" (state {e.state})" if e.state else ""
+        return [
+            Finding(
+                State.QUALITY_FAILED,
+                "held_out_spent",
+                f"the held-out set of this lane ({len(self.case_ids)} cases, held_out_sha256 "
+                f"{self.held_out_sha256[:12]}) already certified configuration {e.config_sha256[:12]}{when}{state} "
+                f"in {self.ledger_as_written}; this configuration is {self.config_sha256[:12]}. A second configuration "
+                "judged on the same cases is no longer an untouched test, so no model call was made; fix: freeze a "
+                "new untouched held-out partition for this candidate (new cases, new case ids), or restore the "
+                f"configuration {e.config_sha256[:12]} certified there",
+                case_ids=self.case_ids,
+                location=str(self.ledger),
+                extra={"earlier_config_sha256": e.config_sha256},
+            )
+        ]
+
+    def to_result(self, state: str, date: str, gate_version: str) -> dict[str, Any]:
+        """`certification` in result.json; `ledger_entry` is the line to append (None when refused)."""
+        entry = None
+        if self.spent_by is None:
+            entry = {
+                "config_sha256": self.config_sha256,
+                "held_out_sha256": self.held_out_sha256,
+                "state": state,
+                "date": date,
+                "gate_version": gate_version,
+            }
+        return {
+            "config_sha256": self.config_sha256,
+            "held_out_sha256": self.held_out_sha256,
+            "ledger": self.ledger_as_written,
+            "ledger_entry": entry,
+        }
+
+
+def assess(loaded: LoadedPolicy, plan: Plan, judge: JudgeSettings, ragas_version: str) -> Certification | None:
+    """None unless the policy names a ledger and the lane runs held-out cases."""
+    spec = loaded.policy.certification
+    cases = held_out_cases(plan)
+    if spec is None or not cases:
+        return None
+    ledger = loaded.resolve(spec.ledger)
+    config = config_sha256(loaded, judge, ragas_version)
+    held = held_out_sha256(cases)
+    spent_by = next(
+        (e for e in read_ledger(ledger) if e.held_out_sha256 == held and e.config_sha256 != config),
+        None,
+    )
+    return Certification(
+        ledger=ledger,
+        ledger_as_written=spec.ledger,
+        config_sha256=config,
+        held_out_sha256=held,
+        case_ids=tuple(c.case_id for c in cases),
+        spent_by=spent_by,
+    )
+
+
+def assess_records(
+    loaded: LoadedPolicy, plan: Plan, records: Sequence[Record], ragas_version: str
+) -> Certification | None:
+    """`assess` for recorded judgments (`gate decide`, `gate merge`): the configuration that made
+    them, so the provider host comes from the records, not from this shell's environment."""
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
+    host = next((r.base_url_host for r in records if r.base_url_host), None)
+    if host is not None:
+        judge = replace(judge, base_url_host=host)
+    return assess(loaded, plan, judge, ragas_version)
+
+
+def entry_line(result: Result) -> str | None:
+    """The ledger line for certification-entry.json, or None when the result has none."""
+    cert = result.certification
+    if cert is None or cert.ledger_entry is None:
+        return None
+    return json.dumps(cert.ledger_entry.written(), sort_keys=True) + "\n"
+
+
+def attach(result: Result, cert: Certification | None, date: str, gate_version: str) -> Result:
+    """The result with `certification: {...}` (unchanged when the lane certifies nothing)."""
+    if cert is None:
+        return result
+    return result.with_(certification=cert.to_result(result.state, date, gate_version))

@@ -1,0 +1,245 @@
+"""`gate run --lane scheduled` on a policy with `drift:`: judge the sample, write what it found.
+
+Outputs in `--out`: `drift-records.jsonl` (one line per judgment, metered like every judgment),
+`attempts.jsonl` (each attempt written ahead when sent: after a kill, the bill of what was sent),
+`drift.json`, `proposed-cases.jsonl` (for people, never for the gold cases), and the usual
+`result.json` and reports. The state is `passed` unless the run could not complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gate import __version__
+from gate.decide.core import RESULT_SCHEMA_VERSION, Decision, Lineage, cost_summary
+from gate.judge import Evaluator, Judgment, ragas_version
+from gate.judge.budget import Budget
+from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal
+from gate.measure.drift.findings import against_previous, pass_rates, proposals, verdicts
+from gate.model.cases import Case, load_dataset
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record, RecordWriter
+from gate.model.result import Result
+from gate.model.states import Finding, State, overall_state
+from gate.model.traces import DRIFT_LANE, as_case, draw_sample, drift_config, drift_policy, load_traces, previous_drift
+from gate.run.sweep import judge_each
+
+DRIFT_RECORDS = "drift-records.jsonl"
+DRIFT_RESULT = "drift.json"
+PROPOSED_CASES = "proposed-cases.jsonl"
+DRIFT_FILES = (DRIFT_RECORDS, DRIFT_RESULT, PROPOSED_CASES)
+
+
+@dataclass(frozen=True)
+class DriftRun:
+    out_dir: Path
+    boundary: float  # the run's cost boundary (policy limit, or --max-cost when lower)
+    api_key: str
+    cache_dir: Path | None
+    previous: Path | None = None  # a previous drift run's --out (or its drift.json)
+
+
+# Builds one records line (gate.run.recording.make_record with the drift lane's lineage), passed in by
+# gate.measure.drift.command.
+RecordMaker = Callable[[Case, Judgment, LoadedPolicy, Lineage], Record]
+
+
+def run_drift(
+    loaded: LoadedPolicy,
+    opts: DriftRun,
+    factory: Callable[[LoadedPolicy, str, Path | None], Evaluator],
+    record: RecordMaker,
+) -> Decision:
+    drift = drift_config(loaded)
+    judged_by = drift_policy(loaded)  # refuses a prompt that needs {reference}, before anything else
+    trace_file = load_traces(loaded)
+    previous, previous_problem = previous_drift(opts.previous) if opts.previous is not None else (None, None)
+    sample = [as_case(t, drift.default_slice) for t in draw_sample(trace_file.traces, drift.sample, drift.seed)]
+    lineage = Lineage(
+        policy_sha256=loaded.sha256,
+        dataset_sha256=trace_file.sha256,
+        prompt_sha256=judged_by.prompt_sha256,
+        metric_version=loaded.policy.metric.version,
+        evaluator_model=loaded.policy.evaluator.model,
+        ragas_version=ragas_version(),
+        gate_version=__version__,
+    )
+    out = opts.out_dir
+    records = _judge_sample(loaded, judged_by, sample, lineage, opts, factory, record)
+
+    vs = verdicts(sample, records)
+    overall, slices = pass_rates(vs)
+    traces = {t.trace_id: t for t in trace_file.traces}
+    # The gold cases are read, never written: proposals are compared with them, not added to them.
+    proposed = proposals(vs, traces, load_dataset(loaded).cases, previous)
+    with (out / PROPOSED_CASES).open("w", encoding="utf-8") as fh:
+        for p in proposed:
+            fh.write(json.dumps(p, ensure_ascii=False, sort_keys=True) + "\n")
+
+    summary: dict[str, Any] = {
+        "traces_file": drift.traces,
+        "traces_sha256": trace_file.sha256,
+        "skipped_lines": list(trace_file.bad_lines),
+        "sample": {"requested": drift.sample, "seed": drift.seed, "drawn": len(sample), "of": len(trace_file.traces)},
+        "overall": overall,
+        "slices": slices,
+        "previous": against_previous(overall, slices, previous, previous_problem),
+        "proposed_cases": len(proposed),
+        "proposed_by_reason": {
+            why: sum(1 for p in proposed if why in p["why"]) for why in ("disagreement", "new_failure_shape")
+        },
+    }
+    judgments = [
+        {"trace_id": v.trace_id, "slice": v.slice, "verdict": v.label, "reason": v.reason,
+         "input_sha256": v.input_sha256, "status": v.status, "error_kind": v.error_kind}
+        for v in vs
+    ]  # fmt: skip
+    blockers = _incomplete(loaded, sample, records, opts)
+    state = overall_state([b.state for b in blockers])
+    result = _result(loaded, state, blockers, sample, records, lineage, opts, summary)
+    drift_json = {
+        "schema_version": 1,
+        "policy_id": loaded.policy.policy_id,
+        "policy_version": loaded.policy.policy_version,
+        "state": state.value,
+        **summary,
+        "judgments": judgments,
+        "cost": result.cost.written(),
+        "lineage": lineage.to_dict(),
+    }
+    (out / DRIFT_RESULT).write_text(json.dumps(drift_json, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return Decision(state=state, blockers=blockers, waived=[], outcomes=[], result=result)
+
+
+def _judge_sample(
+    loaded: LoadedPolicy,
+    judged_by: LoadedPolicy,
+    sample: Sequence[Case],
+    lineage: Lineage,
+    opts: DriftRun,
+    factory: Callable[[LoadedPolicy, str, Path | None], Evaluator],
+    record: RecordMaker,
+) -> list[Record]:
+    """Clear the lane's files in --out, then judge the sample (without a key, nothing) into drift-records.jsonl."""
+    out = opts.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    for name in DRIFT_FILES:
+        (out / name).unlink(missing_ok=True)
+
+    # Each attempt is written ahead to this run's journal (stream "drift"): the lane has no
+    # --resume, so after a kill the journal is the bill of what was sent (the next run replaces it).
+    (out / JOURNAL_FILE).unlink(missing_ok=True)
+    records: list[Record] = []
+    with RecordWriter(out / DRIFT_RECORDS) as writer, contextlib.closing(AttemptJournal(out / JOURNAL_FILE)) as journal:
+        if opts.api_key:
+
+            def emit(case: Case, judgment: Judgment) -> None:
+                rec = record(case, judgment, judged_by, lineage)
+                writer.write(rec)
+                records.append(rec)
+
+            evaluator = factory(judged_by, opts.api_key, opts.cache_dir)
+            concurrency = loaded.policy.evaluator.max_concurrency
+            budget = Budget(opts.boundary)
+            asyncio.run(judge_each(evaluator, sample, budget, concurrency, emit, (journal, DRIFT_STREAM)))
+    return records
+
+
+def _incomplete(loaded: LoadedPolicy, sample: Sequence[Case], records: list[Record], opts: DriftRun) -> list[Finding]:
+    """Only what kept the run from completing blocks: the drift lane judges no product."""
+    if not opts.api_key:
+        env = loaded.policy.evaluator.api_key_env
+        return [
+            Finding(
+                State.EVALUATION_INCOMPLETE,
+                "missing_credentials",
+                f"no API key in ${env}, so no trace was judged; fix: set that secret",
+                case_ids=tuple(c.case_id for c in sample),
+            )
+        ]
+    done = {r.case_id: r for r in records}
+    errored = [c.case_id for c in sample if c.case_id in done and done[c.case_id].status == "error"]
+    budget = [c.case_id for c in sample if c.case_id in done and done[c.case_id].error_kind == "budget"]
+    unrun = [c.case_id for c in sample if c.case_id not in done or done[c.case_id].status == "skipped"]
+    out: list[Finding] = []
+    limit = loaded.policy.limits.max_evaluator_errors
+    if len(errored) > limit:
+        out.append(
+            Finding(
+                State.EVALUATION_INCOMPLETE,
+                "evaluator_errors",
+                f"{len(errored)} trace(s) got no verdict (evaluator errors), limit {limit}",
+                case_ids=tuple(errored),
+            )
+        )
+    if unrun:
+        kind = "budget_exhausted" if budget else "unrun_cases"
+        why = f"the cost boundary ({opts.boundary:g}) stopped scheduling" if budget else "they were not judged"
+        out.append(
+            Finding(
+                State.EVALUATION_INCOMPLETE,
+                kind,
+                f"{len(unrun)} sampled trace(s) unjudged: {why}",
+                case_ids=tuple(unrun),
+            )
+        )
+    return out
+
+
+def _result(
+    loaded: LoadedPolicy,
+    state: State,
+    blockers: list[Finding],
+    sample: Sequence[Case],
+    records: list[Record],
+    lineage: Lineage,
+    opts: DriftRun,
+    summary: Mapping[str, Any],
+) -> Result:
+    """A result.json in the shape of every other run, so publish, the Action and reports read it."""
+    done = {r.case_id: r for r in records}
+    unrun = [c.case_id for c in sample if c.case_id not in done or done[c.case_id].status == "skipped"]
+    price = loaded.policy.evaluator.price
+    return Result.model_validate(
+        {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "policy_id": loaded.policy.policy_id,
+            "policy_version": loaded.policy.policy_version,
+            "lane": DRIFT_LANE,
+            "state": state.value,
+            "exit_code": state.exit_code,
+            "blockers": [b.to_dict() for b in blockers],
+            "counts": {
+                "eligible": len(sample),
+                "completed": sum(1 for r in records if r.status == "ok"),
+                "errored": sum(1 for r in records if r.status == "error"),
+                "withheld": 0,
+                "unrun": len(unrun),
+                "cached": sum(1 for r in records if r.cache == "hit"),
+                "review": 0,
+            },
+            "unrun_case_ids": unrun,
+            "slices": {},
+            "controls": {"ok": True, "failures": []},
+            "cost": cost_summary(records, price.currency if price else "USD"),
+            "lineage": lineage.to_dict(),
+            "waived": [],
+            "overrides": [],
+            "limits": {
+                "max_total_cost": opts.boundary,
+                "max_evaluator_errors": loaded.policy.limits.max_evaluator_errors,
+            },
+            "notes": [
+                "drift lane: production traces, no human labels; the state says only whether the run completed",
+                f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review",
+            ],
+            "cases": [],
+            "drift": dict(summary),
+        }
+    )

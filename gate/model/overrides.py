@@ -1,0 +1,188 @@
+"""Overrides (SPEC section 8): which blockers a reviewed override may waive, and the one function
+that applies them to the finished blockers of a decision.
+
+An override waives a quality blocker only (a limit, a pair, a label conflict, an abstention, an
+unstable verdict, missing evidence routed to review), and only for the case ids it names. It can
+never waive evaluator errors, unrun cases, the budget, credentials, a failed control or a validator
+blocker: those say the evidence is incomplete or the gate cannot be trusted, which no approval
+changes. Anything else in an override is a policy error (exit 2). An expired override waives
+nothing and is itself a `review_required` blocker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gate.model.errors import PolicyError
+from gate.model.states import Finding, State
+
+if TYPE_CHECKING:
+    from gate.model.cases import Dataset
+    from gate.model.policy import LoadedPolicy, Override, Policy
+
+WAIVABLE: tuple[str, ...] = (
+    "false_pass_limit",
+    "false_fail_limit",
+    "pair_violated",
+    "label_conflict",
+    "abstention",
+    "unstable_verdict",
+    "missing_evidence",
+)
+# Short names people write, for the blocker kinds they waive.
+ALIASES = {"false_pass": "false_pass_limit", "false_fail": "false_fail_limit"}
+# Blocker kinds that exist but that no override may waive (named as such in the error).
+NOT_WAIVABLE = frozenset(
+    {
+        "input_contract",
+        "unknown_slice",
+        "partition_leak",
+        "control_missing",
+        "control_failed",
+        "evaluator_errors",
+        "budget_exhausted",
+        "missing_credentials",
+        "unrun_cases",
+        "stale_records",
+        "no_cases",
+        "expired_override",
+        "internal_error",
+        "worker_records_unreadable",
+        "held_out_spent",
+        "missing_shard",
+        "check_failed",
+        "check_error",
+    }
+)
+_FIX = f"fix: name one of {', '.join(WAIVABLE)} (or remove the override)"
+
+
+def kind_of(o: Override) -> str:
+    return ALIASES.get(o.blocker, o.blocker)
+
+
+def kind_problems(policy: Policy) -> list[str]:
+    """What is wrong with the overrides' `blocker` fields (checked when the policy loads)."""
+    problems: list[str] = []
+    for i, o in enumerate(policy.overrides):
+        where = f"`overrides.{i}.blocker` (override {o.id})"
+        kind = kind_of(o)
+        if kind in NOT_WAIVABLE:
+            problems.append(
+                f"{where}: {o.blocker} cannot be waived: an override waives quality blockers only, never "
+                f"evaluator errors, unrun cases, budget, credentials, control failures or validator blockers; {_FIX}"
+            )
+        elif kind not in WAIVABLE:
+            problems.append(f"{where}: unknown blocker kind {o.blocker!r}; {_FIX}")
+        elif kind == "missing_evidence" and policy.missing_evidence != "review":
+            problems.append(
+                f"{where}: under `missing_evidence: block` missing evidence is a quality_failed input problem that "
+                "no override waives; fix: add the reference, or set `missing_evidence: review` to route it to a person"
+            )
+    return problems
+
+
+def check_override_cases(loaded: LoadedPolicy, dataset: Dataset) -> None:
+    """Every case id an override names must be in the dataset: a typo would waive nothing, silently."""
+    problems = case_problems(loaded.policy, dataset)
+    if problems:
+        raise PolicyError(str(loaded.path), problems)
+
+
+def case_problems(policy: Policy, dataset: Dataset) -> list[str]:
+    """The overrides' case ids the dataset does not have, one problem per override."""
+    known = {c.case_id for c in dataset.cases}
+    problems = []
+    for i, o in enumerate(policy.overrides):
+        unknown = [c for c in o.case_ids if c not in known]
+        if unknown:
+            problems.append(
+                f"`overrides.{i}.case_ids` (override {o.id}): {', '.join(unknown)} "
+                f"{'is' if len(unknown) == 1 else 'are'} not a case of the dataset; fix: correct the id or remove it"
+            )
+    return problems
+
+
+def is_waivable(f: Finding) -> bool:
+    if f.kind == "missing_evidence":
+        return f.state is State.REVIEW_REQUIRED  # routed to review; `block` is an input problem
+    return f.kind in WAIVABLE
+
+
+def waived_case_ids(overrides: Iterable[Override], kind: str, today: dt.date) -> set[str]:
+    """Case ids an active override waives for `kind` (what `gate run` consults mid-run)."""
+    return {c for o in overrides if o.expires >= today and kind_of(o) == kind for c in o.case_ids}
+
+
+@dataclass(frozen=True)
+class Applied:
+    blockers: list[Finding]
+    waived: list[dict[str, Any]]
+
+
+def apply_overrides(blockers: Sequence[Finding], overrides: Sequence[Override], today: dt.date) -> Applied:
+    """The blockers left once the active overrides waive what they name, plus the waivers made.
+
+    A limit blocker (`extra["limit"]`) still blocks while more cases than the limit count; any
+    other blocker while one of its cases is not waived. Expired overrides add `expired_override`.
+    """
+    active = [o for o in overrides if o.expires >= today]
+    kept: list[Finding] = []
+    waived: list[dict[str, Any]] = []
+    for f in blockers:
+        matching = [o for o in active if kind_of(o) == f.kind and set(o.case_ids) & set(f.case_ids)]
+        if not matching or not is_waivable(f):
+            kept.append(f)
+            continue
+        off = {c for o in matching for c in o.case_ids} & set(f.case_ids)
+        waived += [_waiver(o, f.kind, sorted(set(o.case_ids) & off)) for o in matching]
+        counted = [c for c in f.case_ids if c not in off]
+        limit = f.extra.get("limit")
+        still_blocks = len(counted) > limit if isinstance(limit, int) else bool(counted)
+        if still_blocks:
+            by = ", ".join(o.id for o in matching)
+            note = f" ({len(off)} case(s) waived by {by}; {len(counted)} still count)"
+            kept.append(dataclasses.replace(f, case_ids=tuple(counted), message=f.message + note))
+    for o in overrides:
+        if o.expires < today:
+            kept.append(
+                Finding(
+                    State.REVIEW_REQUIRED,
+                    "expired_override",
+                    f"override {o.id} ({o.blocker} for {', '.join(o.case_ids)}, approved by {o.approver}) expired "
+                    f"on {o.expires.isoformat()} and waives nothing; fix: renew it with a new review or remove it",
+                    case_ids=tuple(o.case_ids),
+                )
+            )
+    return Applied(kept, waived)
+
+
+def _waiver(o: Override, kind: str, case_ids: list[str]) -> dict[str, Any]:
+    return {
+        "override": o.id,
+        "kind": kind,
+        "case_ids": case_ids,
+        "approver": o.approver,
+        "reason": o.reason,
+        "evidence": o.evidence,
+        "expires": o.expires.isoformat(),
+        "follow_up": o.follow_up,
+    }
+
+
+def dataset_case_problems(loaded: LoadedPolicy) -> list[str]:
+    """`case_problems` against the policy's dataset, when it can be read (best effort: a dataset
+    that cannot be read says so itself on the next run, once the policy loads)."""
+    from gate.model.cases import load_dataset
+
+    try:
+        load_dataset(loaded)
+    except PolicyError as exc:
+        return [p for p in exc.problems if p.startswith("`overrides.") and ".case_ids`" in p]
+    except Exception:  # any dataset problem is reported by the dataset's own check
+        return []
+    return []

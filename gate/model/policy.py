@@ -1,0 +1,586 @@
+"""The reviewed, versioned policy: strict models and the loader.
+
+Unknown keys are errors everywhere: a typo in a limit must never silently fall back to a default.
+An invalid policy file is a usage error (exit 2) that lists every problem found.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from gate.model.dataset_card import DatasetCard, read_card
+from gate.model.errors import PolicyError, UsageError
+from gate.model.escape import NAME_RULE, is_name, visible
+from gate.model.loading import (
+    FileProblem,
+    canonical_json,
+    format_validation_error,
+    read_text,
+    read_yaml_mapping,
+    resolve_inside,
+)
+from gate.model.loading import sha256_hex as _sha256
+from gate.model.overrides import kind_problems
+from gate.model.paths import from_working_directory, shown_path
+from gate.model.yaml12 import as_written
+
+ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
+ControlRole = Literal["positive", "negative", "boundary", "persuasion", "injection", "missing_evidence"]
+CONTROL_ROLES: tuple[str, ...] = ("positive", "negative", "boundary", "persuasion", "injection", "missing_evidence")
+STANDARD_PARTITIONS: tuple[str, ...] = ("dev", "calibration", "held_out", "sentinel")
+# Case fields a prompt may show the judge. The human label, its reason and the control role are
+# the answer key: a prompt that could see them would grade itself.
+PLACEHOLDER_FIELDS: frozenset[str] = frozenset({"user_input", "reference", "response"})
+LEAKING_FIELDS: frozenset[str] = frozenset(
+    {"human_adjudication", "human_label", "label", "expected_control_role", "pair", "adjudication"}
+)
+REQUIRED_PLACEHOLDER = "response"
+
+
+_NUMBER_TYPES = (int, float, int | None, float | None)
+
+
+class Strict(BaseModel):
+    # Every number is finite: `.inf` in a cost cap or a timeout would turn the bound off.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, v: object, info: ValidationInfo) -> object:
+        # pydantic reads `true` as 1 for a number: `max_false_passes: true` must not allow one.
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(v, bool) and field is not None and field.annotation in _NUMBER_TYPES:
+            raise ValueError(f"{str(v).lower()} is not a number; fix: write a number")
+        return v
+
+
+class Metric(Strict):
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    allowed_values: list[str] = Field(min_length=1)
+    prompt_file: str | None = None
+    prompt: str | None = None
+    label_aliases: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_as_text(cls, v: object) -> object:
+        return as_written(v)
+
+    @model_validator(mode="after")
+    def _check(self) -> Metric:
+        if (self.prompt_file is None) == (self.prompt is None):
+            raise ValueError("give exactly one of `prompt_file` or `prompt`")
+        allowed = set(self.allowed_values)
+        if len(allowed) != len(self.allowed_values):
+            raise ValueError("`allowed_values` has duplicates")
+        if not {"pass", "fail"} <= allowed:
+            raise ValueError("`allowed_values` must contain pass and fail")
+        extra = allowed - {"pass", "fail", "review_required"}
+        if extra:
+            raise ValueError(f"`allowed_values` may only add review_required, not {sorted(extra)}")
+        for alias, target in self.label_aliases.items():
+            if target not in allowed:
+                raise ValueError(f"`label_aliases.{alias}` maps to {target!r}, which is not an allowed value")
+        return self
+
+
+_ALL_RETRYABLE: tuple[ErrorKind, ...] = ("rate_limit", "server_error", "timeout", "connection")
+
+
+class Retries(Strict):
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    retry_on: list[ErrorKind] = Field(default_factory=lambda: list(_ALL_RETRYABLE))
+
+
+class Price(Strict):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    # Printed in logs, reports and the Action's `cost` output: a code, never free text.
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+
+
+class Evaluator(Strict):
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    # The NAME of the variable holding the key, never the key: a pasted key would be echoed.
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
+    temperature: float = Field(default=0, ge=0, le=2)
+    seed: int | None = None
+    max_output_tokens: int = Field(default=256, ge=16)
+    timeout_s: float = Field(default=60, gt=0)
+    max_concurrency: int = Field(default=8, ge=1, le=256)
+    retries: Retries = Field(default_factory=Retries)
+    repeats: int = Field(default=1, ge=1)
+    # No default: a model without a reviewed price would report $0 spent, so it is refused.
+    price: Price | None = None
+
+    @field_validator("repeats")
+    @classmethod
+    def _odd(cls, v: int) -> int:
+        if v % 2 == 0:
+            raise ValueError("repeats must be odd (1, 3, 5...) so a majority always exists")
+        return v
+
+
+class SliceLimit(Strict):
+    max_false_passes: int = Field(ge=0)
+    max_false_fails: int | None = Field(default=None, ge=0)
+    priority: int = 100
+
+
+class Limits(Strict):
+    max_evaluator_errors: int = Field(default=0, ge=0)
+    max_total_cost: float = Field(gt=0)
+
+
+class Lane(Strict):
+    partitions: list[str] = Field(min_length=1)
+    controls: bool = False
+
+
+class Override(Strict):
+    id: str = Field(min_length=1)
+    case_ids: list[str] = Field(min_length=1)
+    blocker: str = Field(min_length=1)
+    approver: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    evidence: str = Field(min_length=1)
+    expires: dt.date
+    follow_up: str = Field(min_length=1)
+
+
+class Leakage(Strict):
+    jaccard_threshold: float = Field(default=0.8, gt=0, le=1)
+    shingle_words: int = Field(default=3, ge=1, le=10)
+
+
+class Check(Strict):
+    """A deterministic check: a function in the team's repository (see gate/validate/case_checks.py)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    file: str = Field(min_length=1)
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    allowed_values: list[str] = Field(default_factory=lambda: ["pass", "fail"], min_length=1)
+    gate: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> Check:
+        if len(set(self.allowed_values)) != len(self.allowed_values):
+            raise ValueError("`allowed_values` has duplicates")
+        if not {"pass", "fail"} <= set(self.allowed_values):
+            raise ValueError("`allowed_values` must contain pass and fail")
+        return self
+
+
+TREND_BANDS: tuple[int, ...] = (1, 2, 3, 4, 5)
+# Keys that would turn the trend into a gate. Refused with the reason, not as "unknown key".
+_TREND_LIMIT_WORDS = ("min", "max", "limit", "threshold", "gate", "block", "fail", "below", "above")
+TREND_LIMIT_REASON = (
+    "a mean of an ordinal 1-5 scale is not a gate: the step from 3 to 4 is not the step from 4 to 5, and a "
+    "change of judge moves the mean without any change in the product, so a threshold on it cannot be "
+    "defended when it fires; fix: remove it and gate on the pass/fail criterion instead "
+    "(`slices.<slice>.max_false_passes`); the trend stays in the report"
+)
+
+
+class Trend(Strict):
+    """A graded rubric judged beside the verdict: reported per slice, never a gate (gate/measure/trend.py)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]{1,100}$")
+    prompt_file: str | None = None
+    prompt: str | None = None
+    bands: dict[int, str]
+
+    @model_validator(mode="after")
+    def _check(self) -> Trend:
+        if (self.prompt_file is None) == (self.prompt is None):
+            raise ValueError("give exactly one of `prompt_file` or `prompt`")
+        if sorted(self.bands) != list(TREND_BANDS):
+            raise ValueError("`bands` must describe exactly the bands 1, 2, 3, 4 and 5")
+        empty = [k for k, v in self.bands.items() if not v.strip()]
+        if empty:
+            raise ValueError(f"band(s) {empty} have an empty description; fix: say what a response in that band is")
+        return self
+
+
+class Drift(Strict):
+    """The `scheduled` lane's unlabelled production traces (gate/measure/drift.py)."""
+
+    traces: str = Field(min_length=1)
+    sample: int = Field(default=200, ge=1)
+    seed: int = 0
+    prompt_file: str | None = None  # reference-free; default: the metric's prompt (if it needs no reference)
+    prompt: str | None = None
+    default_slice: str = Field(default="production", pattern=r"^[A-Za-z0-9._:/-]{1,200}$")
+
+    @model_validator(mode="after")
+    def _check(self) -> Drift:
+        if self.prompt_file is not None and self.prompt is not None:
+            raise ValueError("give at most one of `prompt_file` or `prompt`")
+        return self
+
+
+def _trend_limits(raw: object) -> list[str]:
+    """Keys of a raw policy that put a limit on the trend."""
+    if not isinstance(raw, dict):
+        return []
+    found: list[str] = []
+    trend = raw.get("trend")
+    if isinstance(trend, dict):
+        known = set(Trend.model_fields)
+        found += [
+            f"trend.{k}" for k in trend if k not in known and any(w in str(k).lower() for w in _TREND_LIMIT_WORDS)
+        ]
+    for section in ("limits", "slices"):
+        value = raw.get(section)
+        if not isinstance(value, dict):
+            continue
+        items = [(f"{section}.{k}", v) for k, v in value.items()]
+        if section == "slices":
+            items = [(f"{key}.{k}", None) for key, v in items if isinstance(v, dict) for k in v]
+        found += [key for key, _ in items if "trend" in key.split(".")[-1].lower()]
+    return found
+
+
+class Stratum(Strict):
+    """A stratum's share of production traffic (gate/model/strata.py weighs rates by it)."""
+
+    prevalence: float = Field(ge=0, le=1)
+
+
+# A GitHub user or team (`@org/team`) or a plain name: printed in comments, so nothing else.
+OWNER_HANDLE = r"^@?[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$"
+
+
+class Owners(Strict):
+    """Who fixes each group of blocker kinds (gate/model/owners.py has the kind -> group mapping)."""
+
+    product: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    gold_set: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    rubric: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    evaluator: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    provider: str | None = Field(default=None, pattern=OWNER_HANDLE)
+    gate_policy: str | None = Field(default=None, pattern=OWNER_HANDLE)
+
+
+class RecordsPolicy(Strict):
+    """What records.jsonl keeps. `clear_text: false`: the judge's reason only as `sha256:<hex>`."""
+
+    clear_text: bool = True
+
+
+class Certification(Strict):
+    """SPEC 10: the ledger of held-out sets already used to certify a configuration."""
+
+    ledger: str = Field(min_length=1)  # JSON Lines, relative to the policy file
+
+
+class Policy(Strict):
+    version: Literal[1]
+    policy_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    policy_version: str = Field(min_length=1)
+    metric: Metric
+    evaluator: Evaluator
+    cases: list[str] = Field(min_length=1)
+    evidence: str | None = None
+    rubrics: list[str] = Field(min_length=1)
+    slices: dict[str, SliceLimit] = Field(min_length=1)
+    limits: Limits
+    missing_evidence: Literal["block", "review"] = "block"
+    lanes: dict[str, Lane] = Field(min_length=1)
+    overrides: list[Override] = Field(default_factory=list)
+    partitions: list[str] = Field(default_factory=list)
+    leakage: Leakage = Field(default_factory=Leakage)
+    cache_dir: str | None = None
+    checks: list[Check] = Field(default_factory=list)
+    trend: Trend | None = None
+    drift: Drift | None = None
+    certification: Certification | None = None
+    # Markdown or YAML, relative to the policy (gate/model/dataset_card.py); without it the validator blocks.
+    dataset_card: str | None = None
+    strata: dict[str, Stratum] = Field(default_factory=dict)
+    owners: Owners | None = None
+    records: RecordsPolicy = Field(default_factory=RecordsPolicy)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_limit_on_the_trend(cls, data: object) -> object:
+        found = _trend_limits(data)
+        if found:
+            keys = ", ".join(f"`{k}`" for k in found)
+            raise ValueError(f"{keys}: a limit on the trend is refused: {TREND_LIMIT_REASON}")
+        return data
+
+    @field_validator("policy_version", mode="before")
+    @classmethod
+    def _pv_as_text(cls, v: object) -> object:
+        return as_written(v)
+
+    @field_validator("slices")
+    @classmethod
+    def _slice_names(cls, v: dict[str, SliceLimit]) -> dict[str, SliceLimit]:
+        bad = [name for name in v if not is_name(name)]
+        if bad:
+            raise ValueError(f"slice name '{visible(bad[0], 80)}' is not allowed: use {NAME_RULE}")
+        return v
+
+    @property
+    def all_partitions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*STANDARD_PARTITIONS, *self.partitions]))
+
+    @model_validator(mode="after")
+    def _lanes_use_known_partitions(self) -> Policy:
+        known = set(self.all_partitions)
+        for name, lane in self.lanes.items():
+            bad = [p for p in lane.partitions if p not in known]
+            if bad:
+                raise ValueError(
+                    f"`lanes.{name}.partitions` names unknown partition(s) {bad}; "
+                    f"fix: declare them under `partitions:` or use one of {sorted(known)}"
+                )
+        ids = [o.id for o in self.overrides]
+        if len(ids) != len(set(ids)):
+            raise ValueError("`overrides` has duplicate ids; fix: give each override its own id")
+        if self.strata:
+            bad_strata = [name for name in self.strata if not is_name(name)]
+            if bad_strata:
+                raise ValueError(f"stratum name '{visible(bad_strata[0], 80)}' is not allowed: use {NAME_RULE}")
+            total = sum(s.prevalence for s in self.strata.values())
+            if abs(total - 1) > 0.01:
+                raise ValueError(
+                    f"`strata` prevalences sum to {total:g}, not 1; fix: give each stratum its share of production "
+                    "traffic so that together they make 1 (within 0.01)"
+                )
+        names = [c.name for c in self.checks]
+        if len(names) != len(set(names)):
+            raise ValueError("`checks` has duplicate names; fix: give each check its own name")
+        if self.drift is not None and "scheduled" in self.lanes:
+            raise ValueError(
+                "`lanes.scheduled` and `drift` both define the scheduled lane; with `drift:` the scheduled lane "
+                "judges production traces; fix: rename `lanes.scheduled` (e.g. `nightly`) or remove `drift`"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A validated policy with its resolved files and its canonical hash."""
+
+    path: Path
+    policy: Policy
+    prompt_text: str
+    placeholders: tuple[str, ...]
+    sha256: str
+    prompt_sha256: str
+    card: DatasetCard | None = None  # the `dataset_card` as read; None when the policy names none
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, relative: str) -> Path:
+        """A path the policy names; `load_policy` has checked that it stays inside (see `resolve_inside`)."""
+        return (self.base_dir / relative).resolve()
+
+    @property
+    def case_paths(self) -> list[Path]:
+        return [self.resolve(p) for p in self.policy.cases]
+
+    @property
+    def evidence_path(self) -> Path | None:
+        return self.resolve(self.policy.evidence) if self.policy.evidence else None
+
+
+def prompt_placeholders(template: str) -> tuple[list[str], list[str]]:
+    """Parse `str.format` placeholders; return (field names, problems).
+
+    Attribute/index access, conversions and format specs are refused: ragas renders with
+    `str.format`, and `{response:.200}` would silently truncate what the judge sees.
+    """
+    names: list[str] = []
+    problems: list[str] = []
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return [], [
+            f"the prompt template is not a valid format string ({exc}); fix: double literal braces as {{{{ }}}}"
+        ]
+    for _literal, field_name, spec, conversion in parsed:
+        if field_name is None:
+            continue
+        if field_name == "" or field_name.isdigit():
+            problems.append("the prompt has a positional placeholder `{}`; fix: name it, e.g. `{response}`")
+            continue
+        root = field_name.split(".")[0].split("[")[0]
+        if root != field_name:
+            problems.append(f"placeholder `{{{field_name}}}` uses attribute or index access; fix: use `{{{root}}}`")
+        if spec or conversion:
+            problems.append(
+                f"placeholder `{{{field_name}}}` has a format spec or conversion, which can truncate or alter "
+                f"the input; fix: write `{{{root}}}`"
+            )
+        if root not in names:
+            names.append(root)
+    for name in names:
+        if name in LEAKING_FIELDS:
+            problems.append(
+                f"placeholder `{{{name}}}` would show the judge the human answer key (label leak); "
+                "fix: remove it from the prompt"
+            )
+        elif name not in PLACEHOLDER_FIELDS:
+            problems.append(
+                f"placeholder `{{{name}}}` is not a case field the judge may see; "
+                f"fix: use only {sorted(PLACEHOLDER_FIELDS)}"
+            )
+    if REQUIRED_PLACEHOLDER not in names:
+        problems.append(
+            "the prompt has no `{response}` placeholder, so the judge would never see the answer; fix: add it"
+        )
+    return names, problems
+
+
+def read_policy_file(policy_path: str, base_dir: Path, written: str, key: str, what: str) -> str:
+    """The text of a file the policy names under `key` (a prompt), relative to the policy's directory.
+
+    Unreadable, missing or outside the repository, it is a PolicyError naming the policy file.
+    """
+    try:
+        return read_text(resolve_inside(base_dir, written, key), what)
+    except FileProblem as exc:
+        raise PolicyError(policy_path, [exc.message]) from None
+
+
+def _read_policy(p: Path) -> tuple[dict[str, object], Policy]:
+    """The policy file's parsed YAML and its validated model."""
+    try:
+        raw = read_yaml_mapping(p, "policy file")
+    except FileProblem as exc:
+        raise PolicyError(str(p), [exc.message]) from None
+    try:
+        return raw, Policy.model_validate(raw)
+    except ValidationError as exc:
+        raise PolicyError(str(p), format_validation_error(exc, model=Policy)) from None
+
+
+def _prompt_text(p: Path, base_dir: Path, policy: Policy) -> tuple[str, list[str]]:
+    """The judge prompt (from `metric.prompt_file` or inline) and the problem of an empty inline one."""
+    metric = policy.metric
+    if metric.prompt_file is not None:
+        what = "prompt file (`metric.prompt_file`)"
+        return read_policy_file(str(p), base_dir, metric.prompt_file, "metric.prompt_file", what), []
+    prompt_text = metric.prompt or ""
+    return prompt_text, [] if prompt_text.strip() else ["`metric.prompt` is empty; fix: write the judge prompt"]
+
+
+def _named_file_problems(base_dir: Path, policy: Policy) -> list[str]:
+    """Files the policy names must exist: a wrong path is a broken policy (exit 2), not a product
+    failure. What is inside them is checked later, case by case. Other paths it names (the cache,
+    the ledger) must stay inside the repository."""
+    problems: list[str] = []
+    named = [(f"cases[{i}]", rel) for i, rel in enumerate(policy.cases)]
+    if policy.evidence is not None:
+        named.append(("evidence", policy.evidence))
+    for key, rel in named:
+        try:
+            target = resolve_inside(base_dir, rel, key)
+        except FileProblem as exc:
+            problems.append(exc.message)
+            continue
+        if not target.is_file():
+            what = "does not exist"
+            if target.is_dir():
+                what = "is a directory"
+            elif target.exists():
+                what = "is not a regular file (a device, pipe or socket)"
+            problems.append(
+                f"`{key}`: {rel} ({shown_path(target)}) {what}; fix: correct the path, relative to the policy file"
+            )
+    inside = [("cache_dir", policy.cache_dir)]
+    if policy.certification is not None:
+        inside.append(("certification.ledger", policy.certification.ledger))
+    for key, written in inside:
+        if written is not None:
+            try:
+                resolve_inside(base_dir, written, key)
+            except FileProblem as exc:
+                problems.append(exc.message)
+    return problems
+
+
+def _dataset_card(base_dir: Path, policy: Policy) -> tuple[DatasetCard | None, list[str]]:
+    if policy.dataset_card is None:
+        return None, []
+    try:
+        return read_card(resolve_inside(base_dir, policy.dataset_card, "dataset_card")), []
+    except FileProblem as exc:
+        return None, [exc.message]
+
+
+def _prompt_problems(policy: Policy, prompt_text: str) -> tuple[list[str], list[str]]:
+    """The prompt's placeholder names and the problems with them, named by where the prompt is."""
+    names, problems = prompt_placeholders(prompt_text)
+    prompt_file = policy.metric.prompt_file
+    where = f"`metric.prompt_file` ({prompt_file})" if prompt_file else "`metric.prompt`"
+    return names, [f"{where}: {m}" for m in problems]
+
+
+def _price_problems(policy: Policy) -> list[str]:
+    if policy.evaluator.price is not None:
+        return []
+    return [
+        f"`evaluator.price` is missing for model {policy.evaluator.model!r}: without reviewed prices the "
+        "gate would report $0 spent; fix: add `price: {input_per_mtok: X, output_per_mtok: Y, currency: USD}`"
+    ]
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """Load and validate a policy file; raise PolicyError listing every problem."""
+    if not str(path).strip():
+        raise UsageError("--policy is empty; fix: pass the path of the policy YAML file, e.g. policies/x/policy.yaml")
+    p = Path(path)
+    source = from_working_directory(p)  # messages name `p` as written
+    raw, policy = _read_policy(p)
+    prompt_text, problems = _prompt_text(p, source.parent, policy)
+    problems += _named_file_problems(source.parent, policy)
+    card, card_problems = _dataset_card(source.parent, policy)
+    names, prompt_problems = _prompt_problems(policy, prompt_text)
+    override_kinds = kind_problems(policy)
+    problems += card_problems + prompt_problems + _price_problems(policy) + override_kinds
+    loaded = LoadedPolicy(
+        path=source.resolve(),
+        policy=policy,
+        prompt_text=prompt_text,
+        placeholders=tuple(names),
+        # Canonical hash: parsed content (so comments and key order do not matter) + the prompt text.
+        sha256=_sha256(canonical_json(raw) + "\n" + prompt_text),
+        prompt_sha256=_sha256(prompt_text),
+        card=card,
+    )
+    if override_kinds:
+        # The overrides' case ids are checked against the dataset later; say those problems now
+        # too, so one edit fixes the override (a wrong kind and a wrong case id, one pass).
+        from gate.model.overrides import dataset_case_problems
+
+        problems += dataset_case_problems(loaded)
+    if problems:
+        raise PolicyError(str(p), problems)
+    return loaded
+
+
+def today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()

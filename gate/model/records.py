@@ -1,0 +1,270 @@
+"""The judgment record (records.jsonl, schema_version 1): one line per judgment.
+
+Every record carries its own lineage so a single line can explain which configuration produced
+its verdict. Readers accept every schema version up to the current one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gate.model.errors import UsageError
+from gate.model.escape import NAME_RULE, is_name, visible
+from gate.model.loading import MAX_STREAM_BYTES, FileProblem, format_validation_error, read_bytes, surrogate_at
+
+SCHEMA_VERSION = 1
+RECORDS_FILE = "records.jsonl"  # in --out: every judgment of the run, one JSON line each
+
+Status = Literal["ok", "error", "skipped"]
+RecordErrorKind = Literal[
+    "rate_limit",
+    "server_error",
+    "timeout",
+    "connection",
+    "parse_error",
+    "invalid_label",
+    "auth",
+    "bad_request",
+    "budget",
+    "cancelled",
+]
+# "rejudged": the cache held an entry for this judgment that failed vetting (a label outside the
+# list, no reason): it was judged again, paid, and the entry overwritten.
+CacheState = Literal["hit", "miss", "off", "rejudged"]
+
+
+class Attempt(BaseModel):
+    """One HTTP request sent to the provider (abandoned ones included)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status_code: int | None = None
+    latency_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    error_kind: RecordErrorKind | None = None
+    # The bill beyond reported usage (SPEC 8 "Budget"): an attempt answered without `usage`, or not
+    # answered at all, keeps its whole reservation as spent; `held` is that amount.
+    usage_missing: bool = False
+    held: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    # The provider reported more than the attempt's reserved upper bound (scheduling stops).
+    over_reservation: bool = False
+    # Matches the attempt's line in the write-ahead journal (attempts.jsonl); None in older records.
+    attempt_id: str | None = None
+
+
+class Sampling(BaseModel):
+    """The evaluator's sampling settings as sent on every request (SPEC 8), and the repeat count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float
+    seed: int | None = None
+    max_output_tokens: int
+    repeats: int = 1
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    case_id: str
+    slice: str
+    partition: str
+    control_role: str | None = None
+    human_label: str
+    judge_label: str | None = None
+    judge_reason: str | None = None
+    status: Status
+    error_kind: RecordErrorKind | None = None
+    error_message: str | None = None
+    repeat_index: int = 0
+    attempts: list[Attempt] = Field(default_factory=list)
+    # Money and tokens are checked on read: a NaN cost would turn the budget's comparisons off.
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    cache: CacheState = "off"
+    prompt_sha256: str = ""
+    input_sha256: str = ""
+    metric_version: str = ""
+    evaluator_model: str = ""
+    ragas_version: str = ""
+    # Lineage beyond SPEC section 6's minimum: enough to tie a line to its policy and dataset.
+    policy_id: str = ""
+    policy_version: str = ""
+    policy_sha256: str = ""
+    dataset_sha256: str = ""
+    dataset_card_sha256: str = ""  # gate.model.dataset_card: the card the cases were described by
+    gate_version: str = ""
+    lane: str | None = None
+    # gate.model.fingerprint: the judge configuration that made this record ("" in older records).
+    config_fingerprint: str = ""
+    # SPEC 11 lineage, for `gate compare`. None: written before these fields existed (compare
+    # reports the step as `unknown`); see docs/SCHEMA.md for the versioning policy.
+    gold_sha256: str | None = None
+    field_sha256: dict[str, str] | None = None
+    rubric_version: str | None = None
+    sampling: Sampling | None = None
+    base_url_host: str | None = None
+    allowed_values: list[str] | None = None
+    label_aliases_sha256: str | None = None
+    prompt_template_sha256: str | None = None
+    # The policy's deterministic checks on this case: name -> value, None when the check errored.
+    checks: dict[str, str | None] | None = None
+
+    @property
+    def retries(self) -> int:
+        return max(0, len(self.attempts) - 1)
+
+    @property
+    def budget_charge(self) -> float:
+        """What this judgment counted against the cost boundary: reported cost plus held reservations."""
+        return self.cost + sum(a.held for a in self.attempts)
+
+
+class RecordsError(UsageError):
+    """A records file cannot be read: a usage error (exit 2) naming the file and line."""
+
+
+def _upgrade(obj: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older record to the current schema. Version 1 is the first; nothing to do yet."""
+    return obj
+
+
+def _untyped_verdict_as_error(obj: dict[str, Any]) -> dict[str, Any]:
+    """A `judge_label`/`judge_reason` that is not text is no verdict: an `ok` record holding one is
+    a parse_error, as on the live path (`gate.decide.vetting` checks the rest of the contract)."""
+    bad = [k for k in ("judge_label", "judge_reason") if obj.get(k) is not None and not isinstance(obj[k], str)]
+    if not bad:
+        return obj
+    fixed = {**obj, **dict.fromkeys(bad)}
+    if obj.get("status") == "ok":
+        what = "; ".join(f"`{k}` is {type(obj[k]).__name__} {json.dumps(obj[k])[:40]}, not text" for k in bad)
+        fixed.update(
+            status="error",
+            error_kind="parse_error",
+            error_message=f"recorded judgment outside the contract: {what}",
+            judge_label=None,
+        )
+    return fixed
+
+
+def parse_record(obj: Any, where: str) -> Record:
+    if not isinstance(obj, dict):
+        raise RecordsError(f"{where}: a record must be a JSON object; fix: restore the file from the run")
+    version = obj.get("schema_version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise RecordsError(
+            f"{where}: `schema_version` must be a positive whole number; fix: restore the file from the run"
+        )
+    if version > SCHEMA_VERSION:
+        raise RecordsError(
+            f"{where}: record schema_version {version} is newer than this gate reads ({SCHEMA_VERSION}); "
+            "fix: upgrade ragas-gate"
+        )
+    try:
+        record = Record.model_validate(_untyped_verdict_as_error(_upgrade(obj)))
+    except ValidationError as exc:
+        problems = "; ".join(format_validation_error(exc))
+        raise RecordsError(f"{where}: {problems}") from None
+    for key in ("case_id", "slice"):
+        value = getattr(record, key)
+        if not is_name(value):
+            raise RecordsError(
+                f"{where}: `{key}` '{visible(value, 80)}' is not allowed: use {NAME_RULE}; "
+                "fix: restore the file from the run"
+            )
+    text_problem = surrogate_at(obj)
+    if text_problem:
+        raise RecordsError(
+            f"{where}: `{text_problem}` holds a lone surrogate, which is not text; fix: restore the file"
+        )
+    return record
+
+
+def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]:
+    """Read a records.jsonl file. A torn last line (a run killed mid-write) is skipped."""
+    try:
+        data = read_bytes(path, "records file", MAX_STREAM_BYTES)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = data[: exc.start].count(b"\n") + 1
+        raise RecordsError(
+            f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); fix: restore the file from the run's artifact"
+        ) from None
+    except FileProblem as exc:
+        if "does not exist" in exc.message:
+            raise RecordsError(
+                f"{path}: the records file does not exist; fix: pass the records.jsonl of a run"
+            ) from None
+        raise RecordsError(exc.message) from None
+    if not text.strip():
+        raise RecordsError(f"{path}: the records file is empty; fix: pass the records.jsonl of a run that judged cases")
+    lines = text.splitlines()
+    out: list[Record] = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
+                break
+            raise RecordsError(f"{path}:{i}: not valid JSON ({exc.msg}); fix: restore the file from the run") from None
+        except (ValueError, RecursionError) as exc:  # thousands of digits; nesting too deep
+            raise RecordsError(
+                f"{path}:{i}: a value cannot be read ({visible(exc, 120) or 'nested too deep'}); "
+                "fix: restore the file from the run"
+            ) from None
+        out.append(parse_record(obj, f"{path}:{i}"))
+    return out
+
+
+class RecordWriter:
+    """Appends one record per line and flushes it as soon as it is written.
+
+    `flush` hands each line to the OS, so a killed process loses nothing. `fsync` (surviving a
+    machine crash) blocks the event loop, so it runs at most once a second and on close.
+    """
+
+    FSYNC_INTERVAL_S = 1.0
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] = path.open("a", encoding="utf-8")
+        self._last_sync = time.monotonic()
+
+    def write(self, record: Record) -> None:
+        self._fh.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n")
+        self._fh.flush()
+        now = time.monotonic()
+        if now - self._last_sync >= self.FSYNC_INTERVAL_S:
+            os.fsync(self._fh.fileno())
+            self._last_sync = now
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_records(path: Path, records: Iterable[Record]) -> None:
+    with RecordWriter(path) as w:
+        for r in records:
+            w.write(r)

@@ -1,0 +1,470 @@
+"""The decision as frozen typed data: what result.json holds and what every renderer reads.
+
+`Result` is built once (by `gate.decide.core`, then the lanes that add `checks`, `trend`,
+`certification`, `shard` ...) and serialized by `to_json`; a result.json read back from disk
+(`gate publish`, the Action, `--base-result`, `gate compare`, `gate merge`) is untrusted and goes
+through `load_result`, which validates it into the same model or raises one paragraph naming the
+file, the field and the fix.
+
+Schema (docs/SCHEMA.md): version 1 throughout. A field added after the first version is optional
+(`X | None = None`, or an empty default) so that older files load; `to_json` writes exactly the
+fields that were set, in declaration order, so a file read and written again is byte-identical
+(tests/fixtures/schema/). Field order here IS the order in result.json: append new fields last.
+
+Imported lazily (by the run, decide and report paths): `gate validate` never builds these models.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+StateName = Literal["passed", "quality_failed", "evaluation_incomplete", "review_required"]
+# Sums of prices are floats, but an empty sum is the int 0: kept as written, so re-serializing
+# never turns `0` into `0.0`.
+Number = int | float
+
+
+class Part(BaseModel):
+    """A frozen piece of a result; unknown keys are refused (a typo is not silently dropped)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
+
+    def written(self) -> dict[str, Any]:
+        """The fields this part was built or loaded with, in result.json's order and form."""
+        return self.model_dump(mode="python", exclude_unset=True, by_alias=True)
+
+
+class Blocker(Part):
+    """One blocker (gate.model.states.Finding.to_dict, then routed to its owner by gate.model.owners)."""
+
+    state: StateName
+    kind: str
+    slice: str | None
+    case_ids: list[str]
+    message: str
+    location: str | None = None
+    # Per-kind details (Finding.extra), each present only on the kinds that carry it.
+    limit: int | None = None  # false_pass_limit / false_fail_limit
+    detail: str | None = None  # a runner failure
+    earlier_config_sha256: str | None = None  # held_out_spent
+    partitions: list[str] | None = None  # partition_leak
+    jaccard: float | None = None  # partition_leak
+    lane: str | None = None  # control_missing
+    missing_roles: list[str] | None = None  # control_missing
+    card_section: str | None = None  # dataset card findings
+    owner_group: str | None = None
+    owner: str | None = None
+
+    @property
+    def routed(self) -> bool:
+        """True when the policy names owners: the blocker then says its owner group (maybe None)."""
+        return "owner_group" in self.model_fields_set
+
+
+class Counts(Part):
+    eligible: int
+    completed: int
+    errored: int
+    withheld: int
+    unrun: int
+    cached: int
+    review: int
+
+
+class SliceTally(Part):
+    true_pass: int
+    true_fail: int
+    false_pass: int
+    false_fail: int
+    errors: int
+    review: int
+    unrun: int
+
+
+class ControlFailure(Part):
+    case_id: str
+    role: str
+    expected: str | None
+    got: str | None
+
+
+class Controls(Part):
+    ok: bool
+    failures: list[ControlFailure]
+
+
+class Cost(Part):
+    total: Number
+    currency: str
+    input_tokens: int
+    output_tokens: int
+    http_attempts: int
+    retries: int
+    cached_calls: int
+    unanswered_attempts: int = 0  # absent before 2026-12-01
+    usage_missing: int = 0  # absent before 2026-12-01
+    budget_spent: Number | None = None  # absent before 2026-12-01: read `spent`
+    over_reservation: int = 0
+    by_slice: dict[str, Number] = Field(default_factory=dict)
+    trend_total: Number | None = None  # the trend's share of `total`, with a trend
+
+    @property
+    def spent(self) -> float:
+        """What the cost boundary counted (older files: the total)."""
+        return self.total if self.budget_spent is None else self.budget_spent
+
+
+class RunLineage(Part):
+    policy_sha256: str
+    dataset_sha256: str
+    prompt_sha256: str
+    metric_version: str
+    evaluator_model: str
+    ragas_version: str
+    gate_version: str
+    metric_definition_sha256: str | None = None
+    config_fingerprint: str | None = None
+    dataset_card_sha256: str | None = None
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        """The recorded fields, in order (a field an older gate did not write is left out)."""
+        yield from self.written().items()
+
+
+class Waived(Part):
+    """One applied waiver (gate.model.overrides)."""
+
+    override: str
+    kind: str
+    case_ids: list[str]
+    approver: str
+    reason: str
+    evidence: str
+    expires: str
+    follow_up: str
+
+
+class OverrideRow(Part):
+    """An override of the policy as result.json lists it, with whether it had expired."""
+
+    id: str
+    case_ids: list[str]
+    blocker: str
+    approver: str
+    reason: str
+    evidence: str
+    expires: str
+    follow_up: str
+    expired: bool
+
+
+class Limits(Part):
+    max_total_cost: Number
+    max_evaluator_errors: int
+
+
+class CaseRow(Part):
+    case_id: str
+    slice: str
+    partition: str
+    control_role: str | None
+    human_label: str
+    verdict: str | None
+    labels: list[str | None]
+    bucket: Literal["completed", "errored", "withheld", "unrun"]
+    outcome: str
+    reason: str | None
+    error_kind: str | None
+    error_message: str | None
+    unstable: bool
+    review: bool
+
+
+# --- optional sections, each written only by the feature that produces it ----------------------
+
+
+class StratumRow(Part):
+    prevalence: Number
+    cases: int
+    sample_share: Number
+    completed: int
+    true_pass: int
+    true_fail: int
+    false_pass: int
+    false_fail: int
+    oversampled: bool
+
+
+class Rates(Part):
+    false_pass_rate: float | None
+    false_fail_rate: float | None
+    agreement: float | None
+
+
+class Strata(Part):
+    """gate.model.strata.Weighting.to_dict."""
+
+    oversampled_factor: Number
+    strata: dict[str, StratumRow]
+    oversampled: list[str]
+    unstratified_cases: int
+    raw: Rates
+    prevalence_weighted: Rates
+    prevalence_covered: Number
+
+
+class CheckSummary(Part):
+    """gate.validate.case_checks.checks_summary: one deterministic check."""
+
+    gate: bool
+    file: str
+    function: str
+    file_sha256: str
+    allowed_values: list[str]
+    counts: dict[str, int]
+    failed_case_ids: list[str]
+    failed_as_labelled_case_ids: list[str]
+    error_case_ids: list[str]
+
+
+class BandCounts(Part):
+    """How many judgments fell in each band of the trend (keys "1".."5")."""
+
+    b1: int = Field(alias="1")
+    b2: int = Field(alias="2")
+    b3: int = Field(alias="3")
+    b4: int = Field(alias="4")
+    b5: int = Field(alias="5")
+
+    def in_order(self) -> tuple[int, int, int, int, int]:
+        return (self.b1, self.b2, self.b3, self.b4, self.b5)
+
+
+class TrendStats(Part):
+    n: int
+    mean: float | None
+    distribution: BandCounts
+    errors: int
+    unrun: int
+
+
+class TrendCost(Part):
+    total: Number
+    input_tokens: int
+    output_tokens: int
+    http_attempts: int
+    budget_spent: Number
+    unanswered_attempts: int
+
+
+class TrendChange(Part):
+    mean: float | None
+    change: float | None
+
+
+class TrendSliceChange(Part):
+    mean: float | None
+    distribution: BandCounts | None
+    change: float | None
+
+
+class TrendBase(Part):
+    """gate.measure.trend.compare_to_base: the base run's trend beside this one, or why not."""
+
+    compared: bool
+    note: str | None = None  # when not compared
+    same_bands: bool | None = None  # the rest: when compared
+    overall: TrendChange | None = None
+    slices: dict[str, TrendSliceChange] = Field(default_factory=dict)
+
+
+class Trend(Part):
+    """gate.measure.trend.summarize: the graded 1-5 judgment beside the verdict, never a gate."""
+
+    name: str
+    gate: bool
+    bands: dict[str, str]
+    overall: TrendStats
+    slices: dict[str, TrendStats]
+    cost: TrendCost
+    base: TrendBase | None = None
+
+
+class LedgerEntry(Part):
+    config_sha256: str
+    held_out_sha256: str
+    state: str
+    date: str
+    gate_version: str
+
+
+class Certification(Part):
+    """gate.measure.certify.Certification.to_result."""
+
+    config_sha256: str
+    held_out_sha256: str
+    ledger: str
+    ledger_entry: LedgerEntry | None
+
+
+class WilsonRate(Part):
+    """gate.measure.calibrate.stats.Rate.to_dict: a proportion of n with its Wilson 95% interval (None when n is 0)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+
+class DriftStats(Part):
+    judged: int
+    passed: int = Field(alias="pass")
+    failed: int = Field(alias="fail")
+    review: int
+    errors: int
+    unrun: int
+    pass_rate: WilsonRate
+
+
+class DriftChange(Part):
+    pass_rate: WilsonRate | None
+    change: float | None
+
+
+class DriftPrevious(Part):
+    compared: bool
+    note: str | None = None
+    generated_from: str | None = None
+    overall: DriftChange | None = None
+    slices: dict[str, DriftChange] = Field(default_factory=dict)
+
+
+class DriftSample(Part):
+    requested: int
+    seed: int
+    drawn: int
+    of: int
+
+
+class ProposedByReason(Part):
+    disagreement: int
+    new_failure_shape: int
+
+
+class Drift(Part):
+    """gate.measure.drift.lane: the production-trace sample of the drift lane."""
+
+    traces_file: str
+    traces_sha256: str
+    skipped_lines: list[str]
+    sample: DriftSample
+    overall: DriftStats
+    slices: dict[str, DriftStats]
+    previous: DriftPrevious
+    proposed_cases: int
+    proposed_by_reason: ProposedByReason
+
+
+class ShardRef(Part):
+    index: int
+    count: int
+
+
+class MergedShards(Part):
+    count: int
+    indices: list[int]
+    missing: list[int]
+
+
+class Result(Part):
+    """result.json (SPEC 5), schema_version 1."""
+
+    schema_version: int
+    policy_id: str
+    policy_version: str
+    lane: str
+    state: StateName
+    exit_code: int
+    blockers: list[Blocker]
+    counts: Counts
+    unrun_case_ids: list[str]
+    slices: dict[str, SliceTally]
+    controls: Controls
+    cost: Cost
+    # The rest is absent only from the hand-built result of a crashed decision (gate.commands.crash).
+    lineage: RunLineage | None = None
+    waived: list[Waived] = Field(default_factory=list)
+    overrides: list[OverrideRow] = Field(default_factory=list)
+    limits: Limits | None = None
+    notes: list[str] = Field(default_factory=list)
+    cases: list[CaseRow] = Field(default_factory=list)
+    # Sections added by optional features (in the order a run adds them).
+    strata: Strata | None = None
+    checks: dict[str, CheckSummary] | None = None
+    trend: Trend | None = None
+    certification: Certification | None = None
+    drift: Drift | None = None
+    shard: ShardRef | None = None
+    merged_shards: MergedShards | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Result:
+        return cls.model_validate(data)
+
+    def with_(self, **fields: Any) -> Result:
+        """A copy with `fields` set (validated, and written by `to_json`). Only the new fields are
+        validated: the rest already were, and a result may hold thousands of case rows."""
+        return self.model_copy(update={k: _adapter(k).validate_python(v) for k, v in fields.items()})
+
+    def to_json(self) -> str:
+        """result.json's text."""
+        return json.dumps(self.written(), indent=2, ensure_ascii=False) + "\n"
+
+
+@functools.cache
+def _adapter(field: str) -> TypeAdapter[Any]:
+    """The validator of one field of `Result` (unknown field names are a KeyError: a bug)."""
+    annotation: Any = Result.model_fields[field].annotation
+    return TypeAdapter(annotation)
+
+
+# --- reading result.json back --------------------------------------------------------------------
+
+
+class ResultProblem(Exception):
+    """A result.json that cannot be used; `message` is one paragraph naming the file, field and fix."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def load_result(path: Path, what: str = "result file", fix: str = "pass the result.json a gate run wrote") -> Result:
+    """A result.json from disk (untrusted), validated into a `Result`; else ResultProblem."""
+    from gate.model.loading import FileProblem, format_validation_error, read_json
+
+    try:
+        data = read_json(path, what)
+    except FileProblem as exc:
+        raise ResultProblem(exc.message) from None
+    if not isinstance(data, dict):
+        raise ResultProblem(f"{path}: the {what} is not a JSON object; fix: {fix}")
+    version = data.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > 1:
+        raise ResultProblem(
+            f"{path}: the {what} has schema_version {version}, newer than this gate reads (1); fix: upgrade ragas-gate"
+        )
+    try:
+        return Result.model_validate(data)
+    except ValidationError as exc:
+        lines = format_validation_error(exc, model=Result)
+        first = f"{len(lines)} problems, the first: " if len(lines) > 1 else ""
+        raise ResultProblem(
+            f"{path}: the {what} is not a gate result ({first}{lines[0]}); if the file was edited or cut short, {fix}"
+        ) from None

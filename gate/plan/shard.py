@@ -1,0 +1,86 @@
+"""Shards (SPEC 12): which share of a lane's cases one `gate run --shard I/N` judges. Pure.
+
+Case `c` belongs to shard `I` (1-based) of `N` when `int(sha256(c)[:16], 16) % N == I - 1`: the
+share is stable (it depends on the case id only, not on the dataset's order or size), so a
+matrix job always judges the same cases and `gate merge` can tell which cases a missing shard
+owned. Controls run in every shard: each shard's verdicts need their own evaluator check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from gate.model.errors import UsageError
+from gate.plan.selection import Plan
+
+if TYPE_CHECKING:
+    from gate.decide.core import Decision
+
+MAX_SHARDS = 1_000
+_SPEC = re.compile(r"\s*(\d{1,4})\s*/\s*(\d{1,4})\s*")
+
+
+class ShardError(UsageError):
+    """A `--shard` value that is not `I/N` with 1 <= I <= N (a usage error, exit 2)."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"index": self.index, "count": self.count}
+
+    def owns(self, case_id: str) -> bool:
+        return shard_of(case_id, self.count) == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def shard_of(case_id: str, count: int) -> int:
+    """The 1-based shard of `count` that owns `case_id`."""
+    digest = hashlib.sha256(case_id.encode("utf-8")).hexdigest()
+    return int(digest[:16], 16) % count + 1
+
+
+def parse_shard(text: str, where: str = "--shard") -> Shard:
+    m = _SPEC.fullmatch(text)
+    if m is None:
+        raise ShardError(
+            f"{where} {text!r} is not of the form I/N; fix: pass the shard index and the shard count, e.g. 2/4"
+        )
+    index, count = int(m.group(1)), int(m.group(2))
+    if not 1 <= count <= MAX_SHARDS or not 1 <= index <= count:
+        raise ShardError(
+            f"{where} {text!r}: the index must be between 1 and the count, and the count between 1 and "
+            f"{MAX_SHARDS}; fix: with a matrix of N jobs pass 1/N ... N/N"
+        )
+    return Shard(index, count)
+
+
+def select(plan: Plan, shard: Shard) -> Plan:
+    """The shard's plan: every control, and the other cases whose id hashes to this shard."""
+    eligible = tuple(c for c in plan.eligible if c.is_control or shard.owns(c.case_id))
+    kept = {c.case_id for c in eligible}
+    return replace(plan, eligible=eligible, withheld=tuple(c for c in plan.withheld if c.case_id in kept))
+
+
+def owned_by(plan: Plan, count: int) -> dict[int, list[str]]:
+    """Shard index -> the ids of the non-control eligible cases it owns (controls are everyone's)."""
+    out: dict[int, list[str]] = {i: [] for i in range(1, count + 1)}
+    for c in plan.eligible:
+        if not c.is_control:
+            out[shard_of(c.case_id, count)].append(c.case_id)
+    return out
+
+
+def with_shard(decision: Decision, shard: Shard | None) -> Decision:
+    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
+    if shard is not None and decision.result is not None:
+        decision.result = decision.result.with_(shard=shard.to_dict())
+    return decision

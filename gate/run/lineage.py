@@ -1,0 +1,115 @@
+"""Per-record lineage (SPEC 11): the hashes and settings `gate compare` walks to find what moved.
+
+A run's judge settings are computed once (`JudgeSettings.of`), a case's gold and field hashes per
+case (`JudgeSettings.for_case`); both are plain record fields, so `gate compare` can name the
+first diverging artifact from two records.jsonl files alone. The run's own lineage (the hashes
+result.json names) is `make_lineage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from gate import __version__
+from gate.decide.core import Lineage
+from gate.judge import installed_version, ragas_version, resolve_base_url
+from gate.measure.rollback import metric_definition_sha256
+from gate.model.cases import Case, Dataset
+from gate.model.fingerprint import config_fingerprint
+from gate.model.loading import canonical_json, sha256_hex
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record, Sampling
+
+
+def gold_sha256(case: Case) -> str:
+    """What people decided about the case: its human label, slice, partition and evidence ids."""
+    gold = {
+        "human_label": case.human_label,
+        "slice": case.slice,
+        "partition": case.partition,
+        "evidence": sorted(case.human_adjudication.evidence),
+    }
+    return sha256_hex(canonical_json(gold))
+
+
+def field_sha256(case: Case, placeholders: tuple[str, ...]) -> dict[str, str]:
+    """sha256 of each case field the prompt renders, by placeholder name (absent fields left out)."""
+    out: dict[str, str] = {}
+    for name in placeholders:
+        text = case.field_text(name)
+        if text is not None:
+            out[name] = sha256_hex(text)
+    return out
+
+
+def base_url_host(base_url: str) -> str:
+    """The provider's host name only: no scheme, port, path or credentials reach a record."""
+    try:
+        return (urlsplit(base_url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What makes the judge, constant over one run, as written into every record."""
+
+    sampling: Sampling
+    base_url_host: str
+    allowed_values: tuple[str, ...]
+    label_aliases_sha256: str
+    prompt_template_sha256: str
+    config_fingerprint: str = ""  # gate.model.fingerprint, with the installed ragas version
+
+    @classmethod
+    def of(cls, loaded: LoadedPolicy, base_url: str) -> JudgeSettings:
+        ev = loaded.policy.evaluator
+        metric = loaded.policy.metric
+        return cls(
+            sampling=Sampling(
+                temperature=ev.temperature, seed=ev.seed, max_output_tokens=ev.max_output_tokens, repeats=ev.repeats
+            ),
+            base_url_host=base_url_host(base_url),
+            allowed_values=tuple(metric.allowed_values),
+            label_aliases_sha256=sha256_hex(canonical_json(metric.label_aliases)),
+            prompt_template_sha256=loaded.prompt_sha256,
+            config_fingerprint=config_fingerprint(loaded, base_url, ragas_version()),
+        )
+
+    def for_case(self, case: Case, placeholders: tuple[str, ...]) -> dict[str, Any]:
+        """The lineage fields of one record of `case` (keyword arguments of `Record`)."""
+        return {
+            "gold_sha256": gold_sha256(case),
+            "field_sha256": field_sha256(case, placeholders),
+            "rubric_version": case.rubric_version,
+            "sampling": self.sampling,
+            "base_url_host": self.base_url_host,
+            "allowed_values": list(self.allowed_values),
+            "label_aliases_sha256": self.label_aliases_sha256,
+            "prompt_template_sha256": self.prompt_template_sha256,
+            "config_fingerprint": self.config_fingerprint,
+        }
+
+
+def make_lineage(
+    loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
+) -> Lineage:
+    """The run's lineage; `base_url` None resolves the policy's (or OPENAI_BASE_URL) now."""
+    installed = installed_version("ragas") or ""
+    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed
+    url = resolve_base_url(loaded.policy.evaluator.base_url) if base_url is None else base_url
+    return Lineage(
+        policy_sha256=loaded.sha256,
+        dataset_sha256=dataset.sha256,
+        prompt_sha256=loaded.prompt_sha256,
+        metric_version=loaded.policy.metric.version,
+        evaluator_model=loaded.policy.evaluator.model,
+        ragas_version=ragas,
+        gate_version=__version__,
+        metric_definition_sha256=metric_definition_sha256(loaded),
+        config_fingerprint=config_fingerprint(loaded, url, installed),
+        dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
+    )

@@ -1,0 +1,58 @@
+"""One records.jsonl line: a judgment of a case, with the lineage that explains it."""
+
+from __future__ import annotations
+
+from gate import __version__
+from gate.decide.core import Lineage
+from gate.judge import Judgment
+from gate.model.cases import Case
+from gate.model.clear_text import kept_reason
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record
+from gate.run.lineage import JudgeSettings
+
+
+def make_record(
+    case: Case,
+    repeat: int,
+    j: Judgment,
+    loaded: LoadedPolicy,
+    lineage: Lineage,
+    lane: str,
+    ragas_version: str,
+    judge: JudgeSettings,
+    checks: dict[str, str | None] | None = None,
+) -> Record:
+    """One records.jsonl line: the judgment plus the lineage that explains it."""
+    return Record(
+        case_id=case.case_id,
+        slice=case.slice,
+        partition=case.partition,
+        control_role=case.expected_control_role,
+        human_label=case.human_label,
+        judge_label=j.label if j.status == "ok" else None,
+        judge_reason=kept_reason(loaded, j.reason) if j.status == "ok" else None,
+        status=j.status,
+        error_kind=j.error_kind,
+        error_message=j.error_message,
+        repeat_index=repeat,
+        attempts=j.attempts,
+        input_tokens=j.input_tokens,
+        output_tokens=j.output_tokens,
+        cost=j.cost,
+        cache=j.cache,
+        prompt_sha256=j.prompt_sha256,
+        input_sha256=j.input_sha256,
+        metric_version=lineage.metric_version,
+        evaluator_model=lineage.evaluator_model,
+        ragas_version=ragas_version,
+        policy_id=loaded.policy.policy_id,
+        policy_version=loaded.policy.policy_version,
+        policy_sha256=lineage.policy_sha256,
+        dataset_sha256=lineage.dataset_sha256,
+        dataset_card_sha256=lineage.dataset_card_sha256,
+        gate_version=__version__,
+        lane=lane,
+        **judge.for_case(case, loaded.placeholders),
+        checks=checks,
+    )

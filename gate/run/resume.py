@@ -1,0 +1,84 @@
+"""`gate run --resume`: which judgments of an interrupted run are kept, and what it paid unrecorded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gate.decide.core import Lineage
+from gate.decide.vetting import vet_record
+from gate.judge import Judgment
+from gate.judge.journal import Unrecorded
+from gate.judge.render import RenderError, render_case
+from gate.model.cases import Case, Dataset
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record
+from gate.plan.selection import Plan
+from gate.run.lineage import JudgeSettings
+from gate.run.recording import make_record
+
+
+def current_input_sha256(loaded: LoadedPolicy, case: Case) -> str | None:
+    try:
+        return render_case(loaded.prompt_text, loaded.placeholders, case).input_sha256
+    except RenderError:
+        return None
+
+
+def reusable_records(
+    loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan, fingerprint: str
+) -> dict[tuple[str, int], Record]:
+    """Completed judgments of an earlier run of the same judge (`gate.model.fingerprint`) that `--resume`
+    may keep; records older than the fingerprint need the same policy file."""
+    cases = {c.case_id: c for c in plan.scheduled}
+    out: dict[tuple[str, int], Record] = {}
+    for r in prior:
+        case = cases.get(r.case_id)
+        # Untrusted like any records file: a line outside the contract is judged again, not reused.
+        r = vet_record(r, loaded.policy.metric, case)
+        if (
+            r.status != "ok"
+            or not 0 <= r.repeat_index < plan.repeats
+            or case is None
+            or (r.config_fingerprint != fingerprint if r.config_fingerprint else r.policy_sha256 != loaded.sha256)
+            or r.input_sha256 != current_input_sha256(loaded, case)
+        ):
+            continue
+        out[(r.case_id, r.repeat_index)] = r
+    return out
+
+
+def recovered_records(
+    unrecorded: Sequence[Unrecorded],
+    dataset: Dataset,
+    loaded: LoadedPolicy,
+    lineage: Lineage,
+    lane: str,
+    judge: JudgeSettings,
+) -> tuple[list[Record], float]:
+    """Records for journaled attempts no record named, and what those of unknown cases cost.
+
+    Each becomes an `error` record with `error_kind: cancelled` (like a judgment interrupted in
+    flight): never a verdict, but its attempts count in cost, `http_attempts` and the budget.
+    """
+    cases = {c.case_id: c for c in dataset.cases}
+    out: list[Record] = []
+    lost = 0.0
+    for u in unrecorded:
+        case = cases.get(u.case_id)
+        if case is None:
+            lost += u.cost + sum(a.held for a in u.attempts)
+            continue
+        j = Judgment(
+            status="error",
+            error_kind="cancelled",
+            error_message=(
+                f"recovered from the attempt journal: {len(u.attempts)} attempt(s) sent before the run was killed "
+                "and never recorded"
+            ),
+            attempts=list(u.attempts),
+            input_tokens=sum(a.input_tokens for a in u.attempts),
+            output_tokens=sum(a.output_tokens for a in u.attempts),
+            cost=u.cost,
+        )
+        out.append(make_record(case, u.repeat_index, j, loaded, lineage, lane, lineage.ragas_version, judge))
+    return out, lost

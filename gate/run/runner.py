@@ -1,0 +1,225 @@
+"""The judging of one plan: `Runner` judges its cases, controls first, under the hard cost boundary,
+stopping at a failed control, a violated pair, a failure of its own or a signal; `judge_all` runs it
+on an event loop. Its own module so that `gate.commands.run` (one process) and `gate.run.workers` (each forked
+worker) both drive it without importing each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gate.decide.core import Lineage
+from gate.decide.evidence import majority
+from gate.decide.vetting import vet_record
+from gate.judge import Evaluator, Judgment, partial_judgment
+from gate.judge.budget import Budget
+from gate.judge.journal import CURRENT as JOURNAL_CONTEXT
+from gate.judge.journal import AttemptJournal, JournalContext
+from gate.model.cases import Case, Dataset
+from gate.model.paths import shown_path
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record, RecordWriter
+from gate.plan.selection import Plan
+from gate.run.lineage import JudgeSettings
+from gate.run.outdir import describe
+from gate.run.progress import Progress
+from gate.run.recording import make_record
+from gate.validate.case_checks import NO_CHECKS, CheckResults
+
+
+@dataclass
+class Runner:
+    loaded: LoadedPolicy
+    dataset: Dataset
+    plan: Plan
+    evaluator: Evaluator
+    writer: RecordWriter
+    budget: Budget
+    lineage: Lineage
+    progress: Progress
+    judge: JudgeSettings
+    reuse: dict[tuple[str, int], Record] = field(default_factory=dict)
+    waived_pairs: set[str] = field(default_factory=set)  # case ids an active pair_violated override names
+    emitted: list[Record] = field(default_factory=list)
+    # case id -> labels of its completed judgments, for the control and pair checks mid-run
+    ok_labels: dict[str, list[str]] = field(default_factory=dict)
+    pair_members: dict[str, list[Case]] = field(default_factory=dict)
+    check_results: CheckResults = NO_CHECKS
+
+    def __post_init__(self) -> None:
+        for c in self.plan.scheduled:
+            if c.pair is not None:
+                self.pair_members.setdefault(c.pair.id, []).append(c)
+
+    stop_reason: str | None = None
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
+    failure_kind: str | None = None  # "output_failed" | "internal_error"
+    failure: str | None = None
+    journal: AttemptJournal | None = None  # attempts written ahead (attempts.jsonl)
+
+    def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
+        # A cached verdict is read back from storage CI restores: it meets the same contract.
+        return vet_record(self._make_record(case, repeat, j), self.loaded.policy.metric, case)
+
+    def _make_record(self, case: Case, repeat: int, j: Judgment) -> Record:
+        return make_record(
+            case,
+            repeat,
+            j,
+            self.loaded,
+            self.lineage,
+            self.plan.lane,
+            self.evaluator.ragas_version,
+            self.judge,
+            self.check_results.for_record(case.case_id),
+        )
+
+    def emit(self, record: Record) -> None:
+        self.emitted.append(record)  # kept in memory even when it cannot be written, for result.json
+        self.remember(record)
+        if self.failure_kind == "output_failed":
+            return
+        try:
+            self.writer.write(record)
+        except OSError as exc:
+            self.fail_writing(shown_path(self.writer.path), exc)
+
+    def fail(self, kind: str, message: str) -> None:
+        """Stop at once: no new judgment, no retry; the judgments in flight are cancelled."""
+        if self.failure is None:
+            self.failure_kind, self.failure = kind, message
+        self.stop_reason = kind
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # after the loop: nothing left to cancel
+            return
+        for t in list(self.tasks):
+            if t is not current:
+                t.cancel()
+
+    def fail_writing(self, path: str, exc: OSError) -> None:
+        message = (
+            f"writing {path} failed ({describe(exc)}): scheduling stopped at once and the judgments in flight "
+            "were abandoned"
+        )
+        self.fail("output_failed", message)
+
+    def remember(self, record: Record) -> None:
+        if record.status == "ok":
+            self.ok_labels.setdefault(record.case_id, []).append(record.judge_label or "")
+
+    async def judge_one(self, case: Case, repeat: int) -> None:
+        reused = self.reuse.get((case.case_id, repeat))
+        if reused is not None:
+            # Completed in an earlier attempt of this run: already in records.jsonl, nothing to pay.
+            self.remember(reused)
+            return
+        journal = self.journal
+        token = JOURNAL_CONTEXT.set(JournalContext(journal, case.case_id, repeat)) if journal is not None else None
+        try:
+            j = await self.evaluator.judge(case, repeat, self.budget)
+        except asyncio.CancelledError as exc:
+            # The evaluator attaches what it sent before the interrupt: those attempts were paid.
+            partial = partial_judgment(exc) or Judgment(status="skipped", error_kind="cancelled")
+            partial.error_message = partial.error_message or "interrupted while in flight"
+            self.emit(self.to_record(case, repeat, partial))
+            raise
+        finally:
+            if token is not None:
+                JOURNAL_CONTEXT.reset(token)
+        self.emit(self.to_record(case, repeat, j))
+        if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
+            self.fail_writing(shown_path(journal.path), journal.error)
+        self.progress.tick(j, self.budget.spent + self.budget.reserved)
+        if j.error_kind == "budget" and self.stop_reason is None:
+            self.stop_reason = "budget"
+
+    async def run_phase(self, items: Sequence[tuple[Case, int]], after_case: Callable[[Case], None]) -> None:
+        queue: deque[tuple[Case, int]] = deque(items)
+        remaining: dict[str, int] = {}
+        for case, _ in items:
+            remaining[case.case_id] = remaining.get(case.case_id, 0) + 1
+
+        async def worker() -> None:
+            while queue and self.stop_reason is None:
+                case, repeat = queue.popleft()
+                try:
+                    await self.judge_one(case, repeat)
+                    remaining[case.case_id] -= 1
+                    if remaining[case.case_id] == 0:
+                        after_case(case)
+                except Exception as exc:  # a bug, never a verdict: stop, and say so per case
+                    self.fail("internal_error", f"a worker failed on {case.case_id}: {type(exc).__name__}: {exc}")
+                    return
+
+        n = min(self.loaded.policy.evaluator.max_concurrency, len(items))
+        workers = [asyncio.create_task(worker()) for _ in range(n)]
+        self.tasks.update(workers)
+        # Workers catch their own exceptions (see `worker`); what is left here is cancellation.
+        await asyncio.gather(*workers, return_exceptions=True)
+        self.tasks.difference_update(workers)
+
+    def verdict(self, case: Case) -> str | None:
+        labels = self.ok_labels.get(case.case_id, [])
+        return majority(labels) if len(labels) >= self.plan.repeats else None
+
+    def check_pair(self, case: Case) -> None:
+        if case.pair is None or self.stop_reason is not None:
+            return
+        mates = [c for c in self.pair_members.get(case.pair.id, []) if c.case_id != case.case_id]
+        if len(mates) != 1:
+            return
+        a, b = self.verdict(case), self.verdict(mates[0])
+        if a is None or b is None:
+            return
+        violated = (case.pair.kind == "invariant" and a != b) or (case.pair.kind == "flip" and a == b)
+        # A violation an active override waives for both cases blocks nothing: decide agrees.
+        if violated and not {case.case_id, mates[0].case_id} <= self.waived_pairs:
+            self.stop_reason = "pair_violated"
+
+    def controls_failed(self) -> bool:
+        for case in self.plan.scheduled:
+            if case.expected_control_role is None:
+                continue
+            v = self.verdict(case)
+            if v is not None and v != case.human_label:
+                return True
+        return False
+
+    def cancel(self) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = "cancelled"
+        for t in list(self.tasks):
+            t.cancel()
+
+    async def execute(self) -> None:
+        scheduled = self.plan.scheduled
+        controls = [c for c in scheduled if c.is_control]
+        others = [c for c in scheduled if not c.is_control]
+        reps = range(self.plan.repeats)
+        await self.run_phase([(c, i) for c in controls for i in reps], self.check_pair)
+        if self.stop_reason is None and self.controls_failed():
+            self.stop_reason = "control_failed"
+        if self.stop_reason is None:
+            await self.run_phase([(c, i) for c in others for i in reps], self.check_pair)
+
+
+async def judge_all(runner: Runner) -> None:
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(RuntimeError, ValueError):  # no signal support here (e.g. Windows)
+            loop.add_signal_handler(sig, runner.cancel)
+            installed.append(sig)
+    try:
+        await runner.execute()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await runner.evaluator.aclose()
