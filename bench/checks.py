@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 
+from gate.judge.checks import run_checks  # noqa: E402
 from gate.plan.inputs import load_inputs  # noqa: E402
-from gate.validate.case_checks import load_checks, run_checks  # noqa: E402
+from gate.validate.case_checks import load_checks  # noqa: E402
 
 
 def main() -> None:

@@ -411,7 +411,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from gate.measure.compare import compare_paths
-    from gate.report.compare import render_compare
+    from gate.measure.compare_report import render_compare
 
     comparison = compare_paths(args.base, args.head, args.policy)
     markdown = render_compare(comparison)
@@ -419,7 +419,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
     (args.out / "compare.md").write_text(markdown, encoding="utf-8")
-    from gate.report.terminal import make_console, print_compare
+    from gate.measure.compare_report import print_compare
+    from gate.report.terminal import make_console
 
     print_compare(comparison, [args.out / "compare.json", args.out / "compare.md"], make_console(sys.stdout))
     return 0

@@ -165,8 +165,8 @@ def test_check_file_outside_the_repository_is_refused(tmp_path: Path, capsys: py
 
 
 def test_the_example_checks_run_clean_on_the_example_sentinel_lane(tmp_path: Path) -> None:
+    from gate.judge.checks import evaluate_checks
     from gate.plan.inputs import load_inputs
-    from gate.validate.case_checks import evaluate_checks
 
     loaded, _, plan, findings = load_inputs(ROOT / "policies" / "example" / "policy.yaml", "pr")
     results, blocking = evaluate_checks(loaded, plan.eligible)

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from suite import case, controls, write_suite
 
-from gate.decide.core import Decision, Lineage, decide
+from gate.decide.core import Decision, decide
 from gate.model.cases import load_dataset
+from gate.model.lineage import Lineage
 from gate.model.policy import load_policy
 from gate.model.records import Attempt, Record
 from gate.model.states import Finding, State

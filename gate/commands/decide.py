@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.decide.core import Decision, decide
+from gate.judge.checks import evaluate_checks
 from gate.measure import certify
 from gate.measure.trend import TREND_RECORDS, summarize
 from gate.measure.trend_lane import attach_trend, trend_cases
@@ -15,7 +16,7 @@ from gate.model.policy import today
 from gate.model.records import Record, read_records
 from gate.plan.inputs import load_inputs
 from gate.run.lineage import make_lineage
-from gate.validate.case_checks import attach_checks, evaluate_checks
+from gate.validate.case_checks import attach_checks
 
 
 def decide_from_records(

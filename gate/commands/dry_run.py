@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import IO
 
 from gate.judge.cost import boundary, judgment_typical, judgment_upper_bound
-from gate.measure.trend import load_trend
 from gate.measure.trend_lane import trend_cases
 from gate.model.policy import LoadedPolicy
 from gate.model.states import Finding, blocking_findings
+from gate.model.trend_rubric import load_trend
 from gate.plan.selection import Plan
 
 

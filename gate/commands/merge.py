@@ -16,6 +16,7 @@ from pathlib import Path
 from gate import __version__
 from gate.commands.outputs import write_outputs
 from gate.decide.core import Decision, decide
+from gate.judge.checks import evaluate_checks
 from gate.measure import certify
 from gate.model.errors import UsageError
 from gate.model.policy import today
@@ -25,7 +26,7 @@ from gate.model.states import Finding, State
 from gate.plan.inputs import load_inputs
 from gate.plan.shard import Shard, owned_by, shard_of
 from gate.run.lineage import make_lineage
-from gate.validate.case_checks import attach_checks, evaluate_checks
+from gate.validate.case_checks import attach_checks
 
 # Lineage fields that may differ between shards of one run (the gate's own version decides nothing:
 # the merge re-decides from the records).

@@ -4,7 +4,7 @@ This module schedules: `run` is a short pipeline (prepare the lane, take stock o
 attempt, recover, judge, decide, write) and `gate.run.runner.Runner` judges the plan, controls first,
 stopping at the boundary, a failed control or a violated pair. The pieces live beside it: estimates and the
 boundary (gate.judge.cost), records (gate.run.recording), resume (gate.run.resume), the trend lane
-(gate.measure.trend_lane), the drift lane (gate.measure.drift.command), the dry-run plan (gate.commands.dry_run) and the
+(gate.measure.trend_lane), the drift lane (gate.commands.drift), the dry-run plan (gate.commands.dry_run) and the
 output files (gate.commands.outputs). The decision itself is `gate.decide.core.decide`, a pure function, so
 `gate decide` on the records this writes gives the same result.
 """
@@ -23,28 +23,31 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from gate import __version__
+from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_outputs
-from gate.decide.core import Decision, Lineage, decide
+from gate.decide.core import Decision, decide
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
+from gate.judge.checks import evaluate_checks
 from gate.judge.cost import boundary, prices
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
 from gate.measure import certify
-from gate.measure.drift.command import print_drift_plan, run_drift_lane
 from gate.measure.drift.lane import DriftRun
-from gate.measure.trend import TREND_RECORDS, compare_to_base, load_trend, read_base_trend, summarize
+from gate.measure.trend import TREND_RECORDS, compare_to_base, read_base_trend, summarize
 from gate.measure.trend_lane import attach_trend, judge_trend, trend_cases, trend_todo
 from gate.model.cases import Dataset
+from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, load_policy, today
 from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
 from gate.model.states import Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
+from gate.model.trend_rubric import load_trend
 from gate.plan.inputs import cache_dir_for, load_inputs
 from gate.plan.selection import Plan
-from gate.plan.shard import Shard, select, with_shard
+from gate.plan.shard import Shard, select
 from gate.run.lineage import JudgeSettings, make_lineage
 from gate.run.outdir import OutputWriteError, check_out_dir, describe
 from gate.run.progress import Progress
@@ -53,7 +56,7 @@ from gate.run.resume import recovered_records, reusable_records
 from gate.run.runner import Runner, judge_all
 from gate.run.worker_records import discard_worker_records, fold_worker_records
 from gate.run.workers import judge_in_workers, make_budget, worker_count
-from gate.validate.case_checks import CheckResults, attach_checks, evaluate_checks
+from gate.validate.case_checks import CheckResults, attach_checks
 
 if TYPE_CHECKING:
     from gate.model.result import Trend as BaseTrend
@@ -493,3 +496,10 @@ def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
         case_ids=tuple(undone),
         extra={"detail": runner.failure},
     )
+
+
+def with_shard(decision: Decision, shard: Shard | None) -> Decision:
+    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
+    if shard is not None and decision.result is not None:
+        decision.result = decision.result.with_(shard=shard.to_dict())
+    return decision

@@ -19,6 +19,7 @@ from typing import Any
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.decide.rules import apply_rules, control_failures
 from gate.judge.cost import boundary
+from gate.model.lineage import Lineage
 from gate.model.overrides import apply_overrides
 from gate.model.owners import route
 from gate.model.policy import LoadedPolicy, Owners
@@ -29,23 +30,6 @@ from gate.model.strata import weigh
 from gate.plan.selection import Plan
 
 RESULT_SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Lineage:
-    policy_sha256: str
-    dataset_sha256: str
-    prompt_sha256: str
-    metric_version: str
-    evaluator_model: str
-    ragas_version: str
-    gate_version: str
-    metric_definition_sha256: str = ""  # gate.measure.rollback.metric_definition_sha256
-    config_fingerprint: str = ""  # gate.model.fingerprint of the judge this policy makes now
-    dataset_card_sha256: str = ""  # gate.model.dataset_card; "" when the policy names no card
-
-    def to_dict(self) -> dict[str, str]:
-        return dict(self.__dict__)
 
 
 def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:

@@ -7,16 +7,15 @@ rule functions (gate/decide/rules.py) read and never change.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gate.decide.vetting import conflicting_verdicts, vet_records
 from gate.judge.render import RenderError, render_case
+from gate.judge.vetting import conflicting_verdicts, vet_records
 from gate.model.cases import Case
 from gate.model.policy import LoadedPolicy, Policy
-from gate.model.records import Record
+from gate.model.records import Record, majority
 from gate.model.states import Finding, blocking_findings
 from gate.plan.selection import Plan
 
@@ -192,15 +191,6 @@ def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
 
 def _failed_control(r: Record) -> bool:
     return r.status == "ok" and r.control_role is not None and r.judge_label != r.human_label
-
-
-def majority(labels: Sequence[str]) -> str | None:
-    counts = Counter(labels).most_common()
-    if not counts:
-        return None
-    if len(counts) > 1 and counts[0][1] == counts[1][1]:
-        return None
-    return counts[0][0]
 
 
 def classify(

@@ -1,4 +1,9 @@
-"""The judge: a Ragas DiscreteMetric evaluator behind a small interface.
+"""The judge: a Ragas DiscreteMetric evaluator behind a small interface, and what it costs.
+
+What it holds: the evaluator interface and its ragas-backed implementation, the rendering of a
+case into the prompt, the reply contract (`outcome`) and record vetting (`vetting`), metering,
+budget and cost estimates, the attempt journal, the cache, the deterministic checks' runner.
+What it may import: `gate.model`, `gate.validate`, `gate.plan`. The only package that imports ragas.
 
 Nothing in this package imports ragas at module import time: `gate validate`, `gate decide` and
 the reports must work without paying ragas' ~2 s import. The ragas-backed implementation lives

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gate.decide.evidence import UNRUN_ERROR_KINDS, best_records, majority
-from gate.decide.vetting import verdict_problem_for
+from gate.decide.evidence import UNRUN_ERROR_KINDS, best_records
+from gate.judge.vetting import verdict_problem_for
 from gate.measure.rollback import read_rollback
 from gate.model.errors import UsageError
-from gate.model.records import RECORDS_FILE, Record, read_records
+from gate.model.records import RECORDS_FILE, Record, majority, read_records
 from gate.model.result import Result, ResultProblem, load_result
 
 COMPARE_SCHEMA_VERSION = 1

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from gate.measure.compare import compare_runs, critical_slices_of, load_run
+from gate.measure.compare_report import render_comment_section, render_compare
 from gate.model import escape
 from gate.model.errors import GateError
 from gate.model.records import RECORDS_FILE
-from gate.report.compare import render_comment_section, render_compare
 
 HEADING = "### Against the base run"
 

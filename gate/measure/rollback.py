@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gate import __version__
 from gate.judge import installed_version
 from gate.judge.render import RENDERER_VERSION
-from gate.model.loading import FileProblem, canonical_json, read_json, sha256_hex
-from gate.model.policy import LoadedPolicy
+from gate.model.loading import FileProblem, read_json, sha256_hex
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -27,19 +26,6 @@ ROLLBACK_SCHEMA_VERSION = 1
 # The packages whose versions shape a verdict: the judge library, its client stack, the parser.
 JUDGE_PACKAGES = ("ragas", "instructor", "openai", "httpx2", "langchain-core", "langchain-community", "pydantic")
 _LOCK = Path(__file__).resolve().parents[2] / "requirements.lock"
-
-
-def metric_definition_sha256(loaded: LoadedPolicy) -> str:
-    """sha256 of what defines the metric: name, version, allowed values, label aliases, prompt."""
-    metric = loaded.policy.metric
-    definition = {
-        "name": metric.name,
-        "version": metric.version,
-        "allowed_values": list(metric.allowed_values),
-        "label_aliases": dict(metric.label_aliases),
-        "prompt_sha256": loaded.prompt_sha256,
-    }
-    return sha256_hex(canonical_json(definition))
 
 
 def lock_sha256() -> str | None:

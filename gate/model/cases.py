@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from gate.model.errors import PolicyError
 from gate.model.escape import NAME_RULE, is_name, visible
 from gate.model.loading import (
     FileProblem,
@@ -25,7 +26,7 @@ from gate.model.loading import (
     sha256_hex,
     surrogate_at,
 )
-from gate.model.overrides import check_override_cases
+from gate.model.overrides import case_problems
 from gate.model.policy import ControlRole, LoadedPolicy
 from gate.model.states import Finding, State
 from gate.model.yaml12 import as_written
@@ -325,7 +326,9 @@ def load_dataset(loaded: LoadedPolicy) -> Dataset:
     # (which would rescan them again and again) makes loading several times faster.
     with gc_paused():
         dataset = _load_dataset(loaded)
-    check_override_cases(loaded, dataset)
+    problems = case_problems(loaded.policy.overrides, {c.case_id for c in dataset.cases})
+    if problems:
+        raise PolicyError(str(loaded.path), problems)
     return dataset
 
 

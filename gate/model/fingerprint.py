@@ -80,3 +80,16 @@ def _fingerprint(config: JudgeConfig) -> str:
 def config_fingerprint(loaded: LoadedPolicy, base_url: str, ragas_version: str) -> str:
     """The 64-hex fingerprint of the judge this policy makes at this base URL and ragas version."""
     return JudgeConfig.of(loaded, base_url, ragas_version).fingerprint
+
+
+def metric_definition_sha256(loaded: LoadedPolicy) -> str:
+    """sha256 of what defines the metric: name, version, allowed values, label aliases, prompt."""
+    metric = loaded.policy.metric
+    definition = {
+        "name": metric.name,
+        "version": metric.version,
+        "allowed_values": list(metric.allowed_values),
+        "label_aliases": dict(metric.label_aliases),
+        "prompt_sha256": loaded.prompt_sha256,
+    }
+    return sha256_hex(canonical_json(definition))

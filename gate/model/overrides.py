@@ -15,14 +15,24 @@ import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gate.model.errors import PolicyError
+from pydantic import Field
+
 from gate.model.states import Finding, State
+from gate.model.strict import Strict
 
-if TYPE_CHECKING:
-    from gate.model.cases import Dataset
-    from gate.model.policy import LoadedPolicy, Override, Policy
+
+class Override(Strict):
+    id: str = Field(min_length=1)
+    case_ids: list[str] = Field(min_length=1)
+    blocker: str = Field(min_length=1)
+    approver: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    evidence: str = Field(min_length=1)
+    expires: dt.date
+    follow_up: str = Field(min_length=1)
+
 
 WAIVABLE: tuple[str, ...] = (
     "false_pass_limit",
@@ -65,10 +75,10 @@ def kind_of(o: Override) -> str:
     return ALIASES.get(o.blocker, o.blocker)
 
 
-def kind_problems(policy: Policy) -> list[str]:
+def kind_problems(overrides: Sequence[Override], missing_evidence: str) -> list[str]:
     """What is wrong with the overrides' `blocker` fields (checked when the policy loads)."""
     problems: list[str] = []
-    for i, o in enumerate(policy.overrides):
+    for i, o in enumerate(overrides):
         where = f"`overrides.{i}.blocker` (override {o.id})"
         kind = kind_of(o)
         if kind in NOT_WAIVABLE:
@@ -78,7 +88,7 @@ def kind_problems(policy: Policy) -> list[str]:
             )
         elif kind not in WAIVABLE:
             problems.append(f"{where}: unknown blocker kind {o.blocker!r}; {_FIX}")
-        elif kind == "missing_evidence" and policy.missing_evidence != "review":
+        elif kind == "missing_evidence" and missing_evidence != "review":
             problems.append(
                 f"{where}: under `missing_evidence: block` missing evidence is a quality_failed input problem that "
                 "no override waives; fix: add the reference, or set `missing_evidence: review` to route it to a person"
@@ -86,18 +96,11 @@ def kind_problems(policy: Policy) -> list[str]:
     return problems
 
 
-def check_override_cases(loaded: LoadedPolicy, dataset: Dataset) -> None:
-    """Every case id an override names must be in the dataset: a typo would waive nothing, silently."""
-    problems = case_problems(loaded.policy, dataset)
-    if problems:
-        raise PolicyError(str(loaded.path), problems)
-
-
-def case_problems(policy: Policy, dataset: Dataset) -> list[str]:
-    """The overrides' case ids the dataset does not have, one problem per override."""
-    known = {c.case_id for c in dataset.cases}
+def case_problems(overrides: Sequence[Override], known: set[str]) -> list[str]:
+    """The overrides' case ids the dataset does not have, one problem per override: a typo would
+    waive nothing, silently."""
     problems = []
-    for i, o in enumerate(policy.overrides):
+    for i, o in enumerate(overrides):
         unknown = [c for c in o.case_ids if c not in known]
         if unknown:
             problems.append(
@@ -172,17 +175,3 @@ def _waiver(o: Override, kind: str, case_ids: list[str]) -> dict[str, Any]:
         "expires": o.expires.isoformat(),
         "follow_up": o.follow_up,
     }
-
-
-def dataset_case_problems(loaded: LoadedPolicy) -> list[str]:
-    """`case_problems` against the policy's dataset, when it can be read (best effort: a dataset
-    that cannot be read says so itself on the next run, once the policy loads)."""
-    from gate.model.cases import load_dataset
-
-    try:
-        load_dataset(loaded)
-    except PolicyError as exc:
-        return [p for p in exc.problems if p.startswith("`overrides.") and ".case_ids`" in p]
-    except Exception:  # any dataset problem is reported by the dataset's own check
-        return []
-    return []

@@ -6,18 +6,17 @@ An invalid policy file is a usage error (exit 2) that lists every problem found.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
 import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -34,8 +33,9 @@ from gate.model.loading import (
     resolve_inside,
 )
 from gate.model.loading import sha256_hex as _sha256
-from gate.model.overrides import kind_problems
+from gate.model.overrides import Override, case_problems, kind_problems
 from gate.model.paths import from_working_directory, shown_path
+from gate.model.strict import Strict
 from gate.model.yaml12 import as_written
 
 ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
@@ -49,23 +49,6 @@ LEAKING_FIELDS: frozenset[str] = frozenset(
     {"human_adjudication", "human_label", "label", "expected_control_role", "pair", "adjudication"}
 )
 REQUIRED_PLACEHOLDER = "response"
-
-
-_NUMBER_TYPES = (int, float, int | None, float | None)
-
-
-class Strict(BaseModel):
-    # Every number is finite: `.inf` in a cost cap or a timeout would turn the bound off.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_boolean_numbers(cls, v: object, info: ValidationInfo) -> object:
-        # pydantic reads `true` as 1 for a number: `max_false_passes: true` must not allow one.
-        field = cls.model_fields.get(info.field_name or "")
-        if isinstance(v, bool) and field is not None and field.annotation in _NUMBER_TYPES:
-            raise ValueError(f"{str(v).lower()} is not a number; fix: write a number")
-        return v
 
 
 class Metric(Strict):
@@ -151,17 +134,6 @@ class Limits(Strict):
 class Lane(Strict):
     partitions: list[str] = Field(min_length=1)
     controls: bool = False
-
-
-class Override(Strict):
-    id: str = Field(min_length=1)
-    case_ids: list[str] = Field(min_length=1)
-    blocker: str = Field(min_length=1)
-    approver: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
-    evidence: str = Field(min_length=1)
-    expires: dt.date
-    follow_up: str = Field(min_length=1)
 
 
 class Leakage(Strict):
@@ -559,7 +531,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     problems += _named_file_problems(source.parent, policy)
     card, card_problems = _dataset_card(source.parent, policy)
     names, prompt_problems = _prompt_problems(policy, prompt_text)
-    override_kinds = kind_problems(policy)
+    override_kinds = kind_problems(policy.overrides, policy.missing_evidence)
     problems += card_problems + prompt_problems + _price_problems(policy) + override_kinds
     loaded = LoadedPolicy(
         path=source.resolve(),
@@ -574,12 +546,28 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     if override_kinds:
         # The overrides' case ids are checked against the dataset later; say those problems now
         # too, so one edit fixes the override (a wrong kind and a wrong case id, one pass).
-        from gate.model.overrides import dataset_case_problems
-
-        problems += dataset_case_problems(loaded)
+        known = _case_ids_leniently(loaded)
+        problems += case_problems(policy.overrides, known) if known is not None else []
     if problems:
         raise PolicyError(str(p), problems)
     return loaded
+
+
+def _case_ids_leniently(loaded: LoadedPolicy) -> set[str] | None:
+    """The case ids of the policy's case files, read leniently (None when a file cannot be read):
+    the dataset's own check reports whatever else is wrong with them."""
+    known: set[str] = set()
+    for path in loaded.case_paths:
+        try:
+            text = read_text(path, "case file")
+        except (FileProblem, OSError):
+            return None
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError, RecursionError):
+                row = json.loads(line)
+                if isinstance(row, dict) and isinstance(row.get("case_id"), str):
+                    known.add(row["case_id"])
+    return known
 
 
 def today() -> dt.date:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -141,7 +142,7 @@ def _upgrade(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _untyped_verdict_as_error(obj: dict[str, Any]) -> dict[str, Any]:
     """A `judge_label`/`judge_reason` that is not text is no verdict: an `ok` record holding one is
-    a parse_error, as on the live path (`gate.decide.vetting` checks the rest of the contract)."""
+    a parse_error, as on the live path (`gate.judge.vetting` checks the rest of the contract)."""
     bad = [k for k in ("judge_label", "judge_reason") if obj.get(k) is not None and not isinstance(obj[k], str)]
     if not bad:
         return obj
@@ -268,3 +269,13 @@ def write_records(path: Path, records: Iterable[Record]) -> None:
     with RecordWriter(path) as w:
         for r in records:
             w.write(r)
+
+
+def majority(labels: Sequence[str]) -> str | None:
+    """The label most repeats gave (SPEC 8: the majority counts); None on a tie or no label."""
+    counts = Counter(labels).most_common()
+    if not counts:
+        return None
+    if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        return None
+    return counts[0][0]

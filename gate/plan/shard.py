@@ -11,13 +11,9 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from gate.model.errors import UsageError
 from gate.plan.selection import Plan
-
-if TYPE_CHECKING:
-    from gate.decide.core import Decision
 
 MAX_SHARDS = 1_000
 _SPEC = re.compile(r"\s*(\d{1,4})\s*/\s*(\d{1,4})\s*")
@@ -77,10 +73,3 @@ def owned_by(plan: Plan, count: int) -> dict[int, list[str]]:
         if not c.is_control:
             out[shard_of(c.case_id, count)].append(c.case_id)
     return out
-
-
-def with_shard(decision: Decision, shard: Shard | None) -> Decision:
-    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
-    if shard is not None and decision.result is not None:
-        decision.result = decision.result.with_(shard=shard.to_dict())
-    return decision

@@ -29,7 +29,6 @@ from gate.model.paths import shown_path
 from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER
 
 if TYPE_CHECKING:
-    from gate.measure.compare import Comparison
     from gate.model.result import CaseRow, Result
 
 STATE_STYLE = {
@@ -58,12 +57,12 @@ def make_console(stream: IO[str]) -> Console:
     )
 
 
-def _t(text: object, limit: int | None = None, style: str = "") -> Text:
+def safe_text(text: object, limit: int | None = None, style: str = "") -> Text:
     return Text(log_text(text, limit), style=style)
 
 
 def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
-    out = Text(", ").join(_t(i, style="cyan") for i in ids[:limit])
+    out = Text(", ").join(safe_text(i, style="cyan") for i in ids[:limit])
     if len(ids) > limit:
         out.append(f" and {len(ids) - limit} more")
     return out
@@ -71,16 +70,18 @@ def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
 
 def _case_detail(c: CaseRow) -> Text:
     if c.bucket == "errored":
-        return Text.assemble("evaluator error ", _t(c.error_kind), ": ", _t(c.error_message or "", 120))
+        return Text.assemble("evaluator error ", safe_text(c.error_kind), ": ", safe_text(c.error_message or "", 120))
     if c.bucket == "withheld":
         return Text("withheld (no reference evidence)")
     if c.bucket == "unrun":
         return Text("not judged")
-    out = Text.assemble("human ", _t(c.human_label, style="bold"), ", judge ", _t(c.verdict, style="bold"))
+    out = Text.assemble(
+        "human ", safe_text(c.human_label, style="bold"), ", judge ", safe_text(c.verdict, style="bold")
+    )
     if len(c.labels) > 1:
-        out.append_text(Text.assemble(" (votes: ", Text(", ").join(_t(v) for v in c.labels), ")"))
+        out.append_text(Text.assemble(" (votes: ", Text(", ").join(safe_text(v) for v in c.labels), ")"))
     if c.reason:
-        out.append_text(Text.assemble(' — "', _t(c.reason, MAX_REASON, style="italic"), '"'))
+        out.append_text(Text.assemble(' — "', safe_text(c.reason, MAX_REASON, style="italic"), '"'))
     return out
 
 
@@ -101,24 +102,24 @@ def _blockers(result: Result, console: Console) -> None:
         if group:
             console.print(Text.assemble("  ", (state, STATE_STYLE[state]), f" ({len(group)})"))
         for b in group:
-            where = Text.assemble(" in slice ", _t(b.slice, style="cyan")) if b.slice else Text()
+            where = Text.assemble(" in slice ", safe_text(b.slice, style="cyan")) if b.slice else Text()
             kind = (log_text(b.kind), "bold")
             owner = owner_text(b)
             if owner:
-                where = Text.assemble(where, " owner ", _t(owner, style="magenta"))
-            _indented(console, 4, Text.assemble(kind, where, ": ", _t(b.message, 300)))
+                where = Text.assemble(where, " owner ", safe_text(owner, style="magenta"))
+            print_indented(console, 4, Text.assemble(kind, where, ": ", safe_text(b.message, 300)))
             ids = b.case_ids
             judged = [i for i in ids if i in cases and cases[i].bucket not in ("unrun", "withheld")]
             detailed = [] if b.kind in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
             for i in detailed:
-                _indented(console, 6, Text.assemble(_t(i, style="cyan"), ": ", _case_detail(cases[i])))
+                print_indented(console, 6, Text.assemble(safe_text(i, style="cyan"), ": ", _case_detail(cases[i])))
             rest = [i for i in ids if i not in detailed]
             if rest:
                 label = f"{len(rest)} more case(s): " if detailed else "cases: "
-                _indented(console, 6, Text.assemble(label, _ids(rest)))
+                print_indented(console, 6, Text.assemble(label, _ids(rest)))
 
 
-def _indented(console: Console, left: int, text: Text) -> None:
+def print_indented(console: Console, left: int, text: Text) -> None:
     """Wrapped lines keep the indent on a terminal; a log line stays one line."""
     console.print(Padding(text, (0, 0, 0, left)) if console.is_terminal else Text(" " * left) + text)
 
@@ -135,7 +136,7 @@ def _slices(result: Result, console: Console) -> None:
     for name, tally in slices.items():
         t = tally.written()
         cells = [Text(str(t[c]), style="bold red" if c in ("false_pass", "false_fail") and t[c] else "") for c in cols]
-        table.add_row(_t(name, style="cyan"), *cells)
+        table.add_row(safe_text(name, style="cyan"), *cells)
     console.print(Text("Slices (controls excluded)", style="bold"))
     console.print(table, soft_wrap=False)
     console.print()
@@ -185,11 +186,11 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console) -> Non
     console.print(
         Text.assemble(
             "Policy ",
-            _t(result.policy_id),
+            safe_text(result.policy_id),
             " version ",
-            _t(result.policy_version),
+            safe_text(result.policy_version),
             ", lane ",
-            _t(result.lane),
+            safe_text(result.lane),
         )
     )
     console.print(_counts(result))
@@ -199,7 +200,7 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console) -> Non
     _slices(result, console)
     _cost(result, console)
     for note in result.notes:
-        console.print(Text.assemble("Note: ", _t(note)))
+        console.print(Text.assemble("Note: ", safe_text(note)))
     if out_dir is not None:
         console.print()
         written = [(shown_path(out_dir / name), what) for name, what in OUTPUT_NOTES if (out_dir / name).exists()]
@@ -226,36 +227,8 @@ def print_findings(findings: Sequence[Mapping[str, Any]], console: Console, head
             Text.assemble((state, STATE_STYLE[state]), f": {len(group)} finding(s); {STATE_MEANING.get(state, '')}")
         )
         for f in group:
-            line = Text.assemble((log_text(f.get("kind")), "bold"), ": ", _t(f.get("message")))
+            line = Text.assemble((log_text(f.get("kind")), "bold"), ": ", safe_text(f.get("message")))
             ids = list(f.get("case_ids") or [])
             if ids:
                 line.append_text(Text.assemble(" [cases: ", _ids(ids), "]"))
-            _indented(console, 2, line)
-
-
-def print_compare(comparison: Comparison, files: Sequence[Path], console: Console) -> None:
-    """`gate compare`: the counts first, then the critical transitions; compare.md has the rest."""
-    c = comparison
-    console.print(Text.assemble(("gate compare", "bold"), ": base ", _t(c.base.label), " -> head ", _t(c.head.label)))
-    if not c.transitions:
-        console.print(f"No verdict changed: {c.unchanged} case(s) judged the same on both sides.")
-    else:
-        kinds = ", ".join(f"{log_text(k)} {n}" for k, n in c.counts.items())
-        console.print(f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases: {kinds}")
-    shown = [t for t in c.transitions if t.critical] if c.critical_slices is not None else list(c.transitions)
-    for t in shown[:MAX_IDS]:
-        where = {"none": "same inputs: the judge itself moved", "unknown": "first difference not recorded"}.get(
-            t.first_divergence, f"first differs at {t.first_divergence}"
-        )
-        if t.base_value is not None or t.head_value is not None:
-            where = f"{where}: {t.base_value} -> {t.head_value}"
-        _indented(
-            console,
-            2,
-            Text.assemble(_t(t.case_id, style="cyan"), " (", _t(t.slice), "): ", _t(t.kind), "; ", _t(where, 160)),
-        )
-    if len(shown) > MAX_IDS:
-        console.print(f"  and {len(shown) - MAX_IDS} more in compare.md")
-    for note in c.notes:
-        console.print(Text.assemble("Note: ", _t(note)))
-    console.print(Text.assemble("Wrote ", ", ".join(shown_path(f) for f in files)))
+            print_indented(console, 2, line)

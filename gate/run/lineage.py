@@ -14,11 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gate import __version__
-from gate.decide.core import Lineage
 from gate.judge import installed_version, ragas_version, resolve_base_url
-from gate.measure.rollback import metric_definition_sha256
 from gate.model.cases import Case, Dataset
-from gate.model.fingerprint import config_fingerprint
+from gate.model.fingerprint import config_fingerprint, metric_definition_sha256
+from gate.model.lineage import Lineage
 from gate.model.loading import canonical_json, sha256_hex
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, Sampling

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from gate import __version__
-from gate.decide.core import Lineage
 from gate.judge import Judgment
 from gate.model.cases import Case
 from gate.model.clear_text import kept_reason
+from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 from gate.run.lineage import JudgeSettings

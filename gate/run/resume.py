@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gate.decide.core import Lineage
-from gate.decide.vetting import vet_record
 from gate.judge import Judgment
 from gate.judge.journal import Unrecorded
 from gate.judge.render import RenderError, render_case
+from gate.judge.vetting import vet_record
 from gate.model.cases import Case, Dataset
+from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 from gate.plan.selection import Plan

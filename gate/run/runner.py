@@ -13,17 +13,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from gate.decide.core import Lineage
-from gate.decide.evidence import majority
-from gate.decide.vetting import vet_record
 from gate.judge import Evaluator, Judgment, partial_judgment
 from gate.judge.budget import Budget
 from gate.judge.journal import CURRENT as JOURNAL_CONTEXT
 from gate.judge.journal import AttemptJournal, JournalContext
+from gate.judge.vetting import vet_record
 from gate.model.cases import Case, Dataset
+from gate.model.lineage import Lineage
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record, RecordWriter
+from gate.model.records import Record, RecordWriter, majority
 from gate.plan.selection import Plan
 from gate.run.lineage import JudgeSettings
 from gate.run.outdir import describe

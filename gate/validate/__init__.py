@@ -2,6 +2,8 @@
 
 Each validator is a plain function `(Context) -> list[Finding]`, one small module per concern.
 `run_validators` returns the loader's findings followed by every validator's, in a fixed order.
+The deterministic checks are loaded and read here (`case_checks`); gate/judge/checks.py runs them.
+What it may import: `gate.model`.
 """
 
 from __future__ import annotations

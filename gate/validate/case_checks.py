@@ -5,8 +5,8 @@ A check is a plain Python function in the team's repository, named by the policy
 a test suite's would; a file outside the repository that holds the policy is refused.
 
 The signature is read from the raw function (`inspect.signature`), so `gate validate` never imports
-ragas for it. Only when the checks run (`gate run`, `gate decide`) is the function wrapped with
-`ragas.metrics.discrete_metric`. ragas turns an exception, a rejected input or a value outside
+ragas for it. Only when the checks run (`gate run`, `gate decide`: gate/judge/checks.py) is the
+function wrapped with `ragas.metrics.discrete_metric`. ragas turns an exception, a rejected input or a value outside
 `allowed_values` into a result whose value is None: here each of those is `check_error`, never a
 pass.
 """
@@ -165,7 +165,7 @@ def load_checks(loaded: LoadedPolicy) -> tuple[LoadedCheck, ...]:
             module = _import(path, digest)
         except (Exception, SystemExit) as exc:
             problems.append(
-                f"{key}: importing it raised {type(exc).__name__}: {_short(exc)}; fix: make the module importable"
+                f"{key}: importing it raised {type(exc).__name__}: {short_error(exc)}; fix: make the module importable"
             )
             continue
         func = _raw_function(getattr(module, spec.function, None))
@@ -181,7 +181,7 @@ def load_checks(loaded: LoadedPolicy) -> tuple[LoadedCheck, ...]:
     return tuple(out)
 
 
-def _short(exc: BaseException) -> str:
+def short_error(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or "(no message)"
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
@@ -240,70 +240,6 @@ class CheckResults:
 
 
 NO_CHECKS = CheckResults(checks=(), values={})
-
-
-def run_checks(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> CheckResults:
-    """Run every check on every case through `ragas.metrics.discrete_metric` (imports ragas)."""
-    if not checks:
-        return NO_CHECKS
-    import asyncio  # here, not at the top: `gate validate` loads this module and never awaits
-
-    from gate.judge.discrete import discrete_metric_decorator
-
-    discrete_metric = discrete_metric_decorator()
-    metrics = {
-        c.name: _input_model_once(discrete_metric(name=c.name, allowed_values=list(c.spec.allowed_values))(c.func))
-        for c in checks
-    }
-    runnable = {c.name for c in checks if not c.signature_problems()}
-
-    async def score_all() -> dict[str, dict[str, CheckValue]]:
-        values: dict[str, dict[str, CheckValue]] = {}
-        for case in cases:
-            row: dict[str, CheckValue] = {}
-            for check in checks:
-                if check.name not in runnable:
-                    row[check.name] = CheckValue(None, "the check's signature cannot be filled", unfillable=True)
-                    continue
-                row[check.name] = await _score(check, metrics[check.name], case)
-            values[case.case_id] = row
-        return values
-
-    return CheckResults(checks=tuple(checks), values=asyncio.run(score_all()))
-
-
-def _input_model_once(metric: Any) -> Any:
-    """Build the wrapper's input-validation model once instead of on every call.
-
-    ragas 0.4.3 rebuilds a pydantic model from the function's signature inside every `ascore`
-    (~0.4 ms, nearly all of a check's time: ~40 s per 100,000 case-checks). The signature never
-    changes, so one model validates every call. Without that attribute (another ragas) the wrapper
-    is left as it is.
-    """
-    build = getattr(metric, "_create_pydantic_model", None)
-    if callable(build):
-        try:
-            model = build()
-        except Exception:  # ragas then warns and validates nothing: keep its own behaviour
-            return metric
-        metric._create_pydantic_model = lambda: model
-    return metric
-
-
-async def _score(check: LoadedCheck, metric: Any, case: Case) -> CheckValue:
-    kwargs, missing = check.inputs(case)
-    if missing is not None:
-        return CheckValue(None, f"the case has no `{missing}`", unfillable=True)
-    try:
-        result = await metric.ascore(**kwargs)
-    except (Exception, SystemExit) as exc:  # ragas raises on inputs it rejects; team code may exit
-        return CheckValue(None, f"{type(exc).__name__}: {_short(exc)}")
-    value = getattr(result, "value", None)
-    if isinstance(value, str) and value in check.spec.allowed_values:
-        return CheckValue(value)
-    reason = getattr(result, "reason", None)
-    why = _short(Exception(reason)) if isinstance(reason, str) and reason else f"returned {value!r}"
-    return CheckValue(None, why)
 
 
 def check_findings(results: CheckResults, cases: Sequence[Case]) -> list[Finding]:
@@ -383,12 +319,6 @@ def checks_summary(results: CheckResults, cases: Sequence[Case]) -> dict[str, An
             "error_case_ids": errored,
         }
     return out
-
-
-def evaluate_checks(loaded: LoadedPolicy, cases: Sequence[Case]) -> tuple[CheckResults, list[Finding]]:
-    """Load and run the policy's checks on `cases`: their values and the blockers they raise."""
-    results = run_checks(load_checks(loaded), cases)
-    return results, check_findings(results, cases)
 
 
 def attach_checks(result: Result, results: CheckResults, cases: Sequence[Case]) -> Result:

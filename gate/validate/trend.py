@@ -8,8 +8,8 @@ from gate.validate.context import Context
 
 def trend_bands(ctx: Context) -> list[Finding]:
     if ctx.loaded.policy.trend is None:
-        return []  # gate.measure.trend (asyncio, the judge package) is imported only when a trend exists
-    from gate.measure.trend import band_findings, load_trend
+        return []  # gate.measure.trend rubric is imported only when a trend exists
+    from gate.model.trend_rubric import band_findings, load_trend
 
     load_trend(ctx.loaded)  # a broken trend prompt is a policy error (exit 2), raised here
     return band_findings(ctx.loaded)

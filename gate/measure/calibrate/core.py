@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gate.decide.evidence import UNRUN_ERROR_KINDS, best_records, majority
-from gate.decide.vetting import vet_records
+from gate.decide.evidence import UNRUN_ERROR_KINDS, best_records
+from gate.judge.vetting import vet_records
 from gate.measure.calibrate.stats import Rate, cohen_kappa, wilson
 from gate.model.cases import Case
 from gate.model.errors import UsageError
 from gate.model.policy import Policy
-from gate.model.records import Record
+from gate.model.records import Record, majority
 from gate.model.strata import Confusion, Weighting, weigh
 from gate.model.supersede import superseded_ids
 
@@ -239,7 +239,7 @@ def reduce_case(
     errored = [r for r in judged if r.status == "error" and r.error_kind not in UNRUN_ERROR_KINDS]
     if errored:
         return replace(base, bucket="errors", why=f"evaluator error: {errored[0].error_kind or 'unknown'}")
-    # Records were vetted first (`gate.decide.vetting`): a label outside the contract is already an
+    # Records were vetted first (`gate.judge.vetting`): a label outside the contract is already an
     # evaluator error here, never a verdict.
     oks = sorted((r for r in judged if r.status == "ok"), key=lambda r: r.repeat_index)
     if len(oks) < repeats:

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from gate import __version__
-from gate.decide.core import RESULT_SCHEMA_VERSION, Decision, Lineage, cost_summary
+from gate.decide.core import RESULT_SCHEMA_VERSION, Decision, cost_summary
 from gate.judge import Evaluator, Judgment, ragas_version
 from gate.judge.budget import Budget
 from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal
 from gate.measure.drift.findings import against_previous, pass_rates, proposals, verdicts
 from gate.model.cases import Case, load_dataset
+from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordWriter
 from gate.model.result import Result
@@ -46,7 +47,7 @@ class DriftRun:
 
 
 # Builds one records line (gate.run.recording.make_record with the drift lane's lineage), passed in by
-# gate.measure.drift.command.
+# gate.commands.drift.
 RecordMaker = Callable[[Case, Judgment, LoadedPolicy, Lineage], Record]
 
 

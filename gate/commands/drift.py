@@ -7,10 +7,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gate.commands.outputs import write_outputs
-from gate.decide.core import Decision, Lineage
+from gate.decide.core import Decision
 from gate.judge import Evaluator, Judgment, resolve_base_url
 from gate.measure.drift.lane import DriftRun, run_drift
 from gate.model.cases import Case
+from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 from gate.model.states import State

@@ -7,10 +7,17 @@ Pure. Case ids, slices and recorded values come from records files (untrusted) a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
 
 from gate.measure.compare import Comparison, Transition
 from gate.measure.rollback import bundle_rows
 from gate.model import escape
+from gate.model.escape import log_text
+from gate.model.paths import shown_path
+from gate.report.terminal import MAX_IDS, print_indented, safe_text
 
 MAX_CRITICAL_ROWS = 15
 MAX_OTHER_ROWS = 50
@@ -117,3 +124,43 @@ def render_comment_section(c: Comparison) -> str:
     if c.transitions:
         lines += ["", *_rows(list(c.transitions), MAX_COMMENT_ROWS)]
     return "\n".join(lines) + "\n"
+
+
+def print_compare(comparison: Comparison, files: Sequence[Path], console: Console) -> None:
+    """`gate compare`: the counts first, then the critical transitions; compare.md has the rest."""
+    c = comparison
+    console.print(
+        Text.assemble(
+            ("gate compare", "bold"), ": base ", safe_text(c.base.label), " -> head ", safe_text(c.head.label)
+        )
+    )
+    if not c.transitions:
+        console.print(f"No verdict changed: {c.unchanged} case(s) judged the same on both sides.")
+    else:
+        kinds = ", ".join(f"{log_text(k)} {n}" for k, n in c.counts.items())
+        console.print(f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases: {kinds}")
+    shown = [t for t in c.transitions if t.critical] if c.critical_slices is not None else list(c.transitions)
+    for t in shown[:MAX_IDS]:
+        where = {"none": "same inputs: the judge itself moved", "unknown": "first difference not recorded"}.get(
+            t.first_divergence, f"first differs at {t.first_divergence}"
+        )
+        if t.base_value is not None or t.head_value is not None:
+            where = f"{where}: {t.base_value} -> {t.head_value}"
+        print_indented(
+            console,
+            2,
+            Text.assemble(
+                safe_text(t.case_id, style="cyan"),
+                " (",
+                safe_text(t.slice),
+                "): ",
+                safe_text(t.kind),
+                "; ",
+                safe_text(where, 160),
+            ),
+        )
+    if len(shown) > MAX_IDS:
+        console.print(f"  and {len(shown) - MAX_IDS} more in compare.md")
+    for note in c.notes:
+        console.print(Text.assemble("Note: ", safe_text(note)))
+    console.print(Text.assemble("Wrote ", ", ".join(shown_path(f) for f in files)))
