@@ -53,7 +53,7 @@ from gate.run.outdir import OutputWriteError, check_out_dir, describe
 from gate.run.progress import Progress
 from gate.run.recording import make_record
 from gate.run.resume import recovered_records, reusable_records
-from gate.run.runner import Runner, judge_all
+from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
 from gate.run.worker_records import discard_worker_records, fold_worker_records
 from gate.run.workers import judge_in_workers, make_budget, worker_count
 from gate.validate.case_checks import CheckResults, attach_checks
@@ -391,19 +391,11 @@ def _make_runner(
         len(plan.scheduled) * plan.repeats, stream, prices(loaded).currency, boundary=budget.limit, reused=len(reuse)
     )
     runner = Runner(
-        loaded=loaded,
-        dataset=lane.dataset,
-        plan=plan,
-        evaluator=evaluator,
-        writer=writer,
-        budget=budget,
-        lineage=lineage,
-        progress=progress,
-        judge=lane.judge,
+        plan,
+        JudgingTools(evaluator=evaluator, budget=budget, writer=writer, progress=progress, journal=got.journal),
+        RecordContext(loaded=loaded, dataset=lane.dataset, lineage=lineage, judge=lane.judge, check_results=checks),
         reuse=reuse,
         waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
-        check_results=checks,
-        journal=got.journal,
     )
     return runner, workers
 

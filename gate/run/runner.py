@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import signal
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gate.judge import Evaluator, Judgment, partial_judgment
 from gate.judge.budget import Budget
@@ -31,36 +32,130 @@ from gate.run.recording import make_record
 from gate.validate.case_checks import NO_CHECKS, CheckResults
 
 
-@dataclass
-class Runner:
+@dataclass(frozen=True)
+class JudgingTools:
+    """What a lane needs to judge, given to a `Runner` whole: the evaluator, the budget it reserves
+    against, the journal its attempts are written ahead to, the records sink and the progress it
+    reports to. Each forked worker judges with its own evaluator, records file and progress."""
+
+    evaluator: Evaluator
+    budget: Budget
+    writer: RecordWriter
+    progress: Progress
+    journal: AttemptJournal | None = None
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What turns a judgment into a records line: the policy, the run's lineage and judge settings,
+    the dataset, and the deterministic checks' values."""
+
     loaded: LoadedPolicy
     dataset: Dataset
-    plan: Plan
-    evaluator: Evaluator
-    writer: RecordWriter
-    budget: Budget
     lineage: Lineage
-    progress: Progress
     judge: JudgeSettings
-    reuse: dict[tuple[str, int], Record] = field(default_factory=dict)
-    waived_pairs: set[str] = field(default_factory=set)  # case ids an active pair_violated override names
-    emitted: list[Record] = field(default_factory=list)
-    # case id -> labels of its completed judgments, for the control and pair checks mid-run
-    ok_labels: dict[str, list[str]] = field(default_factory=dict)
-    pair_members: dict[str, list[Case]] = field(default_factory=dict)
     check_results: CheckResults = NO_CHECKS
 
-    def __post_init__(self) -> None:
-        for c in self.plan.scheduled:
+
+class Runner:
+    """Judges one plan with its tools; holds the run's state (what was emitted, why it stopped).
+
+    A share of the plan (the controls judged first, a worker's cases) is a new Runner over the same
+    context (`for_share`), starting with empty state: nothing is copied and reset by hand.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        tools: JudgingTools,
+        context: RecordContext,
+        *,
+        reuse: dict[tuple[str, int], Record] | None = None,
+        waived_pairs: set[str] | None = None,
+    ) -> None:
+        self.plan, self.tools, self.context = plan, tools, context
+        self.reuse = reuse if reuse is not None else {}
+        self.waived_pairs = waived_pairs if waived_pairs is not None else set()  # an active pair_violated override
+        self.emitted: list[Record] = []
+        # case id -> labels of its completed judgments, for the control and pair checks mid-run
+        self.ok_labels: dict[str, list[str]] = {}
+        self.pair_members: dict[str, list[Case]] = {}
+        for c in plan.scheduled:
             if c.pair is not None:
                 self.pair_members.setdefault(c.pair.id, []).append(c)
+        self.stop_reason: str | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
+        self.failure_kind: str | None = None  # "output_failed" | "internal_error"
+        self.failure: str | None = None
 
-    stop_reason: str | None = None
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
-    failure_kind: str | None = None  # "output_failed" | "internal_error"
-    failure: str | None = None
-    journal: AttemptJournal | None = None  # attempts written ahead (attempts.jsonl)
+    def for_share(
+        self,
+        plan: Plan,
+        tools: JudgingTools | None = None,
+        *,
+        loaded: LoadedPolicy | None = None,
+        pairs: bool = True,
+    ) -> Runner:
+        """A runner of part of this plan (same reused judgments and waivers), fresh state; `loaded`
+        replaces the policy (a worker's share of the concurrency). `pairs=False`: the share checks
+        no pair mid-run (its mates may be judged elsewhere)."""
+        context = self.context if loaded is None else dataclasses.replace(self.context, loaded=loaded)
+        share = Runner(plan, tools or self.tools, context, reuse=self.reuse, waived_pairs=self.waived_pairs)
+        if not pairs:
+            share.pair_members = {}
+        return share
+
+    def absorb(self, share: Runner) -> None:
+        """Take in what a share judged in this process (the controls): its records, verdicts and
+        why it stopped, as if this runner had judged them."""
+        self.emitted += share.emitted
+        for case_id, labels in share.ok_labels.items():
+            self.ok_labels.setdefault(case_id, []).extend(labels)
+        self.stop_reason = share.stop_reason
+        if self.failure is None:
+            self.failure_kind, self.failure = share.failure_kind, share.failure
+
+    # The tools and context by name, for the code that reads a run's runner.
+    @property
+    def loaded(self) -> LoadedPolicy:
+        return self.context.loaded
+
+    @property
+    def dataset(self) -> Dataset:
+        return self.context.dataset
+
+    @property
+    def lineage(self) -> Lineage:
+        return self.context.lineage
+
+    @property
+    def judge(self) -> JudgeSettings:
+        return self.context.judge
+
+    @property
+    def check_results(self) -> CheckResults:
+        return self.context.check_results
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return self.tools.evaluator
+
+    @property
+    def budget(self) -> Budget:
+        return self.tools.budget
+
+    @property
+    def writer(self) -> RecordWriter:
+        return self.tools.writer
+
+    @property
+    def progress(self) -> Progress:
+        return self.tools.progress
+
+    @property
+    def journal(self) -> AttemptJournal | None:
+        return self.tools.journal
 
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
         # A cached verdict is read back from storage CI restores: it meets the same contract.

@@ -50,7 +50,7 @@ from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordsError, read_records
 from gate.model.states import Finding, State
-from gate.run.runner import Runner, judge_all
+from gate.run.runner import JudgingTools, Runner, judge_all
 from gate.run.worker_records import WorkerFile, read_worker, set_aside
 
 if TYPE_CHECKING:
@@ -200,19 +200,14 @@ def _work(
     try:
         loaded = with_concurrency(runner.loaded, concurrency)
         plan = dataclasses.replace(runner.plan, eligible=tuple(cases), withheld=())
-        mine = dataclasses.replace(
-            runner,
-            loaded=loaded,
-            plan=plan,
+        tools = JudgingTools(
             evaluator=new_evaluator(loaded),
+            budget=runner.budget,
             writer=writer,
             progress=WorkerProgress(len(cases) * plan.repeats, None),
-            emitted=[],
-            ok_labels={},
-            pair_members={},
-            tasks=set(),
-            stop_reason=None,
+            journal=runner.journal,
         )
+        mine = runner.for_share(plan, tools, loaded=loaded, pairs=False)
         asyncio.run(judge_all(mine))
         if mine.failure is not None:
             channel.send((mine.failure_kind or "internal_error", mine.failure))
@@ -274,18 +269,16 @@ def judge_in_workers(
 def _judge_controls(runner: Runner) -> bool:
     """The controls, judged in this process first: whether the run goes on to the other cases."""
     plan = runner.plan
-    head = dataclasses.replace(
-        runner,
-        plan=dataclasses.replace(
+    head = runner.for_share(
+        dataclasses.replace(
             plan,
             eligible=tuple(c for c in plan.eligible if c.is_control),
             withheld=tuple(c for c in plan.withheld if c.is_control),
         ),
-        pair_members={},
-        tasks=set(),
+        pairs=False,
     )
     asyncio.run(judge_all(head))  # the controls, on this process's evaluator (closed at the end)
-    runner.stop_reason = head.stop_reason
+    runner.absorb(head)
     if runner.stop_reason is None and head.controls_failed():
         runner.stop_reason = "control_failed"
     return runner.stop_reason is None
