@@ -14,9 +14,11 @@ What it does, in order:
 5. appends the summary to `$GITHUB_STEP_SUMMARY`, writes the outputs `state`, `exit-code`,
    `result-path`, `cost`, `unrun-case-ids` to `$GITHUB_OUTPUT` (heredoc form, random delimiters).
 
-The step's exit status: 1 when the result's state is listed in `fail-on` (default: every state but
-`passed`), else 0. The state's own exit code (0, 1, 3 or 4: SPEC section 2) is the `exit-code`
-output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2; an
+The state published (the check run, the outputs `state` and `exit-code`) is the most severe of
+the run's exit code and result.json's state (`gate.model.states.exit_state`, SPEC 14): a run that
+exited 3 is never published as `passed`. The step's exit status: 1 when that state is listed in
+`fail-on` (default: every state but `passed`), else 0. The state's own exit code (0, 1, 3 or 4:
+SPEC section 2) is the `exit-code` output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2; an
 internal error of the Action itself exits 3 with a one-paragraph `::error::` (SPEC section 8).
 """
 
@@ -44,7 +46,7 @@ from gate.model.money import money, plain_decimal
 from gate.model.process import without_pydantic_plugins
 from gate.model.records import RECORDS_FILE
 from gate.model.result import Result
-from gate.model.states import USAGE_ERROR_EXIT
+from gate.model.states import USAGE_ERROR_EXIT, State, exit_state
 from gate.model.textfit import fit_bytes
 
 if TYPE_CHECKING:
@@ -308,7 +310,7 @@ def run_gate(ctx: ActionContext) -> int:
     verdict: bad input exits 2, a failed write or an interruption 3, an unexpected error 3 with a
     result.json that says so when the run got far enough to write one.
     """
-    from gate.commands.steps import merge_into, report_known_error, run_into
+    from gate.commands.steps import merge_into, run_into
     from gate.model.paths import working_in
     from gate.report.terminal import make_console, print_outcome
 
@@ -319,22 +321,25 @@ def run_gate(ctx: ActionContext) -> int:
             else:
                 decision = run_into(ctx.policy, run_options(ctx))
         except (Exception, KeyboardInterrupt) as exc:
-            known = report_known_error(exc, sys.stderr)
-            return known if known is not None else _report_crash(ctx, exc)
+            return _report_failure(ctx, exc)
         if decision.result is not None:
             print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
     return decision.state.exit_code
 
 
-def _report_crash(ctx: ActionContext, exc: BaseException) -> int:
-    """An unexpected error: one paragraph, a result.json that claims no verdict (a run), exit 3."""
-    written = None
-    if not ctx.merge:
-        written = crash.write_crash_note(exc, ctx.policy, ctx.lane, ctx.out_dir, [ctx.out_dir / RECORDS_FILE])
-    crash.print_traceback_if_debug(exc, sys.stderr)
+def _report_failure(ctx: ActionContext, exc: BaseException) -> int:
+    """A run or merge that raised: its message and exit code, as the CLI's (gate.commands.steps.exit_on_error);
+    a run (a shard too) still writes a result.json that claims no verdict."""
+    from gate.commands.steps import exit_on_error
+    from gate.plan.shard import parse_shard
+
+    def write_result(exc: BaseException) -> str | None:
+        shard = parse_shard(ctx.shard) if ctx.shard is not None else None
+        records = [ctx.out_dir / RECORDS_FILE]
+        return crash.write_crash_note(exc, ctx.policy, ctx.lane, ctx.out_dir, records, shard=shard)
+
     what = "`gate merge`" if ctx.merge else "`gate run`"
-    sys.stderr.write(f"error: {crash.crash_message(what, exc, written, resumable=not ctx.merge)}\n")
-    return crash.INTERNAL_ERROR_EXIT
+    return exit_on_error(exc, sys.stderr, what, None if ctx.merge else write_result, resumable=not ctx.merge)
 
 
 def outputs_for(result: Result, result_path: str) -> dict[str, str]:
@@ -399,6 +404,13 @@ def publish_and_report(
         report_md = summary_md or f"ragas-gate: `{result.state}` (see result.json)"
     if summary_md is None:
         summary_md = report_md
+    result, overruled = _with_run_exit(result, run_exit)
+    if overruled:
+        command("error", f"ragas-gate: {overruled}", stream)
+        report_md, summary_md = (
+            f"> **ragas-gate:** {overruled}\n\n{report_md}",
+            f"> **ragas-gate:** {overruled}\n\n{summary_md}",
+        )
     if ctx.base_result and ctx.shard is None:
         from gate.measure.compare_base import base_section
 
@@ -448,6 +460,19 @@ def publish_and_report(
         result_path = _display_path(result_dir / "result.json", ctx.workspace)
         write_outputs(ctx.output_file, outputs_for(result, result_path))
     return 1 if state in ctx.fail_on else 0
+
+
+def _with_run_exit(result: Result, run_exit: int | None) -> tuple[Result, str | None]:
+    """The result as published: its state is the most severe of the run's exit and what result.json
+    says (`gate.model.states.exit_state`), so a run that exited 3 is never published as `passed`."""
+    state, code = exit_state(run_exit, State(result.state))
+    if state is None or state.value == result.state:
+        return result, None
+    why = (
+        f"the run exited {run_exit} although result.json says {result.state}: published as {state.value} "
+        f"(exit code {code}); its log above says what failed"
+    )
+    return result.with_(state=state.value, exit_code=code, notes=[*result.notes, why]), why
 
 
 def configure_logging(env: Mapping[str, str]) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from gate import __version__
-from gate.commands.steps import report_known_error
 from gate.model.errors import UsageError
 from gate.model.escape import log_text
 from gate.model.process import exit_process, gc_paused, without_pydantic_plugins
@@ -379,16 +378,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_decide(args: argparse.Namespace) -> int:
     from gate.commands.decide import decide_from_records
-    from gate.commands.outputs import write_outputs
 
     if args.out is not None:
         from gate.run.outdir import check_out_dir
 
         check_out_dir(args.out)
     with _stdout_for(args.format):
-        decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost)
-        if args.out is not None:
-            write_outputs(args.out, decision)
+        decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost, out_dir=args.out)
     _print_outcome(decision.result, args.out, args.format)
     return decision.state.exit_code
 
@@ -443,14 +439,17 @@ COMMANDS = {
 }
 
 
-def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
-    """An unexpected error: one paragraph on stderr, a result.json that claims no verdict, exit 3."""
+def report_failure(args: argparse.Namespace | None, exc: BaseException) -> int:
+    """A command that raised: its message and exit code (gate.commands.steps.exit_on_error); `gate run`
+    and `gate decide --out` still write a result that claims no verdict."""
     from gate.commands import crash
+    from gate.commands.steps import exit_on_error
     from gate.model.records import RECORDS_FILE
+    from gate.plan.shard import ShardError, parse_shard
 
     command = getattr(args, "command", None)
-    written = None
     out_dir: Path | None = getattr(args, "out", None)
+    write_result = None
     if (
         args is not None
         and out_dir is not None
@@ -458,12 +457,16 @@ def report_crash(args: argparse.Namespace | None, exc: BaseException) -> int:
         and not getattr(args, "dry_run", False)
     ):
         sources = [out_dir / RECORDS_FILE] if command == "run" else list(args.records)
-        written = crash.write_crash_note(exc, args.policy, args.lane, out_dir, sources)
-    crash.print_traceback_if_debug(exc, sys.stderr)
+        try:
+            shard = parse_shard(args.shard) if getattr(args, "shard", None) is not None else None
+        except ShardError:
+            shard = None
+
+        def write_result(exc: BaseException) -> str | None:
+            return crash.write_crash_note(exc, args.policy, args.lane, out_dir, sources, shard=shard)
+
     what = f"`gate {command}`" if command else "`gate`"
-    message = crash.crash_message(what, exc, written, resumable=command == "run")
-    sys.stderr.write(f"error: {message}\n")
-    return crash.INTERNAL_ERROR_EXIT
+    return exit_on_error(exc, sys.stderr, what, write_result, resumable=command == "run")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -474,8 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except (Exception, KeyboardInterrupt) as exc:
         # a bug or a broken install is never a verdict (SPEC section 8)
-        known = report_known_error(exc, sys.stderr)
-        return known if known is not None else report_crash(args, exc)
+        return report_failure(args, exc)
 
 
 def main_entry() -> None:

@@ -14,13 +14,17 @@ import re
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.model.states import Finding, State
+
+if TYPE_CHECKING:
+    from gate.plan.shard import Shard
 
 INTERNAL_ERROR_EXIT = State.EVALUATION_INCOMPLETE.exit_code
 DEBUG_ENV = "GATE_DEBUG"
 INTERNAL_ERROR_KIND = "internal_error"
+INTERRUPTED_KIND = "interrupted"
 # Values of variables with these names never reach a message (an exception may quote them).
 _SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 _MIN_SECRET_LEN = 8
@@ -79,6 +83,14 @@ def print_traceback_if_debug(exc: BaseException, stream: Any) -> None:
 
 
 def internal_error_finding(exc: BaseException, unrun_ids: Sequence[str]) -> Finding:
+    if isinstance(exc, KeyboardInterrupt):
+        return Finding(
+            State.EVALUATION_INCOMPLETE,
+            INTERRUPTED_KIND,
+            f"the run was interrupted (SIGINT/SIGTERM) before it finished; {len(unrun_ids)} case(s) have no complete "
+            "judgment; fix: run again with --resume (every judgment already recorded is kept)",
+            case_ids=tuple(unrun_ids),
+        )
     tail = f"; {len(unrun_ids)} eligible case(s) have no complete judgment" if unrun_ids else "; every case was judged"
     return Finding(
         State.EVALUATION_INCOMPLETE,
@@ -98,59 +110,67 @@ def write_crash_result(
     out_dir: Path,
     record_paths: Sequence[Path],
     clock: Callable[[], dt.date] | None = None,
+    shard: Shard | None = None,
 ) -> bool:
-    """Write result.json (and the reports) for a crashed run; True when result.json was written.
+    """Write result.json (and the reports) for a crashed or interrupted run; True when result.json was written.
 
-    The decision is made again from whatever records were flushed, with an `internal_error`
-    blocker on top: never a verdict, and every case without a complete judgment listed. When the
-    decision itself fails, a minimal result with every eligible case unrun is written instead.
+    The result is assembled (gate.commands.assemble) from whatever the run left in --out, with an
+    `internal_error` (or `interrupted`) blocker on top: never a verdict, and every case of this
+    run's share (`shard`) without a complete judgment listed. When the decision itself fails, a
+    minimal result with every case of the share unrun is written instead.
     """
-    from gate.commands.outputs import write_outputs
-    from gate.decide.core import decide
+    from gate.commands.assemble import assemble, read_out_dirs
+    from gate.commands.decide import evidence_of_records
+    from gate.commands.outputs import write_assembled
     from gate.model.policy import today
-    from gate.model.records import Record, read_records
     from gate.plan.inputs import load_inputs
-    from gate.run.lineage import make_lineage
+    from gate.plan.shard import select
 
-    try:
-        records: list[Record] = []
-        for p in record_paths:
-            if p.is_file():
-                try:
-                    records += read_records(p)
-                except Exception:
-                    continue  # unreadable evidence is no evidence; the cases show as unrun
-        if lane is None:
-            lanes = {r.lane for r in records if r.lane}
-            if len(lanes) != 1:
-                return False
-            lane = lanes.pop()
-        loaded, dataset, plan, findings = load_inputs(policy_path, lane)
-    except Exception:
-        return False  # without the policy and the plan there is no result to write
+    found = read_out_dirs([p for p in record_paths if p.is_file()], lenient=True)
+    if lane is None:
+        lanes = {r.lane for d in found for r in d.records if r.lane}
+        if len(lanes) != 1:
+            return False
+        lane = lanes.pop()
     day = (clock or today)()
-    lineage = make_lineage(loaded, dataset, records)
-    notes = ["an internal error stopped the run; see the internal_error blocker"]
+    interrupted = isinstance(exc, KeyboardInterrupt)
+    notes = [
+        "the run was interrupted (SIGINT/SIGTERM); see the interrupted blocker"
+        if interrupted
+        else "an internal error stopped the run; see the internal_error blocker"
+    ]
     try:
-        first = decide(loaded, plan, findings, records, lineage, day)
+        ev = evidence_of_records(policy_path, lane, found, None, day, shard=shard, notes=notes)
+        first = assemble(ev)
         unrun = first.result.unrun_case_ids if first.result is not None else []
-        decision = decide(
-            loaded, plan, [*findings, internal_error_finding(exc, unrun)], records, lineage, day, notes=notes
-        )
+        ev = ev.adding(internal_error_finding(exc, unrun))
+        assemble(ev)
     except Exception:
-        return _write_minimal(exc, loaded.policy.policy_id, loaded.policy.policy_version, plan, out_dir, notes)
+        try:
+            loaded, _dataset, plan, _findings = load_inputs(policy_path, lane)
+        except Exception:
+            return False  # without the policy and the plan there is no result to write
+        if shard is not None:
+            plan = select(plan, shard)
+        policy = loaded.policy
+        return _write_minimal(exc, policy.policy_id, policy.policy_version, plan, out_dir, notes, shard)
     try:
-        write_outputs(out_dir, decision)
+        write_assembled(out_dir, ev)
     except Exception:
         return (out_dir / "result.json").is_file() and _result_is_incomplete(out_dir)
     return True
 
 
 def write_crash_note(
-    exc: BaseException, policy_path: str | Path, lane: str | None, out_dir: Path, record_paths: Sequence[Path]
+    exc: BaseException,
+    policy_path: str | Path,
+    lane: str | None,
+    out_dir: Path,
+    record_paths: Sequence[Path],
+    shard: Shard | None = None,
 ) -> str | None:
     """`write_crash_result`, and the sentence for the crash message saying where it is (None: not written)."""
-    if write_crash_result(exc, policy_path, lane, out_dir, record_paths):
+    if write_crash_result(exc, policy_path, lane, out_dir, record_paths, shard=shard):
         return f"{out_dir}/result.json says so, with the cases left unjudged."
     return None
 
@@ -165,7 +185,13 @@ def _result_is_incomplete(out_dir: Path) -> bool:
 
 
 def _write_minimal(
-    exc: BaseException, policy_id: str, policy_version: str, plan: Any, out_dir: Path, notes: list[str]
+    exc: BaseException,
+    policy_id: str,
+    policy_version: str,
+    plan: Any,
+    out_dir: Path,
+    notes: list[str],
+    shard: Shard | None = None,
 ) -> bool:
     """A result.json built by hand, for when the decision itself is what failed."""
     import json
@@ -207,6 +233,8 @@ def _write_minimal(
         },
         "notes": [*notes, "the decision itself failed: the counts and cost above are not known"],
     }
+    if shard is not None:
+        result["shard"] = shard.to_dict()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         # Through the model, like every result.json (the same bytes: this file was always ASCII-escaped).

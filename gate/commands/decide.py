@@ -1,22 +1,26 @@
-"""`gate decide`: the decision from records.jsonl files someone wrote, as `gate run` would decide it."""
+"""`gate decide`: the decision from records.jsonl files someone wrote, as `gate run` would decide it.
+
+Beside each records.jsonl it reads what the run left there too (trend.jsonl, the attempt journal),
+and `evidence_of_records` is the evidence `gate merge` and the crash path decide from as well.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from gate import __version__
-from gate.decide.core import Decision, decide
+from gate.commands.assemble import OutDirEvidence, RunEvidence, TrendEvidence, assemble, read_out_dirs
+from gate.commands.outputs import write_assembled
+from gate.decide.core import Decision
 from gate.judge.checks import evaluate_checks
 from gate.measure import certify
-from gate.measure.trend import TREND_RECORDS, summarize
-from gate.measure.trend_lane import attach_trend, trend_cases
 from gate.model.policy import today
-from gate.model.records import Record, read_records
+from gate.model.states import Finding
 from gate.plan.inputs import load_inputs
+from gate.plan.shard import Shard, select
 from gate.run.lineage import make_lineage
-from gate.validate.case_checks import attach_checks
 
 
 def decide_from_records(
@@ -25,10 +29,11 @@ def decide_from_records(
     lane: str | None,
     max_cost: float | None = None,
     clock: Callable[[], dt.date] = today,
+    out_dir: Path | None = None,
 ) -> Decision:
-    records: list[Record] = []
-    for p in record_paths:
-        records += read_records(p)
+    """The decision over the records (and what their runs left beside them); written into `out_dir` if given."""
+    dirs = read_out_dirs(record_paths)
+    records = [r for d in dirs for r in d.records]
     lanes = sorted({r.lane for r in records if r.lane})
     if lane is None:
         if len(lanes) != 1:
@@ -42,20 +47,46 @@ def decide_from_records(
                 "fix: pass --lane with the lane to decide"
             )
         lane = lanes[0]
-    loaded, dataset, plan, findings = load_inputs(policy_path, lane)
+    evidence = evidence_of_records(policy_path, lane, dirs, max_cost, clock())
+    return assemble(evidence) if out_dir is None else write_assembled(out_dir, evidence)
+
+
+def evidence_of_records(
+    policy_path: str | Path,
+    lane: str,
+    found: Sequence[OutDirEvidence],
+    max_cost: float | None,
+    today: dt.date,
+    *,
+    shard: Shard | None = None,
+    findings: Sequence[Finding] = (),
+    notes: Sequence[str] = (),
+    sections: Mapping[str, Any] | None = None,
+) -> RunEvidence:
+    """The evidence of recorded judgments for `lane` (or a shard's share of it), as the run would
+    gather it: the same checks and certification, the trend's records, the journal's attempts."""
+    loaded, dataset, plan, input_findings = load_inputs(policy_path, lane)
+    if shard is not None:
+        plan = select(plan, shard)
+    records = [r for d in found for r in d.records]
     lineage = make_lineage(loaded, dataset, records)
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
-    if certification is not None:
-        findings = [*findings, *certification.findings]
-    decision = decide(loaded, plan, [*findings, *check_blockers], records, lineage, clock(), max_cost=max_cost)
-    assert decision.result is not None  # decide always decides
-    result = attach_checks(decision.result, check_results, plan.eligible)
-    result = certify.attach(result, certification, clock().isoformat(), __version__)
-    if loaded.policy.trend is not None:
-        # The trend's judgments sit beside each records.jsonl (trend.jsonl); the report shows them again.
-        beside = [p.parent / TREND_RECORDS for p in record_paths]
-        trend_records = [r for t in beside if t.is_file() for r in read_records(t)]
-        result = attach_trend(result, summarize(loaded.policy.trend, trend_cases(plan), trend_records))
-    decision.result = result
-    return decision
+    cert_findings = certification.findings if certification is not None else []
+    return RunEvidence(
+        loaded=loaded,
+        dataset=dataset,
+        plan=plan,
+        lineage=lineage,
+        today=today,
+        records=tuple(records),
+        findings=(*input_findings, *cert_findings, *findings, *check_blockers),
+        notes=tuple(notes),
+        max_cost=max_cost,
+        checks=check_results,
+        certification=certification,
+        trend=TrendEvidence(tuple(r for d in found for r in d.trend_records)),
+        unrecorded=tuple(u for d in found for u in d.unrecorded),
+        shard=shard,
+        sections=dict(sections or {}),
+    )

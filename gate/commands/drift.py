@@ -49,5 +49,4 @@ def run_drift_lane(
         return make_record(case, 0, judgment, judged_by, lineage, DRIFT_LANE, lineage.ragas_version, settings)
 
     decision = run_drift(loaded, drift_run, factory, record)
-    write_outputs(drift_run.out_dir, decision)
-    return decision
+    return write_outputs(drift_run.out_dir, decision)  # the decision result.json holds

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate import __version__
-from gate.commands.outputs import write_outputs
-from gate.decide.core import Decision, decide
-from gate.judge.checks import evaluate_checks
-from gate.measure import certify
+from gate.commands.assemble import RunEvidence, assemble, beside
+from gate.commands.decide import evidence_of_records
+from gate.commands.outputs import write_assembled
+from gate.decide.core import Decision
+from gate.measure.trend import TREND_RECORDS
 from gate.model.errors import UsageError
 from gate.model.policy import today
 from gate.model.records import RECORDS_FILE, Record, read_records, write_records
@@ -26,7 +26,6 @@ from gate.model.states import Finding, State
 from gate.plan.inputs import load_inputs
 from gate.plan.shard import Shard, owned_by, shard_of
 from gate.run.lineage import make_lineage
-from gate.validate.case_checks import attach_checks
 
 # Lineage fields that may differ between shards of one run (the gate's own version decides nothing:
 # the merge re-decides from the records).
@@ -78,7 +77,9 @@ def read_shard_output(directory: Path) -> ShardOutput:
     lineage = result.lineage
     if lineage is None:
         raise MergeError(f"{path}: field `lineage` is required; fix: pass the --out directory of a shard")
-    records = tuple(read_records(directory / RECORDS_FILE)) if (directory / RECORDS_FILE).exists() else ()
+    path = directory / RECORDS_FILE
+    # A shard stopped before its first judgment (a crash, a signal) leaves no records, or an empty file.
+    records = tuple(read_records(path)) if path.exists() and path.read_bytes().strip() else ()
     for r in records:
         if r.control_role is None and shard_of(r.case_id, shard.count) != shard.index:
             raise MergeError(
@@ -133,6 +134,7 @@ def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> 
 
 @dataclass(frozen=True)
 class Merged:
+    evidence: RunEvidence  # every shard's: records, trend, journal (`gate decide` over them agrees)
     decision: Decision
     records: tuple[Record, ...]  # every shard's records, shard by shard
 
@@ -146,7 +148,7 @@ def merge(
     if not directories:
         raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
     shards = sorted((read_shard_output(Path(d)) for d in directories), key=lambda s: s.shard.index)
-    loaded, dataset, plan, findings = load_inputs(policy_path, shards[0].lane)
+    loaded, dataset, plan, _findings = load_inputs(policy_path, shards[0].lane)
     lineage = make_lineage(loaded, dataset).to_dict()
     check_compatible(shards, {k: lineage[k] for k in ("policy_sha256", "dataset_sha256", "prompt_sha256")})
     count = shards[0].shard.count
@@ -163,42 +165,36 @@ def merge(
         for i in range(1, count + 1)
         if i not in present
     ]
-    records = [r for s in shards for r in s.records]
+    found = [beside(s.directory, s.records) for s in shards]
     caps = [s.max_total_cost for s in shards if s.max_total_cost is not None]
     max_cost = max(caps) * count if caps else None
     notes = [f"merged shards {', '.join(str(s.shard) for s in shards)}"]
-    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
-    merged_lineage = make_lineage(loaded, dataset, records)
-    certification = certify.assess_records(loaded, plan, records, merged_lineage.ragas_version)
-    if certification is not None:
-        findings = [*findings, *certification.findings]
-    decision = decide(
-        loaded,
-        plan,
-        [*findings, *missing, *check_blockers],
-        records,
-        merged_lineage,
+    merged_shards = {
+        "count": count,
+        "indices": sorted(present),
+        "missing": [i for i in range(1, count + 1) if i not in present],
+    }
+    evidence = evidence_of_records(
+        policy_path,
+        shards[0].lane,
+        found,
+        max_cost,
         clock(),
-        max_cost=max_cost,
+        findings=missing,
         notes=notes,
+        sections={"merged_shards": merged_shards},
     )
-    assert decision.result is not None  # decide always decides
-    result = attach_checks(decision.result, check_results, plan.eligible)
-    result = certify.attach(result, certification, clock().isoformat(), __version__)
-    decision.result = result.with_(
-        merged_shards={
-            "count": count,
-            "indices": sorted(present),
-            "missing": [i for i in range(1, count + 1) if i not in present],
-        }
-    )
-    return Merged(decision, tuple(records))
+    return Merged(evidence, assemble(evidence), tuple(r for s in shards for r in s.records))
 
 
-def write_merged(out_dir: Path, merged: Merged) -> None:
+def write_merged(out_dir: Path, merged: Merged) -> Decision:
     """The merged outputs, plus every shard's records in one records.jsonl (for `gate decide`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / RECORDS_FILE
     path.unlink(missing_ok=True)
     write_records(path, merged.records)
-    write_outputs(out_dir, merged.decision)
+    trend = out_dir / TREND_RECORDS
+    trend.unlink(missing_ok=True)
+    if merged.evidence.trend.records:  # the trend combined across shards like the verdicts
+        write_records(trend, merged.evidence.trend.records)
+    return write_assembled(out_dir, merged.evidence)

@@ -1,19 +1,26 @@
-"""A run's output files: result.json first, then the reports, the ledger line and the rollback bundle.
+"""A run's output files: the reports, the ledger line and the rollback bundle, then result.json last.
 
 Each file is written atomically (a temporary file replaced into place), so a partial file is never
-read as an output; every file that fails is named in one `OutputWriteError`.
+read as an output. result.json is written last so that it can say when another output failed
+(blocker `output_write_failed`, SPEC 14); a result.json that cannot be written is an
+`OutputWriteError` naming every file that failed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gate.commands.assemble import RunEvidence, assemble
 from gate.decide.core import Decision
 from gate.measure import certify
 from gate.measure.rollback import write_rollback
+from gate.model.paths import shown_path
+from gate.model.result import Result
+from gate.model.states import OUTPUT_WRITE_FAILED, Finding, State, overall_state
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
 from gate.run.outdir import OutputWriteError, describe
@@ -30,13 +37,46 @@ def _write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_outputs(out_dir: Path, decision: Decision) -> None:
-    """Write result.json first, then the reports; each that fails is named in OutputWriteError."""
+def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None) -> Decision:
+    """Write the reports, then result.json last (atomically); the decision result.json holds.
+
+    When a report, the ledger line or the rollback bundle cannot be written, result.json says so
+    (SPEC 14): `redo` assembles the decision again with blocker `output_write_failed` naming the
+    files (evaluation_incomplete, exit 3). Only a result.json that cannot be written raises
+    OutputWriteError (naming every file that failed)."""
     result = decision.result
     if result is None:
-        return  # a plan: nothing was decided, so nothing is written
+        return decision  # a plan: nothing was decided, so nothing is written
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputWriteError(f"{out_dir}: cannot create the output directory ({describe(exc)})") from None
+    failed = _write_reports(out_dir, result)
+    if failed:
+        finding = output_write_failed(out_dir, failed)
+        decision = redo(finding) if redo is not None else _with_failure(decision, finding)
+        assert decision.result is not None
+        _write_reports(out_dir, decision.result)  # what can be written says what result.json says
+    assert decision.result is not None
+    try:
+        _write_text_atomic(out_dir / "result.json", decision.result.to_json())
+    except OSError as exc:
+        failed.insert(0, f"result.json ({describe(exc)})")
+        raise OutputWriteError(f"{out_dir}: could not write {', '.join(failed)}") from None
+    return decision
+
+
+Redo = Callable[[Finding], Decision]
+
+
+def write_assembled(out_dir: Path, ev: RunEvidence) -> Decision:
+    """`assemble(ev)` written into `out_dir`; a failed output is one more finding of the same evidence."""
+    return write_outputs(out_dir, assemble(ev), lambda finding: assemble(ev.adding(finding)))
+
+
+def _write_reports(out_dir: Path, result: Result) -> list[str]:
+    """Every output but result.json; each that fails, named with why."""
     files: list[tuple[str, Callable[[], str]]] = [
-        ("result.json", result.to_json),
         ("report.md", lambda: render_report(result)),
         ("summary.md", lambda: render_summary(result)),
         ("junit.xml", lambda: render_junit(result)),
@@ -45,10 +85,6 @@ def write_outputs(out_dir: Path, decision: Decision) -> None:
     if entry is not None:  # the ledger line people append once they accept the certification
         files.append((certify.ENTRY_FILE, lambda: entry))
     failed: list[str] = []
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputWriteError(f"{out_dir}: cannot create the output directory ({describe(exc)})") from None
     for name, text in files:
         try:
             _write_text_atomic(out_dir / name, text())
@@ -58,5 +94,29 @@ def write_outputs(out_dir: Path, decision: Decision) -> None:
         write_rollback(out_dir, result)
     except OSError as exc:
         failed.append(f"the rollback bundle ({describe(exc)})")
-    if failed:
-        raise OutputWriteError(f"{out_dir}: could not write {', '.join(failed)}")
+    return failed
+
+
+def output_write_failed(out_dir: Path, failed: Sequence[str]) -> Finding:
+    """The blocker for outputs that could not be written: the result is not a verdict anyone saw whole."""
+    return Finding(
+        State.EVALUATION_INCOMPLETE,
+        OUTPUT_WRITE_FAILED,
+        f"{shown_path(out_dir)}: could not write {', '.join(failed)}; the outputs are incomplete, so this is not a "
+        f"verdict; fix: free space in (or repair) {shown_path(out_dir)}, then decide again "
+        f"(`gate decide --records {shown_path(out_dir / 'records.jsonl')} --out DIR`) or run again with --resume",
+        extra={"files": [f.split(" (", 1)[0] for f in failed]},
+    )
+
+
+def _with_failure(decision: Decision, finding: Finding) -> Decision:
+    """A decision made elsewhere (the drift lane) with `finding` added to its blockers."""
+    assert decision.result is not None
+    blockers = [*decision.blockers, finding]
+    state = overall_state([b.state for b in blockers])
+    result = decision.result.with_(
+        state=state.value,
+        exit_code=state.exit_code,
+        blockers=[*decision.result.written()["blockers"], finding.to_dict()],
+    )
+    return dataclasses.replace(decision, state=state, blockers=blockers, result=result)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from gate import __version__
+from gate.commands.assemble import RunEvidence, TrendEvidence
 from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
-from gate.commands.outputs import write_outputs
+from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision, decide
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
@@ -34,8 +34,8 @@ from gate.judge.cost import boundary, prices
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
 from gate.measure import certify
 from gate.measure.drift.lane import DriftRun
-from gate.measure.trend import TREND_RECORDS, compare_to_base, read_base_trend, summarize
-from gate.measure.trend_lane import attach_trend, judge_trend, trend_cases, trend_todo
+from gate.measure.trend import TREND_RECORDS, read_base_trend
+from gate.measure.trend_lane import judge_trend, trend_todo
 from gate.model.cases import Dataset
 from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
@@ -56,7 +56,7 @@ from gate.run.resume import recovered_records, reusable_records
 from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
 from gate.run.worker_records import discard_worker_records, fold_worker_records
 from gate.run.workers import judge_in_workers, make_budget, worker_count
-from gate.validate.case_checks import CheckResults, attach_checks
+from gate.validate.case_checks import CheckResults
 
 if TYPE_CHECKING:
     from gate.model.result import Trend as BaseTrend
@@ -114,9 +114,7 @@ def run(
         notes=list(earlier.notes),
     )
     _gather(lane, earlier, got, lineage, check_results)
-    decision = _decide(lane, earlier, got, check_results)
-    _write(decision, lane.opts, got.failure)
-    return decision
+    return _write(_evidence(lane, earlier, got, check_results), lane.opts, got.failure)
 
 
 @dataclass(frozen=True)
@@ -229,7 +227,8 @@ class _Gathered:
     trend_records: list[Record] = field(default_factory=list)
     failure: Finding | None = None  # the run's own failure (outputs not writable, a bug)
     journal: AttemptJournal | None = None
-    lost: float = 0.0  # what journaled attempts of cases no longer in the dataset cost
+    # Journaled attempts of cases no longer in the dataset: billed (SPEC 14), never a verdict.
+    unrecorded: list[Unrecorded] = field(default_factory=list)
 
     def output_failed(self, path: Path, exc: OSError) -> None:
         if self.failure is None:
@@ -262,7 +261,7 @@ def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, ch
 def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage) -> None:
     """Records (never verdicts) for the attempts an interrupted run paid for but never recorded."""
     loaded, dataset, plan = lane.loaded, lane.dataset, lane.plan
-    recovered, got.lost = recovered_records(earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge)
+    recovered, got.unrecorded = recovered_records(earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge)
     for rec in recovered:
         writer.write(rec)
     got.prior = [*got.prior, *recovered]
@@ -271,10 +270,10 @@ def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWrite
     if trend_loaded is not None and earlier.unrecorded_trend:
         trend_judge = JudgeSettings.of(trend_loaded, lane.base_url)
         trend_lineage = make_lineage(trend_loaded, dataset)
-        found, trend_lost = recovered_records(
+        found, trend_unknown = recovered_records(
             earlier.unrecorded_trend, dataset, trend_loaded, trend_lineage, plan.lane, trend_judge
         )
-        got.lost += trend_lost
+        got.unrecorded += trend_unknown
         with RecordWriter(lane.opts.out_dir / TREND_RECORDS) as trend_writer:
             for rec in found:
                 trend_writer.write(rec)
@@ -383,7 +382,9 @@ def _make_runner(
     workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
     budget = make_budget(boundary(loaded, opts.max_cost), workers)
     # Money already spent by the interrupted run counts against the same boundary.
-    budget.spent = sum(r.budget_charge for r in [*got.prior, *got.prior_trend]) + got.lost
+    budget.spent = sum(r.budget_charge for r in [*got.prior, *got.prior_trend]) + sum(
+        u.budget_charge for u in got.unrecorded
+    )
     got.journal = AttemptJournal(opts.out_dir / JOURNAL_FILE)
     evaluator = served or new_evaluator(loaded)
     stream = opts.progress if opts.progress is not None else sys.stderr
@@ -413,30 +414,40 @@ def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
     return notes
 
 
-def _decide(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults) -> Decision:
-    clock = lane.clock
+def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResults) -> RunEvidence:
+    """What this run's result rests on: every record of --out (kept, recovered, new), the trend's,
+    the journal's unrecorded attempts, this shard, the checks and the certification."""
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
     all_records = got.prior + got.new_records
-    lineage = make_lineage(loaded, lane.dataset, all_records, lane.base_url)
     findings = got.findings if got.failure is None else [*got.findings, got.failure]
-    decision = decide(loaded, plan, findings, all_records, lineage, clock(), max_cost=opts.max_cost, notes=got.notes)
-    assert decision.result is not None  # decide always decides
-    result = attach_checks(decision.result, checks, plan.eligible)
-    if earlier.trend_loaded is not None and loaded.policy.trend is not None:
-        summary = summarize(loaded.policy.trend, trend_cases(plan), got.trend_records)
-        compared = compare_to_base(summary, earlier.base_trend, earlier.base_problem) if opts.base_result else summary
-        result = attach_trend(result, compared)
-    decision.result = certify.attach(result, lane.certification, clock().isoformat(), __version__)
-    return decision
+    return RunEvidence(
+        loaded=loaded,
+        dataset=lane.dataset,
+        plan=plan,
+        lineage=make_lineage(loaded, lane.dataset, all_records, lane.base_url),
+        today=lane.clock(),
+        records=tuple(all_records),
+        findings=tuple(findings),
+        notes=tuple(got.notes),
+        max_cost=opts.max_cost,
+        checks=checks,
+        certification=lane.certification,
+        trend=TrendEvidence(
+            tuple(got.trend_records), opts.base_result is not None, earlier.base_trend, earlier.base_problem
+        ),
+        unrecorded=tuple(got.unrecorded),
+        shard=opts.shard,
+    )
 
 
-def _write(decision: Decision, opts: RunOptions, failure: Finding | None) -> None:
-    """Write the outputs; after the run's own write failure, write what can be, then raise (exit 3)."""
+def _write(ev: RunEvidence, opts: RunOptions, failure: Finding | None) -> Decision:
+    """Assemble and write the outputs; after the run's own write failure, write what can be, then
+    raise (exit 3)."""
     out = opts.out_dir
     if failure is not None and failure.kind == "output_failed":
-        # Write what can be written (result.json first), then end with exit 3 and the message.
+        # Write what can be written (result.json last), then end with exit 3 and the message.
         try:
-            write_outputs(out, with_shard(decision, opts.shard))
+            write_assembled(out, ev)
             written = f"{shown_path(out / 'result.json')} was written"
         except OutputWriteError:
             written = "result.json could not be written either"
@@ -446,7 +457,7 @@ def _write(decision: Decision, opts: RunOptions, failure: Finding | None) -> Non
             f"evaluation_incomplete, not a verdict; fix: free space in (or repair) {shown_path(out)}, then run again with "
             "--resume to keep the judgments already recorded"
         )
-    write_outputs(out, with_shard(decision, opts.shard))
+    return write_assembled(out, ev)
 
 
 def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], factory: EvaluatorFactory) -> Decision:

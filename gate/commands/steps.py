@@ -6,7 +6,11 @@ and map errors to exit codes in their own way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import dataclasses
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -33,7 +37,8 @@ def run_into(policy: str | Path, opts: RunOptions) -> Decision:
     if not opts.dry_run:
         check_out_dir(opts.out_dir)  # exit 2 before anything is paid when --out cannot be written
         clear_outputs(opts.out_dir)
-    return run(policy, opts)
+    with sigterm_interrupts():
+        return run(policy, opts)
 
 
 def merge_into(policy: str | Path, shards: Sequence[Path], out_dir: Path) -> Merged:
@@ -44,8 +49,54 @@ def merge_into(policy: str | Path, shards: Sequence[Path], out_dir: Path) -> Mer
         raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
     clear_outputs(out_dir)
     merged = merge(policy, shards)
-    write_merged(out_dir, merged)
-    return merged
+    return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
+
+
+def exit_on_error(
+    exc: BaseException,
+    stream: TextIO,
+    what: str,
+    write_result: Callable[[BaseException], str | None] | None = None,
+    *,
+    resumable: bool = False,
+) -> int:
+    """The exit code of a command that raised, and its message on `stream` (the CLI's and the Action's).
+
+    Bad input is a usage error (2); a failed write, an interruption or a bug is never a verdict (3).
+    An interruption or a bug of a command that writes a result (`write_result`, e.g. `gate run`)
+    still writes one (gate.commands.crash), its blocker naming the cases left unjudged (SPEC 14).
+    """
+    from gate.commands import crash
+
+    known = report_known_error(exc, stream)
+    if known is not None:
+        if isinstance(exc, KeyboardInterrupt) and write_result is not None:
+            written = write_result(exc)
+            if written:
+                stream.write(f"{written}\n")
+        return known
+    written = write_result(exc) if write_result is not None else None
+    crash.print_traceback_if_debug(exc, stream)
+    stream.write(f"error: {crash.crash_message(what, exc, written, resumable=resumable)}\n")
+    return crash.INTERNAL_ERROR_EXIT
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job) interrupts like SIGINT: the run stops and still writes a result
+    saying so. The runner installs its own handlers while it judges (gate.run.runner)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def report_known_error(exc: BaseException, stream: TextIO) -> int | None:

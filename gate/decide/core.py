@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
-from gate.decide.rules import apply_rules, control_failures
+from gate.decide.rules import apply_rules, control_failures, unjudged_controls
 from gate.judge.cost import boundary
 from gate.model.lineage import Lineage
 from gate.model.overrides import apply_overrides
@@ -56,6 +56,20 @@ def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
         "over_reservation": sum(1 for r in records for a in r.attempts if a.over_reservation),
         "by_slice": dict(sorted(by_slice.items())),
     }
+
+
+def add_costs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two bills (`cost_summary`s) as one: every count and amount summed, `by_slice` per slice."""
+    out = dict(a)
+    for key, value in b.items():
+        if key == "by_slice":
+            slices = dict(a.get("by_slice", {}))
+            for name, amount in value.items():
+                slices[name] = slices.get(name, 0.0) + amount
+            out["by_slice"] = dict(sorted(slices.items()))
+        elif key != "currency" and isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = a.get(key, 0) + value
+    return out
 
 
 @dataclass
@@ -158,7 +172,8 @@ def _assemble_result(
         "counts": case_counts(ev),
         "unrun_case_ids": [o.case.case_id for o in outcomes if o.bucket == "unrun"],
         "slices": slice_tallies(ev),
-        "controls": {"ok": not failed_controls, "failures": failed_controls},
+        # ok only when every control was judged and matched its label (SPEC 14)
+        "controls": {"ok": not failed_controls and not unjudged_controls(ev), "failures": failed_controls},
         "cost": cost_summary(ev.records, price.currency if price else "USD"),
         "lineage": lineage.to_dict(),
         "waived": waived,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence
-from gate.model.states import Finding, State
+from gate.model.states import CONTROL_ERROR, Finding, State
 
 Rule = Callable[[Evidence], tuple[Finding, ...]]
 
@@ -60,6 +60,49 @@ def controls(ev: Evidence) -> tuple[Finding, ...]:
             [f["case_id"] for f in failures],
         ),
     )
+
+
+def unjudged_controls(ev: Evidence) -> list[CaseOutcome]:
+    """Controls with no verdict to hold against their label: errored (an evaluator error, an answer
+    that could not be read), withheld or not run. A control that did not separate is never ok."""
+    return [
+        o
+        for o in ev.outcomes
+        if o.case.expected_control_role not in (None, "missing_evidence") and o.bucket != "completed"
+    ]
+
+
+def control_errors(ev: Evidence) -> tuple[Finding, ...]:
+    """Blocker `control_error` (SPEC 14) for each unjudged control no other blocker explains (no key,
+    stale records, a missing shard, deterministic checks that stopped the run)."""
+    ids = _control_error_ids(ev)
+    if not ids:
+        return ()
+    detail = "; ".join(
+        f"{o.case.case_id} ({o.case.expected_control_role}): "
+        + (f"{o.error_kind or 'error'}" if o.bucket == "errored" else o.bucket)
+        for o in ev.outcomes
+        if o.case.case_id in ids
+    )
+    message = (
+        f"{len(ids)} control(s) have no verdict, so the controls did not separate and no other verdict counts: "
+        f"{detail}; an evaluator error on a control is never absorbed by max_evaluator_errors; fix: see why each "
+        "failed (the case rows' error_message), then run again"
+    )
+    return (_finding(State.EVALUATION_INCOMPLETE, CONTROL_ERROR, message, ids),)
+
+
+def _control_error_ids(ev: Evidence) -> list[str]:
+    if ev.blocked:
+        return []
+    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev)}
+    # A control left unrun because another control (or a pair) failed first is `unrun_cases`' to name.
+    stopped = bool(control_failures(ev) or pairs(ev))
+    return [
+        o.case.case_id
+        for o in unjudged_controls(ev)
+        if o.case.case_id not in named and not (stopped and o.bucket == "unrun")
+    ]
 
 
 def pairs(ev: Evidence) -> tuple[Finding, ...]:
@@ -147,7 +190,8 @@ def label_conflicts(ev: Evidence) -> tuple[Finding, ...]:
 
 
 def evaluator_errors(ev: Evidence) -> tuple[Finding, ...]:
-    errored = [o for o in ev.outcomes if o.bucket == "errored"]
+    """More errors than `max_evaluator_errors` allows; a control's never counts (it is `control_error`)."""
+    errored = [o for o in ev.outcomes if o.bucket == "errored" and not o.case.is_control]
     allowed = ev.policy.limits.max_evaluator_errors
     if len(errored) <= allowed:
         return ()
@@ -184,7 +228,7 @@ def _keyless(ev: Evidence) -> list[str]:
 
 def _unnamed_unrun(ev: Evidence) -> list[CaseOutcome]:
     """Unrun cases that no credentials, stale-records or missing-shard finding names already."""
-    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev)}
+    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev), *_control_error_ids(ev)}
     return [o for o in _unrun(ev) if o.case.case_id not in named]
 
 
@@ -250,6 +294,7 @@ def unrun_cases(ev: Evidence) -> tuple[Finding, ...]:
 
 RULES: tuple[Rule, ...] = (
     controls,
+    control_errors,
     pairs,
     slice_limits,
     unstable_verdicts,

@@ -107,6 +107,11 @@ class Unrecorded:
     def unanswered(self) -> int:
         return sum(1 for a in self.attempts if a.status_code is None)
 
+    @property
+    def budget_charge(self) -> float:
+        """What these attempts count against the cost boundary (as `Record.budget_charge`)."""
+        return self.cost + sum(a.held for a in self.attempts)
+
 
 def _number(v: Any) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else 0.0

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gate.decide.core import add_costs
 from gate.judge import Evaluator, Judgment
 from gate.judge.budget import Budget
 from gate.judge.journal import TREND_STREAM, AttemptJournal
@@ -70,17 +71,13 @@ def judge_trend(
     return records
 
 
-def attach_trend(result: Result, trend: dict[str, Any]) -> Result:
-    """The trend goes beside the decision; its spend is part of the run's cost (same boundary)."""
-    c, t = result.cost, trend["cost"]
-    cost = {
-        **c.written(),
-        "total": c.total + t["total"],
-        "input_tokens": c.input_tokens + t["input_tokens"],
-        "output_tokens": c.output_tokens + t["output_tokens"],
-        "http_attempts": c.http_attempts + t["http_attempts"],
-        "budget_spent": c.spent + t["budget_spent"],
-        "unanswered_attempts": c.unanswered_attempts + t["unanswered_attempts"],
-        "trend_total": t["total"],
-    }
+def attach_trend(result: Result, trend: dict[str, Any], bill: dict[str, Any]) -> Result:
+    """The trend goes beside the decision; its spend is part of the run's cost (same boundary).
+
+    `bill`: `gate.decide.core.cost_summary` of the trend's records, added to every figure of the
+    run's cost (usage_missing, retries and by_slice too), its total also kept as `trend_total`."""
+    written = result.cost.written()
+    cost = add_costs(written, {k: v for k, v in bill.items() if k in written})
+    cost["budget_spent"] = result.cost.spent + bill["budget_spent"]
+    cost["trend_total"] = trend["cost"]["total"]
     return result.with_(trend=trend, cost=cost)

@@ -58,6 +58,7 @@ class Blocker(Part):
     lane: str | None = None  # control_missing
     missing_roles: list[str] | None = None  # control_missing
     card_section: str | None = None  # dataset card findings
+    files: list[str] | None = None  # output_write_failed: the outputs that could not be written
     owner_group: str | None = None
     owner: str | None = None
 
@@ -113,6 +114,8 @@ class Cost(Part):
     over_reservation: int = 0
     by_slice: dict[str, Number] = Field(default_factory=dict)
     trend_total: Number | None = None  # the trend's share of `total`, with a trend
+    # Cases billed here (records or journalled attempts of --out) that the lane no longer holds (SPEC 14).
+    outside_lane: list[str] | None = None
 
     @property
     def spent(self) -> float:

@@ -54,12 +54,35 @@ _RANK = {
 }
 
 USAGE_ERROR_EXIT = 2
+_STATE_OF_EXIT = {code: state for state, code in _EXIT_CODES.items()}
+
+# Blocker kinds SPEC 14 adds (evaluation_incomplete): an output other than result.json could not be
+# written; a control errored, could not be read, or was not run.
+OUTPUT_WRITE_FAILED = "output_write_failed"
+CONTROL_ERROR = "control_error"
 
 # Finding kinds that stop the run before any model call (SPEC section 8), with `missing_evidence`
 # under `missing_evidence: block` (its quality_failed form; routed to review it blocks nothing).
 DETERMINISTIC_BLOCKERS = frozenset(
     {"input_contract", "unknown_slice", "partition_leak", "control_missing", "held_out_spent"}
 )
+
+
+def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State | None, int]:
+    """The one exit decision (SPEC 2, 14): the most severe of how the run ended and what its result says.
+
+    `run_exit`: the process's code (None when there was no process, e.g. `gate publish`);
+    `result_state`: the state result.json holds (None without one). A usage error without a
+    result stays exit 2 (no state); any code that is not a state's (a crash, a signal's 128+N)
+    counts as evaluation_incomplete. A result never lowers a run's exit, nor a run its result's.
+    """
+    if result_state is None and run_exit in (None, USAGE_ERROR_EXIT):
+        return None, USAGE_ERROR_EXIT
+    states = [] if result_state is None else [result_state]
+    if run_exit is not None:
+        states.append(_STATE_OF_EXIT.get(run_exit, State.EVALUATION_INCOMPLETE))
+    state = overall_state(states)
+    return state, state.exit_code
 
 
 def overall_state(states: list[State]) -> State:

@@ -54,19 +54,20 @@ def recovered_records(
     lineage: Lineage,
     lane: str,
     judge: JudgeSettings,
-) -> tuple[list[Record], float]:
-    """Records for journaled attempts no record named, and what those of unknown cases cost.
+) -> tuple[list[Record], list[Unrecorded]]:
+    """Records for journaled attempts no record named, and those of cases the dataset no longer has
+    (billed as they are: `gate.commands.assemble` counts them in `cost` and lists them outside the lane).
 
     Each becomes an `error` record with `error_kind: cancelled` (like a judgment interrupted in
     flight): never a verdict, but its attempts count in cost, `http_attempts` and the budget.
     """
     cases = {c.case_id: c for c in dataset.cases}
     out: list[Record] = []
-    lost = 0.0
+    unknown: list[Unrecorded] = []
     for u in unrecorded:
         case = cases.get(u.case_id)
         if case is None:
-            lost += u.cost + sum(a.held for a in u.attempts)
+            unknown.append(u)
             continue
         j = Judgment(
             status="error",
@@ -81,4 +82,4 @@ def recovered_records(
             cost=u.cost,
         )
         out.append(make_record(case, u.repeat_index, j, loaded, lineage, lane, lineage.ragas_version, judge))
-    return out, lost
+    return out, unknown
