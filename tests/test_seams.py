@@ -9,8 +9,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +252,35 @@ def test_a_crashed_shard_names_its_share_and_merge_is_incomplete(tmp_path: Path,
     assert m["state"] == "evaluation_incomplete"
     unjudged = {i for b in m["blockers"] for i in b["case_ids"]}
     assert {c for c in own if not c.startswith("ctl-")} <= unjudged
+
+
+def test_a_shard_stopped_by_sigterm_names_its_share_and_merge_is_incomplete(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    cases = [*controls(), *(case(f"c-{i:02d}") for i in range(12))]
+    policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url, "max_concurrency": 2})
+    fake_openai.latency = 0.3  # judgments are in flight when the job is cancelled
+    stopped = tmp_path / "shard-1"
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(stopped), "--shard", "1/2"]
+    env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while fake_openai.count() < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)  # what a cancelled CI job sends
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    res = result(stopped)
+    assert res["shard"] == {"index": 1, "count": 2} and res["state"] == "evaluation_incomplete"
+    own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
+    assert res["unrun_case_ids"] and set(res["unrun_case_ids"]) <= own
+    fake_openai.latency = 0.0
+    healthy = tmp_path / "shard-2"
+    assert gate("run", "--policy", policy, "--out", healthy, "--shard", "2/2", "--no-cache") == 0
+    merged = tmp_path / "merged"
+    assert gate("merge", "--policy", policy, stopped, healthy, "--out", merged) == 3
+    m = result(merged)
+    assert m["state"] == "evaluation_incomplete"
+    # Its cases (the controls were judged in shard 2) are listed as not judged.
+    unjudged = {c for c in res["unrun_case_ids"] if not c.startswith("ctl-")}
+    assert unjudged and unjudged <= {i for b in m["blockers"] for i in b["case_ids"]}
