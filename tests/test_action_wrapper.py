@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -313,6 +314,39 @@ def test_the_container_exit_status_is_the_step_status(tmp_path: Path) -> None:
     assert run_wrapper(tmp_path / "a", stub={"STUB_RUN_STATUS": "1"}).returncode == 1
     broken = run_wrapper(tmp_path / "b", stub={"STUB_RUN_STATUS": "125"})
     assert broken.returncode == 2 and "docker could not run the container" in broken.log
+
+
+@pytest.mark.parametrize(
+    ("status", "signame", "cause"),
+    [(137, "SIGKILL", "most likely out of memory"), (139, "SIGSEGV", ""), (134, "SIGABRT", "")],
+)
+def test_a_container_killed_by_a_signal_is_incomplete_not_a_usage_error(
+    tmp_path: Path, status: int, signame: str, cause: str
+) -> None:
+    out = run_wrapper(tmp_path, stub={"STUB_RUN_STATUS": str(status)})
+    assert out.returncode == 3, out.log
+    (error,) = [line for line in out.log.splitlines() if line.startswith("::error")]
+    assert f"killed by {signame} (docker run exited {status})" in error and cause in error
+    assert "docker could not run" not in out.log
+    outputs = parse_github_output((out.temp / "_runner_file_commands" / "set_output_1").read_text())
+    assert outputs == {"state": "evaluation_incomplete", "exit-code": "3"}
+
+
+def test_the_gates_own_variables_reach_the_container_and_the_wrappers_do_not(tmp_path: Path) -> None:
+    """GATE_DEBUG (which a crash message recommends) and GATE_WORKERS are the allow-list: every
+    GATE_* variable `gate run --help` documents; the wrapper's own GATE_* never pass."""
+    from gate.cli import RUN_ENV
+
+    documented = set(re.findall(r"\b(GATE_[A-Z_]+)", RUN_ENV))
+    assert documented == {"GATE_DEBUG", "GATE_WORKERS"}
+    caller = {"OPENAI_API_KEY": API_KEY, "GATE_DEBUG": "1", "GATE_WORKERS": "2", "GATE_SOMETHING": "x"}
+    run = run_wrapper(tmp_path, caller_env=caller).run_call()
+    assert {k: v for k, v in run["env"].items() if k.startswith("GATE_") and k != "GATE_INPUTS"} == {
+        "GATE_DEBUG": "1",
+        "GATE_WORKERS": "2",
+    }
+    for name in ("GATE_CALLER_ENV", "GATE_IMAGE", "GATE_ACTION_REF", "GATE_SOMETHING"):
+        assert name not in run["argv"], name
 
 
 def test_a_whole_run_through_the_wrapper_writes_only_gate_out_and_a_quiet_log(tmp_path: Path) -> None:
