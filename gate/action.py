@@ -281,8 +281,16 @@ def run_options(ctx: ActionContext) -> RunOptions:
         max_cost=float(ctx.max_cost) if ctx.max_cost is not None else None,
         shard=parse_shard(ctx.shard) if ctx.shard is not None else None,
         # the trend's change against the base; a missing base is said in the report, not an error
-        base_result=base if base is not None and (base / "result.json").is_file() else None,
+        base_result=base if base is not None and _is_file(base / "result.json") else None,
     )
+
+
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False where even asking fails (a name too long): the base never fails a run."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def merge_dirs(ctx: ActionContext) -> list[str]:

@@ -94,6 +94,17 @@ def test_an_unreadable_base_run_is_said_and_never_fails(tmp_path: Path, fake: Fa
     assert "could not be made" in comment["body"] and "not valid JSON" in comment["body"]
 
 
+def test_a_base_run_that_raises_an_os_error_is_said_and_never_fails(tmp_path: Path, fake: FakeGitHub) -> None:
+    """Not a GateError: a name longer than the file system allows raises OSError on any look."""
+    ctx = workspace(tmp_path, fake, "x" * 300)
+    assert run_options(ctx).base_result is None
+    assert publish_and_report(ctx.out_dir, ctx, run_exit=0, options=FAST, stream=io.StringIO()) == 0
+    (comment,) = fake.comments("acme/support-bot", 17)
+    body = comment["body"]
+    assert "could not be made" in body and "OSError" in body and "File name too long" in body
+    assert "the state does not depend on it" in body and "fix:" in body
+
+
 def test_without_the_input_the_comment_has_no_base_section(tmp_path: Path, fake: FakeGitHub) -> None:
     ctx = workspace(tmp_path, fake, "")
     assert ctx.base_result is None

@@ -166,6 +166,15 @@ def test_a_missing_or_broken_base_is_said_in_the_report_and_changes_nothing(tmp_
     assert "No change shown" in (tmp_path / "s" / "out" / "report.md").read_text()
 
 
+def test_a_base_that_raises_other_than_a_gate_error_is_a_note_never_a_failure(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """An OSError (a name longer than the file system allows) is only the trend's note."""
+    res = run(tmp_path / "s", fake, {}, "--base-result", str(tmp_path / ("x" * 300)))
+    assert res["state"] == "passed" and res["exit_code"] == 0
+    note = res["trend"]["base"]["note"]
+    assert res["trend"]["base"]["compared"] is False
+    assert "OSError" in note and "File name too long" in note and "fix:" in note and "\n" not in note
+
+
 def test_dry_run_counts_the_trend_in_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_suite(tmp_path, CASES, trend=trend())
     assert main(["run", "--policy", str(path), "--dry-run"]) == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gate.measure.compare import compare_runs, critical_slices_of, load_run
 from gate.measure.compare_report import render_comment_section, render_compare
+from gate.measure.trend import unreadable_base
 from gate.model import escape
 from gate.model.errors import GateError
 from gate.model.records import RECORDS_FILE
@@ -24,7 +25,20 @@ def has_base_run(base: Path) -> bool:
 
 
 def base_section(base: Path, head_dir: Path, policy: Path, shown_as: str) -> str:
-    """The comment section comparing `head_dir` (this run's --out) with `base`; writes compare.*."""
+    """The comment section comparing `head_dir` (this run's --out) with `base`; writes compare.*.
+
+    Whatever the base holds, it never fails the step: an error no check foresaw (an OSError, a
+    RecursionError) is one paragraph in the section."""
+    try:
+        return _base_section(base, head_dir, policy, shown_as)
+    except Exception as exc:  # the state is the run's own; the comment says why
+        return (
+            f"{HEADING}\n\nThe comparison with the base run could not be made: "
+            f"{escape.markdown(unreadable_base(Path(shown_as), exc), 1000)}\n"
+        )
+
+
+def _base_section(base: Path, head_dir: Path, policy: Path, shown_as: str) -> str:
     if not has_base_run(base):
         return (
             f"{HEADING}\n\nNo base run to compare against: {escape.code(shown_as)} holds no records.jsonl "

@@ -86,7 +86,19 @@ def read_base_trend(base: Path) -> tuple[BaseTrend | None, str | None]:
         result = load_result(base / "result.json" if base.is_dir() else base, "base result")
     except ResultProblem as exc:
         return None, exc.message
+    except Exception as exc:  # an OSError, a RecursionError...: still only a note
+        return None, unreadable_base(base, exc)
     return (result.trend, None) if result.trend is not None else (None, "the base run has no trend")
+
+
+def unreadable_base(base: Path, exc: BaseException) -> str:
+    """One paragraph for a base run that could not be read in a way no check foresaw."""
+    from gate.model.escape import visible
+
+    return (
+        f"{visible(base, 120)}: the base run could not be read ({type(exc).__name__}: {visible(exc, 200)}); "
+        "the state does not depend on it; fix: pass a base run's --out directory (its result.json)"
+    )
 
 
 def _mean(stats: Mapping[str, Any] | None) -> float | None:
