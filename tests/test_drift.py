@@ -191,6 +191,24 @@ def test_a_killed_drift_run_leaves_a_journal_naming_every_request_sent(tmp_path:
     named = sum(len(r.attempts) for r in recorded) + sum(len(u.attempts) for u in unrecorded)
     assert unrecorded and fake.count() <= named <= fake.count() + 4  # + requests cut off while sent
     assert recover(out / JOURNAL_FILE, recorded) == []  # never mistaken for verdicts
+    paid_before = recover(out / JOURNAL_FILE, [], DRIFT_STREAM)
+    killed_charge = sum(u.cost + sum(a.held for a in u.attempts) for u in paid_before)  # in flight: reservations
+
+    # The next run in that --out bills what the killed one paid (no result ever did), once.
+    fake.latency = 0.0
+    killed_requests = fake.count()
+    code, _, _ = drift_run(policy, out)
+    assert code == 0
+    cost = json.loads((out / "result.json").read_text())["cost"]
+    assert cost["http_attempts"] == named + 8 and fake.count() <= cost["http_attempts"] <= fake.count() + 4
+    assert fake.count() == killed_requests + 8
+    this_run = sum(r.budget_charge for r in read_records(out / "drift-records.jsonl"))
+    assert cost["budget_spent"] == pytest.approx(this_run + killed_charge) and killed_charge > 0
+    notes = json.loads((out / "result.json").read_text())["notes"]
+    assert any("killed before it finished" in n for n in notes)
+    code, _, _ = drift_run(policy, out)
+    again = json.loads((out / "result.json").read_text())
+    assert again["cost"]["http_attempts"] == 8 and not any("killed before" in n for n in again["notes"])
 
 
 def test_a_drift_dry_run_decides_nothing_and_prints_an_empty_json_result(

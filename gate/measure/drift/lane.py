@@ -1,7 +1,8 @@
 """`gate run --lane scheduled` on a policy with `drift:`: judge the sample, write what it found.
 
 Outputs in `--out`: `drift-records.jsonl` (one line per judgment, metered like every judgment),
-`attempts.jsonl` (each attempt written ahead when sent: after a kill, the bill of what was sent),
+`attempts.jsonl` (each attempt written ahead when sent: after a kill, the bill of what was sent;
+the next run there bills those attempts in its own result),
 `drift.json`, `proposed-cases.jsonl` (for people, never for the gold cases), and the usual
 `result.json` and reports. The state is `passed` unless the run could not complete.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,15 +22,25 @@ from gate import __version__
 from gate.decide.core import RESULT_SCHEMA_VERSION, Decision, cost_summary
 from gate.judge import Evaluator, Judgment, ragas_version
 from gate.judge.budget import Budget
-from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal
+from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal, Unrecorded, recover
 from gate.measure.drift.findings import against_previous, pass_rates, proposals, verdicts
 from gate.model.cases import Case, load_dataset
+from gate.model.escape import is_name
 from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordWriter
 from gate.model.result import Result
 from gate.model.states import Finding, State, overall_state
-from gate.model.traces import DRIFT_LANE, as_case, draw_sample, drift_config, drift_policy, load_traces, previous_drift
+from gate.model.traces import (
+    DRIFT_LANE,
+    Trace,
+    as_case,
+    draw_sample,
+    drift_config,
+    drift_policy,
+    load_traces,
+    previous_drift,
+)
 from gate.run.sweep import judge_each
 
 DRIFT_RECORDS = "drift-records.jsonl"
@@ -72,11 +84,12 @@ def run_drift(
         gate_version=__version__,
     )
     out = opts.out_dir
-    records = _judge_sample(loaded, judged_by, sample, lineage, opts, factory, record)
+    traces = {t.trace_id: t for t in trace_file.traces}
+    records, unbilled = _judge_sample(loaded, judged_by, sample, lineage, opts, factory, record)
+    carried = _carried_records(unbilled, traces, drift.default_slice, judged_by, lineage, record)
 
     vs = verdicts(sample, records)
     overall, slices = pass_rates(vs)
-    traces = {t.trace_id: t for t in trace_file.traces}
     # The gold cases are read, never written: proposals are compared with them, not added to them.
     proposed = proposals(vs, traces, load_dataset(loaded).cases, previous)
     with (out / PROPOSED_CASES).open("w", encoding="utf-8") as fh:
@@ -103,7 +116,7 @@ def run_drift(
     ]  # fmt: skip
     blockers = _incomplete(loaded, sample, records, opts)
     state = overall_state([b.state for b in blockers])
-    result = _result(loaded, state, blockers, sample, records, lineage, opts, summary)
+    result = _result(loaded, state, blockers, sample, records, lineage, opts, summary, carried)
     drift_json = {
         "schema_version": 1,
         "policy_id": loaded.policy.policy_id,
@@ -126,16 +139,25 @@ def _judge_sample(
     opts: DriftRun,
     factory: Callable[[LoadedPolicy, str, Path | None], Evaluator],
     record: RecordMaker,
-) -> list[Record]:
-    """Clear the lane's files in --out, then judge the sample (without a key, nothing) into drift-records.jsonl."""
+) -> tuple[list[Record], list[Unrecorded]]:
+    """Clear the lane's files in --out, then judge the sample (without a key, nothing) into drift-records.jsonl.
+
+    Also returns the attempts of earlier drift runs in --out that never finished (killed before
+    drift.json), which no result has billed yet."""
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    journal_path = out / JOURNAL_FILE
+    # Each attempt is written ahead to the journal (stream "drift"): the lane has no --resume, so
+    # after a kill the journal is the bill of what was sent. A finished run (drift.json written)
+    # billed its journal in its result: the next run starts a new one. One that did not finish
+    # billed nothing: its journal is kept and appended to, and this run's result bills its attempts.
+    finished = (out / DRIFT_RESULT).exists()
+    unbilled = [] if finished else recover(journal_path, [], DRIFT_STREAM)
+    if not unbilled:
+        journal_path.unlink(missing_ok=True)
     for name in DRIFT_FILES:
         (out / name).unlink(missing_ok=True)
 
-    # Each attempt is written ahead to this run's journal (stream "drift"): the lane has no
-    # --resume, so after a kill the journal is the bill of what was sent (the next run replaces it).
-    (out / JOURNAL_FILE).unlink(missing_ok=True)
     records: list[Record] = []
     with RecordWriter(out / DRIFT_RECORDS) as writer, contextlib.closing(AttemptJournal(out / JOURNAL_FILE)) as journal:
         if opts.api_key:
@@ -148,8 +170,37 @@ def _judge_sample(
             evaluator = factory(judged_by, opts.api_key, opts.cache_dir)
             concurrency = loaded.policy.evaluator.max_concurrency
             budget = Budget(opts.boundary)
+            budget.spent = math.fsum(u.cost + sum(a.held for a in u.attempts) for u in unbilled)  # one boundary
             asyncio.run(judge_each(evaluator, sample, budget, concurrency, emit, (journal, DRIFT_STREAM)))
-    return records
+    return records, unbilled
+
+
+def _carried_records(
+    unbilled: Sequence[Unrecorded],
+    traces: Mapping[str, Trace],
+    default_slice: str,
+    judged_by: LoadedPolicy,
+    lineage: Lineage,
+    record: RecordMaker,
+) -> list[Record]:
+    """The unfinished earlier runs' attempts as `cancelled` records, billed in `cost`, never verdicts."""
+    out: list[Record] = []
+    for u in unbilled:
+        # The journal is untrusted: an id the traces file no longer has (or never had) is billed
+        # under a stand-in trace of the default slice.
+        gone = Trace(trace_id=u.case_id if is_name(u.case_id) else "unknown", user_input="-", response="-")
+        case = as_case(traces.get(u.case_id, gone), default_slice)
+        judgment = Judgment(
+            status="error",
+            error_kind="cancelled",
+            error_message="an attempt of an earlier drift run in this --out that was killed before it finished",
+            attempts=list(u.attempts),
+            input_tokens=sum(a.input_tokens for a in u.attempts),
+            output_tokens=sum(a.output_tokens for a in u.attempts),
+            cost=u.cost,
+        )
+        out.append(record(case, judgment, judged_by, lineage))
+    return out
 
 
 def _incomplete(loaded: LoadedPolicy, sample: Sequence[Case], records: list[Record], opts: DriftRun) -> list[Finding]:
@@ -202,8 +253,11 @@ def _result(
     lineage: Lineage,
     opts: DriftRun,
     summary: Mapping[str, Any],
+    carried: Sequence[Record] = (),
 ) -> Result:
-    """A result.json in the shape of every other run, so publish, the Action and reports read it."""
+    """A result.json in the shape of every other run, so publish, the Action and reports read it.
+
+    `cost` bills this run's records and `carried`: what earlier unfinished runs here paid."""
     done = {r.case_id: r for r in records}
     unrun = [c.case_id for c in sample if c.case_id not in done or done[c.case_id].status == "skipped"]
     price = loaded.policy.evaluator.price
@@ -228,7 +282,7 @@ def _result(
             "unrun_case_ids": unrun,
             "slices": {},
             "controls": {"ok": True, "failures": []},
-            "cost": cost_summary(records, price.currency if price else "USD"),
+            "cost": cost_summary([*records, *carried], price.currency if price else "USD"),
             "lineage": lineage.to_dict(),
             "waived": [],
             "overrides": [],
@@ -239,8 +293,19 @@ def _result(
             "notes": [
                 "drift lane: production traces, no human labels; the state says only whether the run completed",
                 f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review",
+                *_carried_note(carried),
             ],
             "cases": [],
             "drift": dict(summary),
         }
     )
+
+
+def _carried_note(carried: Sequence[Record]) -> list[str]:
+    if not carried:
+        return []
+    attempts = sum(len(r.attempts) for r in carried)
+    return [
+        f"{attempts} attempt(s) of an earlier drift run in this --out, killed before it finished, are billed "
+        f"in this run's cost ({math.fsum(r.budget_charge for r in carried):.6g} counted against the boundary)"
+    ]
