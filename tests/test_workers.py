@@ -291,6 +291,30 @@ def test_resume_folds_a_dead_runs_worker_file_with_a_corrupt_line_and_says_so(tm
         assert (out / "records.w1.jsonl.unreadable").exists()
 
 
+def test_resume_after_a_parent_died_between_folding_and_removing_bills_each_record_once(tmp_path: Path) -> None:
+    """The parent folded a worker's file into records.jsonl, then died before removing the file (the
+    last fold line torn): --resume folds it again, and must not append what is already there."""
+    with FakeOpenAI() as fake:
+        cases = [case(f"k-{i:02d}") for i in range(6)]
+        policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 2})
+        out = tmp_path / "out"
+        args = run_args(policy, out)
+        first = subprocess.run(args, env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
+        (out / "records.w1.jsonl").write_text("".join(lines))  # the worker's file, still there
+        (out / "records.jsonl").write_text("".join(lines[:-1]) + lines[-1][:30])  # the fold cut mid-line
+        resumed = subprocess.run(
+            [*args, "--resume"], env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        res = result(out)
+        assert res["state"] == "passed" and res["counts"]["completed"] == 6
+        assert res["cost"]["http_attempts"] == fake.count() == 6  # the bill is what the provider saw, once
+        assert sorted(r["case_id"] for r in records(out)) == [c["case_id"] for c in cases]
+        assert not list(out.glob("records.w*"))
+
+
 def progress_lines(stderr: str) -> list[tuple[int, int, int, int]]:
     """(done, total, reused, errors) of each plain progress line."""
     found = re.findall(

@@ -13,6 +13,7 @@ import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gate.model.paths import shown_path
 from gate.model.records import Record, RecordsError, RecordWriter, parse_record, read_records
@@ -79,13 +80,19 @@ def set_aside(path: Path) -> Path | None:
 
 def fold_worker_records(out_dir: Path, records_path: Path) -> list[str]:
     """Append every worker's records file to records.jsonl and remove it (a resumed run whose
-    workers died with it); a note for each file that could not be read whole."""
+    workers died with it); a note for each file that could not be read whole.
+
+    Idempotent: a parent that died after folding a file and before removing it left its records in
+    both places; those already in records.jsonl are not appended again (each would be billed twice)."""
     notes: list[str] = []
-    for path in sorted(out_dir.glob(WORKER_RECORDS_GLOB)):
+    paths = sorted(out_dir.glob(WORKER_RECORDS_GLOB))
+    on_file = _identities_on_file(records_path) if paths else set()
+    for path in paths:
         found = read_worker(path)
-        if found.records:
+        fresh = [r for r in found.records if _identity(r.model_dump(mode="json")) not in on_file]
+        if fresh:
             with RecordWriter(records_path) as writer:
-                for r in found.records:
+                for r in fresh:
                     writer.write(r)
         if found.problem is None:
             path.unlink()
@@ -105,3 +112,35 @@ def discard_worker_records(out_dir: Path) -> None:
         if path.is_dir():
             continue
         path.unlink()
+
+
+def _identity(rec: Any) -> tuple[object, ...]:
+    """What tells one judgment's record from another: its case, repeat and attempt ids (unique per
+    attempt), with its status and cache state for a record that sent none."""
+    if not isinstance(rec, dict):
+        return ()
+    attempts = rec.get("attempts")
+    ids = tuple(str(a.get("attempt_id")) for a in attempts if isinstance(a, dict)) if isinstance(attempts, list) else ()
+    return (str(rec.get("case_id")), str(rec.get("repeat_index")), ids, str(rec.get("status")), str(rec.get("cache")))
+
+
+def _identities_on_file(records_path: Path) -> set[tuple[object, ...]]:
+    """The identities of records.jsonl's records (read as untrusted: a line that is not one is
+    left to `read_records` to report). A torn last line (the parent killed while writing it) is cut
+    off first, so what is appended next starts a line: its record is still in its worker's file,
+    or its attempts in the journal."""
+    found: set[tuple[object, ...]] = set()
+    whole = 0  # bytes up to the last newline
+    try:
+        with records_path.open("rb+") as fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break
+                whole += len(line)
+                with contextlib.suppress(ValueError, RecursionError):
+                    found.add(_identity(json.loads(line)))
+            if fh.seek(0, 2) != whole:
+                fh.truncate(whole)
+    except FileNotFoundError:
+        return set()
+    return found
