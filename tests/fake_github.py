@@ -7,6 +7,9 @@ Runs `http.server.ThreadingHTTPServer` on 127.0.0.1 (port 0) in a background thr
 
 Every object URL it returns is on its own host and under its prefix (PyGithub asserts that).
 Every request is recorded (`gh.requests`: method, path without the prefix, query, json body).
+Listing a commit's check runs honours `filter` as GitHub does: `latest` (the default) lists only
+the most recent run of each name (by `completed_at`), `all` every run; `add_check_run` makes one
+as another job would.
 
 Fault injection:
 - `read_only = True`: every POST/PATCH answers 403 "Resource not accessible by integration";
@@ -24,6 +27,7 @@ Also runnable as a process for the container smoke test:
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
 import json
 import re
@@ -138,6 +142,12 @@ class FakeGitHub:
     def add_comment(self, repo: str, number: int, body: str, login: str | None = None) -> int:
         with self._lock:
             return int(self._new_comment(repo, number, body, login or self.login)["id"])
+
+    def add_check_run(self, repo: str, name: str, head_sha: str, completed_at: str) -> int:
+        """A check run someone else made (another workflow's job of the same name, a re-run)."""
+        body = {"name": name, "head_sha": head_sha, "conclusion": "success", "completed_at": completed_at}
+        with self._lock:
+            return int(self._new_check_run(repo, body)["id"])
 
     def add_comments(self, repo: str, number: int, count: int, login: str = "someone") -> None:
         for i in range(count):
@@ -377,11 +387,23 @@ class FakeGitHub:
             return 200, self._check_run_json(run), {}
 
         if (m2 := re.fullmatch(r"/commits/([^/]+)/check-runs", rest)) and method == "GET":
-            runs = [
-                self._check_run_json(r)
+            found = [
+                r
                 for r in self.store.check_runs
                 if r["head_sha"] == m2.group(1) and ("check_name" not in query or r["name"] == query["check_name"])
             ]
+            # GitHub's `filter`: `latest` (the default) lists only the most recent run of each name
+            # (by completed_at); `all` lists every run.
+            which = query.get("filter", "latest")
+            if which not in ("latest", "all"):
+                return 422, {"message": "Validation Failed: filter must be latest or all"}, {}
+            if which == "latest":
+                newest: dict[str, dict[str, Any]] = {}
+                for r in found:
+                    if r["name"] not in newest or _recency(r) >= _recency(newest[r["name"]]):
+                        newest[r["name"]] = r
+                found = [r for r in found if newest[r["name"]] is r]
+            runs = [self._check_run_json(r) for r in found]
             return 200, {"total_count": len(runs), "check_runs": runs}, {}
 
         return 404, {"message": "Not Found"}, {}
@@ -451,6 +473,17 @@ _BLOCKERS: dict[str, list[dict[str, Any]]] = {
         }
     ],
 }
+
+
+def _recency(run: dict[str, Any]) -> tuple[dt.datetime, int]:
+    """How recent a check run is for `filter=latest`: its completed_at (unfinished: oldest), then its id."""
+    try:
+        at = dt.datetime.fromisoformat(str(run["completed_at"]))
+    except ValueError:
+        at = dt.datetime.min
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.UTC)
+    return at, int(run["id"])
 
 
 def sample(state: str = "quality_failed", **overrides: Any) -> Result:

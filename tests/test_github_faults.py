@@ -249,3 +249,19 @@ def test_a_primary_rate_limit_far_away_is_not_waited_for(tmp_path: Path, fake: F
     code, log = publish_dir(tmp_path, fake, sample_result("review_required"))
     assert code == 4 and len(fake.check_runs) == 1 and fake.comments(REPO, PR) == []
     assert "could not list comments" in log and time.monotonic() - started < 10
+
+
+def test_an_ambiguous_create_finds_our_run_though_a_newer_run_of_the_same_name_exists(
+    tmp_path: Path, fake: FakeGitHub
+) -> None:
+    """Our create lands but answers 502; another job's run of the same name completed later. GitHub
+    lists only the newest run per name unless asked `filter=all`: without it ours is not found and
+    a duplicate is created."""
+    fake.add_check_run(REPO, "ragas-gate / refund-answer", HEAD, completed_at="2099-01-01T00:00:00Z")
+    fake.fail_next("POST", "/check-runs$", 502, after_store=True)
+    code, log = publish_dir(tmp_path, fake, sample_result("passed"))
+    assert code == 0 and "warning" not in log, log
+    ours = [r for r in fake.check_runs if r["external_id"]]
+    assert len(ours) == 1 and len(fake.calls("POST", "/check-runs$")) == 1  # found, not re-sent
+    (lookup,) = fake.calls("GET", "/check-runs$")
+    assert lookup.query.get("filter") == "all"

@@ -11,7 +11,8 @@ Rules (SPEC sections 2 and 8):
   raises and never changes the result's state;
 - retries: reads (GET/HEAD) are retried on 5xx and rate limits; writes never are. A create that
   fails ambiguously (5xx, timeout: it may have landed) is checked by listing the head SHA's check
-  runs for our one-off `external_id`; it is re-sent once only when it verifiably did not land;
+  runs (`filter=all`) for our one-off `external_id`; it is re-sent once only when it verifiably did
+  not land;
 - the token is never logged: every warning is scrubbed of it.
 """
 
@@ -249,7 +250,9 @@ class _Publisher:
             self.out.annotations_sent += len(batch)
 
     def _find_check_run(self, head_sha: str, name: str, external_id: str) -> CheckRun | None:
-        for run in self.repo.get_commit(head_sha).get_check_runs(check_name=name):
+        # `filter=all`: GitHub's default (`latest`) lists only the newest run of each name, so a
+        # run of the same name completed after ours (a re-run, another workflow) would hide it.
+        for run in self.repo.get_commit(head_sha).get_check_runs(check_name=name, filter="all"):
             if run.external_id == external_id:
                 return run
         return None
