@@ -265,3 +265,28 @@ def test_an_ambiguous_create_finds_our_run_though_a_newer_run_of_the_same_name_e
     assert len(ours) == 1 and len(fake.calls("POST", "/check-runs$")) == 1  # found, not re-sent
     (lookup,) = fake.calls("GET", "/check-runs$")
     assert lookup.query.get("filter") == "all"
+
+
+@pytest.mark.parametrize(
+    ("location", "path", "line"),
+    [
+        ("evals/policy.yaml:²", "evals/policy.yaml", 1),  # isdigit() is true, int() raises
+        ("evals/policy.yaml:١٢", "evals/policy.yaml", 1),  # Arabic-Indic digits: int() reads 12
+        ("evals/policy.yaml:2147483648", "evals/policy.yaml", 1),  # past 2^31 - 1
+        ("evals/policy.yaml:" + "9" * 5000, "evals/policy.yaml", 1),  # past int()'s digit limit
+        ("evals/policy.yaml:0", "evals/policy.yaml", 1),
+        ("evals/policy.yaml:2147483647", "evals/policy.yaml", 2147483647),
+        ("evals/cases.jsonl:12", "evals/cases.jsonl", 12),
+    ],
+)
+def test_an_annotation_line_github_cannot_take_drops_the_line_never_the_publish(
+    tmp_path: Path, fake: FakeGitHub, location: str, path: str, line: int
+) -> None:
+    blocker = {"state": "quality_failed", "kind": "input_contract", "slice": None, "case_ids": ["c-1"], "message": "m"}
+    result = sample_result("quality_failed", blockers=[{**blocker, "location": location}])
+    code, log = publish_dir(tmp_path, fake, result)
+    assert code == 1 and "warning" not in log, log
+    (run,) = fake.check_runs
+    (annotation,) = run["annotations"]
+    assert (annotation["path"], annotation["start_line"], annotation["end_line"]) == (path, line, line)
+    assert len(fake.comments(REPO, PR)) == 1

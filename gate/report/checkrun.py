@@ -30,6 +30,7 @@ MAX_ANNOTATIONS_PER_REQUEST = 50
 MAX_ANNOTATIONS_TOTAL = 500
 MAX_TITLE_CHARS = 250
 MAX_ANNOTATION_MESSAGE_CHARS = 4_000
+MAX_LINE = 2**31 - 1  # annotation line numbers are 32-bit signed integers
 ARTIFACT_HINT = "the full report is in the workflow run's `ragas-gate` artifact (report.md, result.json)"
 
 CONCLUSIONS: dict[str, str] = {state.value: state.conclusion for state in State}
@@ -153,12 +154,16 @@ def _summary(result: Result) -> str:
 
 
 def _location(blocker: Blocker, default_path: str) -> tuple[str, int]:
-    """(path, line) for an annotation: the blocker's `location` ("file:line") when it has one."""
+    """(path, line) for an annotation: the blocker's `location` ("file:line") when it has one.
+
+    result.json is untrusted: a line GitHub cannot take (not ASCII digits, `:²` or `:١٢`, or outside
+    1..2^31-1) is dropped (line 1 of the file), never the publish."""
     location = blocker.location
     if location:
         path, sep, line = location.rpartition(":")
-        if sep and path and line.isdigit() and int(line) > 0:
-            return path, int(line)
+        if sep and path and line.isdigit():  # Unicode digits too: those are a line, just not one to send
+            number = int(line) if line.isascii() and len(line) <= len(str(MAX_LINE)) else 0
+            return path, number if 1 <= number <= MAX_LINE else 1
         return location, 1
     return default_path, 1
 
