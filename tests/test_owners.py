@@ -3,21 +3,28 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from fake_github import FakeGitHub
 from suite import case, write_suite
 
 from gate.cli import main
+from gate.github.client import ClientOptions, comment_marker
+from gate.github.publish import publish_result_dir
 from gate.model.errors import PolicyError
 from gate.model.escape import markdown
 from gate.model.overrides import NOT_WAIVABLE, WAIVABLE
 from gate.model.owners import KIND_GROUP, OWNER_GROUPS
 from gate.model.policy import load_policy
 from gate.model.records import Attempt, Record, write_records
+from gate.model.result import load_result
+from gate.report.checkrun import build_check_run
 
 OWNERS = {"product": "@app-team", "gold_set": "@labelers", "provider": "@platform"}
+FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
 
 
 def rec(case_id: str, human: str, judge: str | None, **kw: object) -> Record:
@@ -72,6 +79,20 @@ def test_blockers_are_routed_to_their_owners_everywhere(tmp_path: Path, capsys: 
     terminal = capsys.readouterr().out
     assert "owner @app-team (product)" in terminal and "owner @platform (provider)" in terminal
 
+    # The check run too (published through PyGithub to the fake GitHub): its summary's blocker table
+    # has an owner column, each annotation names the owner.
+    (out / "report.md").write_text(f"{comment_marker('refund-answer')}\n# report\n")
+    env = {"GITHUB_TOKEN": "ghs_t", "GITHUB_REPOSITORY": "acme/bot", "GITHUB_SHA": "5e" * 20}
+    with FakeGitHub(user_status=403) as github:
+        publish_result_dir(out, {**env, "GITHUB_API_URL": github.base_url}, options=FAST, stream=io.StringIO())
+        (run,) = github.check_runs
+    summary = run["output_data"]["summary"]
+    assert "| state | kind | slice | owner | cases | message |" in summary
+    assert f"| {markdown('@app-team (product)')} |" in summary and f"| {markdown('@platform (provider)')} |" in summary
+    notes = {a["title"].split(": ", 1)[1].split(" ")[0]: a["message"] for a in run["annotations"]}
+    assert "Owner: @app-team (product)" in notes["false_pass_limit"]
+    assert "Owner: @labelers (gold set)" in notes["label_conflict"]
+
 
 def test_without_owners_blockers_are_not_routed(tmp_path: Path) -> None:
     policy = write_suite(tmp_path / "s", [case("c-1", label="fail")])
@@ -81,6 +102,8 @@ def test_without_owners_blockers_are_not_routed(tmp_path: Path) -> None:
     main(["decide", "--policy", str(policy), "--records", str(path), "--out", str(out), "--lane", "nocontrols"])
     blocker = json.loads((out / "result.json").read_text())["blockers"][0]
     assert "owner" not in blocker and "owner" not in (out / "report.md").read_text()
+    payload = build_check_run(load_result(out / "result.json"), "r")
+    assert "owner" not in payload.summary.lower() and all("Owner" not in a["message"] for a in payload.annotations)
 
 
 @pytest.mark.parametrize("owners", [{"legal": "@x"}, {"product": "<img src=x>"}])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.model import escape
 from gate.model.money import money
+from gate.model.owners import owner_text
 from gate.model.states import State
 from gate.model.textfit import fit_bytes
 
@@ -115,14 +116,18 @@ def _summary(result: Result) -> str:
         "",
     ]
     if result.blockers:
-        lines += ["### Blockers", "", "| state | kind | slice | cases | message |", "|---|---|---|---|---|"]
+        # The owner column (as in report.md) when the policy routes blockers (`owners:`).
+        owned = any(b.routed for b in result.blockers)
+        columns = ["state", "kind", "slice", *(["owner"] if owned else []), "cases", "message"]
+        lines += ["### Blockers", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
         ordered = sorted(result.blockers, key=lambda b: _STATE_ORDER.index(b.state) if b.state in _STATE_ORDER else 9)
         for b in ordered:
             ids = b.case_ids
+            owner = f"{_cell(owner_text(b) or '')} | " if owned else ""
             lines.append(
                 f"| {escape.code(b.state)} | {escape.code(b.kind)} | "
                 f"{escape.code(b.slice) if b.slice else ''} "
-                f"| {_ids(ids) if ids else ''} | {_cell(b.message)} |"
+                f"| {owner}{_ids(ids) if ids else ''} | {_cell(b.message)} |"
             )
         lines.append("")
     else:
@@ -176,6 +181,9 @@ def _annotations(result: Result, default_path: str) -> list[dict[str, Any]]:
         path, line = _location(b, default_path)
         ids = b.case_ids
         message = b.message or b.kind
+        owner = owner_text(b)
+        if owner:
+            message += f"\nOwner: {owner}"
         if ids:
             message += f"\nCases: {', '.join(ids)}"
         if len(message) > MAX_ANNOTATION_MESSAGE_CHARS:
