@@ -115,6 +115,30 @@ def test_drift_run_proposes_cases_without_touching_the_gold_file(tmp_path: Path,
     assert {p.name: sha(p) for p in (root / "cases.jsonl", root / "evidence.yaml")} == gold
 
 
+def test_clear_text_off_keeps_every_trace_text_out_of_the_drift_outputs(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """`records: {clear_text: false}`: the drift lane's artifacts name traces by id and hash only;
+    the judge's reasons are hashes, and no output in --out copies a trace's text."""
+    import yaml
+
+    policy = drift_suite(tmp_path / "s", fake)
+    doc = yaml.safe_load(policy.read_text())
+    policy.write_text(yaml.safe_dump({**doc, "records": {"clear_text": False}}))
+    fake.script("Reply t-0", reply("fail", "The answer quotes: Refunds are allowed within 14 days."))
+    code, found, proposed = drift_run(policy, tmp_path / "out")
+    assert code == 0 and proposed
+    recs = [json.loads(line) for line in (tmp_path / "out" / "drift-records.jsonl").read_text().splitlines()]
+    assert all(r["judge_reason"].startswith("sha256:") for r in recs if r["status"] == "ok")
+    for p in proposed:
+        trace = next(t for t in TRACES if t["trace_id"] == p["trace_id"])
+        assert p["response_sha256"] == hashlib.sha256(trace["response"].encode()).hexdigest()
+        assert p["user_input_sha256"] == hashlib.sha256(trace["user_input"].encode()).hexdigest()
+    texts = {s for t in TRACES for s in (t["user_input"], t["response"], *t["retrieved_contexts"])}
+    for out_file in (tmp_path / "out").iterdir():
+        body = out_file.read_text(encoding="utf-8")
+        leaked = [t for t in texts if t in body or json.dumps(t)[1:-1] in body]
+        assert not leaked, (out_file.name, leaked[:2])
+
+
 def test_a_reference_prompt_is_refused_on_the_drift_lane(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # no drift prompt: the metric's prompt (which needs {reference}) would be used
     policy = drift_suite(tmp_path / "a", None, prompt_file=None)

@@ -116,13 +116,20 @@ def _previous_verdicts(previous: Mapping[str, Any] | None) -> dict[str, tuple[st
 
 
 def proposals(
-    vs: Sequence[Verdict], traces: Mapping[str, Trace], gold: Sequence[Case], previous: Mapping[str, Any] | None
+    vs: Sequence[Verdict],
+    traces: Mapping[str, Trace],
+    gold: Sequence[Case],
+    previous: Mapping[str, Any] | None,
+    clear_text: bool = True,
 ) -> list[dict[str, Any]]:
     """Traces people should label for a future dataset version, with why.
 
     - `disagreement`: the same trace, the same rendered input, another verdict than the last run
       (the judge moved, or sits on a boundary);
     - `new_failure_shape`: a failing trace whose question resembles no gold case.
+
+    Without `clear_text` (the policy's `records.clear_text: false`) a proposal names its trace by id
+    and hashes, never copying its text into an artifact: people read it in the traces file.
     """
     before = _previous_verdicts(previous)
     gold_shingles = [shingle_set(c.user_input, SHINGLE_WORDS) for c in gold]
@@ -140,11 +147,24 @@ def proposals(
             if closest < NEW_SHAPE_SIMILARITY:
                 whys.append("new_failure_shape")
         if whys:
-            out.append(_proposal(v, traces[v.trace_id], whys, prior[1] if prior else None))
+            out.append(_proposal(v, traces[v.trace_id], whys, prior[1] if prior else None, clear_text))
     return out
 
 
-def _proposal(v: Verdict, trace: Trace, whys: list[str], previous_label: str | None) -> dict[str, Any]:
+def _proposal(
+    v: Verdict, trace: Trace, whys: list[str], previous_label: str | None, clear_text: bool
+) -> dict[str, Any]:
+    text: dict[str, Any] = {
+        "user_input": trace.user_input,
+        "response": trace.response,
+        "retrieved_contexts": trace.retrieved_contexts,
+    }
+    if not clear_text:  # `records: {clear_text: false}`: the text stays in the traces file, by trace_id
+        contexts = trace.retrieved_contexts
+        text = {
+            "user_input_sha256": sha256_hex(trace.user_input),
+            "retrieved_contexts_sha256": None if contexts is None else sha256_hex("\n\n".join(contexts)),
+        }
     return {
         "trace_id": v.trace_id,
         "why": whys,
@@ -152,10 +172,8 @@ def _proposal(v: Verdict, trace: Trace, whys: list[str], previous_label: str | N
         "judge_label": v.label,
         "judge_reason": v.reason,
         "previous_label": previous_label,
-        "user_input": trace.user_input,
-        "response": trace.response,
+        **text,
         "response_sha256": sha256_hex(trace.response),
-        "retrieved_contexts": trace.retrieved_contexts,
         # What people add before it can join a future dataset version (never this one).
         "needs": ["independent human_adjudication", "reference", "partition", "rubric_version", "privacy review"],
     }

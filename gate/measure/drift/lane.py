@@ -91,7 +91,7 @@ def run_drift(
     vs = verdicts(sample, records)
     overall, slices = pass_rates(vs)
     # The gold cases are read, never written: proposals are compared with them, not added to them.
-    proposed = proposals(vs, traces, load_dataset(loaded).cases, previous)
+    proposed = proposals(vs, traces, load_dataset(loaded).cases, previous, loaded.policy.records.clear_text)
     with (out / PROPOSED_CASES).open("w", encoding="utf-8") as fh:
         for p in proposed:
             fh.write(json.dumps(p, ensure_ascii=False, sort_keys=True) + "\n")
