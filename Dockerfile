@@ -2,6 +2,10 @@
 # The base is pinned by digest (the multi-arch index, so amd64 and arm64 both resolve);
 # Dependabot moves it (.github/dependabot.yml), which is why it is written literally here and not
 # through an ARG. Offline machines build a copy with this line replaced (scripts/container-smoke).
+# The digest is verified where a registry is reachable: the release workflow runs
+# scripts/verify-base-digest before it builds (`docker buildx imagetools inspect --raw`: the
+# manifest under this digest hashes to it and holds linux/amd64 and linux/arm64; a notice when the
+# tag has moved on). The development machine has no registry, so it was never pulled there.
 FROM python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea AS base
 
 FROM base AS build

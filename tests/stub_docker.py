@@ -7,6 +7,8 @@ Each call appends one JSON line to `$STUB_DOCKER_LOG`: the arguments, and for `r
 - `image inspect`: exits `$STUB_INSPECT_STATUS` (default 1: no local copy).
 - `build`: prints an image id (`$STUB_BUILD_STATUS` non-zero fails it).
 - `kill`: ends a `run` that is waiting (`$STUB_RUN_SECONDS`: how long a run lasts unless killed).
+- `buildx imagetools inspect --raw REF`: prints the manifest `$STUB_REGISTRY` (a JSON file of
+  reference -> manifest text) holds for REF, else fails as a registry does for an unknown one.
 - `run`: exits `$STUB_RUN_STATUS` (default 0), after doing what the container would when
   `$STUB_RUN_EXEC` names a Python interpreter: it runs the entry point (`python -P -m gate.action`)
   with the run's environment, its bind mounts (`-v HOST:CONTAINER`) mapped back to host paths.
@@ -88,6 +90,13 @@ def main(argv: list[str]) -> int:
     record({"argv": argv})
     if argv[:1] == ["kill"]:
         Path(os.environ["STUB_DOCKER_LOG"] + ".killed").touch()
+        return 0
+    if argv[:4] == ["buildx", "imagetools", "inspect", "--raw"]:
+        registry = json.loads(Path(os.environ["STUB_REGISTRY"]).read_text(encoding="utf-8"))
+        if argv[4] not in registry:
+            print(f"ERROR: {argv[4]}: not found", file=sys.stderr)
+            return 1
+        sys.stdout.write(registry[argv[4]])
         return 0
     if argv[:1] == ["pull"]:
         status = int(os.environ.get("STUB_PULL_STATUS", "0"))
