@@ -128,6 +128,7 @@ def test_clear_text_off_keeps_every_trace_text_out_of_the_drift_outputs(tmp_path
     assert code == 0 and proposed
     recs = [json.loads(line) for line in (tmp_path / "out" / "drift-records.jsonl").read_text().splitlines()]
     assert all(r["judge_reason"].startswith("sha256:") for r in recs if r["status"] == "ok")
+    assert all(j["reason"].startswith("sha256:") for j in found["judgments"] if j["status"] == "ok")
     for p in proposed:
         trace = next(t for t in TRACES if t["trace_id"] == p["trace_id"])
         assert p["response_sha256"] == hashlib.sha256(trace["response"].encode()).hexdigest()
