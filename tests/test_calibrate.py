@@ -329,6 +329,35 @@ def test_every_figure_of_calibration_json(tmp_path: Path, capsys: pytest.Capture
     assert "critical" in out and "1/3 = 33% (6%–79%)" in out and "Wrote" in out
 
 
+def test_rates_divide_by_their_own_denominators_on_an_unequal_table(tmp_path: Path) -> None:
+    # Every other hand-worked table has as many true passes as true fails, so a false-pass rate over
+    # false_pass + true_pass would pass there. Here TP 4 (c-1 c-2 c-3 s-5), TF 2 (c-4 c-6), FP 1
+    # (c-5), FF 1 (s-6): false-pass rate 1 / (1 + 2), n 3; false-fail rate 1 / (1 + 4), n 5.
+    records = [
+        *three("c-1", "pass", ["pass"] * 3),
+        *three("c-2", "pass", ["pass"] * 3),
+        *three("c-3", "pass", ["pass"] * 3),
+        *three("c-4", "fail", ["fail"] * 3),
+        *three("c-5", "fail", ["pass"] * 3),
+        *three("c-6", "fail", ["fail"] * 3),
+        *three("s-5", "pass", ["pass"] * 3, partition="sentinel"),
+        *three("s-6", "pass", ["fail"] * 3, partition="sentinel"),
+    ]
+    code, data = run_calibrate(tmp_path, records)
+    assert code == 0
+    o = data["overall"]
+    assert (o["true_pass"], o["true_fail"], o["false_pass"], o["false_fail"]) == (4, 2, 1, 1)
+    assert o["false_pass_rate"] == pytest.approx(rate(1, 3)) and o["false_pass_rate"]["n"] == 3
+    assert o["false_fail_rate"] == pytest.approx(rate(1, 5)) and o["false_fail_rate"]["n"] == 5
+    assert data["slices"]["critical"]["false_pass_rate"]["n"] == 3
+    assert data["slices"]["critical"]["false_fail_rate"]["n"] == 5
+    # By partition: calibration TP 3, TF 2, FP 1 -> n 3 and 3; sentinel TP 1, FF 1 -> n 0 and 2.
+    cal, sentinel = data["partitions"]["calibration"], data["partitions"]["sentinel"]
+    assert (cal["false_pass_rate"]["n"], cal["false_fail_rate"]["n"]) == (3, 3)
+    assert (sentinel["false_pass_rate"]["n"], sentinel["false_fail_rate"]["n"]) == (0, 2)
+    assert sentinel["false_pass_rate"]["value"] is None and sentinel["false_fail_rate"]["value"] == 0.5
+
+
 def test_markdown_and_picture_read_worst_first_and_warn_on_small_n(tmp_path: Path) -> None:
     code, _ = run_calibrate(tmp_path, hand_records())
     assert code == 0

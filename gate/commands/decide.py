@@ -16,6 +16,7 @@ from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision
 from gate.judge.checks import evaluate_checks
 from gate.measure import certify
+from gate.measure.calibrate import requirement
 from gate.model.policy import today
 from gate.model.states import Finding
 from gate.plan.inputs import load_inputs
@@ -73,6 +74,10 @@ def evidence_of_records(
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
     cert_findings = certification.findings if certification is not None else []
+    # SPEC 17 on recorded judgments: the judge they were made by (the records' provider host).
+    judge = certify.recorded_judge(loaded, records)
+    calibration = requirement.check_calibration(loaded, lane, judge, lineage.ragas_version, today)
+    cal_findings, cal_sections = requirement.evidence(calibration)
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -80,7 +85,7 @@ def evidence_of_records(
         lineage=lineage,
         today=today,
         records=tuple(records),
-        findings=(*input_findings, *cert_findings, *findings, *check_blockers),
+        findings=(*input_findings, *cert_findings, *cal_findings, *findings, *check_blockers),
         notes=tuple(notes),
         max_cost=max_cost,
         checks=check_results,
@@ -88,5 +93,5 @@ def evidence_of_records(
         trend=TrendEvidence(tuple(r for d in found for r in d.trend_records)),
         unrecorded=tuple(u for d in found for u in d.unrecorded),
         shard=shard,
-        sections=dict(sections or {}),
+        sections={**cal_sections, **(sections or {})},
     )

@@ -33,6 +33,7 @@ from gate.judge.checks import evaluate_checks
 from gate.judge.cost import boundary, prices
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
 from gate.measure import certify
+from gate.measure.calibrate import requirement
 from gate.measure.drift.lane import DriftRun
 from gate.measure.trend import TREND_RECORDS, read_base_trend
 from gate.measure.trend_lane import judge_trend, trend_todo
@@ -124,11 +125,12 @@ class _Lane:
     loaded: LoadedPolicy
     dataset: Dataset
     plan: Plan
-    findings: list[Finding]  # the validators' and the certification's
+    findings: list[Finding]  # the validators', the certification's and the calibration's
     opts: RunOptions  # a shard's `max_cost` is its share of the boundary
     base_url: str
     judge: JudgeSettings
     certification: certify.Certification | None
+    calibration: requirement.JudgeCalibration | None
     api_key: str  # "" when the policy's key variable is unset
     factory: EvaluatorFactory
     clock: Callable[[], dt.date]
@@ -148,12 +150,18 @@ def _prepare(
     certification = certify.assess(loaded, plan, judge, installed_version("ragas") or "")
     if certification is not None:
         findings = [*findings, *certification.findings]
+    # SPEC 17: was this very judge measured against people? Known now; the lane still runs.
+    calibration = requirement.check_calibration(loaded, opts.lane, judge, installed_version("ragas") or "", clock())
+    if calibration is not None:
+        findings = [*findings, *calibration.findings]
     if opts.shard is not None:
         plan = select(plan, opts.shard)
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
         opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count)
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
-    return _Lane(loaded, dataset, plan, findings, opts, base_url, judge, certification, api_key, factory, clock)
+    return _Lane(
+        loaded, dataset, plan, findings, opts, base_url, judge, certification, calibration, api_key, factory, clock
+    )
 
 
 def _dry_run(lane: _Lane) -> Decision:
@@ -420,6 +428,7 @@ def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResul
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
     all_records = got.prior + got.new_records
     findings = got.findings if got.failure is None else [*got.findings, got.failure]
+    calibration_section = requirement.evidence(lane.calibration)[1]  # its findings are in `got.findings`
     return RunEvidence(
         loaded=loaded,
         dataset=lane.dataset,
@@ -437,6 +446,7 @@ def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResul
         ),
         unrecorded=tuple(got.unrecorded),
         shard=opts.shard,
+        sections=calibration_section,
     )
 
 

@@ -57,6 +57,29 @@ def config_sha256(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str
     return sha256_hex(canonical_json({"judge": host_only.fingerprint, "repeats": judge.sampling.repeats}))
 
 
+def config_components(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> dict[str, Any]:
+    """What `config_sha256` covers, component by component in SPEC 11's order (the metric's name and
+    version stand where a case's rubric version does), so a mismatch can name what moved first."""
+    p = loaded.policy
+    return {
+        "metric": f"{p.metric.name} v{p.metric.version}",
+        "prompt": loaded.prompt_sha256,
+        "evaluator_model": p.evaluator.model,
+        "provider_settings": {"base_url_host": judge.base_url_host, **judge.sampling.model_dump()},
+        "ragas_version": ragas_version,
+        "allowed_values": list(judge.allowed_values),
+        "parser": {"label_aliases_sha256": judge.label_aliases_sha256},
+    }
+
+
+def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> JudgeSettings:
+    """The judge settings of recorded judgments: the policy's, with the provider host the records
+    were made with (not this shell's environment); the policy's own when no record names one."""
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
+    host = next((r.base_url_host for r in records if r.base_url_host), None)
+    return judge if host is None else replace(judge, base_url_host=host)
+
+
 def held_out_cases(plan: Plan) -> list[Case]:
     """The lane's held-out cases (controls run everywhere, so they are not part of the untouched set)."""
     return sorted((c for c in plan.eligible if c.partition == HELD_OUT and not c.is_control), key=lambda c: c.case_id)
@@ -173,11 +196,7 @@ def assess_records(
 ) -> Certification | None:
     """`assess` for recorded judgments (`gate decide`, `gate merge`): the configuration that made
     them, so the provider host comes from the records, not from this shell's environment."""
-    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
-    host = next((r.base_url_host for r in records if r.base_url_host), None)
-    if host is not None:
-        judge = replace(judge, base_url_host=host)
-    return assess(loaded, plan, judge, ragas_version)
+    return assess(loaded, plan, recorded_judge(loaded, records), ragas_version)
 
 
 def entry_line(result: Result) -> str | None:

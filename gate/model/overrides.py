@@ -66,6 +66,9 @@ NOT_WAIVABLE = frozenset(
         "missing_shard",
         "check_failed",
         "check_error",
+        "judge_uncalibrated",
+        "judge_unfit",
+        "calibration_expired",
     }
 )
 _FIX = f"fix: name one of {', '.join(WAIVABLE)} (or remove the override)"

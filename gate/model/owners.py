@@ -34,6 +34,9 @@ KIND_GROUP: dict[str, str] = {
     # The judge misbehaves on cases with known answers.
     "control_failed": "evaluator",
     "unstable_verdict": "evaluator",
+    "judge_uncalibrated": "evaluator",
+    "judge_unfit": "evaluator",
+    "calibration_expired": "evaluator",
     # The model provider did not deliver judgments.
     "evaluator_errors": "provider",
     "missing_credentials": "provider",

@@ -134,6 +134,8 @@ class Limits(Strict):
 class Lane(Strict):
     partitions: list[str] = Field(min_length=1)
     controls: bool = False
+    # SPEC 17: the lane cannot pass unless the policy's `calibration` measured this very judge.
+    require_calibration: bool = False
 
 
 class Leakage(Strict):
@@ -262,6 +264,33 @@ class Certification(Strict):
     ledger: str = Field(min_length=1)  # JSON Lines, relative to the policy file
 
 
+class CalibrationRequirement(Strict):
+    """SPEC 17: the calibration a lane with `require_calibration` needs (gate/measure/calibrate/requirement.py)."""
+
+    file: str = Field(min_length=1)  # a calibration.json `gate calibrate` wrote, relative to the policy file
+    min_kappa: float | None = Field(default=None, ge=-1, le=1)
+    # The most a slice's false-pass Wilson high may be: one bound for every slice, or one per slice.
+    max_false_pass_high: float | dict[str, float] | None = None
+    max_age_days: int | None = Field(default=None, ge=0)
+
+    @field_validator("max_false_pass_high", mode="before")
+    @classmethod
+    def _bounds(cls, v: object) -> object:
+        values = list(v.values()) if isinstance(v, dict) else [] if v is None else [v]
+        for bound in values:
+            rate = isinstance(bound, int | float) and not isinstance(bound, bool) and 0 <= bound <= 1
+            if not rate:  # NaN fails both comparisons
+                raise ValueError(
+                    f"{visible(str(bound), 40)} is not a rate; fix: write a number from 0 to 1 (0.25 is 25%), or one "
+                    "per slice"
+                )
+        return v
+
+    def false_pass_bound(self, slice_name: str) -> float | None:
+        bound = self.max_false_pass_high
+        return bound.get(slice_name) if isinstance(bound, dict) else bound
+
+
 class Policy(Strict):
     version: Literal[1]
     policy_id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
@@ -283,6 +312,7 @@ class Policy(Strict):
     trend: Trend | None = None
     drift: Drift | None = None
     certification: Certification | None = None
+    calibration: CalibrationRequirement | None = None
     # Markdown or YAML, relative to the policy (gate/model/dataset_card.py); without it the validator blocks.
     dataset_card: str | None = None
     strata: dict[str, Stratum] = Field(default_factory=dict)
@@ -341,12 +371,36 @@ class Policy(Strict):
         names = [c.name for c in self.checks]
         if len(names) != len(set(names)):
             raise ValueError("`checks` has duplicate names; fix: give each check its own name")
+        self._check_calibration()
         if self.drift is not None and "scheduled" in self.lanes:
             raise ValueError(
                 "`lanes.scheduled` and `drift` both define the scheduled lane; with `drift:` the scheduled lane "
                 "judges production traces; fix: rename `lanes.scheduled` (e.g. `nightly`) or remove `drift`"
             )
         return self
+
+    def _check_calibration(self) -> None:
+        requiring = [name for name, lane in self.lanes.items() if lane.require_calibration]
+        if requiring and self.calibration is None:
+            raise ValueError(
+                f"`lanes.{requiring[0]}.require_calibration` is true but the policy has no `calibration`; fix: add "
+                "`calibration: {file: calibration.json, min_kappa: 0.6, max_false_pass_high: 0.25, max_age_days: 90}` "
+                "(the file `gate calibrate` writes), or remove `require_calibration`"
+            )
+        bounds = self.calibration.max_false_pass_high if self.calibration is not None else None
+        if isinstance(bounds, dict):
+            unknown = [name for name in bounds if name not in self.slices]
+            missing = [name for name in self.slices if name not in bounds]
+            if unknown:
+                raise ValueError(
+                    f"`calibration.max_false_pass_high` names slice '{visible(unknown[0], 80)}', which `slices` does "
+                    f"not declare; fix: use one of {sorted(self.slices)}"
+                )
+            if missing:
+                raise ValueError(
+                    f"`calibration.max_false_pass_high` gives no bound for slice(s) {missing}; fix: name every slice "
+                    "of `slices`, or write one number for all"
+                )
 
 
 @dataclass(frozen=True)
@@ -485,6 +539,8 @@ def _named_file_problems(base_dir: Path, policy: Policy) -> list[str]:
     inside = [("cache_dir", policy.cache_dir)]
     if policy.certification is not None:
         inside.append(("certification.ledger", policy.certification.ledger))
+    if policy.calibration is not None:  # a missing file is `judge_uncalibrated`, not a broken policy
+        inside.append(("calibration.file", policy.calibration.file))
     for key, written in inside:
         if written is not None:
             try:

@@ -59,6 +59,7 @@ class Blocker(Part):
     missing_roles: list[str] | None = None  # control_missing
     card_section: str | None = None  # dataset card findings
     files: list[str] | None = None  # output_write_failed: the outputs that could not be written
+    calibration: dict[str, Any] | None = None  # judge_uncalibrated / judge_unfit / calibration_expired
     owner_group: str | None = None
     owner: str | None = None
 
@@ -316,6 +317,29 @@ class Certification(Part):
     ledger_entry: LedgerEntry | None
 
 
+class CalibrationSlice(Part):
+    false_pass: int
+    false_pass_rate: WilsonRate
+    max_false_pass_high: float | None
+
+
+class JudgeCalibration(Part):
+    """gate.measure.calibrate.requirement.JudgeCalibration.to_result: the judge's calibration (SPEC 17)."""
+
+    file: str
+    ok: bool
+    blockers: list[str]
+    config_sha256: str
+    calibrated_config_sha256: str | None
+    calibrated_at: str | None
+    age_days: int | None
+    max_age_days: int | None
+    cohen_kappa: float | None
+    completed: int | None
+    min_kappa: float | None
+    slices: dict[str, CalibrationSlice]
+
+
 class WilsonRate(Part):
     """gate.measure.calibrate.stats.Rate.to_dict: a proportion of n with its Wilson 95% interval (None when n is 0)."""
 
@@ -415,6 +439,7 @@ class Result(Part):
     drift: Drift | None = None
     shard: ShardRef | None = None
     merged_shards: MergedShards | None = None
+    calibration: JudgeCalibration | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:

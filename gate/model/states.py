@@ -67,6 +67,10 @@ DETERMINISTIC_BLOCKERS = frozenset(
     {"input_contract", "unknown_slice", "partition_leak", "control_missing", "held_out_spent"}
 )
 
+# Findings known before any model call that do not stop it (SPEC 17): the lane runs and reports its
+# verdict, but a judge that was never measured, measured unfit or too long ago cannot make it pass.
+JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
+
 
 def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State | None, int]:
     """The one exit decision (SPEC 2, 14): the most severe of how the run ended and what its result says.

@@ -20,6 +20,7 @@ from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.states import State
 from gate.model.textfit import fit_bytes
+from gate.report.sections import calibration_lines
 
 if TYPE_CHECKING:
     from gate.model.result import Blocker, Result
@@ -115,6 +116,9 @@ def _summary(result: Result) -> str:
         f"lane {escape.code(result.lane)}.",
         "",
     ]
+    calibration = calibration_lines(result)
+    if calibration:
+        lines += [escape.markdown(calibration[0]), "", *(f"- {escape.markdown(x)}" for x in calibration[1:]), ""]
     if result.blockers:
         # The owner column (as in report.md) when the policy routes blockers (`owners:`).
         owned = any(b.routed for b in result.blockers)

@@ -168,6 +168,7 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
         f"{counts.errored} errored + {counts.withheld} withheld + {counts.unrun} unrun "
         f"· {counts.review} need review · {counts.cached} judgments from cache",
         "",
+        *sections.calibration_section(result),
         "### Blockers",
         *_blockers(result),
     ]

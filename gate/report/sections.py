@@ -195,3 +195,49 @@ def strata_lines(strata: Strata | None, heading: str) -> list[str]:
         notes.append(f"{strata.unstratified_cases} case(s) without a declared stratum are left out of both columns")
     lines += [""] + [f"> {n}" for n in notes] + ([""] if notes else [])
     return lines
+
+
+def _whole_pct(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.0f}%"
+
+
+def calibration_lines(result: Result) -> list[str]:
+    """SPEC 17, plain text (each renderer escapes for its format): how far the judge that decided can
+    be trusted, one line for its agreement and one per slice, the slices that blocked said in words."""
+    cal = result.calibration
+    if cal is None:
+        return []
+    verdict = "fits the policy" if cal.ok else "cannot gate: " + ", ".join(dict.fromkeys(cal.blockers))
+    if cal.calibrated_config_sha256 is None:
+        return [f"Judge calibration ({cal.file}): none, this judge was never measured against people; {verdict}."]
+    kappa = "undefined" if cal.cohen_kappa is None else f"{cal.cohen_kappa:.2f}"
+    bound = f", min {cal.min_kappa:g}" if cal.min_kappa is not None else ""
+    age = f", {cal.age_days} day(s) old" if cal.age_days is not None else ""
+    lines = [
+        f"Judge calibration ({cal.file}, {(cal.calibrated_at or '')[:10]}{age}): kappa {kappa} on n = "
+        f"{cal.completed}{bound}; {verdict}."
+    ]
+    blocked = {b.slice: len(b.case_ids) for b in result.blockers if b.kind == "false_pass_limit" and b.slice}
+    for name, s in cal.slices.items():
+        r = s.false_pass_rate
+        rate = f"false-pass rate {s.false_pass}/{r.n} = {_whole_pct(r.value)} (95% CI {_whole_pct(r.low)}–{_whole_pct(r.high)})"
+        if r.n == 0:
+            rate = "no failure people labelled was judged: false-pass rate unknown"
+        limit = f", bound {_whole_pct(s.max_false_pass_high)}" if s.max_false_pass_high is not None else ""
+        if name in blocked and r.high is not None:
+            n = blocked[name]
+            lines.append(
+                f"{name}: blocked by {n} false pass{'es' if n != 1 else ''}, with a judge that misses up to "
+                f"{_whole_pct(r.high)} of {name} failures ({rate}{limit})"
+            )
+        else:
+            lines.append(f"{name}: {rate}{limit}")
+    return lines
+
+
+def calibration_section(result: Result) -> list[str]:
+    """Markdown: the calibration lines under the verdict, slices as a short list."""
+    lines = calibration_lines(result)
+    if not lines:
+        return []
+    return [f"**{escape(lines[0])}**", *(f"- {escape(line)}" for line in lines[1:]), ""]

@@ -27,6 +27,7 @@ from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.paths import shown_path
 from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER
+from gate.report.sections import calibration_lines
 
 if TYPE_CHECKING:
     from gate.model.result import CaseRow, Result
@@ -194,6 +195,8 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console) -> Non
         )
     )
     console.print(_counts(result))
+    for i, line in enumerate(calibration_lines(result)):
+        console.print(_t(f"  {line}" if i else line))
     console.print()
     _blockers(result, console)
     console.print()

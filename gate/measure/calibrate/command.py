@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from gate.judge import installed_version
 from gate.measure.calibrate.causes import read_causes
 from gate.measure.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
 from gate.measure.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration
 from gate.measure.calibrate.svg import render_svg
+from gate.measure.certify import config_components, config_sha256, recorded_judge
 from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
 from gate.model.policy import LoadedPolicy, load_policy
@@ -28,22 +31,44 @@ class CalibrationOutput:
     out_dir: Path
 
 
-def _check_configuration(loaded: LoadedPolicy, path: Path, records: Sequence[Record]) -> None:
-    """Records judged under another policy, model or metric version measure another judge."""
+def _check_configuration(
+    loaded: LoadedPolicy, path: Path, records: Sequence[Record], measured: Mapping[str, Any]
+) -> None:
+    """Records judged under another policy, model, metric version, prompt or provider settings (or
+    by another judge than the first record's) measure another judge than the one calibration.json names."""
     policy = loaded.policy
+    config = measured["config"]
     for r in records:
+        settings = {"base_url_host": r.base_url_host, **r.sampling.model_dump()} if r.sampling else None
+        aliases = {"label_aliases_sha256": r.label_aliases_sha256} if r.label_aliases_sha256 else None
         for what, got, want in (
             ("policy_id", r.policy_id, policy.policy_id),
             ("evaluator_model", r.evaluator_model, policy.evaluator.model),
             ("metric_version", r.metric_version, policy.metric.version),
             ("prompt template sha256", r.prompt_template_sha256 or "", loaded.prompt_sha256),
+            ("provider settings", settings if r.base_url_host is not None else None, config["provider_settings"]),
+            ("ragas_version", r.ragas_version, config["ragas_version"]),
+            ("allowed_values", r.allowed_values, config["allowed_values"]),
+            ("label aliases", aliases, config["parser"]),
         ):
             if got and got != want:
                 raise CalibrationInputError(
-                    f"{path}: case {r.case_id} was judged with {what} {got!r} but {loaded.path} has {want!r}: "
-                    "these records measure another judge; fix: calibrate with the policy that made them, or "
-                    "run this policy's calibration lane first"
+                    f"{path}: case {r.case_id} was judged with {what} {got!r} but {loaded.path} (and the records' "
+                    f"first judge) has {want!r}: these records measure another judge; fix: calibrate with the policy "
+                    "that made them, pass records of one configuration only, or run this policy's calibration lane first"
                 )
+
+
+def measured_judge(loaded: LoadedPolicy, records: Sequence[Record], now: dt.datetime) -> dict[str, Any]:
+    """SPEC 17: the configuration the records were judged with (`config_sha256` as SPEC 10 hashes it,
+    with the provider host and ragas version the records name) and the moment of this calibration."""
+    judge = recorded_judge(loaded, records)
+    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or (installed_version("ragas") or "")
+    return {
+        "config_sha256": config_sha256(loaded, judge, ragas),
+        "config": config_components(loaded, judge, ragas),
+        "calibrated_at": now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
 
 
 def case_facts(loaded: LoadedPolicy, dataset: Dataset) -> CaseFacts:
@@ -63,7 +88,11 @@ def case_facts(loaded: LoadedPolicy, dataset: Dataset) -> CaseFacts:
 
 
 def run_calibrate(
-    policy_path: str | Path, record_paths: Sequence[Path], causes_path: Path | None, out_dir: Path
+    policy_path: str | Path,
+    record_paths: Sequence[Path],
+    causes_path: Path | None,
+    out_dir: Path,
+    now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
 ) -> CalibrationOutput:
     from gate.measure.calibrate.alignment import ragas_comparator
     from gate.model.cases import load_dataset
@@ -71,15 +100,15 @@ def run_calibrate(
 
     loaded = load_policy(policy_path)
     dataset = load_dataset(loaded)
-    records: list[Record] = []
-    for path in record_paths:
-        file_records = read_records(path)
-        _check_configuration(loaded, path, file_records)
-        records += file_records
+    by_file = [(path, read_records(path)) for path in record_paths]
+    records = [r for _, file_records in by_file for r in file_records]
+    measured = measured_judge(loaded, records, now())
+    for path, file_records in by_file:
+        _check_configuration(loaded, path, file_records, measured)
     cal = calibrate(loaded.policy, records, ragas_comparator(), case_facts(loaded, dataset))
     if causes_path is not None:
         cal = with_causes(cal, read_causes(causes_path, {d.case_id for d in cal.disagreements}))
-    data = to_json(cal, loaded.policy, make_lineage(loaded, dataset, records).to_dict())
+    data = to_json(cal, loaded.policy, make_lineage(loaded, dataset, records).to_dict(), measured)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "calibration.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")

@@ -425,11 +425,16 @@ def worst_first(slices: Mapping[str, Tally]) -> list[str]:
     return sorted(slices, key=key)
 
 
-def to_json(cal: Calibration, policy: Policy, lineage: Mapping[str, str]) -> dict[str, Any]:
+def to_json(
+    cal: Calibration, policy: Policy, lineage: Mapping[str, str], measured: Mapping[str, Any]
+) -> dict[str, Any]:
+    """calibration.json; `measured` names the judge the records measured and when (SPEC 17:
+    `config_sha256`, its `config` components, `calibrated_at`)."""
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "policy_id": policy.policy_id,
         "policy_version": policy.policy_version,
+        **measured,
         "lineage": dict(lineage),
         "controls_left_out": cal.controls_left_out,
         "overall": cal.overall.to_dict(),

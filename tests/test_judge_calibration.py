@@ -1,0 +1,243 @@
+"""SPEC 17: a lane with `require_calibration` gates only with a judge `gate calibrate` measured.
+
+Through the real CLI, the real ragas judge and real HTTP to the fake provider: calibrate, then the
+release lane passes; change what makes the judge, lose the file, fall below a bound or let it age,
+and the lane still runs and reports its verdict but ends `review_required`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fake_openai import FakeOpenAI
+from suite import PROMPT, case, controls, result, write_suite
+
+from gate.cli import main
+
+KEY_ENV = "GATE_TEST_KEY"
+
+
+@pytest.fixture()
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    monkeypatch.setenv(KEY_ENV, "sk-test-calibration")
+    with FakeOpenAI() as server:
+        yield server
+
+
+def calibration_cases(false_pass: bool = False) -> list[dict[str, Any]]:
+    """Calibration cases in both slices; with `false_pass` the judge passes c-3, which people failed."""
+    c3 = {"response": "Answer for c-3: refunds any time. [[judge:pass]]"} if false_pass else {}
+    return [
+        case("c-1", partition="calibration"),
+        case("c-2", partition="calibration"),
+        case("c-3", label="fail", partition="calibration", **c3),
+        case("c-4", label="fail", partition="calibration"),
+        case("c-5", label="fail", partition="calibration"),
+        case("g-1", slice="general", partition="calibration"),
+        case("g-2", slice="general", label="fail", partition="calibration"),
+        case("g-3", slice="general", label="fail", partition="calibration"),
+    ]
+
+
+def calibrated_suite(
+    root: Path,
+    fake: FakeOpenAI,
+    *,
+    prompt: str = PROMPT,
+    false_pass: bool = False,
+    requirement: dict[str, Any] | None = None,
+) -> Path:
+    cases = [
+        *controls(),
+        *calibration_cases(false_pass),
+        case("h-1", partition="held_out"),
+        case("h-2", partition="held_out", label="fail"),
+    ]
+    return write_suite(
+        root,
+        cases,
+        prompt=prompt,
+        evaluator={"base_url": fake.base_url},
+        lanes={
+            "calibration": {"partitions": ["calibration"], "controls": True},
+            "release": {"partitions": ["held_out"], "controls": True, "require_calibration": True},
+        },
+        calibration={
+            "file": "calibration.json",
+            "min_kappa": 0.6,
+            "max_false_pass_high": 0.8,
+            "max_age_days": 90,
+            **(requirement or {}),
+        },
+    )
+
+
+def run(policy: Path, out: Path, lane: str = "release") -> int:
+    return main(["run", "--policy", str(policy), "--lane", lane, "--out", str(out), "--no-cache"])
+
+
+def calibrate(policy: Path, tmp_path: Path) -> dict[str, Any]:
+    """Judge the calibration lane, then `gate calibrate` into the policy's directory (as a team commits it)."""
+    run(policy, tmp_path / "cal-run", lane="calibration")
+    records = tmp_path / "cal-run" / "records.jsonl"
+    assert main(["calibrate", "--policy", str(policy), "--records", str(records), "--out", str(policy.parent)]) == 0
+    data: dict[str, Any] = json.loads((policy.parent / "calibration.json").read_text())
+    return data
+
+
+def blockers(out: Path, kind: str) -> list[dict[str, Any]]:
+    return [b for b in result(out)["blockers"] if b["kind"] == kind]
+
+
+def test_calibrated_release_passes_and_a_prompt_edit_makes_it_review_required(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite_dir = tmp_path / "suite"
+    policy = calibrated_suite(suite_dir, fake)
+    cal = calibrate(policy, tmp_path)
+    assert len(cal["config_sha256"]) == 64 and cal["calibrated_at"].endswith("Z")
+    assert list(cal["config"]) == [
+        "metric",
+        "prompt",
+        "evaluator_model",
+        "provider_settings",
+        "ragas_version",
+        "allowed_values",
+        "parser",
+    ]
+    assert cal["config"]["provider_settings"]["base_url_host"] == "127.0.0.1"  # the host only: no port, no path
+
+    assert run(policy, tmp_path / "release") == 0
+    res = result(tmp_path / "release")
+    assert res["state"] == "passed"
+    shown = res["calibration"]
+    assert shown["ok"] and shown["config_sha256"] == cal["config_sha256"] and shown["cohen_kappa"] == 1.0
+    assert shown["slices"]["critical"]["false_pass_rate"]["n"] == 3
+    report = (tmp_path / "release" / "report.md").read_text()
+    assert "Judge calibration" in report and "kappa 1.00 on n = 8" in report
+
+    # A tuned prompt is another judge: the lane runs and reports, but cannot pass.
+    capsys.readouterr()
+    before = fake.count()
+    calibrated_suite(suite_dir, fake, prompt=PROMPT + "Be strict about dates.\n")
+    assert run(policy, tmp_path / "tuned") == 4
+    assert fake.count() > before  # still judged: people see the verdict
+    res = result(tmp_path / "tuned")
+    assert res["state"] == "review_required" and res["counts"]["completed"] == 7
+    [b] = blockers(tmp_path / "tuned", "judge_uncalibrated")
+    assert b["state"] == "review_required" and b["calibration"]["component"] == "prompt"
+    assert b["calibration"]["calibrated"] == cal["config"]["prompt"][:12]
+    assert b["calibration"]["calibrated"] in b["message"] and b["calibration"]["current"] in b["message"]
+    assert "judge_uncalibrated" in capsys.readouterr().out
+
+    # Every path into the decision: `gate decide` on the tuned run's records says the same.
+    assert main(["decide", "--policy", str(policy), "--records", str(tmp_path / "tuned" / "records.jsonl"),
+                 "--out", str(tmp_path / "decided")]) == 4  # fmt: skip
+    assert [b["kind"] for b in result(tmp_path / "decided")["blockers"]] == ["judge_uncalibrated"]
+
+
+def test_another_sampling_setting_names_provider_settings(tmp_path: Path, fake: FakeOpenAI) -> None:
+    suite_dir = tmp_path / "suite"
+    policy = calibrated_suite(suite_dir, fake)
+    calibrate(policy, tmp_path)
+    raw = yaml.safe_load(policy.read_text())
+    raw["evaluator"]["temperature"] = 0.5
+    policy.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert run(policy, tmp_path / "warm") == 4
+    [b] = blockers(tmp_path / "warm", "judge_uncalibrated")
+    assert b["calibration"]["component"] == "provider_settings"
+    assert "temperature=0.0 (calibrated) vs temperature=0.5 (now)" in b["message"]
+
+
+def test_no_calibration_file_is_uncalibrated(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = calibrated_suite(tmp_path / "suite", fake)
+    assert run(policy, tmp_path / "out") == 4
+    [b] = blockers(tmp_path / "out", "judge_uncalibrated")
+    assert "calibration.json" in b["message"] and "does not exist" in b["message"]
+    assert result(tmp_path / "out")["counts"]["completed"] == 7  # the lane still ran
+
+
+def test_kappa_below_the_minimum_is_unfit(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = calibrated_suite(tmp_path / "suite", fake, false_pass=True, requirement={"min_kappa": 0.9})
+    cal = calibrate(policy, tmp_path)
+    # 2 TP + 1 FP + 2 TF (critical), 1 TP + 2 TF (general): po 7/8, human pass 3/8, judge pass 4/8.
+    assert cal["overall"]["cohen_kappa"] == pytest.approx((7 / 8 - 0.5) / 0.5)
+    assert run(policy, tmp_path / "out") == 4
+    [b] = blockers(tmp_path / "out", "judge_unfit")
+    assert b["calibration"]["figure"] == "cohen_kappa" and "kappa 0.75 on n = 8" in b["message"]
+    assert "min_kappa 0.9" in b["message"]
+
+
+def test_a_slice_whose_false_pass_high_exceeds_its_bound_is_unfit(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # One bound per slice: critical may reach 60% at the high end, general 95%.
+    bounds = {"max_false_pass_high": {"critical": 0.6, "general": 0.95}}
+    policy = calibrated_suite(tmp_path / "suite", fake, requirement=bounds)
+    calibrate(policy, tmp_path)
+    # critical: 0 false passes of 3 failures judged; Wilson high 0.5615 <= 0.6 fits.
+    assert run(policy, tmp_path / "fits") == 0
+    policy = calibrated_suite(tmp_path / "suite", fake, false_pass=True, requirement=bounds)
+    calibrate(policy, tmp_path)
+    assert run(policy, tmp_path / "out") == 4
+    [b] = blockers(tmp_path / "out", "judge_unfit")
+    assert b["slice"] == "critical" and b["calibration"]["figure"] == "false_pass_high"
+    assert "1/3 false passes, 33% (95% CI 6%-79%)" in b["message"]
+    assert "may miss up to 79% of critical failures" in b["message"] and "the bound is 60%" in b["message"]
+
+
+def test_an_old_calibration_is_expired(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = calibrated_suite(tmp_path / "suite", fake)
+    cal = calibrate(policy, tmp_path)
+    (policy.parent / "calibration.json").write_text(json.dumps({**cal, "calibrated_at": "2020-01-01T00:00:00Z"}))
+    assert run(policy, tmp_path / "out") == 4
+    [b] = blockers(tmp_path / "out", "calibration_expired")
+    assert "older than max_age_days 90" in b["message"] and b["calibration"]["calibrated_at"] == "2020-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda c: {k: v for k, v in c.items() if k != "config_sha256"}, "config_sha256"),
+        (lambda c: {**c, "calibrated_at": "last tuesday"}, "calibrated_at"),
+        (lambda c: {**c, "calibrated_at": "2026-01-01T00:00:00"}, "calibrated_at"),
+        (lambda c: {**c, "overall": {**c["overall"], "cohen_kappa": "high"}}, "overall.cohen_kappa"),
+    ],
+)
+def test_a_malformed_calibration_file_is_a_usage_error_naming_file_field_and_fix(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], edit: Any, field: str
+) -> None:
+    policy = calibrated_suite(tmp_path / "suite", fake)
+    cal = calibrate(policy, tmp_path)
+    (policy.parent / "calibration.json").write_text(json.dumps(edit(cal)))
+    capsys.readouterr()
+    before = fake.count()
+    assert run(policy, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "calibration.json" in err and field in err and "fix: run `gate calibrate` again" in err
+    assert "Traceback" not in err and fake.count() == before
+
+
+def test_policy_keys_are_checked(tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]) -> None:
+    for requirement, words in [
+        ({"max_false_pass_high": {"critical": 0.5}}, "no bound for slice(s) ['general']"),
+        ({"max_false_pass_high": {"critical": 0.5, "general": 0.5, "nope": 0.5}}, "slice 'nope'"),
+        ({"max_false_pass_high": 1.5}, "not a rate"),
+        ({"min_kappa": ".nan"}, "min_kappa"),
+        ({"file": "../../outside.json"}, "outside the policy's directory"),
+        ({"typo": 1}, "typo"),
+    ]:
+        policy = calibrated_suite(tmp_path / "suite", fake, requirement=requirement)
+        text = policy.read_text().replace("'.nan'", ".nan")
+        policy.write_text(text)
+        capsys.readouterr()
+        assert main(["validate", "--policy", str(policy)]) == 2, requirement
+        assert words in capsys.readouterr().err, requirement
+    raw = yaml.safe_load(policy.read_text())
+    del raw["calibration"]
+    policy.write_text(yaml.safe_dump(raw))
+    assert main(["validate", "--policy", str(policy)]) == 2
+    assert "`lanes.release.require_calibration` is true but the policy has no `calibration`" in capsys.readouterr().err
