@@ -29,13 +29,14 @@ demo-offline: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane pr --out gate-out
 
 # Calibration end to end, offline: judge the calibration lane against the fake provider (scripted
-# to disagree with people on two cases, so there is something to see), then measure it.
+# to disagree with people on two cases, so there is something to see), then measure it into
+# policies/example/calibration/, the calibration the example's release lane requires.
 CALIBRATION_FLIPS := --flip refund-arrival-vague-incorrect-035 --flip password-reset-no-email-correct-037
 calibrate-offline: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane calibration \
 		--out gate-out-calibration $(CALIBRATION_FLIPS)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(EXAMPLE) --records gate-out-calibration/records.jsonl \
-		--out gate-calibration
+		--out policies/example/calibration
 
 # After a ragas/instructor/openai or prompt upgrade: the import contract and stored schemas, then
 # the controls under this environment (offline unless OPENAI_API_KEY is set), then a compare

@@ -156,6 +156,37 @@ sys.exit(rc)
     assert "`group_id`" in group["message"] and "c-2" in group["case_ids"] and "c-1" not in group["case_ids"]
 
 
+def test_validate_runs_the_checks_on_every_case_without_ragas_or_an_event_loop(tmp_path: Path) -> None:
+    # What a paid run would find first: a gating check failing a case people passed, one raising,
+    # one answering outside allowed_values. `gate validate` says so, with no network and no ragas.
+    cases = [
+        *controls(),
+        case("c-1", response="Refunds within 7 days, FORBIDDEN promise. [[judge:pass]]"),
+        case("c-2", label="fail", response="FORBIDDEN and wrong. [[judge:fail]]"),  # agrees with people
+        case("c-3", partition="held_out", response="BOOM refunds within 7 days."),
+        case("c-4", partition="dev", response="ODD refunds within 7 days."),
+    ]
+    checks = [check("no_refund_promise"), check("explodes"), check("length_bucket")]
+    policy = suite(tmp_path / "s", None, cases, checks)
+    code = f"""
+import sys
+from gate.cli import main
+rc = main(["validate", "--policy", {str(policy)!r}, "--format", "json"])
+assert "ragas" not in sys.modules and "asyncio" not in sys.modules, "ragas or asyncio imported"
+sys.exit(rc)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    findings = json.loads(proc.stdout)["findings"]
+    failed = [f for f in findings if f["kind"] == "check_failed"]
+    assert [(f["state"], f["case_ids"]) for f in failed] == [("quality_failed", ["c-1"])]
+    assert "no_refund_promise" in failed[0]["message"]
+    errors = {tuple(f["case_ids"]): f for f in findings if f["kind"] == "check_error"}
+    assert set(errors) == {("c-3",), ("c-4",)}
+    assert "cannot parse citation list" in errors[("c-3",)]["message"]
+    assert "returned 'maybe'" in errors[("c-4",)]["message"]
+
+
 def test_check_file_outside_the_repository_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = suite(tmp_path / "s", None, [*controls(), case("c-1")], [check("x", file="../outside.py")])
     (tmp_path / "outside.py").write_text("def x(response: str) -> str:\n    return 'pass'\n", encoding="utf-8")

@@ -8,6 +8,7 @@ and the lane still runs and reports its verdict but ends `review_required`.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from suite import PROMPT, case, controls, result, write_suite
 from gate.cli import main
 
 KEY_ENV = "GATE_TEST_KEY"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture()
@@ -241,3 +243,31 @@ def test_policy_keys_are_checked(tmp_path: Path, fake: FakeOpenAI, capsys: pytes
     policy.write_text(yaml.safe_dump(raw))
     assert main(["validate", "--policy", str(policy)]) == 2
     assert "`lanes.release.require_calibration` is true but the policy has no `calibration`" in capsys.readouterr().err
+
+
+def test_the_example_release_lane_passes_with_its_shipped_calibration_and_not_after_a_prompt_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make calibrate-offline` wrote policies/example/calibration/; the release lane, judged by the same
+    offline judge, passes with it. If this fails after a change to the example's judge, run
+    `make calibrate-offline` and commit policies/example/calibration/."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from demo_offline import careful_judge
+
+    example = tmp_path / "example"
+    shutil.copytree(ROOT / "policies" / "example", example)
+    policy = example / "policy.yaml"
+    judge, key_env = careful_judge(policy)
+    with FakeOpenAI(default=judge) as fake:  # type: ignore[arg-type]
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv(key_env, "sk-offline-test")
+        assert run(policy, tmp_path / "shipped") == 0
+        shown = result(tmp_path / "shipped")["calibration"]
+        assert shown["ok"] and shown["file"] == "calibration/calibration.json" and shown["completed"] == 12
+        prompt = example / "prompts" / "refund-answer.txt"
+        prompt.write_text(prompt.read_text() + "\nBe strict about refund windows.\n")
+        assert run(policy, tmp_path / "tuned") == 4
+    tuned = result(tmp_path / "tuned")
+    assert [b["kind"] for b in tuned["blockers"]] == ["judge_uncalibrated"]
+    assert tuned["blockers"][0]["calibration"]["component"] == "prompt"
+    assert tuned["counts"]["completed"] == result(tmp_path / "shipped")["counts"]["completed"]  # still judged

@@ -19,6 +19,7 @@ from gate.validate.case_checks import (
     CheckValue,
     LoadedCheck,
     check_findings,
+    checked,
     load_checks,
     short_error,
 )
@@ -86,9 +87,4 @@ async def _score(check: LoadedCheck, metric: Any, case: Case) -> CheckValue:
         result = await metric.ascore(**kwargs)
     except (Exception, SystemExit) as exc:  # ragas raises on inputs it rejects; team code may exit
         return CheckValue(None, f"{type(exc).__name__}: {short_error(exc)}")
-    value = getattr(result, "value", None)
-    if isinstance(value, str) and value in check.spec.allowed_values:
-        return CheckValue(value)
-    reason = getattr(result, "reason", None)
-    why = short_error(Exception(reason)) if isinstance(reason, str) and reason else f"returned {value!r}"
-    return CheckValue(None, why)
+    return checked(check, getattr(result, "value", None), getattr(result, "reason", None))

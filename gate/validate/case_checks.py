@@ -5,10 +5,12 @@ A check is a plain Python function in the team's repository, named by the policy
 a test suite's would; a file outside the repository that holds the policy is refused.
 
 The signature is read from the raw function (`inspect.signature`), so `gate validate` never imports
-ragas for it. Only when the checks run (`gate run`, `gate decide`: gate/judge/checks.py) is the
-function wrapped with `ragas.metrics.discrete_metric`. ragas turns an exception, a rejected input or a value outside
-`allowed_values` into a result whose value is None: here each of those is `check_error`, never a
-pass.
+ragas for it. When `gate run`, `gate decide` or `gate merge` run the checks (gate/judge/checks.py),
+the function is wrapped with `ragas.metrics.discrete_metric`. ragas turns an exception, a rejected
+input or a value outside `allowed_values` into a result whose value is None: here each of those is
+`check_error`, never a pass. `gate validate` runs the same functions on every case without ragas
+(`run_checks_plain`: a direct call, the same inputs and the same value contract, `checked`), so a
+check that fails a case is seen before a paid run; the run, through ragas, stays the verdict of record.
 """
 
 from __future__ import annotations
@@ -240,6 +242,45 @@ class CheckResults:
 
 
 NO_CHECKS = CheckResults(checks=(), values={})
+
+
+def checked(check: LoadedCheck, value: object, reason: object = None) -> CheckValue:
+    """A check's value against its contract: one of `allowed_values`, else an error (never a pass)."""
+    if isinstance(value, str) and value in check.spec.allowed_values:
+        return CheckValue(value)
+    why = short_error(Exception(reason)) if isinstance(reason, str) and reason else f"returned {value!r}"
+    return CheckValue(None, why)
+
+
+def run_checks_plain(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> CheckResults:
+    """`gate validate`: every check on every case by a direct call, without ragas (or an event loop,
+    unless a check is a coroutine function): the same inputs and value contract as the run's
+    `gate.judge.checks.run_checks`."""
+    values: dict[str, dict[str, CheckValue]] = {}
+    runnable = {c.name for c in checks if not c.signature_problems()}
+    for case in cases:
+        row: dict[str, CheckValue] = {}
+        for check in checks:
+            kwargs, missing = check.inputs(case)
+            if check.name not in runnable or missing is not None:
+                row[check.name] = CheckValue(None, "the case cannot fill the check's parameters", unfillable=True)
+                continue
+            try:
+                value = check.func(**kwargs)
+                if inspect.isawaitable(value):
+                    import asyncio  # only for a coroutine check: `gate validate` otherwise never awaits
+
+                    value = asyncio.run(_awaited(value))
+            except (Exception, SystemExit) as exc:  # team code may raise or exit: an error, never a pass
+                row[check.name] = CheckValue(None, f"{type(exc).__name__}: {short_error(exc)}")
+                continue
+            row[check.name] = checked(check, value)
+        values[case.case_id] = row
+    return CheckResults(checks=tuple(checks), values=values)
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
 
 
 def check_findings(results: CheckResults, cases: Sequence[Case]) -> list[Finding]:

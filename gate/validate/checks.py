@@ -1,4 +1,6 @@
-"""The policy's deterministic checks: every parameter must be fillable from the cases (no ragas import)."""
+"""The policy's deterministic checks: every parameter must be fillable from the cases, and each check
+runs on every case, so a gating check that fails a case people did not label fail (`check_failed`)
+or errors (`check_error`) is seen here, before a paid run. No ragas import: `run_checks_plain`."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from gate.validate.context import Context
 def check_inputs(ctx: Context) -> list[Finding]:
     if not ctx.loaded.policy.checks:
         return []  # gate.validate.case_checks (asyncio, the judge package) is imported only when checks exist
-    from gate.validate.case_checks import input_findings, load_checks
+    from gate.validate.case_checks import check_findings, input_findings, load_checks, run_checks_plain
 
-    return input_findings(load_checks(ctx.loaded), ctx.cases)
+    checks = load_checks(ctx.loaded)
+    return input_findings(checks, ctx.cases) + check_findings(run_checks_plain(checks, ctx.cases), ctx.cases)

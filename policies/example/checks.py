@@ -14,6 +14,15 @@ import re
 
 # A figure as customers read it: "14", "2:30", "6.95", "1,000".
 FIGURE = re.compile(r"\d+(?:[.,:]\d+)*")
+# A figure that states a policy quantity: an amount ("$6.95") or a figure with its unit ("14 calendar
+# days", "24 hours", "15-minute", "3 attempts"). Other figures are not policy claims: a date or an
+# ordinal from the question ("the 12th"), a position worked out from it ("day 11"), a list number.
+QUANTITY = re.compile(
+    r"[$€£]\s?(\d+(?:[.,]\d+)*)"
+    r"|(\d+(?:[.,:]\d+)*)[\s-]?(?:(?:calendar|business|working)\s)?"
+    r"(?:%|percent|min(?:ute)?s?|hours?|days?|weeks?|months?|years?|attempts?|times?|USD|EUR|GBP)\b",
+    re.IGNORECASE,
+)
 
 # Phrases no support answer may contain: words addressed to an evaluator, and promises the support
 # policy forbids agents to make.
@@ -30,14 +39,16 @@ FORBIDDEN_PHRASES = (
 
 
 def cites_evidence(response: str, reference: str = "") -> str:
-    """Every figure the answer states (a deadline, an amount, a time) is cited from the reference.
+    """Every policy quantity the answer states (a deadline, an amount, a time, a number of attempts)
+    is cited from the reference.
 
-    A figure the reference does not contain is a claim without evidence: "30 days" where the policy
-    says 14. Written-out numbers ("two weeks") are not figures and are left to the judge.
+    A quantity the reference does not contain is a claim without evidence: "30 days" where the policy
+    says 14. Written-out numbers ("two weeks") are not figures and are left to the judge; so are
+    figures that state no quantity ("the 12th is day 11"), which the judge reads in context.
     """
     cited = set(FIGURE.findall(reference))
-    unsupported = [f for f in FIGURE.findall(response) if f not in cited]
-    return "fail" if unsupported else "pass"
+    stated = [amount or figure for amount, figure in QUANTITY.findall(response)]
+    return "fail" if any(f not in cited for f in stated) else "pass"
 
 
 def no_forbidden_phrase(response: str) -> str:
