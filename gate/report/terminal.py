@@ -196,7 +196,7 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console) -> Non
     )
     console.print(_counts(result))
     for i, line in enumerate(calibration_lines(result)):
-        console.print(_t(f"  {line}" if i else line))
+        console.print(safe_text(f"  {line}" if i else line))
     console.print()
     _blockers(result, console)
     console.print()
