@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-offline calibrate-offline migration-check test lint typecheck check bench clean
+.PHONY: demo demo-offline batch-offline calibrate-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -27,6 +27,12 @@ demo: $(STAMP)
 # The same run against the local fake provider the tests use: no key, no network.
 demo-offline: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane pr --out gate-out
+
+# The batch lane end to end, offline: the release lane live, then --batch submit, collect (pending,
+# then collected, then again: nothing changes) and wait against the fake Files + Batches API;
+# checks the batch verdicts, state and prices against the live run (scripts/batch_offline.py).
+batch-offline: $(STAMP)
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/batch_offline.py --policy $(EXAMPLE) --lane release --out gate-out-batch
 
 # Calibration end to end, offline: judge the calibration lane against the fake provider (scripted
 # to disagree with people on two cases, so there is something to see), then measure it into

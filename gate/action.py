@@ -64,6 +64,9 @@ _MIN_MASK_LEN = 8
 _GITHUB_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
 
 
+BATCH_MODES = ("submit", "collect", "wait")
+
+
 class InputError(ValueError):
     """A bad Action input: the message names the input and the fix."""
 
@@ -89,6 +92,7 @@ class ActionContext:
     shard: str | None = None  # `I/N`: run one shard of a matrix; the merge job publishes
     merge: tuple[str, ...] = ()  # shard directories or globs: merge them and publish
     base_result: str | None = None  # a base run's --out, relative to working-directory
+    batch: str | None = None  # `submit|collect|wait`: `gate run --batch` (the check run is posted when collected)
 
     @property
     def out_dir(self) -> Path:
@@ -208,6 +212,9 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
             f"not {comment_author[:100]!r}"
         )
     shard, merge = read_shard_inputs(env)
+    batch = get_input(env, "batch") or None
+    if batch is not None and batch not in BATCH_MODES:
+        raise InputError(f"input 'batch' must be one of {', '.join(BATCH_MODES)} (or empty), not {batch[:50]!r}")
     head_sha, pr_number = read_event(env)
     output_file = env.get("GITHUB_OUTPUT")
     summary_file = env.get("GITHUB_STEP_SUMMARY")
@@ -231,6 +238,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
         shard=shard,
         merge=merge,
         base_result=get_input(env, "base-result") or None,
+        batch=batch,
     )
 
 
@@ -271,7 +279,7 @@ def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
 # ---- running and publishing -------------------------------------------------------------------
 def run_options(ctx: ActionContext) -> RunOptions:
     """The lane's run: --out is <working-directory>/gate-out, the base result only when it exists."""
-    from gate.commands.run import RunOptions
+    from gate.commands.run import BatchOptions, RunOptions
     from gate.plan.shard import parse_shard
 
     base = ctx.working_directory / ctx.base_result if ctx.base_result else None
@@ -282,6 +290,7 @@ def run_options(ctx: ActionContext) -> RunOptions:
         shard=parse_shard(ctx.shard) if ctx.shard is not None else None,
         # the trend's change against the base; a missing base is said in the report, not an error
         base_result=base if base is not None and _is_file(base / "result.json") else None,
+        batch=BatchOptions(ctx.batch) if ctx.batch in ("submit", "collect", "wait") else None,  # type: ignore[arg-type]
     )
 
 
@@ -430,6 +439,8 @@ def publish_and_report(
     reason: str | None = None
     if ctx.shard is not None:
         reason = f"shard {ctx.shard} of a matrix: the merge job publishes one check run and comment for the run"
+    elif result.batch is not None and not result.batch.collected:
+        reason = f"batch {result.batch.batch_id} is {result.batch.status}: the check run is posted when it is collected"
     elif not ctx.token:
         reason = "no github-token given"
     elif not ctx.repository:

@@ -49,6 +49,16 @@ def _cost(value: str) -> float:
     return v
 
 
+def _seconds(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {value!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, not {value!r}")
+    return v
+
+
 EXIT_CODES = """exit codes:
   0  passed                 nothing blocks
   1  quality_failed         the change is wrong (product or metric)
@@ -145,6 +155,23 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     _path_flag(parser, "--base-result", "a base run's --out directory: the report shows the trend's change")
     parser.add_argument(
         "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
+    )
+    parser.add_argument(
+        "--batch",
+        choices=("submit", "collect", "wait"),
+        default=None,
+        help="judge through the provider's Batch API at its batch prices: controls live, then submit the rest, "
+        "collect the answers later (same --out), or wait for them",
+    )
+    parser.add_argument(
+        "--batch-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="--batch wait: stop polling after this long (batch_pending, exit 3; collect later)",
+    )
+    parser.add_argument(
+        "--batch-poll", type=_seconds, default=60.0, metavar="SECONDS", help="--batch wait: seconds between polls"
     )
     _format_flag(parser, "the result (result.json's content)")
 
@@ -348,9 +375,12 @@ def _stdout_for(fmt: str) -> Iterator[None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from gate.commands.run import RunOptions
+    from gate.commands.run import BatchOptions, RunOptions
     from gate.commands.steps import run_into
     from gate.plan.shard import parse_shard
+
+    if args.batch is None and args.batch_timeout is not None:
+        raise UsageError("--batch-timeout applies to --batch wait; fix: add --batch wait or drop --batch-timeout")
 
     opts = RunOptions(
         lane=args.lane,
@@ -362,6 +392,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         use_cache=not args.no_cache,
         base_result=args.base_result,
         shard=parse_shard(args.shard) if args.shard is not None else None,
+        batch=BatchOptions(args.batch, args.batch_timeout, args.batch_poll) if args.batch else None,
     )
     with _stdout_for(args.format):
         decision = run_into(args.policy, opts)

@@ -77,6 +77,7 @@ from typing import Any, Literal
 BehaviourKind = Literal["reply", "raw", "status", "drop", "reset", "hang", "body"]
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 MODEL_ECHO_DEFAULT = "fake-model"
+BATCH_HEADER = "x-fake-batch-line"  # marks the requests `judge_offline` answered (a batch's lines)
 
 
 @dataclass(frozen=True)
@@ -287,6 +288,11 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.connections = 0  # TCP connections accepted
+        # Other API routes (tests/fake_batches.py: Files + Batches): `(request, raw body) -> (status,
+        # body bytes, content type)`, or None when the route is not theirs. Their requests are
+        # recorded in `api_calls`, not `requests` (which stays the chat completions answered).
+        self.routes: Callable[[RecordedRequest, bytes], tuple[int, bytes, str] | None] | None = None
+        self.api_calls: list[RecordedRequest] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -452,6 +458,21 @@ class FakeOpenAI:
             api_key_sha256=key_sha,
         )
 
+        routed = self.routes(rec, raw_body) if self.routes is not None else None
+        if routed is not None:
+            code, data, ctype = routed
+            rec.status = code
+            with self._lock:
+                self.api_calls.append(rec)
+            head = (
+                f"HTTP/1.1 {code} {_REASONS.get(code, 'Status')}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+            )
+            writer.write(head.encode("latin-1") + data)
+            await writer.drain()
+            rec.finished = time.monotonic()
+            return keep_alive
+
         if method != "POST" or path not in self.chat_paths:
             with self._lock:
                 self._requests.append(rec)
@@ -510,6 +531,39 @@ class FakeOpenAI:
             with self._lock:
                 self.in_flight -= 1
         return keep_alive
+
+    def judge_offline(self, body: Any, path: str) -> tuple[int | None, Any]:
+        """Answer one request body the way the scripted judge answers it over HTTP (the same rules,
+        oracle and usage), without a connection: the Batch fake (tests/fake_batches.py) runs each
+        line through it. Recorded in `requests` like a live request. Returns (status, JSON body);
+        status None when the behaviour gives no answer (a dropped or cut-off connection). Its recorded
+        headers carry `BATCH_HEADER`, so tests tell batch lines from live requests."""
+        rec = RecordedRequest(
+            method="POST",
+            path=path,
+            headers={BATCH_HEADER: "1"},
+            body=body,
+            arrival=time.monotonic(),
+            prompt=_user_prompt(body),
+        )
+        behaviour = self._choose(rec)
+        with self._lock:
+            self._requests.append(rec)
+        rec.finished = time.monotonic()
+        if behaviour.kind in ("drop", "reset", "hang"):
+            return None, None
+        if behaviour.kind == "body":
+            rec.status = behaviour.status
+            try:
+                sent = json.loads(behaviour.content or "")
+            except ValueError:
+                sent = behaviour.content
+            if isinstance(sent, dict) and isinstance(sent.get("usage"), dict):
+                rec.usage = sent["usage"]
+            return behaviour.status, sent
+        code, payload, _extra = self._answer(behaviour, rec)
+        rec.status = code
+        return code, payload
 
     def _choose(self, rec: RecordedRequest) -> Behaviour:
         with self._lock:

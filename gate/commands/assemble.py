@@ -68,6 +68,9 @@ class RunEvidence:
     shard: Shard | None = None
     # Sections of result.json a lane contributes (e.g. `merged_shards`), each validated by `Result`.
     sections: Mapping[str, Any] = field(default_factory=dict)
+    # `gate run --batch`: the upper bound the boundary held for the batch at submission; the bill
+    # then says `batch: true` (its records are billed at the batch prices already).
+    batch_reserved: float | None = None
 
     def adding(self, *findings: Finding, notes: Sequence[str] = ()) -> RunEvidence:
         """The same evidence with more findings (a failure found while writing, an interruption)."""
@@ -114,6 +117,8 @@ def _bill(ev: RunEvidence, currency: str) -> dict[str, Any]:
     )
     if outside:
         cost["outside_lane"] = outside
+    if ev.batch_reserved is not None:
+        cost["batch"], cost["batch_reserved"] = True, ev.batch_reserved
     return cost
 
 

@@ -17,10 +17,11 @@ import datetime as dt
 import gc
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Literal
 
 from gate.commands.assemble import RunEvidence, TrendEvidence
 from gate.commands.drift import print_drift_plan, run_drift_lane
@@ -63,6 +64,18 @@ if TYPE_CHECKING:
     from gate.model.result import Trend as BaseTrend
 
 
+BatchMode = Literal["submit", "collect", "wait"]
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    mode: BatchMode
+    timeout_s: float | None = None  # --batch-timeout: how long `wait` polls (None: until the batch ends)
+    poll_s: float = 60.0  # seconds between two status requests while waiting
+    sleep: Callable[[float], None] = time.sleep  # injectable: tests never sleep
+    clock: Callable[[], float] = time.monotonic
+
+
 @dataclass
 class RunOptions:
     lane: str
@@ -75,6 +88,7 @@ class RunOptions:
     progress: IO[str] | None = None
     base_result: Path | None = None  # a base run's --out: the trend is compared against it
     shard: Shard | None = None  # `--shard I/N`: this share of the cases, 1/N of the boundary
+    batch: BatchOptions | None = None  # `--batch submit|collect|wait` (gate.commands.batch)
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]

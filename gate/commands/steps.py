@@ -38,6 +38,10 @@ def run_into(policy: str | Path, opts: RunOptions) -> Decision:
         check_out_dir(opts.out_dir)  # exit 2 before anything is paid when --out cannot be written
         clear_outputs(opts.out_dir)
     with sigterm_interrupts():
+        if opts.batch is not None:
+            from gate.commands.batch import run_batch
+
+            return run_batch(policy, opts)
         return run(policy, opts)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence
-from gate.model.states import CONTROL_ERROR, Finding, State
+from gate.model.states import CONTROL_ERROR, NOT_JUDGED_YET, Finding, State
 
 Rule = Callable[[Evidence], tuple[Finding, ...]]
 
@@ -208,8 +208,9 @@ def _unrun(ev: Evidence) -> list[CaseOutcome]:
 
 
 def _explained(ev: Evidence) -> set[str]:
-    """Cases a finding already names as not judged (a shard missing from a merge): not listed twice."""
-    return {i for f in ev.findings if f.kind == "missing_shard" for i in f.case_ids}
+    """Cases a finding already names as not judged (a shard missing from a merge, a provider batch not
+    collected yet or that failed): not listed twice."""
+    return {i for f in ev.findings if f.kind in NOT_JUDGED_YET for i in f.case_ids}
 
 
 def _stale_unrun(ev: Evidence) -> list[str]:

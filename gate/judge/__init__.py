@@ -57,6 +57,7 @@ class Judgment:
     cache: CacheState = "off"
     prompt_sha256: str = ""  # sha256 of the rendered prompt the judge saw
     input_sha256: str = ""  # sha256 of the canonical rendered inputs
+    batch_id: str | None = None  # the provider batch that answered it (`gate run --batch`)
 
 
 class Evaluator(Protocol):

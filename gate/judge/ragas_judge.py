@@ -111,6 +111,7 @@ class RagasEvaluator:
         timing: RetryTiming | None = None,
         rng: random.Random | None = None,
         data_dir: Path | None = None,
+        transport: Any = None,
     ) -> None:
         if not api_key:
             raise JudgeConfigError(
@@ -149,6 +150,7 @@ class RagasEvaluator:
             connect = min(ev.timeout_s, 10.0)
             self._http = httpx.AsyncClient(
                 event_hooks=event_hooks(),
+                transport=transport,  # None: the network; the batch lane captures and replays here
                 timeout=httpx.Timeout(ev.timeout_s, connect=connect),
                 limits=httpx.Limits(
                     max_connections=ev.max_concurrency + 4, max_keepalive_connections=ev.max_concurrency
@@ -429,6 +431,7 @@ def make_evaluator(
     timing: RetryTiming | None = None,
     rng: random.Random | None = None,
     data_dir: Path | None = None,
+    transport: Any = None,
 ) -> RagasEvaluator:
     """Build the Ragas-backed evaluator (imports ragas now; ~2 s once per process).
 
@@ -436,7 +439,8 @@ def make_evaluator(
     refused with JudgeConfigError, a UsageError). `cache_dir=None` turns the cache off.
     `base_url_env` defaults to OPENAI_BASE_URL at call time. `timing` and `rng` set the retry
     backoff (tests shrink it). `data_dir` is ragas' private XDG_DATA_HOME (default: under
-    `cache_dir`, else a temporary directory). Raises JudgeConfigError when the policy cannot be
+    `cache_dir`, else a temporary directory). `transport` (an httpx2 async transport) replaces the
+    network under the same client, hooks and parser: the batch lane (gate.judge.batch_wire). Raises JudgeConfigError when the policy cannot be
     honoured (no key, no prices, a model whose sampling settings ragas rewrites).
     """
     return RagasEvaluator(
@@ -447,4 +451,5 @@ def make_evaluator(
         timing=timing,
         rng=rng,
         data_dir=data_dir,
+        transport=transport,
     )

@@ -90,11 +90,19 @@ class Retries(Strict):
     retry_on: list[ErrorKind] = Field(default_factory=lambda: list(_ALL_RETRYABLE))
 
 
+class BatchPrice(Strict):
+    """The provider's Batch API prices (`gate run --batch`), in the currency of `price`."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class Price(Strict):
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
     # Printed in logs, reports and the Action's `cost` output: a code, never free text.
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+    batch: BatchPrice | None = None  # required by `gate run --batch` only
 
 
 class Evaluator(Strict):

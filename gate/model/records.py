@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from gate.model.errors import UsageError
 from gate.model.escape import NAME_RULE, is_name, visible
@@ -120,6 +120,16 @@ class Record(BaseModel):
     prompt_template_sha256: str | None = None
     # The policy's deterministic checks on this case: name -> value, None when the check errored.
     checks: dict[str, str | None] | None = None
+    # The provider batch whose output line this judgment was read from (`gate run --batch`);
+    # written only when set, so a live run's lines are what they were before the batch lane.
+    batch_id: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("batch_id") is None:
+            data.pop("batch_id", None)
+        return data
 
     @property
     def retries(self) -> int:

@@ -117,6 +117,10 @@ class Cost(Part):
     trend_total: Number | None = None  # the trend's share of `total`, with a trend
     # Cases billed here (records or journalled attempts of --out) that the lane no longer holds (SPEC 14).
     outside_lane: list[str] | None = None
+    # `gate run --batch`: the judgments after the controls were billed at `evaluator.price.batch`;
+    # `batch_reserved` is the upper bound the cost boundary held at submission.
+    batch: bool | None = None
+    batch_reserved: Number | None = None
 
     @property
     def spent(self) -> float:
@@ -409,6 +413,23 @@ class MergedShards(Part):
     missing: list[int]
 
 
+class BatchCounts(Part):
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+
+
+class BatchRef(Part):
+    """`gate run --batch`: the provider batch this result is waiting for or was collected from."""
+
+    batch_id: str | None
+    status: str
+    submitted_at: str
+    lines: int
+    request_counts: BatchCounts | None = None
+    collected: bool = False
+
+
 class Result(Part):
     """result.json (SPEC 5), schema_version 1."""
 
@@ -440,6 +461,7 @@ class Result(Part):
     shard: ShardRef | None = None
     merged_shards: MergedShards | None = None
     calibration: JudgeCalibration | None = None
+    batch: BatchRef | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:

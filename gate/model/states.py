@@ -71,6 +71,11 @@ DETERMINISTIC_BLOCKERS = frozenset(
 # verdict, but a judge that was never measured, measured unfit or too long ago cannot make it pass.
 JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
 
+# Findings that name cases not judged yet, for a reason of their own (`evaluation_incomplete`):
+# a shard missing from a merge; a provider batch still running (`batch_pending`) or one that
+# failed before answering (`batch_failed`). The `unrun_cases` blocker does not list them again.
+NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed"})
+
 
 def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State | None, int]:
     """The one exit decision (SPEC 2, 14): the most severe of how the run ended and what its result says.

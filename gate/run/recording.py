@@ -55,4 +55,5 @@ def make_record(
         lane=lane,
         **judge.for_case(case, loaded.placeholders),
         checks=checks,
+        batch_id=j.batch_id,
     )
