@@ -53,12 +53,14 @@ def calibrated_suite(
     prompt: str = PROMPT,
     false_pass: bool = False,
     requirement: dict[str, Any] | None = None,
+    release_false_pass: bool = False,
 ) -> Path:
+    h2 = {"response": "Answer for h-2: refunds any time. [[judge:pass]]"} if release_false_pass else {}
     cases = [
         *controls(),
         *calibration_cases(false_pass),
         case("h-1", partition="held_out"),
-        case("h-2", partition="held_out", label="fail"),
+        case("h-2", partition="held_out", label="fail", **h2),
     ]
     return write_suite(
         root,
@@ -156,8 +158,14 @@ def test_another_sampling_setting_names_provider_settings(tmp_path: Path, fake: 
     assert "temperature=0.0 (calibrated) vs temperature=0.5 (now)" in b["message"]
 
 
-def test_no_calibration_file_is_uncalibrated(tmp_path: Path, fake: FakeOpenAI) -> None:
+def test_no_calibration_file_is_uncalibrated(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = calibrated_suite(tmp_path / "suite", fake)
+    # Said before anything is paid: the dry run names it.
+    main(["run", "--policy", str(policy), "--lane", "release", "--dry-run"])
+    assert "cannot pass (judge_uncalibrated, review_required)" in capsys.readouterr().out
+    assert fake.count() == 0
     assert run(policy, tmp_path / "out") == 4
     [b] = blockers(tmp_path / "out", "judge_uncalibrated")
     assert "calibration.json" in b["message"] and "does not exist" in b["message"]
@@ -271,3 +279,28 @@ def test_the_example_release_lane_passes_with_its_shipped_calibration_and_not_af
     assert [b["kind"] for b in tuned["blockers"]] == ["judge_uncalibrated"]
     assert tuned["blockers"][0]["calibration"]["component"] == "prompt"
     assert tuned["counts"]["completed"] == result(tmp_path / "shipped")["counts"]["completed"]  # still judged
+
+
+def test_every_report_shows_the_calibration_beside_the_verdict(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reviewer reads which slice blocked and how much the judge that blocked it can miss there."""
+    from gate.model.result import load_result
+    from gate.report.checkrun import build_check_run
+
+    policy = calibrated_suite(tmp_path / "suite", fake, release_false_pass=True)
+    calibrate(policy, tmp_path)  # critical: 0 false passes of 3 failures judged, Wilson high 56%
+    capsys.readouterr()
+    assert run(policy, tmp_path / "out") == 1  # h-2, which people failed, passed: false_pass_limit
+    terminal = capsys.readouterr().out
+    sentence = "critical: blocked by 1 false pass, with a judge that misses up to 56% of critical failures"
+    kappa = "kappa 1.00 on n = 8, min 0.6; fits the policy"
+    payload = build_check_run(load_result(tmp_path / "out" / "result.json"), "")
+    for shown in (
+        terminal,
+        (tmp_path / "out" / "report.md").read_text(),
+        (tmp_path / "out" / "summary.md").read_text(),
+        payload.summary,
+    ):
+        assert sentence in shown and kappa in shown
+        assert "general: false-pass rate 0/2 = 0% (95% CI 0%–66%), bound 80%" in shown

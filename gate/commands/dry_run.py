@@ -7,8 +7,9 @@ from typing import IO
 
 from gate.judge.cost import boundary, judgment_typical, judgment_upper_bound
 from gate.measure.trend_lane import trend_cases
+from gate.model.escape import log_text
 from gate.model.policy import LoadedPolicy
-from gate.model.states import Finding, blocking_findings
+from gate.model.states import JUDGE_CALIBRATION_BLOCKERS, Finding, blocking_findings
 from gate.model.trend_rubric import load_trend
 from gate.plan.selection import Plan
 
@@ -61,6 +62,9 @@ def print_plan(
         out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
     elif not has_key:
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
+    for f in findings:  # SPEC 17: known before any call; the run would judge, but could not pass
+        if f.kind in JUDGE_CALIBRATION_BLOCKERS:
+            out.write(f"  cannot pass ({f.kind}, review_required): {log_text(f.message)}\n")
     out.write("  order:\n")
     held = {c.case_id for c in plan.withheld}
     for i, c in enumerate(plan.eligible, start=1):

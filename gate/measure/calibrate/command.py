@@ -190,4 +190,10 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
             )
     for note in d.get("notes", []):
         out.write(f"note: {note}\n")
+    out.write(
+        f"judge measured: config_sha256 {d['config_sha256'][:12]} ({d['config']['evaluator_model']} at "
+        f"{d['config']['provider_settings']['base_url_host'] or 'an unrecorded host'}), calibrated_at "
+        f"{d['calibrated_at']}; a lane with require_calibration gates only with this judge (commit calibration.json "
+        "where the policy's calibration.file points)\n"
+    )
     out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")

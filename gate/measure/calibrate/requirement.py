@@ -165,7 +165,6 @@ def _finding(kind: str, message: str, req: CalibrationRequirement, slice_: str |
         kind,
         message,
         slice=slice_,
-        location=req.file,
         extra={"calibration": {"file": req.file, **detail}},
     )
 
