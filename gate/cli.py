@@ -59,14 +59,71 @@ def _seconds(value: str) -> float:
     return v
 
 
-EXIT_CODES = """exit codes:
-  0  passed                 nothing blocks
-  1  quality_failed         the change is wrong (product or metric)
-  2  usage                  bad arguments, policy, cases or records (the message names the
-                           file and field)
-  3  evaluation_incomplete  the evidence is not complete (key, provider, budget,
-                           unexpected error)
-  4  review_required        a person must look at the cases named"""
+HELP_WIDTH = 100  # every help page fits a terminal this wide
+
+
+def exit_table(rows: Sequence[tuple[int | str, str, str]]) -> str:
+    """`exit codes:` and one row a code; a meaning that wraps continues under its own first word."""
+    import textwrap
+
+    code_width = max(2, *(len(str(code)) + 1 for code, _, _ in rows))
+    name_width = max(len(name) for _, name, _ in rows)
+    lines = ["exit codes:"]
+    for code, name, meaning in rows:
+        lead = f"  {code!s:<{code_width}} {name:<{name_width}}  "
+        lines += textwrap.wrap(
+            meaning, HELP_WIDTH - 2, initial_indent=lead, subsequent_indent=" " * len(lead), break_on_hyphens=False
+        )
+    return "\n".join(lines)
+
+
+USAGE_ROW = (
+    2,
+    "usage",
+    "bad flags, or a file that cannot be read as given (the message names the file, the field and the fix)",
+)
+STATE_ROWS: tuple[tuple[int | str, str, str], ...] = (
+    (0, "passed", "nothing blocks"),
+    (1, "quality_failed", "the change is wrong: a false-pass limit, a failed control, a broken case (input_contract)"),
+    USAGE_ROW,
+    (
+        3,
+        "evaluation_incomplete",
+        "the evidence is not complete: key, provider, budget, unrun cases, an unexpected error",
+    ),
+    (4, "review_required", "a person must look at the cases named"),
+)
+EXIT_CODES = exit_table(STATE_ROWS)
+VALIDATE_EXIT = exit_table(
+    (
+        (0, "passed", "no finding"),
+        (1, "findings", "a finding a run would block on or route to review (a broken case is input_contract)"),
+        (
+            2,
+            "usage",
+            "bad flags, or a policy that cannot be read or is invalid (the message names the key and the fix)",
+        ),
+        (3, "error", "an unexpected error (nothing was checked)"),
+    )
+)
+MEASURE_EXIT = exit_table(
+    (
+        (0, "written", "the outputs are written; whatever they show, nothing is decided here"),
+        USAGE_ROW,
+        (3, "error", "an unexpected error"),
+    )
+)
+PUBLISH_EXIT = exit_table(
+    (
+        ("0 1 3 4", "the state", "the code of the published result's state, whether or not GitHub took it"),
+        (2, "usage", "the result cannot be read (the message names the file and the fix)"),
+    )
+)
+
+
+def examples(*lines: str) -> str:
+    return "\n".join(["examples:", *(f"  {line}" for line in lines)])
+
 
 PUBLISH_ENV = """environment variables read by `gate publish`:
   GITHUB_TOKEN (or GH_TOKEN)  token allowed to write checks and pull-request comments
@@ -89,7 +146,13 @@ RUN_ENV = """environment variables:
 
 
 class _Help(argparse.HelpFormatter):
-    """Descriptions wrap to the terminal; the exit-code and environment tables keep their lines."""
+    """Descriptions wrap to the terminal (at most HELP_WIDTH); the exit-code, environment and example
+    blocks keep their lines."""
+
+    def __init__(self, prog: str) -> None:
+        import shutil
+
+        super().__init__(prog, width=min(shutil.get_terminal_size().columns, HELP_WIDTH) - 2)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         if "\n" in text:
@@ -97,12 +160,12 @@ class _Help(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
-def _command(sub: Any, name: str, summary: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
+def _command(sub: Any, command: Subcommand) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
-        name,
-        help=summary,
-        description=description,
-        epilog="\n\n".join(part for part in (epilog, EXIT_CODES) if part),
+        command.name,
+        help=command.summary,
+        description=command.description,
+        epilog="\n\n".join(part for part in (command.epilog, command.examples, command.exits) if part),
         formatter_class=_Help,
     )
     return parser
@@ -121,8 +184,21 @@ def _policy_flag(parser: argparse.ArgumentParser, help: str = "the policy YAML f
     parser.add_argument("--policy", required=True, help=help)
 
 
+def _records_path(value: str) -> Path:
+    from gate.model.paths import run_file
+    from gate.model.records import RECORDS_FILE
+
+    return run_file(value, RECORDS_FILE)
+
+
+def _run_directory(value: str) -> Path:
+    from gate.model.paths import run_directory
+
+    return run_directory(value)
+
+
 def _records_flag(parser: argparse.ArgumentParser, help: str) -> None:
-    parser.add_argument("--records", required=True, nargs="+", type=Path, help=help)
+    parser.add_argument("--records", required=True, nargs="+", type=_records_path, metavar="RUN", help=help)
 
 
 def _path_flag(parser: argparse.ArgumentParser, flag: str, help: str, default: Path | None = None) -> None:
@@ -178,7 +254,7 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
 
 def _decide_flags(parser: argparse.ArgumentParser) -> None:
     _policy_flag(parser)
-    _records_flag(parser, "records.jsonl file(s) written by `gate run`")
+    _records_flag(parser, "runs to decide from: each a `gate run --out` directory or its records.jsonl")
     parser.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
     _path_flag(parser, "--out", "write result.json and the reports here (default: print only)")
     _max_cost_flag(parser, "a lower cost boundary than the policy's")
@@ -187,7 +263,13 @@ def _decide_flags(parser: argparse.ArgumentParser) -> None:
 
 def _merge_flags(parser: argparse.ArgumentParser) -> None:
     _policy_flag(parser, "the policy YAML file the shards ran")
-    parser.add_argument("shards", nargs="+", type=Path, metavar="DIR", help="the --out directory of each shard")
+    parser.add_argument(
+        "shards",
+        nargs="+",
+        type=_run_directory,
+        metavar="DIR",
+        help="the --out directory of each shard (or its result.json)",
+    )
     parser.add_argument(
         "--out", required=True, type=Path, help="write the merged result.json, reports and records here"
     )
@@ -196,7 +278,7 @@ def _merge_flags(parser: argparse.ArgumentParser) -> None:
 
 def _calibrate_flags(parser: argparse.ArgumentParser) -> None:
     _policy_flag(parser)
-    _records_flag(parser, "records.jsonl file(s) of runs")
+    _records_flag(parser, "runs to measure: each a `gate run --out` directory or its records.jsonl")
     _path_flag(parser, "--causes", "classified disagreements: JSONL or CSV case_id,cause")
     _path_flag(parser, "--out", "the output directory", Path("gate-calibration"))
 
@@ -209,7 +291,9 @@ def _compare_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _publish_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--result", required=True, type=Path, help="the --out directory of a run")
+    parser.add_argument(
+        "--result", required=True, type=_run_directory, metavar="RUN", help="a run's --out directory or its result.json"
+    )
 
 
 @dataclass(frozen=True)
@@ -218,7 +302,9 @@ class Subcommand:
     summary: str  # the line `gate --help` lists it with
     description: str
     add_flags: Callable[[argparse.ArgumentParser], None]
-    epilog: str = ""  # before the exit codes
+    epilog: str = ""  # before the examples
+    examples: str = ""
+    exits: str = EXIT_CODES  # this command's own exit codes
 
 
 SUBCOMMANDS = (  # in the order `gate --help` lists them
@@ -228,6 +314,11 @@ SUBCOMMANDS = (  # in the order `gate --help` lists them
         "Check the policy and its cases without calling any model: schema, ids, slices, evidence, "
         "controls, duplicates and leaks between partitions. Exit 1 when a finding would block.",
         _validate_flags,
+        examples=examples(
+            "gate validate --policy policies/example/policy.yaml",
+            "gate validate --policy policies/example/policy.yaml --lane pr --format json",
+        ),
+        exits=VALIDATE_EXIT,
     ),
     Subcommand(
         "run",
@@ -236,12 +327,20 @@ SUBCOMMANDS = (  # in the order `gate --help` lists them
         "report.md, summary.md, junit.xml and records.jsonl in --out.",
         _run_flags,
         RUN_ENV,
+        examples(
+            "gate run --policy policies/example/policy.yaml --lane pr --out gate-out",
+            "gate run --policy policies/example/policy.yaml --lane pr --shard 1/2 --out gate-out-1",
+        ),
     ),
     Subcommand(
         "decide",
         "re-apply the policy to recorded runs, no model call",
         "Decide again from records.jsonl files (after a policy or override change) without calling any model.",
         _decide_flags,
+        examples=examples(
+            "gate decide --policy policies/example/policy.yaml --records gate-out",
+            "gate decide --policy policies/example/policy.yaml --records gate-out --out gate-out-decided",
+        ),
     ),
     Subcommand(
         "merge",
@@ -249,18 +348,27 @@ SUBCOMMANDS = (  # in the order `gate --help` lists them
         "Combine the --out directories of every shard of one run into one decision; a missing shard "
         "makes the result evaluation_incomplete.",
         _merge_flags,
+        examples=examples("gate merge --policy policies/example/policy.yaml gate-out-1 gate-out-2 --out gate-out"),
     ),
     Subcommand(
         "calibrate",
         "measure the judge against human labels from recorded runs, no model call",
         "Measure agreement, false-pass and false-fail rates of the judge against the human labels, per slice.",
         _calibrate_flags,
+        examples=examples(
+            "gate calibrate --policy policies/example/policy.yaml --records gate-out-calibration",
+            "gate calibrate --policy policies/example/policy.yaml --records gate-out-calibration \\",
+            "    --causes causes.jsonl",
+        ),
+        exits=MEASURE_EXIT,
     ),
     Subcommand(
         "compare",
         "verdict transitions between two runs and the first diverging artifact",
         "Compare two runs case by case: which verdicts changed and the first input that differs.",
         _compare_flags,
+        examples=examples("gate compare --base gate-base --head gate-out --policy policies/example/policy.yaml"),
+        exits=MEASURE_EXIT,
     ),
     Subcommand(
         "publish",
@@ -268,6 +376,8 @@ SUBCOMMANDS = (  # in the order `gate --help` lists them
         "Post a run's check run and its one sticky PR comment (report.md) on GitHub; exit with the result's code.",
         _publish_flags,
         PUBLISH_ENV,
+        examples("GITHUB_TOKEN=... GITHUB_REPOSITORY=owner/name gate publish --result gate-out"),
+        PUBLISH_EXIT,
     ),
 )
 
@@ -283,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ragas-gate {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     for command in SUBCOMMANDS:
-        command.add_flags(_command(sub, command.name, command.summary, command.description, command.epilog))
+        command.add_flags(_command(sub, command))
     return p
 
 
@@ -352,7 +462,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if blocking else 0
 
 
-def _print_outcome(result: Result | None, out_dir: Path | None, fmt: str = "text") -> None:
+def _print_outcome(result: Result | None, out_dir: Path | None, fmt: str = "text", policy: str | None = None) -> None:
     """The decision for a person (or, with --format json, result.json's content; `{}` for a plan)."""
     if fmt == "json":
         json.dump(result.written() if result is not None else {}, sys.stdout, indent=2)
@@ -361,7 +471,7 @@ def _print_outcome(result: Result | None, out_dir: Path | None, fmt: str = "text
     from gate.report.terminal import make_console, print_outcome
 
     if result is not None:
-        print_outcome(result, out_dir, make_console(sys.stdout))
+        print_outcome(result, out_dir, make_console(sys.stdout), policy)
 
 
 @contextlib.contextmanager
@@ -403,7 +513,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif blocking:
             format_findings_text(blocking, sys.stdout)
         return 1 if blocking else 0
-    _print_outcome(decision.result, args.out, args.format)
+    _print_outcome(decision.result, args.out, args.format, args.policy)
     return decision.state.exit_code
 
 
@@ -416,7 +526,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         check_out_dir(args.out)
     with _stdout_for(args.format):
         decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost, out_dir=args.out)
-    _print_outcome(decision.result, args.out, args.format)
+    _print_outcome(decision.result, args.out, args.format, args.policy)
     return decision.state.exit_code
 
 
@@ -425,7 +535,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     with _stdout_for(args.format):
         merged = merge_into(args.policy, args.shards, args.out)
-    _print_outcome(merged.decision.result, args.out, args.format)
+    _print_outcome(merged.decision.result, args.out, args.format, args.policy)
     return merged.decision.state.exit_code
 
 

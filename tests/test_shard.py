@@ -86,7 +86,8 @@ def test_merged_shards_decide_as_one_run(tmp_path: Path, fake: FakeOpenAI) -> No
     code = gate("merge", "--policy", policy, *shard_outs, "--out", merged)
 
     one, shards, m = result(single), [result(o) for o in shard_outs], result(merged)
-    assert [s["shard"] for s in shards] == [{"index": i, "count": 3} for i in (1, 2, 3)]
+    assert [(s["shard"]["index"], s["shard"]["count"]) for s in shards] == [(i, 3) for i in (1, 2, 3)]
+    assert sum(s["shard"]["cases"] for s in shards) == shards[0]["shard"]["lane_cases"]
     # every non-control case judged in exactly one shard; controls in each
     judged = [{c["case_id"] for c in s["cases"] if not c["control_role"]} for s in shards]
     assert sum(map(len, judged)) == len(set().union(*judged)) == one["counts"]["eligible"] - 6
@@ -213,7 +214,8 @@ def test_action_matrix_of_shards_then_one_merge_publishes_once(tmp_path: Path, m
         for i in (1, 2, 3):
             code, out = job(shard=f"{i}/3")
             assert out["exit-code"] == str(result(evals / "gate-out")["exit_code"])
-            assert result(evals / "gate-out")["shard"] == {"index": i, "count": 3}
+            shard = result(evals / "gate-out")["shard"]
+            assert (shard["index"], shard["count"]) == (i, 3)
             artifacts.mkdir(exist_ok=True)
             (evals / "gate-out").rename(artifacts / f"ragas-gate-shard-{i}")  # upload-artifact
         assert github.check_runs == [] and github.comments("acme/support-bot", 17) == []

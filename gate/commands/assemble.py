@@ -91,7 +91,7 @@ def assemble(ev: RunEvidence) -> Decision:
         result = attach_trend(result, summary, cost_summary(ev.trend.records, result.cost.currency))
     result = certify.attach(result, ev.certification, ev.today.isoformat(), __version__)
     if ev.shard is not None:
-        result = result.with_(shard=ev.shard.to_dict())
+        result = result.with_(shard=ev.shard.share_of(plan))
     if ev.sections:
         result = result.with_(**ev.sections)
     decision.result = result

@@ -15,6 +15,7 @@ from gate.commands.assemble import OutDirEvidence, RunEvidence, TrendEvidence, a
 from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision
 from gate.judge.checks import evaluate_checks
+from gate.judge.cost import max_cost_notes
 from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.model.policy import today
@@ -86,7 +87,7 @@ def evidence_of_records(
         today=today,
         records=tuple(records),
         findings=(*input_findings, *cert_findings, *cal_findings, *findings, *check_blockers),
-        notes=tuple(notes),
+        notes=(*max_cost_notes(loaded, max_cost), *notes),
         max_cost=max_cost,
         checks=check_results,
         certification=certification,

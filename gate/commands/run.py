@@ -31,7 +31,7 @@ from gate.decide.core import Decision, decide
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
-from gate.judge.cost import boundary, prices
+from gate.judge.cost import boundary, max_cost_notes, prices
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
 from gate.measure import certify
 from gate.measure.calibrate import requirement
@@ -49,7 +49,7 @@ from gate.model.traces import DRIFT_LANE
 from gate.model.trend_rubric import load_trend
 from gate.plan.inputs import cache_dir_for, load_inputs
 from gate.plan.selection import Plan
-from gate.plan.shard import Shard, select
+from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import JudgeSettings, make_lineage
 from gate.run.outdir import OutputWriteError, check_out_dir, describe
 from gate.run.progress import Progress
@@ -114,6 +114,9 @@ def run(
         drift_loaded = load_policy(policy_path)
         if drift_loaded.policy.drift is not None:
             return _run_drift(drift_loaded, opts, env, factory)
+    stream = opts.progress if opts.progress is not None else sys.stderr
+    if stream.isatty():  # on a terminal the checks and the judge's loading take seconds: say so
+        stream.write(f"checking {shown_path(policy_path)} (lane {opts.lane})\n")
     lane = _prepare(policy_path, opts, env, factory, clock)
     if lane.opts.dry_run:
         return _dry_run(lane)
@@ -126,7 +129,7 @@ def run(
         prior=earlier.records,
         prior_trend=earlier.trend_records,
         findings=[*lane.findings, *check_blockers],
-        notes=list(earlier.notes),
+        notes=[*max_cost_notes(lane.loaded, opts.max_cost), *earlier.notes],
     )
     _gather(lane, earlier, got, lineage, check_results)
     return _write(_evidence(lane, earlier, got, check_results), lane.opts, got.failure)
@@ -169,9 +172,10 @@ def _prepare(
     if calibration is not None:
         findings = [*findings, *calibration.findings]
     if opts.shard is not None:
+        shard = dataclasses.replace(opts.shard, lane_cases=lane_cases(plan))
         plan = select(plan, opts.shard)
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
-        opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count)
+        opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count, shard=shard)
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
     return _Lane(
         loaded, dataset, plan, findings, opts, base_url, judge, certification, calibration, api_key, factory, clock
@@ -362,7 +366,7 @@ def _judge(
         got.notes, got.findings = [*got.notes, *ended.notes], [*got.findings, *ended.findings]
     else:
         asyncio.run(judge_all(runner))
-    runner.progress.close(runner.stop_reason, budget.spent + budget.reserved)
+    runner.progress.close(runner.stop_reason, budget.spent, budget.reserved)
     trend_loaded = earlier.trend_loaded
     if trend_loaded is not None and runner.stop_reason is None:
         # Every grade in the cache (or in --out): served without ragas, as the verdicts are.
@@ -408,11 +412,13 @@ def _make_runner(
         u.budget_charge for u in got.unrecorded
     )
     got.journal = AttemptJournal(opts.out_dir / JOURNAL_FILE)
-    evaluator = served or new_evaluator(loaded)
     stream = opts.progress if opts.progress is not None else sys.stderr
     progress = Progress(
         len(plan.scheduled) * plan.repeats, stream, prices(loaded).currency, boundary=budget.limit, reused=len(reuse)
     )
+    if served is None:
+        progress.status(f"loading the judge ({loaded.policy.evaluator.model} through ragas)")
+    evaluator = served or new_evaluator(loaded)
     runner = Runner(
         plan,
         JudgingTools(evaluator=evaluator, budget=budget, writer=writer, progress=progress, journal=got.journal),

@@ -259,11 +259,19 @@ def no_cases(ev: Evidence) -> tuple[Finding, ...]:
     return (_finding(State.EVALUATION_INCOMPLETE, "no_cases", message, []),)
 
 
+def key_fix(env: str) -> str:
+    """How to provide the judge's key, on a laptop and in GitHub Actions."""
+    return (
+        f"on your machine, export {env}=...; in GitHub Actions, set that secret and pass it in the step's "
+        f"env ({env}: ${{{{ secrets.{env} }}}})"
+    )
+
+
 def missing_credentials(ev: Evidence) -> tuple[Finding, ...]:
     no_key = _keyless(ev)
     if not no_key:
         return ()
-    message = f"no API key in ${ev.policy.evaluator.api_key_env}, so no case was judged; fix: set that secret"
+    message = f"no API key in ${ev.policy.evaluator.api_key_env}, so no case was judged; fix: {key_fix(ev.policy.evaluator.api_key_env)}"
     return (_finding(State.EVALUATION_INCOMPLETE, "missing_credentials", message, no_key),)
 
 

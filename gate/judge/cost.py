@@ -25,6 +25,18 @@ def boundary(loaded: LoadedPolicy, max_cost: float | None) -> float:
     return limit if max_cost is None else min(limit, max_cost)
 
 
+def max_cost_notes(loaded: LoadedPolicy, max_cost: float | None) -> list[str]:
+    """`--max-cost` can only lower the boundary: a higher one is said, never silently ignored."""
+    limits = loaded.policy.limits
+    if max_cost is None or max_cost <= limits.max_total_cost:
+        return []
+    currency = prices(loaded).currency
+    return [
+        f"--max-cost {max_cost:g} is above the policy's limits.max_total_cost {limits.max_total_cost:g}: the lower "
+        f"boundary, {limits.max_total_cost:g} {currency}, applies (raise the policy's limit to spend more)"
+    ]
+
+
 def prices(loaded: LoadedPolicy) -> Prices:
     p = loaded.policy.evaluator.price
     assert p is not None  # load_policy refuses a policy without prices

@@ -27,6 +27,7 @@ from gate.model.loading import (
     surrogate_at,
 )
 from gate.model.overrides import case_problems
+from gate.model.paths import shown_path
 from gate.model.policy import ControlRole, LoadedPolicy
 from gate.model.states import Finding, State
 from gate.model.yaml12 import as_written
@@ -339,7 +340,8 @@ def _load_dataset(loaded: LoadedPolicy) -> Dataset:
     locations: dict[str, str] = {}
     case_locations: list[str] = []
     for rel, path in zip(loaded.policy.cases, loaded.case_paths, strict=True):
-        file_cases, file_findings, file_locations, file_digest = load_cases_file(path, rel)
+        # Messages name the file as the user reads it: relative to the working directory, not the policy.
+        file_cases, file_findings, file_locations, file_digest = load_cases_file(path, shown_path(path))
         cases += file_cases
         findings += file_findings
         case_locations += file_locations
@@ -348,7 +350,7 @@ def _load_dataset(loaded: LoadedPolicy) -> Dataset:
         digest_parts.append(f"{rel}\0{file_digest}")
     evidence: dict[str, EvidenceDoc] = {}
     if loaded.evidence_path is not None and loaded.policy.evidence is not None:
-        evidence, ev_findings, raw = load_evidence(loaded.evidence_path, loaded.policy.evidence)
+        evidence, ev_findings, raw = load_evidence(loaded.evidence_path, shown_path(loaded.evidence_path))
         findings += ev_findings
         digest_parts.append(f"{loaded.policy.evidence}\0{sha256_hex(raw)}")
     return Dataset(

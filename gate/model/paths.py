@@ -52,3 +52,17 @@ def shown_path(path: Path | str) -> str:
         return str(Path(os.path.abspath(from_working_directory(p))).relative_to(working_directory().resolve())) or "."
     except (ValueError, OSError):
         return str(p)
+
+
+def run_file(path: Path | str, name: str) -> Path:
+    """A run's file as the user named it: `name` inside a run's --out directory, else the path itself
+    (so `--records gate-out` and `--records gate-out/records.jsonl` read the same file)."""
+    p = Path(path)
+    return p / name if from_working_directory(p).is_dir() else p
+
+
+def run_directory(path: Path | str) -> Path:
+    """A run's --out directory as the user named it: the directory itself, or the directory of one of
+    its files (`--result gate-out/result.json` is `gate-out`)."""
+    p = Path(path)
+    return p.parent if from_working_directory(p).is_file() else p

@@ -405,6 +405,8 @@ class Drift(Part):
 class ShardRef(Part):
     index: int
     count: int
+    cases: int | None = None  # this shard's non-control cases
+    lane_cases: int | None = None  # the lane's, across every shard
 
 
 class MergedShards(Part):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gate.model.errors import UsageError
 from gate.plan.selection import Plan
@@ -27,9 +27,19 @@ class ShardError(UsageError):
 class Shard:
     index: int  # 1-based
     count: int
+    # The lane's non-control cases across every shard, once known (`select`): the report says
+    # "shard I/N: n of M cases" so half a lane never reads as the whole of it.
+    lane_cases: int | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, int]:
         return {"index": self.index, "count": self.count}
+
+    def share_of(self, plan: Plan) -> dict[str, int]:
+        """result.json's `shard`: which one, and (once known) how many of the lane's cases it holds."""
+        out = self.to_dict()
+        if self.lane_cases is not None:
+            out |= {"cases": lane_cases(plan), "lane_cases": self.lane_cases}
+        return out
 
     def owns(self, case_id: str) -> bool:
         return shard_of(case_id, self.count) == self.index
@@ -73,3 +83,8 @@ def owned_by(plan: Plan, count: int) -> dict[int, list[str]]:
         if not c.is_control:
             out[shard_of(c.case_id, count)].append(c.case_id)
     return out
+
+
+def lane_cases(plan: Plan) -> int:
+    """The non-control cases a plan makes eligible (what a shard takes a share of)."""
+    return sum(1 for c in plan.eligible if not c.is_control)

@@ -16,9 +16,10 @@ from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.textfit import head_bytes
 from gate.report import sections
+from gate.report.next_steps import next_steps
 
 if TYPE_CHECKING:
-    from gate.model.result import CaseRow, Result
+    from gate.model.result import Blocker, CaseRow, Result
 
 __all__ = ["code_id", "escape", "id_list", "render_report", "render_summary"]
 
@@ -45,6 +46,38 @@ def marker(policy_id: str) -> str:
     return f"<!-- ragas-gate:{policy_id} -->"
 
 
+def shard_text(result: Result) -> str | None:
+    """A shard's result says it is one, so half a lane never reads as the whole of it."""
+    shard = result.shard
+    if shard is None:
+        return None
+    share = f" {shard.cases} of {shard.lane_cases} cases" if shard.cases is not None else ""
+    return (
+        f"shard {shard.index}/{shard.count}:{share} (the controls run in every shard); "
+        "gate merge decides the whole lane"
+    )
+
+
+def blocker_message(b: Blocker) -> str:
+    """The blocker's message without the slice it opens with, which the line already names."""
+    return b.message.removeprefix(f"slice {b.slice}: ") if b.slice else b.message
+
+
+def withheld_text(result: Result, limit: int = 10) -> str | None:
+    """Name the withheld cases the counts add up (no reference evidence: never sent to the judge)."""
+    rows = [c for c in result.cases if c.bucket == "withheld"]
+    if not rows:
+        return None
+    named = [
+        f"{c.case_id} (the missing-evidence control: withheld by design)"
+        if c.control_role == "missing_evidence"
+        else c.case_id
+        for c in rows[:limit]
+    ]
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return f"withheld (no reference evidence, never sent to the judge): {', '.join(named)}{more}"
+
+
 LIST_ONLY_KINDS = frozenset({"unrun_cases", "budget_exhausted", "missing_credentials", "partition_leak"})
 MAX_DETAILED = 10
 
@@ -64,7 +97,7 @@ def _blockers(result: Result) -> list[str]:
             where = f" · slice {code_id(b.slice)}" if b.slice else ""
             owner = owner_text(b)
             where += f" · owner {escape(owner)}" if owner else ""
-            lines.append(f"- **{code_id(b.kind)}**{where}: {escape(b.message, 600)}")
+            lines.append(f"- **{code_id(b.kind)}**{where}: {escape(blocker_message(b), 600)}")
             ids = list(b.case_ids)
             if b.kind in LIST_ONLY_KINDS:
                 if ids:
@@ -116,7 +149,7 @@ def _cost(result: Result) -> list[str]:
     lines = [
         f"**{money(cost.total, cur)}**{bound} · {cost.input_tokens} input / "
         f"{cost.output_tokens} output tokens · {cost.http_attempts} HTTP attempts "
-        f"({cost.retries} retries) · {cost.cached_calls} cached calls",
+        f"({cost.retries} retries) · {cost.cached_calls} judgments from cache",
     ]
     unanswered = cost.unanswered_attempts
     if unanswered:
@@ -164,10 +197,12 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
         f"{code_id(policy_id)} version {code_id(result.policy_version)}, exit code "
         f"{result.exit_code}.",
         "",
+        *([f"**{escape(shard)}**", ""] if (shard := shard_text(result)) else []),
         f"Cases: {counts.eligible} eligible = {counts.completed} completed + "
         f"{counts.errored} errored + {counts.withheld} withheld + {counts.unrun} unrun "
         f"· {counts.review} need review · {counts.cached} judgments from cache",
         "",
+        *([f"_{escape(withheld)}_", ""] if (withheld := withheld_text(result)) else []),
         *sections.calibration_section(result),
         "### Blockers",
         *_blockers(result),
@@ -187,6 +222,9 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
                 f"- {code_id(f.case_id)} ({escape(f.role)}): expected {escape(f.expected)}, got {escape(f.got)}"
             )
         lines.append("")
+    steps = next_steps(result)  # our own text, with placeholders for the paths: no escaping needed
+    if steps:
+        lines += ["### Next steps", *(f"- {step}" for step in steps), ""]
     lines += ["### Cost", *_cost(result), ""]
     unrun = result.unrun_case_ids
     if unrun:

@@ -26,7 +26,15 @@ from gate.model.escape import log_text
 from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.paths import shown_path
-from gate.report.markdown import LIST_ONLY_KINDS, STATE_MEANING, STATE_ORDER
+from gate.report.markdown import (
+    LIST_ONLY_KINDS,
+    STATE_MEANING,
+    STATE_ORDER,
+    blocker_message,
+    shard_text,
+    withheld_text,
+)
+from gate.report.next_steps import next_steps
 from gate.report.sections import calibration_lines
 
 if TYPE_CHECKING:
@@ -108,7 +116,7 @@ def _blockers(result: Result, console: Console) -> None:
             owner = owner_text(b)
             if owner:
                 where = Text.assemble(where, " owner ", safe_text(owner, style="magenta"))
-            print_indented(console, 4, Text.assemble(kind, where, ": ", safe_text(b.message, 300)))
+            print_indented(console, 4, Text.assemble(kind, where, ": ", safe_text(blocker_message(b), 300)))
             ids = b.case_ids
             judged = [i for i in ids if i in cases and cases[i].bucket not in ("unrun", "withheld")]
             detailed = [] if b.kind in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
@@ -152,7 +160,7 @@ def _cost(result: Result, console: Console) -> None:
     line.append(
         f"; {cost.input_tokens} input / {cost.output_tokens} output tokens, "
         f"{cost.http_attempts} HTTP attempts ({cost.retries} retries), "
-        f"{cost.cached_calls} from cache"
+        f"{cost.cached_calls} judgments from cache"
     )
     console.print(line)
     unanswered, missing = cost.unanswered_attempts, cost.usage_missing
@@ -181,8 +189,34 @@ OUTPUT_NOTES = (
 )
 
 
-def print_outcome(result: Result, out_dir: Path | None, console: Console) -> None:
-    """The whole terminal summary of a decision."""
+def _next_steps(result: Result, out_dir: Path | None, policy: str | Path | None, console: Console) -> None:
+    # The steps' commands are in backticks for Markdown; a terminal shows them plain.
+    steps = [
+        step.replace("`", "")
+        for step in next_steps(
+            result,
+            policy=shown_path(policy) if policy is not None else "POLICY",
+            out=shown_path(out_dir) if out_dir is not None else "RUN",
+        )
+    ]
+    if not steps:
+        return
+    console.print()
+    console.print(Text("Next steps", style="bold"))
+    if not console.is_terminal:  # a log line stays one line
+        for step in steps:
+            console.print(Text.assemble("  - ", safe_text(step, 400)))
+        return
+    grid = Table.grid(padding=(0, 1, 0, 0))  # wrapped lines hang under the step's text, not its dash
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for step in steps:
+        grid.add_row("  -", safe_text(step, 400))
+    console.print(grid)
+
+
+def print_outcome(result: Result, out_dir: Path | None, console: Console, policy: str | Path | None = None) -> None:
+    """The whole terminal summary of a decision; `policy` (the path the user gave) fills the next steps."""
     console.print(headline(result))
     console.print(
         Text.assemble(
@@ -194,7 +228,13 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console) -> Non
             safe_text(result.lane),
         )
     )
+    shard = shard_text(result)
+    if shard is not None:
+        console.print(Text(shard, style="bold"))
     console.print(_counts(result))
+    withheld = withheld_text(result)
+    if withheld is not None:
+        print_indented(console, 2, safe_text(withheld))
     for i, line in enumerate(calibration_lines(result)):
         console.print(safe_text(f"  {line}" if i else line))
     console.print()
@@ -204,6 +244,7 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console) -> Non
     _cost(result, console)
     for note in result.notes:
         console.print(Text.assemble("Note: ", safe_text(note)))
+    _next_steps(result, out_dir, policy, console)
     if out_dir is not None:
         console.print()
         written = [(shown_path(out_dir / name), what) for name, what in OUTPUT_NOTES if (out_dir / name).exists()]

@@ -230,7 +230,7 @@ class Runner:
         self.emit(self.to_record(case, repeat, j))
         if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
             self.fail_writing(shown_path(journal.path), journal.error)
-        self.progress.tick(j, self.budget.spent + self.budget.reserved)
+        self.progress.tick(j, self.budget.spent, self.budget.reserved)
         if j.error_kind == "budget" and self.stop_reason is None:
             self.stop_reason = "budget"
 
@@ -297,10 +297,14 @@ class Runner:
         controls = [c for c in scheduled if c.is_control]
         others = [c for c in scheduled if not c.is_control]
         reps = range(self.plan.repeats)
+        if controls:
+            self.progress.phase("controls", len(controls))
         await self.run_phase([(c, i) for c in controls for i in reps], self.check_pair)
         if self.stop_reason is None and self.controls_failed():
             self.stop_reason = "control_failed"
         if self.stop_reason is None:
+            if others:
+                self.progress.phase("cases", len(others))
             await self.run_phase([(c, i) for c in others for i in reps], self.check_pair)
 
 

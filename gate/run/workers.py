@@ -193,7 +193,7 @@ def _work(
     class WorkerProgress(Progress):
         """Counts into the shared tally; the parent draws the run's one bar (or plain line) from it."""
 
-        def tick(self, judgment: Judgment, budget_used: float) -> None:
+        def tick(self, judgment: Judgment, budget_used: float, reserved: float = 0.0) -> None:
             tally.add(judgment.status == "error")
 
     writer = RecordWriter(path)
@@ -237,11 +237,12 @@ def judge_in_workers(
         return WorkersEnd((), ())
     progress, budget = runner.progress, runner.budget
     start_done, start_errors = progress.done, progress.errors  # reused judgments and the controls
+    progress.phase("cases", sum(not c.is_control for c in runner.plan.scheduled), f" in {count} processes")
     tally = WorkerTally()
 
     def show() -> None:
         done, errors = tally.read()
-        progress.advance(start_done + done, start_errors + errors, budget.spent + budget.reserved)
+        progress.advance(start_done + done, start_errors + errors, budget.spent, budget.reserved)
 
     workers: list[_Worker] = []
     with _forwarding_signals(workers) as received:

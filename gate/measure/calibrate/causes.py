@@ -9,6 +9,7 @@ the records, is a usage error naming the line.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 from collections.abc import Collection
@@ -81,8 +82,10 @@ def read_causes(path: Path, disagreement_ids: Collection[str]) -> dict[str, str]
         if not cause:
             continue
         if cause not in CAUSES:
+            close = difflib.get_close_matches(cause, CAUSES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             raise CausesError(
-                f"{path}:{lineno}: unknown cause {cause!r} for case {case_id}; fix: use one of {', '.join(CAUSES)}"
+                f"{path}:{lineno}: unknown cause {cause!r} for case {case_id}; {hint}fix: use one of {', '.join(CAUSES)}"
             )
         if case_id in out and out[case_id] != cause:
             raise CausesError(

@@ -50,11 +50,30 @@ def _text(
     )
 
 
+def _luminance(rgb: tuple[float, float, float]) -> float:
+    """WCAG 2 relative luminance of an sRGB colour (channels 0-1)."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _rgb(hex_colour: str) -> tuple[float, float, float]:
+    h = hex_colour.lstrip("#")
+    return (int(h[0:2], 16) / 255, int(h[2:4], 16) / 255, int(h[4:6], 16) / 255)
+
+
+def contrast(fg: str, bg: str, bg_opacity: float = 1.0) -> float:
+    """WCAG contrast ratio of `fg` on `bg` laid at `bg_opacity` over white (what a cell shows)."""
+    over_white = tuple(c * bg_opacity + (1 - bg_opacity) for c in _rgb(bg))
+    a, b = _luminance(_rgb(fg)), _luminance((over_white[0], over_white[1], over_white[2]))
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
 def _cell(x: float, y: float, count: int, total: int, colour: str, agree: bool) -> list[str]:
     share = count / total if total else 0.0
     opacity = (0.10 + 0.55 * share) if agree else (0.0 if count == 0 else 0.35 + 0.65 * share)
     fill = colour if count or agree else "#ffffff"
-    text_fill = "#ffffff" if (not agree and count and opacity > 0.5) else INK
+    # The digit takes whichever ink reads better on the cell as drawn: white on light amber did not.
+    text_fill = max((INK, "#ffffff"), key=lambda ink: contrast(ink, fill, opacity))
     return [
         f'<rect x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" fill="{fill}" fill-opacity="{opacity:.2f}" '
         f'stroke="#d0d7de"/>',

@@ -20,6 +20,7 @@ from typing import Any
 
 from gate import __version__
 from gate.decide.core import RESULT_SCHEMA_VERSION, Decision, cost_summary
+from gate.decide.rules import key_fix
 from gate.judge import Evaluator, Judgment, ragas_version
 from gate.judge.budget import Budget
 from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, AttemptJournal, Unrecorded, recover
@@ -211,7 +212,7 @@ def _incomplete(loaded: LoadedPolicy, sample: Sequence[Case], records: list[Reco
             Finding(
                 State.EVALUATION_INCOMPLETE,
                 "missing_credentials",
-                f"no API key in ${env}, so no trace was judged; fix: set that secret",
+                f"no API key in ${env}, so no trace was judged; fix: {key_fix(env)}",
                 case_ids=tuple(c.case_id for c in sample),
             )
         ]

@@ -1,0 +1,82 @@
+"""What to do after a run that did not pass: a few steps chosen by its blockers. Pure.
+
+The terminal (`gate.report.terminal`) and the report (`gate.report.markdown`) print the same steps;
+the terminal names the policy and output paths the user typed, the report placeholders.
+The hardest question after a failed run is whether the judge or the product is wrong: the steps
+point to what answers it (the judge's reasons, `gate compare`, `gate calibrate`, overrides).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gate.model.result import Result
+
+# Blockers about verdicts: the judge said something people did not, or could not say it twice.
+VERDICT_KINDS = frozenset(
+    {"false_pass_limit", "false_fail_limit", "control_failed", "pair_violated", "unstable_verdict", "check_failed"}
+)
+# Blockers about the gathering of evidence: what is missing can be judged again.
+RESUMABLE_KINDS = frozenset(
+    {
+        "evaluator_errors",
+        "budget_exhausted",
+        "unrun_cases",
+        "internal_error",
+        "output_failed",
+        "worker_records_unreadable",
+    }
+)
+# The lane requires a calibrated judge (SPEC 17) and this one is not, or no longer, or not well enough.
+CALIBRATION_KINDS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
+GOLD_SET_KINDS = frozenset(
+    {"input_contract", "unknown_slice", "partition_leak", "control_missing", "missing_evidence", "label_conflict"}
+)
+
+
+def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") -> list[str]:
+    """The steps for this result's blockers, most telling first; none when nothing blocks."""
+    kinds = {b.kind for b in result.blockers}
+    steps: list[str] = []
+    if kinds & VERDICT_KINDS:
+        steps += [
+            "Judge or product? Read the judge's reason on each case above: if the answer is wrong, fix the "
+            "product; if the reason is wrong, the judge is.",
+            f"`gate compare --base BASE_RUN --head {out}`: against a base run (main's), the first input that "
+            "differs for each changed verdict (a response points at the product; a prompt, model or provider at "
+            "the judge).",
+            f"`gate calibrate --policy {policy} --records {out}`: how often this judge disagrees with people, "
+            "per slice.",
+            "A judge error people accept: an entry under the policy's `overrides:` (approver, expiry), then "
+            f"`gate decide --policy {policy} --records {out}` decides again without a model call.",
+        ]
+    if kinds & CALIBRATION_KINDS:
+        steps.append(
+            f"Calibrate this judge: `gate run --policy {policy} --lane calibration --out gate-out-calibration`, "
+            f"then `gate calibrate --policy {policy} --records gate-out-calibration` (see the README's "
+            "Calibrate and certify)."
+        )
+    if "missing_credentials" in kinds:
+        steps.append("Provide the judge's key (see the blocker), then run again: nothing was spent.")
+    if kinds & RESUMABLE_KINDS:
+        steps.append(
+            f"`gate run --policy {policy} --out {out} --resume` judges only what is missing; nothing paid is paid "
+            "again."
+        )
+    if "missing_shard" in kinds:
+        steps.append("Re-run the missing shard's job, then `gate merge` again.")
+    if kinds & GOLD_SET_KINDS:
+        steps.append(
+            f"`gate validate --policy {policy}` names each finding's file and line: fix the cases, not the judge."
+        )
+    if "stale_records" in kinds:
+        steps.append(f"`gate run --policy {policy}`: records from another judge configuration are not evidence.")
+    if "expired_override" in kinds:
+        steps.append("Renew the expired override (a new expiry, approved) or remove it from the policy.")
+    if any(b.state == "review_required" for b in result.blockers):
+        steps.append(
+            "A person reads the cases under review_required and records the decision (an override, or a corrected "
+            "case that supersedes the old one)."
+        )
+    return steps

@@ -1,0 +1,157 @@
+"""The README's Quickstart and Commands sections match the program (issue 24).
+
+Every `sh` block of those sections runs as written, one command a line, in a scratch directory that
+looks like a checkout (the example policy copied; the Makefile, scripts, tests and .venv linked),
+with the virtualenv on PATH and the offline provider on a free port ($GATE_DEMO_PORT). A trailing
+`# exit N` is the exit code a command must end with, else 0. A block whose first line starts with
+`# not run by tests/test_readme.py` is skipped; it must say why. The `text` block that opens the
+Commands section is the synopsis: its flags must be each command's flags, no more, no fewer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gate.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SKIP = "# not run by tests/test_readme.py"
+SECTIONS = ("Quickstart", "Commands")
+
+
+def section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.M | re.S)]
+
+
+def commands(block: str) -> list[tuple[str, int]]:
+    """(command, expected exit code) for each line, continuation lines joined."""
+    out: list[tuple[str, int]] = []
+    pending = ""
+    for line in block.splitlines():
+        if pending:
+            line = pending + " " + line.strip()
+            pending = ""
+        if line.rstrip().endswith("\\"):
+            pending = line.rstrip()[:-1].rstrip()
+            continue
+        command, _, comment = line.partition("#")
+        if not command.strip():
+            continue
+        expected = re.search(r"\bexit (\d+)\b", comment)
+        out.append((command.strip(), int(expected.group(1)) if expected else 0))
+    return out
+
+
+def runnable() -> list[list[tuple[str, int]]]:
+    """The commands of each block the test runs."""
+    found: list[list[tuple[str, int]]] = []
+    for title in SECTIONS:
+        for lang, body in blocks(section(title)):
+            if lang != "sh":
+                continue
+            if body.startswith(SKIP):
+                assert len(body.splitlines()[0]) > len(SKIP) + 5, f"say why the block is not run: {body!r}"
+                continue
+            found.append(commands(body))
+    return found
+
+
+def test_the_readme_marks_what_it_does_not_run_and_runs_the_offline_workflows() -> None:
+    found = [c for block in runnable() for c, _ in block]
+    assert found[0] == "make demo"  # the Quickstart lists it first
+    for words in ("--shard 1/2", "gate merge", "gate decide", "gate compare", "gate calibrate", "gate publish"):
+        assert any(words in c for c in found), words
+    skipped = [b for t in SECTIONS for lang, b in blocks(section(t)) if lang == "sh" and b.startswith(SKIP)]
+    assert any("make test" in b for b in skipped) and any("OPENAI_API_KEY" in b for b in skipped)
+
+
+def test_the_synopsis_lists_each_commands_flags() -> None:
+    lang, synopsis = blocks(section("Commands"))[0]
+    assert lang == "text"
+    documented: dict[str, set[str]] = {}
+    current = ""
+    for line in synopsis.splitlines():
+        words = line.split("#")[0].split()
+        if words[:1] == ["gate"]:
+            current = words[1]
+            documented[current] = set()
+        documented[current] |= {w.strip("[]|") for w in words if w.strip("[").startswith("--")}
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert isinstance(sub.choices, dict)
+    assert set(documented) == set(sub.choices)
+    for name, parser in sub.choices.items():
+        flags = {o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+        assert documented[name] == flags, name
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# About ten processes that each start the gate (three of them load ragas): ~40 s on a quiet
+# machine, far more on a loaded one, so this test gets more than the suite's 120 s.
+@pytest.mark.timeout(600)
+def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> None:
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "gate").exists():
+        pytest.skip("no .venv with gate installed (`make test` makes one)")
+    work = tmp_path / "checkout"
+    work.mkdir()
+    shutil.copytree(ROOT / "policies", work / "policies")
+    for name in (
+        "Makefile",
+        "pyproject.toml",
+        "requirements.lock",
+        "requirements-dev.lock",
+        "scripts",
+        "tests",
+        ".venv",
+    ):
+        (work / name).symlink_to(ROOT / name)
+    env = {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(tmp_path),
+        "GATE_DEMO_PORT": str(_free_port()),
+        "RAGAS_DO_NOT_TRACK": "true",
+        "COLUMNS": "100",
+    }
+    port = env["GATE_DEMO_PORT"]
+    for number, block in enumerate(runnable()):
+        # One shell a block, as a person types it (an `export` holds for the lines after it); each
+        # command's output and exit code are kept apart. make must not reinstall the virtualenv it
+        # is given (-o: take .venv/.installed as up to date); the offline provider's port is this test's.
+        script = ["set +e"]
+        for i, (command, _) in enumerate(block):
+            line = command.replace("127.0.0.1:8765", f"127.0.0.1:{port}")
+            if line.startswith("make "):
+                line = line.replace("make ", "make -s -o .venv/.installed ", 1)
+            script.append(f"{line} >out.{number}.{i} 2>err.{number}.{i} </dev/null; echo $? >code.{number}.{i}")
+        subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env, timeout=900, check=False)
+        for i, (command, expected) in enumerate(block):
+            out, err = ((work / f"{kind}.{number}.{i}").read_text() for kind in ("out", "err"))
+            code = int((work / f"code.{number}.{i}").read_text())
+            assert code == expected, (command, code, out[-3000:], err[-3000:])
+            assert "Traceback" not in err, (command, err[-3000:])
+            if command == "make demo":
+                assert out.startswith("No key needed: judging policies/example/policy.yaml (lane pr)"), out[:300]
+    # What the commands were to write, they wrote.
+    for path in ("gate-out/result.json", "gate-out-merged/records.jsonl", "gate-compare/compare.md"):
+        assert (work / path).is_file(), path
+    assert (work / "gate-calibration" / "calibration.svg").is_file()
