@@ -101,8 +101,10 @@ def test_a_bad_control_record_is_an_error_not_a_control_verdict(
 ) -> None:
     root, _ = recorded
     code, res = decide_edited(tmp_path, root, setter(judge_label="PASS"), "ctl-positive")
-    assert code == 3 and res["controls"]["ok"] is True
+    # A control without a verdict did not separate (SPEC 14): never ok, never absorbed as an error.
+    assert code == 3 and res["controls"]["ok"] is False
     assert case_row(res, "ctl-positive")["error_kind"] == "invalid_label"
+    assert {b["kind"]: b["case_ids"] for b in res["blockers"]}["control_error"] == ["ctl-positive"]
 
 
 def test_a_reviewed_alias_in_a_record_reads_as_its_label(tmp_path: Path, recorded: tuple[Path, FakeOpenAI]) -> None:

@@ -196,6 +196,7 @@ def _write_minimal(
     """A result.json built by hand, for when the decision itself is what failed."""
     import json
 
+    from gate.commands.outputs import write_text_atomic
     from gate.decide.core import RESULT_SCHEMA_VERSION
     from gate.model.result import Result
 
@@ -239,7 +240,7 @@ def _write_minimal(
         out_dir.mkdir(parents=True, exist_ok=True)
         # Through the model, like every result.json (the same bytes: this file was always ASCII-escaped).
         text = json.dumps(Result.model_validate(result).written(), indent=2)
-        (out_dir / "result.json").write_text(text + "\n", encoding="utf-8")
+        write_text_atomic(out_dir / "result.json", text + "\n")
     except OSError:
         return False
     return True

@@ -9,6 +9,7 @@ refused (a usage error): their evidence cannot be summed. A missing index is blo
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from gate.commands.assemble import RunEvidence, assemble, beside
 from gate.commands.decide import evidence_of_records
 from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision
+from gate.judge.journal import JOURNAL_FILE
 from gate.measure.trend import TREND_RECORDS
 from gate.model.errors import UsageError
 from gate.model.policy import today
@@ -137,6 +139,7 @@ class Merged:
     evidence: RunEvidence  # every shard's: records, trend, journal (`gate decide` over them agrees)
     decision: Decision
     records: tuple[Record, ...]  # every shard's records, shard by shard
+    directories: tuple[Path, ...] = ()  # the shards' output directories, shard by shard
 
 
 def merge(
@@ -184,7 +187,8 @@ def merge(
         notes=notes,
         sections={"merged_shards": merged_shards},
     )
-    return Merged(evidence, assemble(evidence), tuple(r for s in shards for r in s.records))
+    records = tuple(r for s in shards for r in s.records)
+    return Merged(evidence, assemble(evidence), records, tuple(s.directory for s in shards))
 
 
 def write_merged(out_dir: Path, merged: Merged) -> Decision:
@@ -197,4 +201,13 @@ def write_merged(out_dir: Path, merged: Merged) -> Decision:
     trend.unlink(missing_ok=True)
     if merged.evidence.trend.records:  # the trend combined across shards like the verdicts
         write_records(trend, merged.evidence.trend.records)
+    # Every shard's attempt journal, so `gate decide` on the merged records bills what the shards paid
+    # and never recorded (a killed shard's attempts), as the merge did.
+    journal = out_dir / JOURNAL_FILE
+    journal.unlink(missing_ok=True)
+    with journal.open("ab") as into:
+        for directory in merged.directories:
+            if (directory / JOURNAL_FILE).is_file():
+                with (directory / JOURNAL_FILE).open("rb") as shard_journal:
+                    shutil.copyfileobj(shard_journal, into)
     return write_assembled(out_dir, merged.evidence)

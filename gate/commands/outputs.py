@@ -26,7 +26,7 @@ from gate.report.markdown import render_report, render_summary
 from gate.run.outdir import OutputWriteError, describe
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
@@ -59,7 +59,7 @@ def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None) -
         _write_reports(out_dir, decision.result)  # what can be written says what result.json says
     assert decision.result is not None
     try:
-        _write_text_atomic(out_dir / "result.json", decision.result.to_json())
+        write_text_atomic(out_dir / "result.json", decision.result.to_json())
     except OSError as exc:
         failed.insert(0, f"result.json ({describe(exc)})")
         raise OutputWriteError(f"{out_dir}: could not write {', '.join(failed)}") from None
@@ -87,7 +87,7 @@ def _write_reports(out_dir: Path, result: Result) -> list[str]:
     failed: list[str] = []
     for name, text in files:
         try:
-            _write_text_atomic(out_dir / name, text())
+            write_text_atomic(out_dir / name, text())
         except OSError as exc:
             failed.append(f"{name} ({describe(exc)})")
     try:

@@ -229,7 +229,7 @@ def _keyless(ev: Evidence) -> list[str]:
 
 def _unnamed_unrun(ev: Evidence) -> list[CaseOutcome]:
     """Unrun cases that no credentials, stale-records or missing-shard finding names already."""
-    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev), *_control_error_ids(ev)}
+    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev)}
     return [o for o in _unrun(ev) if o.case.case_id not in named]
 
 
