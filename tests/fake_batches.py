@@ -20,6 +20,7 @@ Validation (as the provider does it, on the first status request): every line ne
 `custom_id`, `method: POST`, the `url` of this API's shape (`/v1/chat/completions`; Azure:
 `/chat/completions`) equal to the batch's `endpoint`, and one `body.model` on every line; a batch
 that breaks any is `failed` with `errors` and runs nothing. `fail_validation=True` fails it anyway.
+`status_errors=N`: the next N status requests answer HTTP 500 (the provider is down for a while).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class FakeBatches:
         answer_first: int = 0,
         missing: set[str] | None = None,
         fail_validation: bool = False,
+        status_errors: int = 0,
     ) -> None:
         self.fake = fake
         self.script = script
@@ -74,6 +76,7 @@ class FakeBatches:
         self.answer_first = answer_first
         self.missing = missing or set()
         self.fail_validation = fail_validation
+        self.status_errors = status_errors  # the next N status requests answer HTTP 500
         self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> (purpose, filename, content)
         self.batches: dict[str, FakeBatch] = {}
         self.lines_run = 0
@@ -115,6 +118,9 @@ class FakeBatches:
                 return _json(200, {"object": "list", "data": data, "has_more": False})
             m = re.fullmatch(r"/batches/([\w-]+)", tail)
             if rec.method == "GET" and m:
+                if self.status_errors > 0:
+                    self.status_errors -= 1
+                    return _json(500, {"error": {"message": "The server had an error (fake)"}})
                 batch = self.batches.get(m.group(1))
                 if batch is None:
                     return _json(404, {"error": {"message": "no such batch"}})

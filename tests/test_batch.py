@@ -113,6 +113,8 @@ def test_submit_then_collect_gives_the_live_verdicts_at_batch_prices(tmp_path: P
         else:
             assert rec.get("batch_id") is None
     assert collected["cost"]["batch"] is True and collected["batch"]["collected"] is True
+    report = (out / "report.md").read_text()
+    assert f"Batch {bf['batch_id']} (collected; 5 lines)" in report and "batch prices" in report
 
     # collecting again pays nothing and changes nothing
     before = ((out / "records.jsonl").read_bytes(), collected["cost"], len(fake.requests), len(fake.api_calls))
@@ -362,3 +364,67 @@ def test_make_batch_offline_runs_the_example_release_lane_with_parity(
     res = result(tmp_path / "gate-out-batch")
     assert res["state"] == result(tmp_path / "gate-out-batch-live")["state"] and res["batch"]["collected"]
     assert res["checks"] is not None  # the example's deterministic checks ran beside the batch
+
+
+def test_a_cancelled_batch_keeps_what_was_answered_and_the_rest_are_errors(tmp_path: Path, fake: FakeOpenAI) -> None:
+    FakeBatches(fake, script=("validating", "in_progress", "cancelled"), answer_first=2)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "wait", "--batch-poll", "0") == 3
+    batched = [r for r in records(out) if r.get("batch_id")]
+    assert sorted(r["status"] for r in batched) == ["error", "error", "error", "ok", "ok"]
+    for r in batched:
+        if r["status"] == "error":
+            assert r["error_kind"] == "timeout" and "batch_cancelled" in r["error_message"] and r["cost"] == 0
+    res = result(out)
+    assert res["batch"]["status"] == "cancelled" and len(kinds(res)["evaluator_errors"]) == 3
+
+
+def test_a_provider_that_cannot_be_asked_leaves_the_batch_pending(tmp_path: Path, fake: FakeOpenAI) -> None:
+    batches = FakeBatches(fake, script=QUICK)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
+    batches.status_errors = 10  # every status request (and the client's retries) answers 500
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 3
+    res = result(out)
+    assert "HTTP 500" in kinds_message(res, "batch_pending") and res["counts"]["unrun"] == 5
+    assert SECRET not in (out / "result.json").read_text()
+    batches.status_errors = 0
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 1  # back: collected
+    assert len(batches.batches) == 1
+
+
+def test_a_line_that_is_not_the_request_the_judge_builds_now_is_never_read(tmp_path: Path, fake: FakeOpenAI) -> None:
+    FakeBatches(fake, script=QUICK)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
+    lines = [json.loads(x) for x in (out / "batch-input.jsonl").read_text().splitlines()]
+    lines[0]["body"]["seed"] = 8  # the line on record is not what this judge sends for that judgment
+    (out / "batch-input.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 1  # c-3's false pass wins
+    first = json.loads((out / "batch.json").read_text())["judgments"][0]["case_id"]
+    (rec,) = [r for r in records(out) if r["case_id"] == first]
+    assert rec["status"] == "error" and rec["error_kind"] == "bad_request" and rec["judge_label"] is None
+    assert "differs from the line submitted" in rec["error_message"]
+    assert kinds(result(out))["evaluator_errors"] == [first]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--resume"], "--resume"),
+        (["--shard", "1/2"], "--shard"),
+        (["--dry-run"], "--dry-run"),
+        (["--batch-timeout", "5"], "--batch wait"),
+    ],
+)
+def test_batch_flags_that_do_not_combine_are_usage_errors(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    policy = write(tmp_path / "s", fake)
+    mode = [] if extra[0] == "--batch-timeout" else ["--batch", "submit"]
+    assert gate("run", "--policy", policy, "--out", tmp_path / "out", *mode, *extra) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and not fake.requests

@@ -481,10 +481,10 @@ def _pending(lane: _Lane, bf: BatchFile, status: BatchStatus) -> Decision:
     bf = _with_status(lane, bf, status)
     prior = _prior(lane)
     ids = _pending_ids(lane, bf, prior)
+    when = "now: it has ended" if status.terminal else "later (the provider answers within 24h)"
     message = (
         f"batch {bf.batch_id} is {status.status} ({status.completed}/{status.total} lines answered, {status.failed} "
-        f"failed); {len(ids)} case(s) wait for it; fix: run `gate run --batch collect` with the same --out later "
-        "(the provider answers within 24h)"
+        f"failed); {len(ids)} case(s) wait for it; fix: run `gate run --batch collect` with the same --out {when}"
     )
     finding = Finding(State.EVALUATION_INCOMPLETE, "batch_pending", message, case_ids=tuple(ids))
     return _decided(lane, prior, [finding], bf)

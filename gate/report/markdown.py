@@ -151,6 +151,9 @@ def _cost(result: Result) -> list[str]:
         f"{cost.output_tokens} output tokens · {cost.http_attempts} HTTP attempts "
         f"({cost.retries} retries) · {cost.cached_calls} judgments from cache",
     ]
+    batch = sections.batch_line(result)
+    if batch is not None:
+        lines += ["", escape(batch)]
     unanswered = cost.unanswered_attempts
     if unanswered:
         lines.append("")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gate.model.escape import code as code_id
 from gate.model.escape import id_list
 from gate.model.escape import markdown as escape
+from gate.model.money import money
 
 if TYPE_CHECKING:
     from gate.model.result import (
@@ -241,3 +242,17 @@ def calibration_section(result: Result) -> list[str]:
     if not lines:
         return []
     return [f"**{escape(lines[0])}**", *(f"- {escape(line)}" for line in lines[1:]), ""]
+
+
+def batch_line(result: Result) -> str | None:
+    """`gate run --batch`, plain text (each renderer escapes for its format): which batch, where it
+    stands, and that the judgments after the controls are billed at the batch prices."""
+    batch, cost = result.batch, result.cost
+    if batch is None or not cost.batch:
+        return None
+    where = "collected" if batch.collected else f"{batch.status}, not collected yet"
+    reserved = money(cost.batch_reserved or 0, cost.currency)
+    return (
+        f"Batch {batch.batch_id or '(being created)'} ({where}; {batch.lines} lines): the judgments after the "
+        f"controls are billed at the batch prices; the cost boundary held {reserved} for it at submission."
+    )

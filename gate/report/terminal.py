@@ -35,7 +35,7 @@ from gate.report.markdown import (
     withheld_text,
 )
 from gate.report.next_steps import next_steps
-from gate.report.sections import calibration_lines
+from gate.report.sections import batch_line, calibration_lines
 
 if TYPE_CHECKING:
     from gate.model.result import CaseRow, Result
@@ -163,6 +163,9 @@ def _cost(result: Result, console: Console) -> None:
         f"{cost.cached_calls} judgments from cache"
     )
     console.print(line)
+    batch = batch_line(result)
+    if batch is not None:
+        console.print(safe_text(f"  {batch}"))
     unanswered, missing = cost.unanswered_attempts, cost.usage_missing
     if unanswered or missing:
         console.print(
@@ -186,6 +189,7 @@ OUTPUT_NOTES = (
     ("junit.xml", "one test per case"),
     ("records.jsonl", "every judgment, for decide, resume and calibrate"),
     ("certification-entry.json", "append to the certification ledger once people accept it"),
+    ("batch.json", "the provider batch submitted from here: collect it with the same --out (`--batch collect`)"),
 )
 
 
