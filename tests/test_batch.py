@@ -123,11 +123,15 @@ def test_submit_then_collect_gives_the_live_verdicts_at_batch_prices(tmp_path: P
     assert after == before
 
 
-def test_submit_twice_into_one_out_picks_the_batch_up(tmp_path: Path, fake: FakeOpenAI) -> None:
+def test_submit_twice_into_one_out_picks_the_batch_up(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
     batches = FakeBatches(fake)  # validating -> in_progress -> finalizing -> completed
     policy = write(tmp_path / "s", fake)
     out = tmp_path / "out"
     assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
+    shown = capsys.readouterr().out  # what a person sees: the batch, its price, how to collect it
+    assert "batch prices" in shown and "batch.json" in shown and "--batch collect" in shown
     bf = json.loads((out / "batch.json").read_text())
     assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
     assert len(batches.batches) == 1 and len(batches.files) == 1  # one upload, one batch

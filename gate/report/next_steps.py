@@ -64,6 +64,13 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
             f"`gate run --policy {policy} --out {out} --resume` judges only what is missing; nothing paid is paid "
             "again."
         )
+    if "batch_pending" in kinds:
+        steps.append(
+            f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch collect` once the provider has "
+            "answered (within 24h): nothing is submitted or paid again."
+        )
+    if "batch_failed" in kinds:
+        steps.append("Fix what the batch_failed blocker names, then `--batch submit` again into a new --out.")
     if "missing_shard" in kinds:
         steps.append("Re-run the missing shard's job, then `gate merge` again.")
     if kinds & GOLD_SET_KINDS:
