@@ -43,7 +43,7 @@ from gate.github.publish import STATES, load_result, read_event, read_text, stat
 from gate.model.escape import log_text, workflow_data
 from gate.model.loading import FileProblem, read_yaml_mapping
 from gate.model.money import money, plain_decimal
-from gate.model.process import without_pydantic_plugins
+from gate.model.process import command_line, guarded_output, without_pydantic_plugins
 from gate.model.records import RECORDS_FILE
 from gate.model.result import Result
 from gate.model.states import USAGE_ERROR_EXIT, State, exit_state
@@ -105,15 +105,15 @@ def escape_data(value: str) -> str:
 
 
 def command(name: str, message: str, stream: TextIO | None = None) -> None:
-    """Print a workflow command (`::warning::...`)."""
-    print(f"::{name}::{escape_data(message)}", file=stream or sys.stdout, flush=True)
+    """Print a workflow command (`::warning::...`), the gate's own: past the output guard."""
+    command_line(f"::{name}::{escape_data(message)}", stream)
 
 
 def mask(values: Iterable[str], stream: TextIO | None = None) -> None:
     for value in values:
         for line in value.splitlines():
             if line.strip():
-                print(f"::add-mask::{line.strip()}", file=stream or sys.stdout, flush=True)
+                command_line(f"::add-mask::{line.strip()}", stream)
 
 
 def write_outputs(path: Path, outputs: Mapping[str, str]) -> None:
@@ -504,17 +504,18 @@ def configure_logging(env: Mapping[str, str]) -> None:
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     without_pydantic_plugins()  # as `gate.cli.main`: no plugin scan
-    configure_logging(env)
-    try:
-        return _main(env)
-    except Exception as exc:  # a bug in the Action itself: a message and exit 3, never a state's code
-        crash.print_traceback_if_debug(exc, sys.stderr)
-        command("error", crash.crash_message("the ragas-gate Action", exc, None))
-        output_file = env.get("GITHUB_OUTPUT")
-        if output_file:
-            with contextlib.suppress(Exception):
-                write_outputs(Path(output_file), {"exit-code": str(crash.INTERNAL_ERROR_EXIT)})
-        return crash.INTERNAL_ERROR_EXIT
+    with guarded_output():  # untrusted text never forms a workflow command; ours pass (SPEC 14)
+        configure_logging(env)
+        try:
+            return _main(env)
+        except Exception as exc:  # a bug in the Action itself: a message and exit 3, never a state's code
+            crash.print_traceback_if_debug(exc, sys.stderr)
+            command("error", crash.crash_message("the ragas-gate Action", exc, None))
+            output_file = env.get("GITHUB_OUTPUT")
+            if output_file:
+                with contextlib.suppress(Exception):
+                    write_outputs(Path(output_file), {"exit-code": str(crash.INTERNAL_ERROR_EXIT)})
+            return crash.INTERNAL_ERROR_EXIT
 
 
 def _main(env: Mapping[str, str]) -> int:

@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 from gate import __version__
 from gate.model.errors import UsageError
 from gate.model.escape import log_text
-from gate.model.process import exit_process, gc_paused, without_pydantic_plugins
+from gate.model.process import exit_process, gc_paused, guarded_output, without_pydantic_plugins
 from gate.model.states import Finding, State, blocking_findings
 
 if TYPE_CHECKING:
@@ -612,13 +612,14 @@ def report_failure(args: argparse.Namespace | None, exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     without_pydantic_plugins()  # the gate's own models want none (tens of ms of every start)
-    args: argparse.Namespace | None = None
-    try:
-        args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
-    except (Exception, KeyboardInterrupt) as exc:
-        # a bug or a broken install is never a verdict (SPEC section 8)
-        return report_failure(args, exc)
+    with guarded_output():  # no line this command prints is a workflow command (SPEC 14)
+        args: argparse.Namespace | None = None
+        try:
+            args = build_parser().parse_args(argv)
+            return COMMANDS[args.command](args)
+        except (Exception, KeyboardInterrupt) as exc:
+            # a bug or a broken install is never a verdict (SPEC section 8)
+            return report_failure(args, exc)
 
 
 def main_entry() -> None:

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_github import FakeGitHub, sample, sample_result
 from suite import case, write_suite
+from workflow_log import commands
 
 from gate.cli import main
 from gate.github.client import ClientOptions, publish
@@ -153,7 +154,7 @@ def test_junit_holds_only_characters_xml_can_carry() -> None:
 def test_the_escaping_functions() -> None:
     assert visible("tempera\u200bture") == "tempera\\u200bture"
     assert visible("a\r\nb") == "a\\r\\nb"
-    assert log_text("::warning::x").startswith(" ::")
+    assert commands("  " + log_text("::warning::x")) == [] and "warning::x" in log_text("::warning::x")
     assert "<" not in markdown(FORGED) and "|" not in markdown("a|b").replace("\\|", "")
     assert code("refund-window-001") == "`refund-window-001`"
     assert "`" not in code("a`b").replace("\\`", "")
@@ -171,8 +172,7 @@ def test_evidence_keys_and_case_ids_never_start_a_log_line(tmp_path: Path, capsy
     assert main(["validate", "--policy", str(policy)]) == 1
     assert main(["run", "--dry-run", "--policy", str(policy), "--out", str(tmp_path / "out")]) == 1
     captured = capsys.readouterr()
-    for line in (captured.out + captured.err).replace("\r", "\n").split("\n"):
-        assert not line.startswith("::"), line
+    assert commands(captured.out + captured.err) == []  # read as the Actions runner reads a log
     assert "x\\r::warning::pwn\\n::error::pwn" in captured.out
     assert "cases.jsonl:10" in captured.out and "is not allowed: use letters, digits" in captured.out
 
@@ -226,8 +226,7 @@ def test_a_hostile_judge_reason_reaches_no_output_raw(
     by_id = {json.loads(line)["case_id"]: json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()}
     assert by_id["g-1"]["error_kind"] == "parse_error"  # an evaluator error, never a verdict or a crash
     ET.parse(out / "junit.xml")
-    for line in (captured.out + captured.err).split("\n"):
-        assert not line.startswith("::")
+    assert commands(captured.out + captured.err) == []
     decided = main(["decide", "--policy", str(policy), "--records", str(out / "records.jsonl")])
     assert decided == 1, capsys.readouterr().err
 

@@ -1,9 +1,10 @@
 """One escaping function per output format, for text that comes from policies, cases or replies.
 
 Every piece of untrusted text goes through the function of the format it lands in:
-- `visible`: messages and log lines (terminal, Actions log): one line, invisible and control
-  characters shown as escapes, so `::warning::` can never start a line and `tempera\\u200bture`
-  does not look like `temperature`;
+- `visible`: one line, invisible and control characters shown as escapes, so
+  `tempera\\u200bture` does not look like `temperature`;
+- `log_text`: messages and log lines (terminal, Actions log): `visible`, and never a workflow
+  command by the runner's rules (`neutral_line`);
 - `markdown`: report.md, summary.md, the PR comment and the check-run summary;
 - `code`: an identifier in a Markdown code span (falls back to `markdown` when it is not one);
 - `xml_text`: JUnit XML attribute and element text (characters XML 1.0 cannot hold);
@@ -52,10 +53,31 @@ def visible(text: object, limit: int | None = None) -> str:
     return "".join(_shown(ch) if _hidden(ch) else ch for ch in s)
 
 
+# The GitHub Actions runner reads a workflow command from a line that, after its leading whitespace
+# is trimmed, starts with `::` (`::error::x`), or that holds `##[` anywhere (`##[error]x`, the old
+# syntax). One character of each is written as an escape, which also keeps JSON valid.
+_OLD_COMMAND = "##["
+_OLD_COMMAND_SHOWN = "#\\u0023["
+_COLON_SHOWN = "\\u003a"
+
+
+def neutral_line(line: str) -> str:
+    """`line` as the runner will never read a workflow command from (one line, no CR or LF)."""
+    if _OLD_COMMAND in line:
+        line = line.replace(_OLD_COMMAND, _OLD_COMMAND_SHOWN)
+    start = len(line) - len(line.lstrip())
+    if line.startswith("::", start):
+        line = line[:start] + _COLON_SHOWN + line[start + 1 :]
+    return line
+
+
 def log_text(text: object, limit: int | None = None) -> str:
-    """A fragment of a log line: `visible`, and never a workflow command at a line's start."""
-    s = visible(text, limit)
-    return " " + s if s.startswith(("::", "##[")) else s
+    """A fragment of a log line: `visible`, and no workflow command wherever it lands on the line.
+
+    Untrusted text may be printed indented or after an empty fragment: `::` is neutralised at
+    the fragment's start (after whitespace, as the runner trims it) and `##[` everywhere. Every
+    line the CLI or the Action prints passes `gate.model.process.guarded_output` too."""
+    return neutral_line(visible(text, limit))
 
 
 # ---- Markdown (report, summary, comment, check-run summary) ----------------------------------
