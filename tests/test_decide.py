@@ -334,9 +334,8 @@ def test_records_whose_rendered_prompt_changed_are_not_evidence(tmp_path: Path) 
     records[-1] = records[-1].model_copy(update={"prompt_sha256": "0" * 64})
     d = decide(loaded, plan, [], records, LINEAGE, TODAY)
     assert kinds(d)["stale_records"] == [records[-1].case_id]
-    assert "rendered prompt differs" in d.blockers[-1].message or any(
-        "rendered prompt differs" in b.message for b in d.blockers
-    )
+    stale = next(b for b in d.blockers if b.kind == "stale_records")
+    assert f"inputs: rendered prompt 000000000000... vs {current[records[-1].case_id][:12]}..." in stale.message
 
 
 def test_a_lane_with_nothing_but_controls_cannot_pass(tmp_path: Path) -> None:

@@ -48,12 +48,13 @@ def test_the_cache_keeps_the_full_base_url(tmp_path: Path, fake_openai: FakeOpen
     assert result(tmp_path / "o3")["counts"]["cached"] == 0
 
 
-CHANGES: dict[str, tuple[str, dict[str, Any]]] = {
-    "temperature": ("evaluator", {"temperature": 0.5}),
-    "seed": ("evaluator", {"seed": 8}),
-    "max_output_tokens": ("evaluator", {"max_output_tokens": 96}),
-    "label_aliases": ("metric", {"label_aliases": {"PASS": "pass"}}),
-    "base_url path": ("evaluator", {"base_url": "BASE_WITHOUT_V1"}),
+# What changes, and how the stale message names it (the first differing component, both values).
+CHANGES: dict[str, tuple[str, dict[str, Any], str]] = {
+    "temperature": ("evaluator", {"temperature": 0.5}, "temperature: 0.0 vs 0.5"),
+    "seed": ("evaluator", {"seed": 8}, "seed: 7 vs 8"),
+    "max_output_tokens": ("evaluator", {"max_output_tokens": 96}, "max_output_tokens: 64 vs 96"),
+    "label_aliases": ("metric", {"label_aliases": {"PASS": "pass"}}, "label_aliases: "),
+    "base_url path": ("evaluator", {"base_url": "BASE_WITHOUT_V1"}, "config_fingerprint: "),
 }
 
 
@@ -68,7 +69,7 @@ def test_decide_treats_records_of_another_configuration_as_stale(tmp_path: Path,
     # What does not make the judge changes nothing: the records are still evidence.
     edit_policy(policy, "evaluator", timeout_s=9, max_concurrency=2)
     assert gate("decide", "--policy", policy, "--records", out / "records.jsonl") == 0
-    for name, (section, values) in CHANGES.items():
+    for name, (section, values, named) in CHANGES.items():
         policy.write_text(original)
         if values.get("base_url") == "BASE_WITHOUT_V1":
             values = {"base_url": fake_openai.url}
@@ -77,7 +78,7 @@ def test_decide_treats_records_of_another_configuration_as_stale(tmp_path: Path,
         decided = tmp_path / f"decided-{name.replace(' ', '-')}"
         gate("decide", "--policy", policy, "--records", out / "records.jsonl", "--out", decided)
         stale = next(b for b in result(decided)["blockers"] if b["kind"] == "stale_records")
-        assert "judge configuration" in stale["message"], name
+        assert named in stale["message"], (name, stale["message"])
 
 
 def test_resume_keeps_what_the_same_judge_made_and_only_that(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

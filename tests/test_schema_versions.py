@@ -23,9 +23,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 POLICY = FIXTURES / "suite" / "policy.yaml"
 RECORD_FIXTURES = sorted(FIXTURES.glob("records-v*.jsonl"))
 RESULT_FIXTURES = sorted(FIXTURES.glob("result-v*.json"))
-# The fake provider the fixture runs were judged against: records since the configuration
-# fingerprint (gate/model/fingerprint.py) are evidence only for the same base URL.
-FIXTURE_BASE_URL = "http://127.0.0.1:18765/v1"
 
 
 def _version(path: Path) -> int:
@@ -43,7 +40,7 @@ def test_every_schema_version_ever_written_has_a_fixture() -> None:
 def test_records_fixture_loads_and_decides_the_same(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", FIXTURE_BASE_URL)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)  # `gate decide` reads no provider environment
     records = read_records(path)
     assert len(records) == 9 and all(r.schema_version == _version(path) for r in records)
     out = tmp_path / "out"

@@ -185,7 +185,7 @@ def _prepare(
 def _dry_run(lane: _Lane) -> Decision:
     loaded, max_cost = lane.loaded, lane.opts.max_cost
     print_plan(loaded, lane.plan, lane.findings, max_cost, sys.stdout, bool(lane.api_key))
-    lineage = make_lineage(loaded, lane.dataset)
+    lineage = make_lineage(loaded, lane.dataset, base_url=lane.base_url)
     notes = ["dry run: no model call"]
     decision = decide(loaded, lane.plan, lane.findings, [], lineage, lane.clock(), max_cost=max_cost, notes=notes)
     return with_shard(decision, lane.opts.shard)
@@ -295,7 +295,7 @@ def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWrite
     trend_loaded = earlier.trend_loaded
     if trend_loaded is not None and earlier.unrecorded_trend:
         trend_judge = JudgeSettings.of(trend_loaded, lane.base_url)
-        trend_lineage = make_lineage(trend_loaded, dataset)
+        trend_lineage = make_lineage(trend_loaded, dataset, base_url=lane.base_url)
         found, trend_unknown = recovered_records(
             earlier.unrecorded_trend, dataset, trend_loaded, trend_lineage, plan.lane, trend_judge
         )

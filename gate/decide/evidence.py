@@ -14,6 +14,7 @@ from typing import Any
 from gate.judge.render import RenderError, render_case
 from gate.judge.vetting import conflicting_verdicts, vet_records
 from gate.model.cases import Case
+from gate.model.fingerprint import UNKNOWN, policy_components, record_components, shown_value, stale_component
 from gate.model.policy import LoadedPolicy, Policy
 from gate.model.records import Record, majority
 from gate.model.states import Finding, blocking_findings
@@ -127,12 +128,17 @@ def split_stale(
 
     Evidence counts only for the configuration that produced it: a record judged under another
     model, metric version or rendered prompt says nothing about this policy (its cost still counts).
+    `fingerprint` is the configuration the records must share: the live judge's on a run, the one
+    most records carry on `gate decide` and `gate merge` (gate.model.fingerprint; no environment).
     """
     current = _current_prompts(loaded, plan)
+    policy = policy_components(loaded)
+    reference = next((r for r in reversed(records) if fingerprint and r.config_fingerprint == fingerprint), None)
+    shared = record_components(reference) if reference is not None else None
     stale: dict[str, str] = {}
     fresh: list[Record] = []
     for r in records:
-        why = _staleness(r, loaded, current.get(r.case_id), fingerprint)
+        why = _staleness(r, policy, current.get(r.case_id), fingerprint, shared)
         if why:
             stale.setdefault(r.case_id, why)
         else:
@@ -151,23 +157,37 @@ def _current_prompts(loaded: LoadedPolicy, plan: Plan) -> dict[str, str]:
     return out
 
 
-def _staleness(r: Record, loaded: LoadedPolicy, prompt_sha256: str | None, fingerprint: str = "") -> str | None:
-    """Why a record cannot be evidence for this policy, or None when it can."""
-    policy = loaded.policy
-    if r.policy_id and r.policy_id != policy.policy_id:
-        return f"policy {r.policy_id}, not {policy.policy_id}"
-    if r.evaluator_model and r.evaluator_model != policy.evaluator.model:
-        return f"evaluator model {r.evaluator_model}, not {policy.evaluator.model}"
-    if r.metric_version and r.metric_version != policy.metric.version:
-        return f"metric version {r.metric_version}, not {policy.metric.version}"
-    if r.prompt_sha256 and prompt_sha256 and r.prompt_sha256 != prompt_sha256:
-        return "the rendered prompt differs: the prompt template or the case changed"
-    if r.config_fingerprint and fingerprint and r.config_fingerprint != fingerprint:
+def _staleness(
+    r: Record,
+    policy: dict[str, object],
+    prompt_sha256: str | None,
+    fingerprint: str,
+    shared: dict[str, object] | None,
+) -> str | None:
+    """Why a record cannot be evidence for this policy (the first differing component, both
+    values), or None when it can."""
+    recorded = record_components(r)
+    for name in ("policy_id", "metric_version"):
+        if recorded[name] is not UNKNOWN and recorded[name] != policy[name]:
+            return f"{name}: {shown_value(recorded[name])} vs {shown_value(policy[name])} (recorded vs the policy's)"
+    same_template = recorded["prompt"] is UNKNOWN or recorded["prompt"] == policy["prompt"]
+    if same_template and r.prompt_sha256 and prompt_sha256 and r.prompt_sha256 != prompt_sha256:
         return (
-            f"judge configuration {r.config_fingerprint[:12]}, not {fingerprint[:12]} (the prompt, labels, aliases, "
-            "model, base URL, sampling or ragas version changed)"
+            f"inputs: rendered prompt {shown_value(r.prompt_sha256)} vs {shown_value(prompt_sha256)} "
+            "(the case's rendered fields changed)"
         )
-    return None
+    against_policy = stale_component(recorded, policy)
+    if against_policy:
+        return f"{against_policy} (recorded vs the policy's)"
+    if not r.config_fingerprint or not fingerprint or r.config_fingerprint == fingerprint:
+        return None
+    among = stale_component(recorded, shared) if shared is not None else None
+    if among:
+        return f"{among} (vs the configuration the other records were judged under)"
+    return (
+        f"config_fingerprint: {shown_value(r.config_fingerprint)} vs {shown_value(fingerprint)} (same prompt, model, "
+        "host and settings: the base URL's scheme, port or path, or the metric's name, differs)"
+    )
 
 
 def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:

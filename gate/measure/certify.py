@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gate.judge import resolve_base_url
 from gate.model.cases import Case
 from gate.model.errors import UsageError
 from gate.model.fingerprint import JudgeConfig
@@ -74,8 +73,9 @@ def config_components(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version:
 
 def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> JudgeSettings:
     """The judge settings of recorded judgments: the policy's, with the provider host the records
-    were made with (not this shell's environment); the policy's own when no record names one."""
-    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url))
+    were made with; the policy's own when no record names one; never this shell's environment
+    (SPEC 14: no provider environment is read where no call is made)."""
+    judge = JudgeSettings.of(loaded, loaded.policy.evaluator.base_url or "")
     host = next((r.base_url_host for r in records if r.base_url_host), None)
     return judge if host is None else replace(judge, base_url_host=host)
 
@@ -195,7 +195,8 @@ def assess_records(
     loaded: LoadedPolicy, plan: Plan, records: Sequence[Record], ragas_version: str
 ) -> Certification | None:
     """`assess` for recorded judgments (`gate decide`, `gate merge`): the configuration that made
-    them, so the provider host comes from the records, not from this shell's environment."""
+    them, so the provider host comes from the records (or the policy), never from this shell's
+    environment (SPEC 14)."""
     return assess(loaded, plan, recorded_judge(loaded, records), ragas_version)
 
 

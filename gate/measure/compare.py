@@ -303,9 +303,30 @@ def _provider(a: Record, b: Record) -> StepResult:
     sa = {"base_url_host": a.base_url_host, **a.sampling.model_dump()}
     sb = {"base_url_host": b.base_url_host, **b.sampling.model_dump()}
     changed = [k for k in sa if sa[k] != sb[k]]
-    if not changed:
-        return ("same", None, None)
-    return ("differs", ", ".join(f"{k}={sa[k]}" for k in changed), ", ".join(f"{k}={sb[k]}" for k in changed))
+    if changed:
+        return ("differs", ", ".join(f"{k}={sa[k]}" for k in changed), ", ".join(f"{k}={sb[k]}" for k in changed))
+    if _fingerprints_differ(a, b) and _same_judge_but_the_url(a, b):
+        # Same host and settings, another judge: the base URL's scheme, port or path (a proxy,
+        # another deployment), which a record keeps only inside its fingerprint.
+        shown = "base URL (scheme, port or path), fingerprint "
+        return ("differs", shown + _short(a.config_fingerprint), shown + _short(b.config_fingerprint))
+    return ("same", None, None)
+
+
+def _fingerprints_differ(a: Record, b: Record) -> bool:
+    return bool(a.config_fingerprint and b.config_fingerprint and a.config_fingerprint != b.config_fingerprint)
+
+
+def _same_judge_but_the_url(a: Record, b: Record) -> bool:
+    """Every other part of the fingerprint a record carries is equal on both sides."""
+    return (
+        a.prompt_template_sha256 == b.prompt_template_sha256
+        and a.evaluator_model == b.evaluator_model
+        and a.metric_version == b.metric_version
+        and a.ragas_version == b.ragas_version
+        and a.allowed_values == b.allowed_values
+        and a.label_aliases_sha256 == b.label_aliases_sha256
+    )
 
 
 def _parser(a: Record, b: Record) -> StepResult:
@@ -356,6 +377,10 @@ def first_divergence(base: Record | None, head: Record | None) -> Divergence:
             return Divergence("unknown", differing, unknown)
         if state == "differs":
             return Divergence(name, differing, unknown, a, b)
+    if _fingerprints_differ(base, head):
+        # Two judges by their fingerprints, though no step a record spells out differs (the
+        # metric's name or version): not "the judge itself moved".
+        return Divergence("unknown", (), ())
     return Divergence("none", (), ())
 
 

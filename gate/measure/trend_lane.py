@@ -55,7 +55,7 @@ def judge_trend(
     `prior`: the trend judgments of the run being resumed; a case with a verdict there is not
     judged (nor paid) again."""
     settings = JudgeSettings.of(trend_loaded, base_url)
-    lineage = make_lineage(trend_loaded, dataset)
+    lineage = make_lineage(trend_loaded, dataset, base_url=base_url)
     records: list[Record] = list(prior)
     with RecordWriter(out / TREND_RECORDS) as writer:
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from gate import __version__
-from gate.judge import installed_version, ragas_version, resolve_base_url
+from gate.judge import installed_version, ragas_version
 from gate.model.cases import Case, Dataset
-from gate.model.fingerprint import config_fingerprint, metric_definition_sha256
+from gate.model.fingerprint import base_url_host, config_fingerprint, metric_definition_sha256, recorded_fingerprint
 from gate.model.lineage import Lineage
 from gate.model.loading import canonical_json, sha256_hex
 from gate.model.policy import LoadedPolicy
@@ -42,14 +41,6 @@ def field_sha256(case: Case, placeholders: tuple[str, ...]) -> dict[str, str]:
         if text is not None:
             out[name] = sha256_hex(text)
     return out
-
-
-def base_url_host(base_url: str) -> str:
-    """The provider's host name only: no scheme, port, path or credentials reach a record."""
-    try:
-        return (urlsplit(base_url).hostname or "").lower()
-    except ValueError:
-        return ""
 
 
 @dataclass(frozen=True)
@@ -96,10 +87,18 @@ class JudgeSettings:
 def make_lineage(
     loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
 ) -> Lineage:
-    """The run's lineage; `base_url` None resolves the policy's (or OPENAI_BASE_URL) now."""
+    """The run's lineage. `base_url`: the live provider's (a run), whose judge makes the fingerprint.
+    None for recorded judgments (`decide`, `merge`, `calibrate`, a crash note), which read no
+    provider environment (SPEC 14): the judge of a policy that names its base URL, with the
+    records' ragas version, else the fingerprint most of `records` carry."""
     installed = installed_version("ragas") or ""
     ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed
-    url = resolve_base_url(loaded.policy.evaluator.base_url) if base_url is None else base_url
+    if base_url is not None:
+        fingerprint = config_fingerprint(loaded, base_url, installed)
+    elif loaded.policy.evaluator.base_url:
+        fingerprint = config_fingerprint(loaded, loaded.policy.evaluator.base_url, ragas)
+    else:
+        fingerprint = recorded_fingerprint(records)
     return Lineage(
         policy_sha256=loaded.sha256,
         dataset_sha256=dataset.sha256,
@@ -109,6 +108,6 @@ def make_lineage(
         ragas_version=ragas,
         gate_version=__version__,
         metric_definition_sha256=metric_definition_sha256(loaded),
-        config_fingerprint=config_fingerprint(loaded, url, installed),
+        config_fingerprint=fingerprint,
         dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
     )
