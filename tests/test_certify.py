@@ -4,6 +4,7 @@ judge and real HTTP to the fake provider; supersedes through validate and the pl
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,43 @@ def test_sharded_certification_merges_to_the_same_entry(tmp_path: Path, fake: Fa
     refused = result(tmp_path / "m2")
     assert refused["state"] == "quality_failed" and "held_out_spent" in [b["kind"] for b in refused["blockers"]]
     assert refused["counts"]["completed"] == 0 and refused["certification"]["ledger_entry"] is None
+
+
+def cert_suite(root: Path, fake: FakeOpenAI, held: list[dict[str, Any]], prompt: str = PROMPT) -> Path:
+    cases = [*controls(), case("s-1"), *held]
+    ledger = {"ledger": "certification.jsonl"}
+    return write_suite(root, cases, prompt=prompt, evaluator={"base_url": fake.base_url}, certification=ledger)
+
+
+def test_spend_is_per_case_a_cosmetic_edit_or_a_supersede_reopens_nothing(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """SPEC 14: editing one case's provenance, or superseding one case, leaves the others spent."""
+    suite_dir = tmp_path / "suite"
+    h1, h2 = case("h-1", partition="held_out"), case("h-2", partition="held_out", label="fail")
+    assert run(cert_suite(suite_dir, fake, [h1, h2]), tmp_path / "first") == 0
+    cert = result(tmp_path / "first")["certification"]
+    entry = cert["ledger_entry"]
+    assert len(cert["held_out_cases"]) == 2 and entry["held_out_cases"] == cert["held_out_cases"]
+    assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in cert["held_out_cases"])
+    (suite_dir / "certification.jsonl").write_text((tmp_path / "first" / "certification-entry.json").read_text())
+    tuned = PROMPT + "Be strict about dates.\n"  # another configuration
+    before = fake.count()
+
+    # A cosmetic edit: h-1's provenance and generation metadata change, nothing judged or labelled.
+    cosmetic = {**h1, "provenance": {"source": "ticket 4711"}, "generation": {"model": "writer-2"}}
+    assert run(cert_suite(suite_dir, fake, [cosmetic, h2], tuned), tmp_path / "cosmetic") == 1
+    (spent,) = [b for b in result(tmp_path / "cosmetic")["blockers"] if b["kind"] == "held_out_spent"]
+    assert sorted(spent["case_ids"]) == ["h-1", "h-2"] and "2 of the 2 held-out cases" in spent["message"]
+
+    # h-1 superseded by a corrected case: h-2 is still spent, and named alone.
+    corrected = case("h-1-v2", partition="held_out", label="fail", supersedes="h-1")
+    assert run(cert_suite(suite_dir, fake, [h1, corrected, h2], tuned), tmp_path / "superseded") == 1
+    (spent,) = [b for b in result(tmp_path / "superseded")["blockers"] if b["kind"] == "held_out_spent"]
+    assert spent["case_ids"] == ["h-2"] and "1 of the 2 held-out cases" in spent["message"]
+    assert "h-2" in spent["message"] and fake.count() == before  # refused before any model call
+
+    # A ledger line written before `held_out_cases` still reads, and spends its whole set.
+    old = {k: v for k, v in entry.items() if k != "held_out_cases"}
+    (suite_dir / "certification.jsonl").write_text(json.dumps(old) + "\n")
+    assert run(cert_suite(suite_dir, fake, [h1, h2], tuned), tmp_path / "old-ledger") == 1
+    (spent,) = [b for b in result(tmp_path / "old-ledger")["blockers"] if b["kind"] == "held_out_spent"]
+    assert sorted(spent["case_ids"]) == ["h-1", "h-2"]

@@ -312,3 +312,59 @@ def test_an_ok_record_without_a_reason_or_an_allowed_label_is_an_error_not_a_ver
     res = compare(LINEAGE_RECORDS, head, tmp_path / "cmp", "--policy", POLICY)
     kinds = {t["case_id"]: (t["base"], t["head"]) for t in res["transitions"]}
     assert kinds == {"c-1": ("pass", "error"), "g-1": ("pass", "error"), "g-2": ("pass", "error")}
+
+
+# SPEC 11's order, spelled out here (not read from the code): each edit changes one step.
+ORDERED_EDITS: list[tuple[str, Edit]] = [
+    ("gold", _set("gold_sha256", "1" * 64)),
+    ("response", _field("response")),
+    ("reference", _field("reference")),
+    ("user_input", _field("user_input")),
+    ("rubric_version", _set("rubric_version", "rubric-2")),
+    ("prompt", _set("prompt_template_sha256", "2" * 64)),
+    ("evaluator_model", _set("evaluator_model", "gpt-4.1-mini")),
+    ("provider_settings", _set("base_url_host", "api.example.com")),
+    ("ragas_version", _set("ragas_version", "0.4.4")),
+    ("allowed_values", _set("allowed_values", ["pass", "fail", "review_required"])),
+    ("parser", _set("label_aliases_sha256", "3" * 64)),
+]
+
+
+def test_every_step_changed_at_once_follows_the_full_order(tmp_path: Path) -> None:
+    """With the steps from the k-th on all changed, the first divergence is the k-th: the whole
+    order is checked, not only that each step is named when it alone changes."""
+    for k, (expected, _) in enumerate(ORDERED_EDITS):
+
+        def every_later(rec: dict[str, Any], k: int = k) -> None:
+            for _, edit in ORDERED_EDITS[k:]:
+                edit(rec)
+
+        root = tmp_path / expected
+        root.mkdir()
+        base, head = edited_pair(root, "c-1", every_later)
+        (t,) = compare(base, head, root / "cmp", "--policy", POLICY)["transitions"]
+        assert t["first_divergence"] == expected, (k, t)
+        assert t["differing_steps"] == [name for name, _ in ORDERED_EDITS[k:]]
+
+
+def test_two_run_directories_mark_critical_without_the_policy(
+    base_run: Path, tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """result.json carries the limits it applied (SPEC 14), so compare needs no --policy."""
+    slices = json.loads((base_run / "result.json").read_text())["slices"]
+    assert slices["critical"]["max_false_passes"] == 0 and slices["critical"]["max_false_fails"] == 1
+    assert slices["general"]["max_false_passes"] == 1 and slices["general"]["max_false_fails"] is None
+    fake_openai.script("Answer for c-1", reply("fail", "Now I doubt it."))
+    fake_openai.script("Answer for g-1", reply("fail", "Not sure."))
+    head = run_suite(tmp_path / "head", fake_openai)
+    res = compare(base_run, head, tmp_path / "cmp")
+    assert res["critical_slices"] == ["critical"]
+    assert (by_case(res)["c-1"]["critical"], by_case(res)["g-1"]["critical"]) == (True, False)
+    assert [t["case_id"] for t in res["transitions"]] == ["c-1", "g-1"]  # critical first
+    # Records alone (no result.json beside them) carry no limits: unknown, as before.
+    for side in ("base", "head"):
+        (tmp_path / "alone" / side).mkdir(parents=True)
+        source = base_run if side == "base" else head
+        (tmp_path / "alone" / side / "records.jsonl").write_text((source / "records.jsonl").read_text())
+    alone = compare(*(tmp_path / "alone" / side / "records.jsonl" for side in ("base", "head")), tmp_path / "cmp2")
+    assert alone["critical_slices"] is None and by_case(alone)["c-1"]["critical"] is None

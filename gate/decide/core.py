@@ -110,8 +110,9 @@ def decide(
     return Decision(state=state, blockers=blockers, waived=applied.waived, outcomes=list(ev.outcomes), result=result)
 
 
-def slice_tallies(ev: Evidence) -> dict[str, dict[str, int]]:
-    """Per slice (the policy's and any a case names): outcomes of non-control cases."""
+def slice_tallies(ev: Evidence) -> dict[str, dict[str, int | None]]:
+    """Per slice (the policy's and any a case names): outcomes of non-control cases, and the limits
+    the policy applied to it (SPEC 14: `gate compare` marks critical slices from them)."""
     policy = ev.policy
     slices: dict[str, dict[str, int]] = {}
     for name in sorted({*policy.slices, *(o.case.slice for o in ev.outcomes if not o.case.is_control)}):
@@ -130,7 +131,10 @@ def slice_tallies(ev: Evidence) -> dict[str, dict[str, int]]:
             tally["unrun"] += 1
         if o.needs_review or (o.bucket == "withheld" and policy.missing_evidence == "review"):
             tally["review"] += 1
-    return slices
+    out: dict[str, dict[str, int | None]] = {name: dict(tally) for name, tally in slices.items()}
+    for name, limit in policy.slices.items():
+        out[name].update(max_false_passes=limit.max_false_passes, max_false_fails=limit.max_false_fails)
+    return out
 
 
 def case_counts(ev: Evidence) -> dict[str, int]:

@@ -1,10 +1,15 @@
-"""Certification (SPEC 10): a held-out set certifies one configuration, once.
+"""Certification (SPEC 10, 14): a held-out case certifies one configuration, once.
 
 `config_sha256` hashes everything that makes the judge; `held_out_sha256` hashes the lane's
-canonical held-out cases. A lane that runs held-out cases with a ledger named is refused before
-any model call (`held_out_spent`) when the ledger already holds its held-out set under another
-configuration; a re-run of the same configuration is allowed (it is not a new look). The run
-writes the ledger line to append (`certification-entry.json`); people append and commit it.
+canonical held-out cases, and `held_out_cases` names each one by `sha256(case_id + "\n" +
+gold_sha256)`, where the gold hash covers what is judged and labelled (inputs, reference, evidence
+ids, label, slice) and not provenance or generation metadata. Spend is per case: a lane that runs
+held-out cases with a ledger named is refused before any model call (`held_out_spent`, naming
+the spent cases) when any of them is in an entry of another configuration, so a cosmetic edit or
+a superseded case does not reopen the others; an entry written before `held_out_cases` spends
+its whole set (`held_out_sha256`). A re-run of the same configuration is allowed (it is not a
+new look). The run writes the ledger line to append (`certification-entry.json`); people append
+and commit it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from gate.model.records import Record
 from gate.model.states import Finding, State
 from gate.plan.selection import Plan
 from gate.run.lineage import JudgeSettings
+from gate.validate.context import describe_locations
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -46,6 +52,7 @@ class LedgerEntry(BaseModel):
     state: str = ""
     date: str = ""
     gate_version: str = ""
+    held_out_cases: list[str] = []  # absent in entries written before SPEC 14
 
 
 def config_sha256(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> str:
@@ -90,6 +97,25 @@ def held_out_sha256(cases: Sequence[Case]) -> str:
     return sha256_hex(canonical_json([c.model_dump(mode="json") for c in sorted(cases, key=lambda c: c.case_id)]))
 
 
+def held_out_gold_sha256(case: Case) -> str:
+    """What is judged and labelled of a held-out case: its inputs, reference, evidence ids, label
+    and slice; not its provenance, generation metadata, rubric or pair bookkeeping."""
+    gold = {
+        "user_input": case.user_input,
+        "response": case.response,
+        "reference": case.reference,
+        "evidence": sorted(case.human_adjudication.evidence),
+        "label": case.human_label,
+        "slice": case.slice,
+    }
+    return sha256_hex(canonical_json(gold))
+
+
+def held_out_case_hash(case: Case) -> str:
+    """One held-out case as the ledger names it: `sha256(case_id + "\n" + gold_sha256)`."""
+    return sha256_hex(f"{case.case_id}\n{held_out_gold_sha256(case)}")
+
+
 def read_ledger(path: Path) -> list[LedgerEntry]:
     """Entries of a ledger; a ledger not written yet is empty (the first certification)."""
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
@@ -125,6 +151,8 @@ class Certification:
     held_out_sha256: str
     case_ids: tuple[str, ...]
     spent_by: LedgerEntry | None
+    case_hashes: tuple[str, ...] = ()  # `held_out_cases`, in case-id order
+    spent_ids: tuple[str, ...] = ()  # the held-out cases another configuration already spent
 
     @property
     def findings(self) -> list[Finding]:
@@ -133,17 +161,19 @@ class Certification:
         e = self.spent_by
         when = f" on {e.date}" if e.date else ""
         state = f" (state {e.state})" if e.state else ""
+        spent = self.spent_ids or self.case_ids
         return [
             Finding(
                 State.QUALITY_FAILED,
                 "held_out_spent",
-                f"the held-out set of this lane ({len(self.case_ids)} cases, held_out_sha256 "
-                f"{self.held_out_sha256[:12]}) already certified configuration {e.config_sha256[:12]}{when}{state} "
-                f"in {self.ledger_as_written}; this configuration is {self.config_sha256[:12]}. A second configuration "
-                "judged on the same cases is no longer an untouched test, so no model call was made; fix: freeze a "
-                "new untouched held-out partition for this candidate (new cases, new case ids), or restore the "
-                f"configuration {e.config_sha256[:12]} certified there",
-                case_ids=self.case_ids,
+                f"{len(spent)} of the {len(self.case_ids)} held-out cases of this lane already certified another "
+                f"configuration ({e.config_sha256[:12]}{when}{state}) in {self.ledger_as_written}: "
+                f"{describe_locations(spent)}; this configuration is {self.config_sha256[:12]}. A case judged for a second "
+                "configuration is no longer an untouched test (editing its provenance or superseding another case "
+                "does not change that), so no model call was made; fix: freeze a new untouched held-out partition "
+                "for this candidate (new cases, new case ids), or restore the configuration "
+                f"{e.config_sha256[:12]} certified there",
+                case_ids=spent,
                 location=str(self.ledger),
                 extra={"earlier_config_sha256": e.config_sha256},
             )
@@ -159,12 +189,14 @@ class Certification:
                 "state": state,
                 "date": date,
                 "gate_version": gate_version,
+                "held_out_cases": list(self.case_hashes),
             }
         return {
             "config_sha256": self.config_sha256,
             "held_out_sha256": self.held_out_sha256,
             "ledger": self.ledger_as_written,
             "ledger_entry": entry,
+            "held_out_cases": list(self.case_hashes),
         }
 
 
@@ -177,10 +209,18 @@ def assess(loaded: LoadedPolicy, plan: Plan, judge: JudgeSettings, ragas_version
     ledger = loaded.resolve(spec.ledger)
     config = config_sha256(loaded, judge, ragas_version)
     held = held_out_sha256(cases)
-    spent_by = next(
-        (e for e in read_ledger(ledger) if e.held_out_sha256 == held and e.config_sha256 != config),
-        None,
-    )
+    hashes = {c.case_id: held_out_case_hash(c) for c in cases}
+    spent_by: LedgerEntry | None = None
+    spent: set[str] = set()
+    for e in read_ledger(ledger):
+        if e.config_sha256 == config:
+            continue  # the same configuration again: not a new look
+        whole_set = e.held_out_sha256 == held  # every entry names its set; older ones nothing more
+        theirs = set(e.held_out_cases)
+        ids = {cid for cid, h in hashes.items() if whole_set or h in theirs}
+        if ids:
+            spent_by = spent_by or e
+            spent |= ids
     return Certification(
         ledger=ledger,
         ledger_as_written=spec.ledger,
@@ -188,6 +228,8 @@ def assess(loaded: LoadedPolicy, plan: Plan, judge: JudgeSettings, ragas_version
         held_out_sha256=held,
         case_ids=tuple(c.case_id for c in cases),
         spent_by=spent_by,
+        case_hashes=tuple(hashes[c.case_id] for c in cases),
+        spent_ids=tuple(c.case_id for c in cases if c.case_id in spent),
     )
 
 

@@ -176,8 +176,19 @@ def critical_slices_of(policy_path: Path) -> tuple[str, ...]:
 
 def compare_paths(base: Path, head: Path, policy: Path | None) -> Comparison:
     """Load both sides (and the policy, when given) and compare them."""
-    critical = critical_slices_of(policy) if policy is not None else None
-    return compare_runs(load_run(base, "--base"), load_run(head, "--head"), critical)
+    base_run, head_run = load_run(base, "--base"), load_run(head, "--head")
+    critical = critical_slices_of(policy) if policy is not None else applied_critical_slices(head_run, base_run)
+    return compare_runs(base_run, head_run, critical)
+
+
+def applied_critical_slices(*runs: Run) -> tuple[str, ...] | None:
+    """The critical slices by the limits the first of `runs` with a result.json applied (SPEC 14:
+    `slices.<s>.max_false_passes`); None when none says (records only, or an older result)."""
+    for run in runs:
+        slices = run.result.slices if run.result is not None else {}
+        if any(t.max_false_passes is not None for t in slices.values()):
+            return tuple(sorted(name for name, t in slices.items() if t.max_false_passes == 0))
+    return None
 
 
 def _read_result(path: Path) -> Result | None:
@@ -428,6 +439,9 @@ def compare_runs(base: Run, head: Run, critical_slices: Sequence[str] | None = N
     transitions.sort(key=lambda t: (not t.critical, t.slice, t.case_id))
     notes: list[str] = []
     if critical is None:
-        notes.append("no --policy given: which slices are critical (max_false_passes 0) is unknown")
+        notes.append(
+            "no --policy given and no result.json with the limits it applied: which slices are critical "
+            "(max_false_passes 0) is unknown"
+        )
     chosen = tuple(sorted(critical)) if critical is not None else None
     return Comparison(base, head, tuple(transitions), unchanged, chosen, tuple(notes))

@@ -87,6 +87,10 @@ class SliceTally(Part):
     errors: int
     review: int
     unrun: int
+    # The policy's limits for the slice, as applied (absent before SPEC 14, and for a slice the
+    # policy does not name); max_false_fails None: no limit.
+    max_false_passes: int | None = None
+    max_false_fails: int | None = None
 
 
 class ControlFailure(Part):
@@ -310,6 +314,7 @@ class LedgerEntry(Part):
     state: str
     date: str
     gate_version: str
+    held_out_cases: list[str] | None = None  # absent before SPEC 14: sha256(case_id "\n" gold) each
 
 
 class Certification(Part):
@@ -319,6 +324,7 @@ class Certification(Part):
     held_out_sha256: str
     ledger: str
     ledger_entry: LedgerEntry | None
+    held_out_cases: list[str] | None = None  # absent before SPEC 14
 
 
 class CalibrationSlice(Part):
