@@ -193,3 +193,26 @@ def test_a_base_result_of_the_wrong_shape_names_the_field_and_changes_nothing(tm
     note = res["trend"]["base"]["note"]
     assert res["trend"]["base"]["compared"] is False
     assert str(bad / "result.json") in note and "`trend.overall.mean`" in note and "fix" in note
+
+
+def test_a_band_1_slice_and_a_collapse_against_the_base_never_block(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """The trend is never a gate (SPEC 13): not when a slice's mean is the lowest band, and not when
+    every slice collapses against the base run."""
+    low = run(tmp_path / "low", fake, {"c-1": "1", "c-2": "1", "g-1": "5", "g-2": "5"})
+    assert low["trend"]["slices"]["critical"]["mean"] == 1.0
+    assert (low["state"], low["exit_code"], low["blockers"]) == ("passed", 0, [])
+
+    fake.reset()
+    run(tmp_path / "base", fake, {"c-1": "5", "c-2": "5", "g-1": "5", "g-2": "5"})
+    fake.reset()
+    head = run(
+        tmp_path / "head",
+        fake,
+        {"c-1": "2", "c-2": "2", "g-1": "2", "g-2": "2"},
+        "--base-result",
+        str(tmp_path / "base" / "out"),
+    )
+    changes = head["trend"]["base"]["slices"]
+    assert changes["critical"]["change"] == -3.0 and changes["general"]["change"] == -3.0
+    assert head["trend"]["base"]["overall"]["change"] == -3.0
+    assert (head["state"], head["exit_code"], head["blockers"]) == ("passed", 0, [])
