@@ -340,7 +340,7 @@ def run_gate(ctx: ActionContext) -> int:
         except (Exception, KeyboardInterrupt) as exc:
             return _report_failure(ctx, exc)
         if decision.result is not None:
-            print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout))  # what `gate run` prints
+            print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout), ctx.policy)  # as `gate run`
     return decision.state.exit_code
 
 
