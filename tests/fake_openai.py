@@ -269,9 +269,13 @@ class FakeOpenAI:
         latency: float = 0.0,
         default: Behaviour | Callable[[RecordedRequest], Behaviour] | None = None,
         prefix: str = "/v1",
+        limiter: Any = None,
     ) -> None:
         """`prefix` is the path the API is mounted under: "/v1" (OpenAI, vLLM, Ollama, LiteLLM) or an
-        Azure-style "/openai/v1"; with any other prefix than "/v1" only `prefix/chat/completions` answers."""
+        Azure-style "/openai/v1"; with any other prefix than "/v1" only `prefix/chat/completions` answers.
+        `limiter` (tests/fake_limits.py `BucketLimits`) enforces a rate limit: a request that does not
+        fit is answered 429, and every answer carries its headers."""
+        self.limiter = limiter
         self.prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.chat_paths = CHAT_PATHS if self.prefix == "/v1" else (self.prefix + "/chat/completions",)
         self.host = host
@@ -482,6 +486,11 @@ class FakeOpenAI:
             return keep_alive
 
         behaviour = self._choose(rec)
+        limit_headers: dict[str, str] = {}
+        if self.limiter is not None:
+            fits, limit_headers = self.limiter.take(body)
+            if not fits:
+                behaviour = status(429, message="Rate limit reached (fake bucket)")
         with self._lock:
             self._requests.append(rec)
             self.in_flight += 1
@@ -525,7 +534,7 @@ class FakeOpenAI:
                 return keep_alive
             code, payload, extra = self._answer(behaviour, rec)
             rec.status = code
-            await _write(writer, code, payload, extra, keep_alive)
+            await _write(writer, code, payload, {**extra, **limit_headers}, keep_alive)
             rec.finished = time.monotonic()
         finally:
             with self._lock:
@@ -647,9 +656,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added before every answer")
     ap.add_argument("--requests-file", type=Path, default=None, help="write recorded requests here on exit")
+    ap.add_argument("--requests-per-minute", type=float, default=None, help="enforce a request bucket (429 past it)")
+    ap.add_argument("--tokens-per-minute", type=float, default=None, help="enforce a token bucket (429 past it)")
+    ap.add_argument("--period-s", type=float, default=60.0, help="the bucket's minute (a bench may compress it)")
+    ap.add_argument("--no-rate-headers", action="store_true", help="send no x-ratelimit-* / retry-after headers")
+    ap.add_argument("--stats-file", type=Path, default=None, help="write the rate limiter's counts here on exit")
     args = ap.parse_args(argv)
 
-    fake = FakeOpenAI(host=args.host, port=args.port, latency=args.latency).start()
+    limiter = None
+    if args.requests_per_minute or args.tokens_per_minute:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as `-m tests.fake_openai`
+        from fake_limits import BucketLimits
+
+        limiter = BucketLimits(
+            args.requests_per_minute,
+            args.tokens_per_minute,
+            headers=not args.no_rate_headers,
+            period_s=args.period_s,
+        )
+    fake = FakeOpenAI(host=args.host, port=args.port, latency=args.latency, limiter=limiter).start()
     print(fake.base_url, flush=True)
     stop = threading.Event()
 
@@ -664,6 +689,15 @@ def main(argv: list[str] | None = None) -> int:
     reqs = fake.requests
     if args.requests_file is not None:
         args.requests_file.write_text(json.dumps([r.to_json() for r in reqs], indent=1), encoding="utf-8")
+    if args.stats_file is not None:
+        stats = {
+            "requests": len(reqs),
+            "first_arrival": min((r.arrival for r in reqs), default=0.0),
+            "accepted": limiter.accepted if limiter is not None else [],
+            "accepted_tokens": limiter.accepted_tokens if limiter is not None else 0.0,
+            "refused": limiter.refused if limiter is not None else 0,
+        }
+        args.stats_file.write_text(json.dumps(stats), encoding="utf-8")
     print(
         f"fake-openai: {len(reqs)} requests, max in flight {fake.max_in_flight}, {fake.connections} connections",
         file=sys.stderr,

@@ -21,6 +21,8 @@ NUMBERS: list[tuple[str, dict[str, Any]]] = [
     ("evaluator.max_concurrency", {"evaluator": {"max_concurrency": "X"}}),
     ("evaluator.repeats", {"evaluator": {"repeats": "X"}}),
     ("evaluator.retries.max_attempts", {"evaluator": {"retries": {"max_attempts": "X"}}}),
+    ("evaluator.rate_limit.requests_per_minute", {"evaluator": {"rate_limit": {"requests_per_minute": "X"}}}),
+    ("evaluator.rate_limit.tokens_per_minute", {"evaluator": {"rate_limit": {"tokens_per_minute": "X"}}}),
     (
         "evaluator.price.input_per_mtok",
         {"evaluator": {"price": {"input_per_mtok": "X", "output_per_mtok": 1.0, "currency": "USD"}}},

@@ -28,11 +28,13 @@ from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision, decide
+from gate.decide.settled import stops_when_decided
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
 from gate.judge.cost import boundary, max_cost_notes, prices
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
+from gate.judge.pacing import Pacer, pacer_for, pacing
 from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.measure.drift.lane import DriftRun
@@ -56,6 +58,7 @@ from gate.run.progress import Progress
 from gate.run.recording import make_record
 from gate.run.resume import recovered_records, reusable_records
 from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
+from gate.run.stop import StopWhenDecided
 from gate.run.worker_records import discard_worker_records, fold_worker_records
 from gate.run.workers import judge_in_workers, make_budget, worker_count
 from gate.validate.case_checks import CheckResults
@@ -89,6 +92,8 @@ class RunOptions:
     base_result: Path | None = None  # a base run's --out: the trend is compared against it
     shard: Shard | None = None  # `--shard I/N`: this share of the cases, 1/N of the boundary
     batch: BatchOptions | None = None  # `--batch submit|collect|wait` (gate.commands.batch)
+    # None: the policy's (gate/judge/pacing.py). Tests and benches give their own (a clock they control).
+    pacer: Pacer | None = None
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
@@ -372,17 +377,18 @@ def _judge(
         # Every grade in the cache (or in --out): served without ragas, as the verdicts are.
         graded = serve_from_cache(trend_loaded, cache, [(c, 0) for c in trend_todo(plan, got.prior_trend)])
         trend_evaluator = graded or new_evaluator(trend_loaded)
-        got.trend_records = judge_trend(
-            trend_loaded,
-            plan,
-            lane.dataset,
-            trend_evaluator,
-            budget,
-            opts.out_dir,
-            lane.base_url,
-            got.journal,
-            got.prior_trend,
-        )
+        with pacing(runner.pacer):  # the same windows as the verdicts: one provider, one key
+            got.trend_records = judge_trend(
+                trend_loaded,
+                plan,
+                lane.dataset,
+                trend_evaluator,
+                budget,
+                opts.out_dir,
+                lane.base_url,
+                got.journal,
+                got.prior_trend,
+            )
     got.new_records = runner.emitted
     if runner.failure is not None:
         got.failure = runner_failure(runner, plan, writer)
@@ -421,12 +427,37 @@ def _make_runner(
     evaluator = served or new_evaluator(loaded)
     runner = Runner(
         plan,
-        JudgingTools(evaluator=evaluator, budget=budget, writer=writer, progress=progress, journal=got.journal),
+        JudgingTools(
+            evaluator=evaluator,
+            budget=budget,
+            writer=writer,
+            progress=progress,
+            journal=got.journal,
+            # One pacer for the run; forked workers share its windows (see gate/judge/pacing.py).
+            pacer=opts.pacer or pacer_for(loaded.policy.evaluator.rate_limit, shared=workers > 1),
+        ),
         RecordContext(loaded=loaded, dataset=lane.dataset, lineage=lineage, judge=lane.judge, check_results=checks),
         reuse=reuse,
         waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
+        stop_rule=_stop_rule(lane, workers),
     )
+    if runner.pacer is not None:
+        runner.pacer.on_wait = progress.waiting
     return runner, workers
+
+
+def _stop_rule(lane: _Lane, workers: int) -> StopWhenDecided | None:
+    """The lane's `stop_when_decided` (SPEC 15), or None when it judges every case."""
+    if not stops_when_decided(lane.loaded, lane.plan):
+        return None
+    return StopWhenDecided.of(
+        lane.loaded,
+        lane.plan,
+        lane.clock(),
+        findings=lane.findings,
+        fingerprint=lane.judge.config_fingerprint,
+        shared=workers > 1,
+    )
 
 
 def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:

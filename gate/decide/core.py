@@ -18,6 +18,7 @@ from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.decide.rules import apply_rules, control_failures, unjudged_controls
+from gate.decide.settled import settle, stopped_early
 from gate.judge.cost import boundary
 from gate.model.lineage import Lineage
 from gate.model.overrides import apply_overrides
@@ -54,6 +55,8 @@ def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
         # What the cost boundary counted: `total` plus the reservations kept for the two kinds above.
         "budget_spent": total + sum(a.held for r in records for a in r.attempts),
         "over_reservation": sum(1 for r in records for a in r.attempts if a.over_reservation),
+        # Answered 429 (paid nothing, retried within max_attempts): how hard the run met the rate limit.
+        "rate_limited": sum(1 for r in records for a in r.attempts if a.status_code == 429),
         "by_slice": dict(sorted(by_slice.items())),
     }
 
@@ -102,6 +105,8 @@ def decide(
         boundary=boundary(loaded, max_cost),
         notes=notes,
     )
+    # A stop_when_decided lane whose verdict was already certain: the cases never sent are not_needed.
+    ev = settle(ev, loaded, records, today, lineage.config_fingerprint)
     # Overrides apply once, to the finished blockers (gate.model.overrides is the one place that waives).
     applied = apply_overrides([*ev.findings, *apply_rules(ev)], loaded.policy.overrides, today)
     blockers = [b for b in applied.blockers if b.state is not State.PASSED]
@@ -140,6 +145,7 @@ def slice_tallies(ev: Evidence) -> dict[str, dict[str, int | None]]:
 def case_counts(ev: Evidence) -> dict[str, int]:
     outcomes = ev.outcomes
     routed = ev.policy.missing_evidence == "review"
+    not_needed = sum(1 for o in outcomes if o.bucket == "not_needed")
     return {
         "eligible": len(outcomes),
         "completed": sum(1 for o in outcomes if o.bucket == "completed"),
@@ -150,6 +156,7 @@ def case_counts(ev: Evidence) -> dict[str, int]:
         "review": sum(
             1 for o in outcomes if o.needs_review or (o.bucket == "withheld" and routed and not o.case.is_control)
         ),
+        **({"not_needed": not_needed} if not_needed else {}),
     }
 
 
@@ -189,6 +196,9 @@ def _assemble_result(
         "notes": list(ev.notes),
         "cases": [o.to_dict() for o in outcomes],
     }
+    stopped = stopped_early(ev)
+    if stopped is not None:
+        result["stopped_early"] = stopped
     if policy.strata:
         result["strata"] = weigh(
             {name: s.prevalence for name, s in policy.strata.items()},

@@ -14,6 +14,10 @@ each other's sink; `asyncio.wait_for` copies the reference, so the hooks write i
   the reservation at the real cost (tokens x prices, unrounded). A 2xx reply without a usable
   `usage` is `usage_missing`: its whole reservation stays spent (`held`), since the provider
   billed it by an amount we cannot know. An error status without usage is settled at 0.
+- the run's pacer (gate/judge/pacing.py), when one is set: the request hook corrects the
+  attempt's admitted token estimate from the real body (or gives it back when nothing is sent);
+  the response hook hands it every reply's rate-limit headers, usage and status (a 429 pauses
+  every judgment of the run).
 
 An attempt abandoned without a response (timeout, dropped connection, cancellation) keeps its full
 reservation as spent (`settle(reservation, reservation.amount)`): the provider may have billed it
@@ -36,6 +40,7 @@ import httpx2 as httpx
 from gate.judge.budget import Budget, BudgetExhausted, Prices, Reservation
 from gate.judge.journal import CURRENT as JOURNAL
 from gate.judge.outcome import kind_for_status, parse_retry_after
+from gate.judge.pacing import PACER, Ticket
 from gate.model.records import Attempt, RecordErrorKind
 
 
@@ -79,6 +84,7 @@ class WireAttempt:
     held: float = 0.0  # reservation kept as spent beyond reported usage
     over_reservation: bool = False
     attempt_id: str | None = None
+    ticket: Ticket | None = None  # its place in the run's rate-limit windows (gate/judge/pacing.py)
 
     def to_attempt(self) -> Attempt:
         return Attempt(
@@ -102,6 +108,8 @@ class JudgmentSink:
     attempts: list[WireAttempt] = field(default_factory=list)
     refused: Literal["budget", "contract", "output"] | None = None
     refusal_message: str | None = None
+    # The pacer's admission of the attempt about to be sent (taken by the request hook).
+    ticket: Ticket | None = None
     _pending: dict[int, tuple[httpx.Request, WireAttempt]] = field(default_factory=dict)
 
     def settle_pending(self, kind: RecordErrorKind) -> None:
@@ -176,10 +184,18 @@ def _usage(payload: Any) -> tuple[int, int] | None:
     return _int(pt), _int(ct)
 
 
+def _refused(ticket: Ticket | None) -> None:
+    """Nothing was sent: the pacer gets the request's share of its windows back."""
+    pacer = PACER.get()
+    if pacer is not None and ticket is not None:
+        pacer.release(ticket)
+
+
 async def on_request(request: httpx.Request) -> None:
     sink = SINK.get()
     if sink is None:
         raise OutsideJudgment("the judge's HTTP client was used outside a judgment")
+    ticket, sink.ticket = sink.ticket, None
     body_bytes = request.content
     try:
         body = json.loads(body_bytes) if body_bytes else None
@@ -189,6 +205,7 @@ async def on_request(request: httpx.Request) -> None:
     if problem is not None:
         sink.refused = "contract"
         sink.refusal_message = problem
+        _refused(ticket)
         raise WireContractError(problem)
     bound = sink.prices.cost(len(body_bytes), sink.expect.max_output_tokens)
     try:
@@ -196,6 +213,7 @@ async def on_request(request: httpx.Request) -> None:
     except BudgetExhausted as exc:
         sink.refused = "budget"
         sink.refusal_message = f"budget boundary reached: {exc}"
+        _refused(ticket)
         raise
     attempt = WireAttempt(started=time.monotonic(), reservation=reservation, attempt_id=uuid.uuid4().hex)
     ctx = JOURNAL.get()
@@ -209,7 +227,12 @@ async def on_request(request: httpx.Request) -> None:
             sink.refusal_message = (
                 f"the attempt journal {ctx.journal.path} cannot be written ({exc.strerror or exc}); nothing was sent"
             )
+            _refused(ticket)
             raise JournalWriteError(sink.refusal_message) from None
+    pacer = PACER.get()
+    if pacer is not None and ticket is not None:
+        attempt.ticket = ticket
+        pacer.resize(ticket, len(body_bytes), len(sink.expect.prompt), sink.expect.max_output_tokens)
     sink.attempts.append(attempt)
     sink._pending[id(request)] = (request, attempt)
 
@@ -235,6 +258,9 @@ async def on_response(response: httpx.Response) -> None:
     usage = _usage(payload)
     if usage is not None:
         attempt.input_tokens, attempt.output_tokens = usage
+    pacer = PACER.get()
+    if pacer is not None:  # every reply feeds the run's windows; a 429 pauses every judgment
+        pacer.observe(attempt.ticket, response.status_code, response.headers, usage[0] if usage else None)
     if isinstance(payload, dict):
         choices = payload.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):

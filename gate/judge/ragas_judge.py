@@ -10,6 +10,8 @@ One judgment = up to `evaluator.retries.max_attempts` HTTP requests, each one `a
   API errors are not retried by instructor at all (it wraps them in InstructorRetryException).
 - our loop retries only the kinds in both `retry_on` and RETRYABLE, with `backoff_delay` between
   attempts; each attempt is bounded by `asyncio.wait_for(timeout_s)` and the client's own timeout.
+- under a run's pacer (gate/judge/pacing.py), each attempt first waits until it fits the provider's
+  windows (outside its timeout), and a 429's backoff pauses the whole run instead of this judgment.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
+from gate.judge.pacing import PACER
 from gate.judge.render import RenderedInput, RenderError, render_case
 from gate.model.cases import Case
 from gate.model.errors import UsageError
@@ -316,12 +319,21 @@ class RagasEvaluator:
             if tries >= ev.retries.max_attempts:
                 outcome.message = f"{outcome.message} (gave up after {tries} attempt{'s' if tries != 1 else ''})"
                 return outcome
-            await asyncio.sleep(backoff_delay(self.timing, tries, outcome.retry_after, self._rng))
+            delay = backoff_delay(self.timing, tries, outcome.retry_after, self._rng)
+            pacer = PACER.get()
+            if pacer is not None and outcome.kind == "rate_limit":
+                pacer.pause(delay)  # every judgment of the run waits, not only this one
+            else:
+                await asyncio.sleep(delay)
 
     async def _one_attempt(self, rendered: RenderedInput, sink: JudgmentSink) -> _Outcome:
-        timeout_s = self.loaded.policy.evaluator.timeout_s
+        ev = self.loaded.policy.evaluator
+        timeout_s = ev.timeout_s
         sent_before = len(sink.attempts)
+        pacer = PACER.get()
         async with self._semaphore():
+            if pacer is not None:  # waiting for the provider's window is not part of the attempt's timeout
+                sink.ticket = await pacer.admit(len(rendered.prompt), ev.max_output_tokens)
             try:
                 result = await asyncio.wait_for(self._metric.ascore(llm=self._llm, **rendered.kwargs), timeout_s)
             except TimeoutError:

@@ -69,6 +69,7 @@ def summarize(trend: Trend, cases: Sequence[Case], records: Sequence[Record]) ->
             # Held reservations (unanswered, usage missing) count against the same boundary.
             "budget_spent": sum(r.cost for r in records) + sum(a.held for r in records for a in r.attempts),
             "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
+            "rate_limited": sum(1 for r in records for a in r.attempts if a.status_code == 429),
         },
     }
 

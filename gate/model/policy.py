@@ -42,6 +42,8 @@ ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
 ControlRole = Literal["positive", "negative", "boundary", "persuasion", "injection", "missing_evidence"]
 CONTROL_ROLES: tuple[str, ...] = ("positive", "negative", "boundary", "persuasion", "injection", "missing_evidence")
 STANDARD_PARTITIONS: tuple[str, ...] = ("dev", "calibration", "held_out", "sentinel")
+# Partitions a lane must judge whole: `stop_when_decided` is refused on a lane that runs one.
+MEASURED_WHOLE: tuple[str, ...] = ("held_out", "calibration")
 # Case fields a prompt may show the judge. The human label, its reason and the control role are
 # the answer key: a prompt that could see them would grade itself.
 PLACEHOLDER_FIELDS: frozenset[str] = frozenset({"user_input", "reference", "response"})
@@ -105,6 +107,22 @@ class Price(Strict):
     batch: BatchPrice | None = None  # required by `gate run --batch` only
 
 
+class RateLimit(Strict):
+    """The provider's windows for one that sends no `x-ratelimit-*` headers (SPEC 15)."""
+
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _something(self) -> RateLimit:
+        if self.requests_per_minute is None and self.tokens_per_minute is None:
+            raise ValueError(
+                "`rate_limit` sets neither `requests_per_minute` nor `tokens_per_minute`; fix: give the provider's "
+                "limits (for example `{requests_per_minute: 500, tokens_per_minute: 200000}`) or remove `rate_limit`"
+            )
+        return self
+
+
 class Evaluator(Strict):
     model: str = Field(min_length=1)
     base_url: str | None = None
@@ -116,6 +134,8 @@ class Evaluator(Strict):
     timeout_s: float = Field(default=60, gt=0)
     max_concurrency: int = Field(default=8, ge=1, le=256)
     retries: Retries = Field(default_factory=Retries)
+    # Optional: the pacer also reads the provider's x-ratelimit-* headers (gate/judge/pacing.py).
+    rate_limit: RateLimit | None = None
     repeats: int = Field(default=1, ge=1)
     # No default: a model without a reviewed price would report $0 spent, so it is refused.
     price: Price | None = None
@@ -144,6 +164,8 @@ class Lane(Strict):
     controls: bool = False
     # SPEC 17: the lane cannot pass unless the policy's `calibration` measured this very judge.
     require_calibration: bool = False
+    # SPEC 15: stop paying once no remaining outcome can change quality_failed (a PR lane's choice).
+    stop_when_decided: bool = False
 
 
 class Leakage(Strict):
@@ -357,6 +379,13 @@ class Policy(Strict):
     def _lanes_use_known_partitions(self) -> Policy:
         known = set(self.all_partitions)
         for name, lane in self.lanes.items():
+            measured = [p for p in lane.partitions if p in MEASURED_WHOLE]
+            if lane.stop_when_decided and measured:
+                raise ValueError(
+                    f"`lanes.{name}.stop_when_decided` is refused: the lane runs {measured}, which must be measured "
+                    "whole (a certification or a calibration from part of its cases would be wrong); fix: remove "
+                    f"`stop_when_decided` from `lanes.{name}` (use it on a pull-request lane)"
+                )
             bad = [p for p in lane.partitions if p not in known]
             if bad:
                 raise ValueError(

@@ -77,6 +77,7 @@ class Counts(Part):
     unrun: int
     cached: int
     review: int
+    not_needed: int = 0  # with `stopped_early` only
 
 
 class SliceTally(Part):
@@ -117,6 +118,7 @@ class Cost(Part):
     usage_missing: int = 0  # absent before 2026-12-01
     budget_spent: Number | None = None  # absent before 2026-12-01: read `spent`
     over_reservation: int = 0
+    rate_limited: int = 0  # attempts answered 429; absent before 2026-12-01
     by_slice: dict[str, Number] = Field(default_factory=dict)
     trend_total: Number | None = None  # the trend's share of `total`, with a trend
     # Cases billed here (records or journalled attempts of --out) that the lane no longer holds (SPEC 14).
@@ -189,7 +191,7 @@ class CaseRow(Part):
     human_label: str
     verdict: str | None
     labels: list[str | None]
-    bucket: Literal["completed", "errored", "withheld", "unrun"]
+    bucket: Literal["completed", "errored", "withheld", "unrun", "not_needed"]
     outcome: str
     reason: str | None
     error_kind: str | None
@@ -273,6 +275,7 @@ class TrendCost(Part):
     http_attempts: int
     budget_spent: Number
     unanswered_attempts: int
+    rate_limited: int = 0  # absent before 2026-12-01
 
 
 class TrendChange(Part):
@@ -438,6 +441,14 @@ class BatchRef(Part):
     collected: bool = False
 
 
+class StoppedEarly(Part):
+    """A `stop_when_decided` lane stopped paying once no remaining outcome could change quality_failed."""
+
+    judged: int  # judgments recorded (in flight at the stop included: they finished and were billed)
+    scheduled: int  # judgments the lane would have made
+    not_needed: list[str]  # case ids never sent: neither unrun nor incomplete
+
+
 class Result(Part):
     """result.json (SPEC 5), schema_version 1."""
 
@@ -470,6 +481,7 @@ class Result(Part):
     merged_shards: MergedShards | None = None
     calibration: JudgeCalibration | None = None
     batch: BatchRef | None = None
+    stopped_early: StoppedEarly | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:

@@ -179,6 +179,12 @@ def _cost(result: Result) -> list[str]:
             f"{overrun} attempt(s) reported a cost above their reserved upper bound: scheduling stopped, and the "
             "boundary holds only up to that excess."
         )
+    if cost.rate_limited:
+        lines.append("")
+        lines.append(
+            f"{cost.rate_limited} attempt(s) were answered 429 (rate limited): paid nothing, retried within "
+            "`max_attempts` after the provider's window reopened."
+        )
     by_slice = cost.by_slice
     if by_slice:
         lines.append("")

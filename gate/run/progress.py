@@ -49,6 +49,7 @@ class Progress:
         self.step = max(10, total // 10)
         self._bar: RichProgress | None = None
         self._task: TaskID | None = None
+        self.last_wait = 0.0
 
     def spend(self, spent: float, reserved: float = 0.0) -> str:
         # Spent counts unanswered attempts at their reservation (see README), so it can read higher
@@ -150,6 +151,21 @@ class Progress:
         ):
             self.last_plain = now
             self.stream.write(self.line(budget_used, reserved) + "\n")
+            self.stream.flush()
+
+    def waiting(self, status: str | None) -> None:
+        """The pacer's state ("waiting 12 s for the token window"), so a slow run is explained: on a
+        terminal beside the bar, elsewhere one line at most every PLAIN_EVERY_SECONDS."""
+        if self.stream is None or status is None:
+            return
+        now = time.monotonic()
+        if self.tty:
+            bar, task = self._live()
+            bar.update(task, spend=status)
+            bar.refresh()
+        elif now - self.last_wait >= PLAIN_EVERY_SECONDS:
+            self.last_wait = now
+            self.stream.write(f"gate: {self.done}/{self.total} judgments, {status}\n")
             self.stream.flush()
 
     def close(self, stop_reason: str | None, budget_used: float, reserved: float = 0.0) -> None:

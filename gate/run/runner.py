@@ -18,6 +18,7 @@ from gate.judge import Evaluator, Judgment, partial_judgment
 from gate.judge.budget import Budget
 from gate.judge.journal import CURRENT as JOURNAL_CONTEXT
 from gate.judge.journal import AttemptJournal, JournalContext
+from gate.judge.pacing import Pacer, pacing
 from gate.judge.vetting import vet_record
 from gate.model.cases import Case, Dataset
 from gate.model.lineage import Lineage
@@ -29,6 +30,7 @@ from gate.run.lineage import JudgeSettings
 from gate.run.outdir import describe
 from gate.run.progress import Progress
 from gate.run.recording import make_record
+from gate.run.stop import StopWhenDecided
 from gate.validate.case_checks import NO_CHECKS, CheckResults
 
 
@@ -43,6 +45,9 @@ class JudgingTools:
     writer: RecordWriter
     progress: Progress
     journal: AttemptJournal | None = None
+    # The run's one rate-limit pacer (gate/judge/pacing.py): every judgment of every share and
+    # worker admits its requests through it. None: unpaced.
+    pacer: Pacer | None = None
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,10 @@ class Runner:
         *,
         reuse: dict[tuple[str, int], Record] | None = None,
         waived_pairs: set[str] | None = None,
+        stop_rule: StopWhenDecided | None = None,
     ) -> None:
         self.plan, self.tools, self.context = plan, tools, context
+        self.stop_rule = stop_rule  # the lane's `stop_when_decided` (gate/run/stop.py); None: judge everything
         self.reuse = reuse if reuse is not None else {}
         self.waived_pairs = waived_pairs if waived_pairs is not None else set()  # an active pair_violated override
         self.emitted: list[Record] = []
@@ -101,7 +108,14 @@ class Runner:
         replaces the policy (a worker's share of the concurrency). `pairs=False`: the share checks
         no pair mid-run (its mates may be judged elsewhere)."""
         context = self.context if loaded is None else dataclasses.replace(self.context, loaded=loaded)
-        share = Runner(plan, tools or self.tools, context, reuse=self.reuse, waived_pairs=self.waived_pairs)
+        share = Runner(
+            plan,
+            tools or self.tools,
+            context,
+            reuse=self.reuse,
+            waived_pairs=self.waived_pairs,
+            stop_rule=self.stop_rule,
+        )
         if not pairs:
             share.pair_members = {}
         return share
@@ -157,6 +171,10 @@ class Runner:
     def journal(self) -> AttemptJournal | None:
         return self.tools.journal
 
+    @property
+    def pacer(self) -> Pacer | None:
+        return self.tools.pacer
+
     def to_record(self, case: Case, repeat: int, j: Judgment) -> Record:
         # A cached verdict is read back from storage CI restores: it meets the same contract.
         return vet_record(self._make_record(case, repeat, j), self.loaded.policy.metric, case)
@@ -205,10 +223,18 @@ class Runner:
         self.fail("output_failed", message)
 
     def remember(self, record: Record) -> None:
+        if self.stop_rule is not None and self.stop_rule.after(record) and self.stop_reason is None:
+            self.stop_reason = "verdict_decided"  # in-flight judgments finish; nothing new is sent
         if record.status == "ok":
             self.ok_labels.setdefault(record.case_id, []).append(record.judge_label or "")
 
     async def judge_one(self, case: Case, repeat: int) -> None:
+        if self.stop_rule is not None:
+            if not self.stop_rule.may_send(case.case_id):
+                # Another worker process found the verdict decided: this judgment is not needed.
+                self.stop_reason = self.stop_reason or "verdict_decided"
+                return
+            self.stop_rule.started.add(case.case_id)
         reused = self.reuse.get((case.case_id, repeat))
         if reused is not None:
             # Completed in an earlier attempt of this run: already in records.jsonl, nothing to pay.
@@ -241,7 +267,7 @@ class Runner:
             remaining[case.case_id] = remaining.get(case.case_id, 0) + 1
 
         async def worker() -> None:
-            while queue and self.stop_reason is None:
+            while queue and self.may_schedule(queue[0][0]):
                 case, repeat = queue.popleft()
                 try:
                     await self.judge_one(case, repeat)
@@ -258,6 +284,16 @@ class Runner:
         # Workers catch their own exceptions (see `worker`); what is left here is cancellation.
         await asyncio.gather(*workers, return_exceptions=True)
         self.tasks.difference_update(workers)
+
+    def may_schedule(self, case: Case) -> bool:
+        """Nothing new after a stop; after `stop_when_decided`'s, a started case's other repeats still go."""
+        if self.stop_reason is None:
+            return True
+        return (
+            self.stop_reason == "verdict_decided"
+            and self.stop_rule is not None
+            and self.stop_rule.may_send(case.case_id)
+        )
 
     def verdict(self, case: Case) -> str | None:
         labels = self.ok_labels.get(case.case_id, [])
@@ -316,7 +352,8 @@ async def judge_all(runner: Runner) -> None:
             loop.add_signal_handler(sig, runner.cancel)
             installed.append(sig)
     try:
-        await runner.execute()
+        with pacing(runner.pacer):  # the tasks execute starts copy the context: every judgment is paced
+            await runner.execute()
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

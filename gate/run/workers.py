@@ -197,6 +197,8 @@ def _work(
             tally.add(judgment.status == "error")
 
     writer = RecordWriter(path)
+    if runner.pacer is not None:
+        runner.pacer.on_wait = None  # the parent shows the shared pacer's state (`show`)
     try:
         loaded = with_concurrency(runner.loaded, concurrency)
         plan = dataclasses.replace(runner.plan, eligible=tuple(cases), withheld=())
@@ -206,6 +208,7 @@ def _work(
             writer=writer,
             progress=WorkerProgress(len(cases) * plan.repeats, None),
             journal=runner.journal,
+            pacer=runner.pacer,  # the parent's: every worker admits into the same windows
         )
         mine = runner.for_share(plan, tools, loaded=loaded, pairs=False)
         asyncio.run(judge_all(mine))
@@ -243,6 +246,8 @@ def judge_in_workers(
     def show() -> None:
         done, errors = tally.read()
         progress.advance(start_done + done, start_errors + errors, budget.spent, budget.reserved)
+        if runner.pacer is not None:  # the workers' shared windows: what they wait for, if anything
+            progress.waiting(runner.pacer.status())
 
     workers: list[_Worker] = []
     with _forwarding_signals(workers) as received:

@@ -1,0 +1,79 @@
+"""`stop_when_decided` while the run is under way: stop scheduling once `quality_failed` is certain.
+
+After each judgment that disagrees with its human label (one that agrees cannot make the most
+favourable completion worse), `gate.decide.settled.hopeless` decides the what-if with the
+decision's own rules. When it is `quality_failed`, the run schedules nothing more: the judgments
+in flight finish and are billed, and `decide` marks the cases never sent `not_needed`.
+
+Worker processes share one flag (shared memory, fork-inherited): the worker that sees the verdict
+decided stops every other one at its next case. Each process asks with what it has recorded plus
+the controls (judged before the fork): the others' cases are taken at their labels, which only
+errs towards judging more, never towards stopping wrongly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.decide.settled import hopeless
+from gate.model.policy import LoadedPolicy
+from gate.model.records import Record
+from gate.model.states import Finding
+from gate.plan.selection import Plan
+
+
+@dataclass
+class StopWhenDecided:
+    loaded: LoadedPolicy
+    plan: Plan
+    today: dt.date
+    findings: Sequence[Finding] = ()
+    fingerprint: str = ""
+    records: list[Record] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)  # cases this process has sent a judgment of
+    _flag: Any = None  # a shared byte across worker processes (None in one process)
+    _local: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        loaded: LoadedPolicy,
+        plan: Plan,
+        today: dt.date,
+        *,
+        findings: Sequence[Finding] = (),
+        fingerprint: str = "",
+        prior: Iterable[Record] = (),
+        shared: bool = False,
+    ) -> StopWhenDecided:
+        flag = multiprocessing.get_context("fork").RawValue("b", 0) if shared else None
+        return cls(loaded, plan, today, tuple(findings), fingerprint, list(prior), set(), flag)
+
+    @property
+    def decided(self) -> bool:
+        """Whether any process of the run found the verdict decided."""
+        return bool(self._flag.value) if self._flag is not None else self._local
+
+    def may_send(self, case_id: str) -> bool:
+        """Whether a judgment of this case may still be sent: always before the verdict is decided;
+        after it, only the remaining repeats of a case already started, so no case's verdict is cut
+        in two (its other repeats are what makes its false pass a verdict)."""
+        return not self.decided or case_id in self.started
+
+    def after(self, record: Record) -> bool:
+        """Take one more judgment; whether the verdict is now decided (scheduling should stop)."""
+        self.records.append(record)
+        if self.decided:
+            return True
+        if record.status != "ok" or record.judge_label == record.human_label:
+            return False
+        if not hopeless(self.loaded, self.plan, self.findings, self.records, self.today, fingerprint=self.fingerprint):
+            return False
+        if self._flag is not None:
+            self._flag.value = 1
+        self._local = True
+        return True

@@ -1,0 +1,201 @@
+"""`stop_when_decided` (SPEC 15): a PR lane stops paying once no remaining outcome can change
+`quality_failed`. Through the real CLI, the real judge and real HTTP to the fake provider."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, reply, server_error, slow
+from suite import case, controls, gate, result, write_suite
+
+KEY_ENV = "GATE_TEST_KEY"
+STOP_LANES = {
+    "pr": {"partitions": ["sentinel"], "controls": True, "stop_when_decided": True},
+    "full": {"partitions": ["sentinel"], "controls": True},
+    "release": {"partitions": ["held_out"], "controls": True},
+}
+SENT_CONTROLS = 5  # the missing-evidence control is withheld, never sent
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-test-stop-0123456789")
+
+
+@pytest.fixture()
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+def false_pass(case_id: str, **kw: Any) -> dict[str, Any]:
+    """People failed it; the judge passes it (the oracle marker)."""
+    return case(case_id, label="fail", response=f"Answer for {case_id}: refunds any time. [[judge:pass]]", **kw)
+
+
+def suite_with(tmp_path: Path, fake: FakeOpenAI, cases: list[dict[str, Any]], concurrency: int = 1, **ev: Any) -> Path:
+    return write_suite(
+        tmp_path / "s",
+        [*controls(), *cases],
+        evaluator={"base_url": fake.base_url, "max_concurrency": concurrency, **ev},
+        lanes=STOP_LANES,
+    )
+
+
+def run_lane(policy: Path, out: Path, lane: str) -> int:
+    return gate("run", "--policy", policy, "--lane", lane, "--out", out, "--no-cache")
+
+
+def general(n: int) -> list[dict[str, Any]]:
+    return [case(f"g-{i:03d}", slice="general") for i in range(n)]
+
+
+def test_an_early_critical_false_pass_stops_the_lane(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = suite_with(tmp_path, fake, [false_pass("c-bad"), case("c-ok"), *general(30)])
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    sent = SENT_CONTROLS + 1  # critical slices first: the false pass is the first case judged
+    assert fake.count() == sent
+    assert res["state"] == "quality_failed"
+    assert res["stopped_early"] == {
+        "judged": sent,
+        "scheduled": SENT_CONTROLS + 32,
+        "not_needed": ["c-ok", *[f"g-{i:03d}" for i in range(30)]],
+    }
+    # Not needed is neither unrun nor incomplete.
+    assert res["unrun_case_ids"] == []
+    assert res["counts"]["unrun"] == 0 and res["counts"]["not_needed"] == 31
+    assert [b["kind"] for b in res["blockers"]] == ["false_pass_limit"]
+    assert {c["case_id"]: c["bucket"] for c in res["cases"]}["g-000"] == "not_needed"
+    report = (out / "report.md").read_text()
+    assert "stopped after 6 of 37 judgments: no remaining outcome could change the verdict" in report
+
+    # The full lane on the same cases: the same verdict and the same first blocker, every case paid.
+    full_out = tmp_path / "full"
+    fake.reset()
+    assert run_lane(policy, full_out, "full") == 1
+    full = result(full_out)
+    assert fake.count() == SENT_CONTROLS + 32 and "stopped_early" not in full
+    assert full["blockers"][0]["kind"] == res["blockers"][0]["kind"]
+    assert full["blockers"][0]["case_ids"] == res["blockers"][0]["case_ids"]
+
+    # `gate decide` on the stopped run's records gives the run's result.
+    again = tmp_path / "decided"
+    assert gate("decide", "--policy", policy, "--lane", "pr", "--records", out / "records.jsonl", "--out", again) == 1
+    assert result(again)["stopped_early"] == res["stopped_early"]
+
+
+def test_a_lane_without_a_deciding_failure_judges_everything(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # One false pass in `general` fits its limit (max_false_passes: 1): nothing is decided early.
+    policy = suite_with(tmp_path, fake, [case("c-ok"), false_pass("g-bad", slice="general"), *general(5)])
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 0
+    assert fake.count() == SENT_CONTROLS + 7
+    assert "stopped_early" not in result(out)
+
+
+def test_repeats_a_false_pass_in_one_repeat_does_not_decide(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.script("c-wobbly", reply("pass"), reply("fail"), reply("fail"))
+    cases = [case("c-wobbly", label="fail"), *general(4)]
+    policy = suite_with(tmp_path, fake, cases, repeats=3)
+    out = tmp_path / "out"
+    gate_exit = run_lane(policy, out, "pr")
+    res = result(out)
+    # The other two repeats, at their label, outvote the first: nothing was decided, all were judged.
+    assert "stopped_early" not in res
+    assert fake.count() == (SENT_CONTROLS + 5) * 3
+    assert res["state"] == "review_required" and gate_exit == 4  # the judge disagreed with itself
+
+
+def test_repeats_a_decided_case_finishes_its_repeats_then_stops(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.script("c-bad", reply("pass"), reply("pass"), reply("fail"))
+    cases = [case("c-bad", label="fail"), *general(4)]
+    policy = suite_with(tmp_path, fake, cases, repeats=3)
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    # Two of three repeats pass a fail: decided after the second; the third still goes, so the
+    # case's verdict is whole (a majority of the recorded repeats), and no other case is sent.
+    assert fake.count() == (SENT_CONTROLS + 1) * 3
+    assert res["stopped_early"]["not_needed"] == [f"g-{i:03d}" for i in range(4)]
+    row = {c["case_id"]: c for c in res["cases"]}["c-bad"]
+    assert (row["outcome"], row["labels"]) == ("false_pass", ["pass", "pass", "fail"])
+
+
+def test_in_flight_judgments_finish_and_are_billed(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # Four in flight at once: the false pass answers first, the other three are slow but finish.
+    for i in range(3):
+        fake.script(f"c-slow-{i}", slow(0.4, reply("pass")))
+    cases = [false_pass("c-bad"), *[case(f"c-slow-{i}") for i in range(3)], *general(20)]
+    policy = suite_with(tmp_path, fake, cases, concurrency=4)
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    recorded = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert {r["case_id"] for r in recorded} >= {"c-slow-0", "c-slow-1", "c-slow-2"}
+    assert all(r["status"] == "ok" for r in recorded)
+    assert res["cost"]["http_attempts"] == fake.count() == len(recorded)
+    assert res["stopped_early"]["judged"] == len(recorded)
+    assert not set(res["stopped_early"]["not_needed"]) & {r["case_id"] for r in recorded}
+
+
+def test_an_error_in_flight_is_still_an_error_not_a_stop_reason(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.script("c-broken", server_error())
+    cases = [false_pass("c-bad"), case("c-broken"), *general(10)]
+    policy = suite_with(tmp_path, fake, cases, concurrency=2, retries={"max_attempts": 1})
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    # The error that was in flight is recorded and counted; the verdict was decided anyway.
+    kinds = [b["kind"] for b in res["blockers"]]
+    assert kinds[0] == "false_pass_limit" and "evaluator_errors" in kinds
+    assert "c-broken" not in res["stopped_early"]["not_needed"]
+    assert len(res["stopped_early"]["not_needed"]) == 10
+
+
+def test_every_case_deciding_at_once_leaves_nothing_not_needed(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # Every case is in flight at once and every one is a false pass: nothing was left unsent, so
+    # there is no stop to report, only the verdict.
+    cases = [false_pass(f"c-bad-{i}") for i in range(3)]
+    policy = suite_with(tmp_path, fake, cases, concurrency=8)
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    assert fake.count() == SENT_CONTROLS + 3
+    assert "stopped_early" not in res and res["counts"]["unrun"] == 0
+
+
+def test_a_failed_control_decides_too(tmp_path: Path, fake: FakeOpenAI) -> None:
+    fake.script("ctl-positive", reply("fail"))  # the positive control fails: no verdict can pass
+    policy = suite_with(tmp_path, fake, general(10))
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    assert res["blockers"][0]["kind"] == "control_failed"
+    assert set(res["stopped_early"]["not_needed"]) >= {f"g-{i:03d}" for i in range(10)}
+    assert res["unrun_case_ids"] == []
+
+
+@pytest.mark.parametrize("partition", ["held_out", "calibration"])
+def test_refused_on_a_lane_that_must_be_measured_whole(
+    tmp_path: Path, partition: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lanes = {**STOP_LANES, "release": {"partitions": [partition], "controls": True, "stop_when_decided": True}}
+    policy = write_suite(tmp_path / "s", lanes=lanes)
+    assert gate("validate", "--policy", policy) == 2
+    err = capsys.readouterr().err
+    assert "lanes.release.stop_when_decided" in err and partition in err and "Traceback" not in err
+
+
+def test_the_example_pr_lane_stops_when_decided() -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    policy = yaml.safe_load((root / "policies/example/policy.yaml").read_text())
+    assert policy["lanes"]["pr"].get("stop_when_decided") is True
+    assert not any(lane.get("stop_when_decided") for name, lane in policy["lanes"].items() if name != "pr")
