@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import functools
 import gc
 import os
 import sys
@@ -27,8 +28,8 @@ from gate.commands.assemble import RunEvidence, TrendEvidence
 from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
+from gate.decide import settled
 from gate.decide.core import Decision, decide
-from gate.decide.settled import stops_when_decided
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
@@ -448,16 +449,17 @@ def _make_runner(
 
 def _stop_rule(lane: _Lane, workers: int) -> StopWhenDecided | None:
     """The lane's `stop_when_decided` (SPEC 15), or None when it judges every case."""
-    if not stops_when_decided(lane.loaded, lane.plan):
+    if not settled.stops_when_decided(lane.loaded, lane.plan):
         return None
-    return StopWhenDecided.of(
+    hopeless = functools.partial(
+        settled.hopeless,
         lane.loaded,
         lane.plan,
-        lane.clock(),
-        findings=lane.findings,
+        lane.findings,
+        today=lane.clock(),
         fingerprint=lane.judge.config_fingerprint,
-        shared=workers > 1,
     )
+    return StopWhenDecided.of(hopeless, shared=workers > 1)
 
 
 def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:

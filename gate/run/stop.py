@@ -1,8 +1,9 @@
 """`stop_when_decided` while the run is under way: stop scheduling once `quality_failed` is certain.
 
 After each judgment that disagrees with its human label (one that agrees cannot make the most
-favourable completion worse), `gate.decide.settled.hopeless` decides the what-if with the
-decision's own rules. When it is `quality_failed`, the run schedules nothing more: the judgments
+favourable completion worse), `decided` (`gate.decide.settled.hopeless`, bound to the lane by
+`gate run`: a stage before the decision is given it, never imports it) decides the what-if with
+the decision's own rules. When it is `quality_failed`, the run schedules nothing more: the judgments
 in flight finish and are billed, and `decide` marks the cases never sent `not_needed`.
 
 Worker processes share one flag (shared memory, fork-inherited): the worker that sees the verdict
@@ -13,45 +14,29 @@ errs towards judging more, never towards stopping wrongly.
 
 from __future__ import annotations
 
-import datetime as dt
 import multiprocessing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.decide.settled import hopeless
-from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
-from gate.model.states import Finding
-from gate.plan.selection import Plan
+
+# The records so far -> whether even their most favourable completion is quality_failed.
+Hopeless = Callable[[Sequence[Record]], bool]
 
 
 @dataclass
 class StopWhenDecided:
-    loaded: LoadedPolicy
-    plan: Plan
-    today: dt.date
-    findings: Sequence[Finding] = ()
-    fingerprint: str = ""
+    hopeless: Hopeless
     records: list[Record] = field(default_factory=list)
     started: set[str] = field(default_factory=set)  # cases this process has sent a judgment of
     _flag: Any = None  # a shared byte across worker processes (None in one process)
     _local: bool = False
 
     @classmethod
-    def of(
-        cls,
-        loaded: LoadedPolicy,
-        plan: Plan,
-        today: dt.date,
-        *,
-        findings: Sequence[Finding] = (),
-        fingerprint: str = "",
-        prior: Iterable[Record] = (),
-        shared: bool = False,
-    ) -> StopWhenDecided:
+    def of(cls, hopeless: Hopeless, *, prior: Iterable[Record] = (), shared: bool = False) -> StopWhenDecided:
         flag = multiprocessing.get_context("fork").RawValue("b", 0) if shared else None
-        return cls(loaded, plan, today, tuple(findings), fingerprint, list(prior), set(), flag)
+        return cls(hopeless, list(prior), set(), flag)
 
     @property
     def decided(self) -> bool:
@@ -71,7 +56,7 @@ class StopWhenDecided:
             return True
         if record.status != "ok" or record.judge_label == record.human_label:
             return False
-        if not hopeless(self.loaded, self.plan, self.findings, self.records, self.today, fingerprint=self.fingerprint):
+        if not self.hopeless(self.records):
             return False
         if self._flag is not None:
             self._flag.value = 1
