@@ -145,7 +145,7 @@ def test_in_flight_judgments_finish_and_are_billed(tmp_path: Path, fake: FakeOpe
 
 
 def test_an_error_in_flight_is_still_an_error_not_a_stop_reason(tmp_path: Path, fake: FakeOpenAI) -> None:
-    fake.script("c-broken", server_error())
+    fake.script("c-broken", slow(0.3, server_error()))  # still in flight when the false pass decides
     cases = [false_pass("c-bad"), case("c-broken"), *general(10)]
     policy = suite_with(tmp_path, fake, cases, concurrency=2, retries={"max_attempts": 1})
     out = tmp_path / "out"
