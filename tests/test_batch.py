@@ -105,6 +105,9 @@ def test_submit_then_collect_gives_the_live_verdicts_at_batch_prices(tmp_path: P
     assert kinds(collected).keys() == kinds(result(live)).keys()
     assert verdicts(out) == verdicts(live)
     assert len(line_requests(fake)) == batches.lines_run == len(lines)
+    answered = [json.loads(x)["custom_id"] for x in (out / "batch-output.jsonl").read_text().splitlines()]
+    assert sorted(answered) == sorted(ln["custom_id"] for ln in lines)
+    assert answered != [ln["custom_id"] for ln in lines]  # the provider's order is not ours: matched by custom_id
     assert len(live_requests(fake)) == 5
     for rec in records(out):
         if rec["control_role"] is None:

@@ -64,6 +64,8 @@ NOT_WAIVABLE = frozenset(
         "worker_records_unreadable",
         "held_out_spent",
         "missing_shard",
+        "batch_pending",
+        "batch_failed",
         "check_failed",
         "check_error",
         "judge_uncalibrated",

@@ -40,6 +40,8 @@ KIND_GROUP: dict[str, str] = {
     # The model provider did not deliver judgments.
     "evaluator_errors": "provider",
     "missing_credentials": "provider",
+    "batch_pending": "provider",
+    "batch_failed": "provider",
     # The gate's own configuration: limits, lanes, overrides, certification, shards, checks' code.
     "budget_exhausted": "gate_policy",
     "unrun_cases": "gate_policy",
