@@ -161,6 +161,14 @@ def test_a_shard_says_which_share_of_the_lane_it_judged(runs: Runs) -> None:
             assert f"shard {i}/2: {m.group(1)} of {NON_CONTROL} cases" in (out / name).read_text()
     assert sum(shares) == NON_CONTROL
     assert "shard" not in runs.failed_screen.split("Blockers")[0]
+    # The plan of a shard says the same, before anything is paid.
+    code, out, _ = _run("run", "--policy", runs.policy, "--shard", "1/2", "--dry-run", "--format", "json")
+    assert code == 0 and json.loads(out)["shard"] == {
+        "index": 1,
+        "count": 2,
+        "cases": shares[0],
+        "lane_cases": NON_CONTROL,
+    }
 
 
 # --- 5. --max-cost above the policy's ---------------------------------------------------------

@@ -194,7 +194,7 @@ def _dry_run(lane: _Lane) -> Decision:
     lineage = make_lineage(loaded, lane.dataset, base_url=lane.base_url)
     notes = ["dry run: no model call"]
     decision = decide(loaded, lane.plan, lane.findings, [], lineage, lane.clock(), max_cost=max_cost, notes=notes)
-    return with_shard(decision, lane.opts.shard)
+    return with_shard(decision, lane.opts.shard, lane.plan)
 
 
 @dataclass(frozen=True)
@@ -564,8 +564,8 @@ def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
     )
 
 
-def with_shard(decision: Decision, shard: Shard | None) -> Decision:
-    """A shard's result names its share (`shard: {index, count}`) so `gate merge` can check the set."""
+def with_shard(decision: Decision, shard: Shard | None, plan: Plan) -> Decision:
+    """A shard's result names its share (`shard: {index, count}`, and how many of the lane's cases)."""
     if shard is not None and decision.result is not None:
-        decision.result = decision.result.with_(shard=shard.to_dict())
+        decision.result = decision.result.with_(shard=shard.share_of(plan))
     return decision
