@@ -284,3 +284,63 @@ def test_a_shard_stopped_by_sigterm_names_its_share_and_merge_is_incomplete(
     # Its cases (the controls were judged in shard 2) are listed as not judged.
     unjudged = {c for c in res["unrun_case_ids"] if not c.startswith("ctl-")}
     assert unjudged and unjudged <= {i for b in m["blockers"] for i in b["case_ids"]}
+
+
+def test_resume_bills_the_journalled_attempts_of_a_case_that_left_the_dataset(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    from gate.judge.journal import JOURNAL_FILE, recover
+    from gate.model.records import read_records
+
+    cases = [*controls(), *(case(f"c-{i:02d}") for i in range(8))]
+    policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url, "max_concurrency": 3})
+    out = tmp_path / "out"
+    fake_openai.latency = 0.4  # three judgments in flight when the run is killed
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
+    env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while fake_openai.count() < 8 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before its kill point"
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    fake_openai.latency = 0.0
+    recorded = read_records(out / "records.jsonl") if (out / "records.jsonl").read_bytes().strip() else []
+    in_flight = sorted({u.case_id for u in recover(out / JOURNAL_FILE, recorded)} - {c["case_id"] for c in controls()})
+    assert in_flight, "no judgment was in flight at the kill"
+    gone = in_flight[0]
+    # The case leaves the dataset before --resume: its attempts were sent (and maybe billed) all the same.
+    write_suite(
+        tmp_path / "s",
+        [c for c in cases if c["case_id"] != gone],
+        evaluator={"base_url": fake_openai.base_url, "max_concurrency": 3},
+    )
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--resume") == 0
+    cost = result(out)["cost"]
+    assert gone in cost["outside_lane"]
+    # Every request the provider saw is billed (one cut off while being sent may be counted too).
+    assert fake_openai.count() <= cost["http_attempts"] <= fake_openai.count() + 3
+    assert cost["total"] <= billed(fake_openai) + 1e-12 <= cost["budget_spent"] + 2e-12
+
+
+def test_a_shard_cancelled_before_judging_still_writes_its_result(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """SIGTERM while the judge is still loading (ragas' import), before the runner's own handlers."""
+    cases = [*controls(), *(case(f"c-{i:02d}") for i in range(8))]
+    policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url})
+    out = tmp_path / "shard-2"
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--shard", "2/2"]
+    env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    # The attempt journal is opened just before the judge is built: the run is past its checks.
+    while not (out / "attempts.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert "Traceback" not in err
+    res = result(out)
+    assert res["shard"] == {"index": 2, "count": 2} and res["state"] == "evaluation_incomplete"
+    own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 2}
+    assert set(res["unrun_case_ids"]) <= own and res["unrun_case_ids"]
