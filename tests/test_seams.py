@@ -240,7 +240,7 @@ def test_a_crashed_shard_names_its_share_and_merge_is_incomplete(tmp_path: Path,
     )
     assert proc.returncode == 3, proc.stderr
     res = result(crashed)
-    assert res["shard"] == {"index": 1, "count": 2}
+    assert (res["shard"]["index"], res["shard"]["count"]) == (1, 2)
     own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
     own -= {"ctl-missing"}  # withheld, never sent
     assert set(res["unrun_case_ids"]) == own
@@ -271,7 +271,7 @@ def test_a_shard_stopped_by_sigterm_names_its_share_and_merge_is_incomplete(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
     res = result(stopped)
-    assert res["shard"] == {"index": 1, "count": 2} and res["state"] == "evaluation_incomplete"
+    assert (res["shard"]["index"], res["shard"]["count"]) == (1, 2) and res["state"] == "evaluation_incomplete"
     own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
     assert res["unrun_case_ids"] and set(res["unrun_case_ids"]) <= own
     fake_openai.latency = 0.0
@@ -341,6 +341,6 @@ def test_a_shard_cancelled_before_judging_still_writes_its_result(tmp_path: Path
     assert proc.returncode == 3, err
     assert "Traceback" not in err
     res = result(out)
-    assert res["shard"] == {"index": 2, "count": 2} and res["state"] == "evaluation_incomplete"
+    assert (res["shard"]["index"], res["shard"]["count"]) == (2, 2) and res["state"] == "evaluation_incomplete"
     own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 2}
     assert set(res["unrun_case_ids"]) <= own and res["unrun_case_ids"]

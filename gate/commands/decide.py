@@ -6,6 +6,7 @@ and `evidence_of_records` is the evidence `gate merge` and the crash path decide
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from gate.measure.calibrate import requirement
 from gate.model.policy import today
 from gate.model.states import Finding
 from gate.plan.inputs import load_inputs
-from gate.plan.shard import Shard, select
+from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import make_lineage
 
 
@@ -69,6 +70,7 @@ def evidence_of_records(
     gather it: the same checks and certification, the trend's records, the journal's attempts."""
     loaded, dataset, plan, input_findings = load_inputs(policy_path, lane)
     if shard is not None:
+        shard = dataclasses.replace(shard, lane_cases=lane_cases(plan))  # as the run says its share
         plan = select(plan, shard)
     records = [r for d in found for r in d.records]
     lineage = make_lineage(loaded, dataset, records)
