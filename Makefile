@@ -42,9 +42,13 @@ batch-offline: $(STAMP)
 # to disagree with people on two cases, so there is something to see), then measure it into
 # policies/example/calibration/, the calibration the example's release lane requires.
 CALIBRATION_FLIPS := --flip refund-arrival-vague-incorrect-035 --flip password-reset-no-email-correct-037
+# The calibration lane's run ends quality_failed (exit 1) on the scripted false pass in
+# billing-policy-critical (limit 0): expected, so the measurement goes on; any other failure stops.
 calibrate-offline: $(STAMP)
-	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane calibration \
-		--out gate-out-calibration $(CALIBRATION_FLIPS)
+	@RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(EXAMPLE) --lane calibration \
+		--out gate-out-calibration $(CALIBRATION_FLIPS); code=$$?; \
+	  if [ $$code -eq 1 ]; then echo "(exit 1 is the scripted false pass: the calibration lane never gates a release)"; \
+	  elif [ $$code -ne 0 ]; then exit $$code; fi
 	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(EXAMPLE) --records gate-out-calibration/records.jsonl \
 		--out policies/example/calibration
 
