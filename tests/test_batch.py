@@ -371,6 +371,11 @@ def test_make_batch_offline_runs_the_example_release_lane_with_parity(
     res = result(tmp_path / "gate-out-batch")
     assert res["state"] == result(tmp_path / "gate-out-batch-live")["state"] and res["batch"]["collected"]
     assert res["checks"] is not None  # the example's deterministic checks ran beside the batch
+    # The release lane requires a calibrated judge (SPEC 17): the batch result shows it as the live one does.
+    live = result(tmp_path / "gate-out-batch-live")
+    assert res["calibration"] == live["calibration"] and res["calibration"]["ok"] is True
+    for out in ("gate-out-batch", "gate-out-batch-live"):
+        assert "Judge calibration (calibration/calibration.json" in (tmp_path / out / "report.md").read_text()
 
 
 def test_a_cancelled_batch_keeps_what_was_answered_and_the_rest_are_errors(tmp_path: Path, fake: FakeOpenAI) -> None:

@@ -636,10 +636,10 @@ def _decided(lane: _Lane, records: list[Record], extra: list[Finding], bf: Batch
         request_counts=bf.request_counts,
         collected=bf.collected_at is not None,
     )
+    ev = _evidence(lane, earlier, got, checks)
+    # Beside the run's own sections (the judge's calibration, SPEC 17), never instead of them.
     ev = dataclasses.replace(
-        _evidence(lane, earlier, got, checks),
-        batch_reserved=bf.reserved_cost,
-        sections={"batch": section.model_dump(exclude_unset=True)},
+        ev, batch_reserved=bf.reserved_cost, sections={**ev.sections, "batch": section.model_dump(exclude_unset=True)}
     )
     return _write(ev, lane.opts, None)
 
