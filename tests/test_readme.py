@@ -10,6 +10,7 @@ Commands section is the synopsis: its flags must be each command's flags, no mor
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -105,10 +106,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# About ten processes that each start the gate (three of them load ragas): ~40 s on a quiet
-# machine, far more on a loaded one, so this test gets more than the suite's 120 s.
-@pytest.mark.timeout(600)
-def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> None:
+def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A scratch directory that looks like a checkout (the example policy copied; the Makefile,
+    scripts, tests and .venv linked) and the environment a newcomer's shell has: the virtualenv on
+    PATH, no key, no provider address, the offline provider on a free port."""
     venv = ROOT / ".venv"
     if not (venv / "bin" / "gate").exists():
         pytest.skip("no .venv with gate installed (`make test` makes one)")
@@ -132,6 +133,14 @@ def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> 
         "RAGAS_DO_NOT_TRACK": "true",
         "COLUMNS": "100",
     }
+    return work, env
+
+
+# About ten processes that each start the gate (three of them load ragas): ~40 s on a quiet
+# machine, far more on a loaded one, so this test gets more than the suite's 120 s.
+@pytest.mark.timeout(600)
+def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> None:
+    work, env = checkout(tmp_path)
     port = env["GATE_DEMO_PORT"]
     for number, block in enumerate(runnable()):
         # One shell a block, as a person types it (an `export` holds for the lines after it); each
@@ -155,3 +164,29 @@ def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> 
     for path in ("gate-out/result.json", "gate-out-merged/records.jsonl", "gate-compare/compare.md"):
         assert (work / path).is_file(), path
     assert (work / "gate-calibration" / "calibration.svg").is_file()
+
+
+@pytest.mark.timeout(600)
+def test_make_calibrate_offline_measures_the_judge_the_example_ships(tmp_path: Path) -> None:
+    """`make calibrate-offline` ends as the README says: the calibration lane's run ends
+    quality_failed (the scripted false pass, exit 1), and the measurement still follows, writing the
+    calibration the example's release lane requires. If the figures changed with the example's
+    judge or cases, run `make calibrate-offline` and commit policies/example/calibration/."""
+    work, env = checkout(tmp_path)
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "calibrate-offline"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "gate exited 1" in done.stdout + done.stderr
+    measured = json.loads((work / "policies/example/calibration/calibration.json").read_text())
+    shipped = json.loads((ROOT / "policies/example/calibration/calibration.json").read_text())
+    assert measured["config_sha256"] == shipped["config_sha256"]  # the release lane's judge
+    assert measured["overall"] == shipped["overall"]
+    overall = measured["overall"]
+    assert f"(kappa {overall['cohen_kappa']:.2f} on {overall['completed']} cases)" in README.read_text()
