@@ -9,21 +9,16 @@ a control, so the verdicts, the trend's bill and the controls' meet on every pat
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI
 from suite import case, controls, gate, result, write_suite
+from test_resume_kill import command, run_until
 from test_trend import trend, trend_or_verdict
 
 KEY_ENV = "GATE_TEST_KEY"
-ROOT = Path(__file__).resolve().parent.parent
 PRICE_IN, PRICE_OUT = 1.0, 2.0
 CONC = 3
 
@@ -104,15 +99,7 @@ def test_a_killed_then_resumed_run_is_gate_decide_and_bills_every_request(
     policy = suite(tmp_path / "s", fake_openai)
     out = tmp_path / "out"
     fake_openai.latency = 0.1  # judgments are in flight when the run is killed
-    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
-    env = {**os.environ, KEY_ENV: "sk-test-one-decision", "RAGAS_DO_NOT_TRACK": "true"}
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while fake_openai.count() < 7 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run ended before its kill point"
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(30) == -signal.SIGKILL
+    run_until(command(policy, out), fake_openai, 7)  # SIGKILL once the provider has 7 requests
     fake_openai.latency = 0.0
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--resume") == 1
     res = result(out)

@@ -22,6 +22,7 @@ from fake_openai import FakeOpenAI, raw, reply
 from runner_env import parse_github_output, runner_env
 from suite import case, controls, gate, result, write_suite
 from test_crash import broken_package
+from test_resume_kill import command, run_until
 from test_trend import trend, trend_or_verdict
 
 from gate.action import main as action_main
@@ -296,15 +297,7 @@ def test_resume_bills_the_journalled_attempts_of_a_case_that_left_the_dataset(
     policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url, "max_concurrency": 3})
     out = tmp_path / "out"
     fake_openai.latency = 0.4  # three judgments in flight when the run is killed
-    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
-    env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while fake_openai.count() < 8 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert proc.poll() is None, "the run ended before its kill point"
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(30) == -signal.SIGKILL
+    run_until(command(policy, out), fake_openai, 8)  # SIGKILL once the provider has 8 requests
     fake_openai.latency = 0.0
     recorded = read_records(out / "records.jsonl") if (out / "records.jsonl").read_bytes().strip() else []
     in_flight = sorted({u.case_id for u in recover(out / JOURNAL_FILE, recorded)} - {c["case_id"] for c in controls()})
