@@ -20,6 +20,12 @@ CASES = "cases/cases.jsonl"
 EVIDENCE = "evidence/evidence.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _from_the_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case locations are shown relative to the working directory (issue 24): work from the suite's."""
+    monkeypatch.chdir(tmp_path)
+
+
 def lines(suite: Suite, *extra: str) -> None:
     suite.raw["cases/cases.jsonl"] = "".join(json.dumps(c) + "\n" for c in suite.cases) + "".join(
         e + "\n" for e in extra
