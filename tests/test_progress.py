@@ -48,6 +48,21 @@ def test_a_terminal_gets_a_live_bar_with_errors_spend_and_eta() -> None:
     assert "ETA" in final
 
 
+@pytest.mark.parametrize("reason", ["verdict_decided", "budget"])
+def test_why_scheduling_stopped_is_said_once_on_a_terminal_and_with_the_figures_in_a_log(reason: str) -> None:
+    tty, log = Terminal(), io.StringIO()
+    for stream in (tty, log):
+        progress = Progress(4, stream, "USD", boundary=0.5)
+        progress.tick(OK, 0.01)
+        progress.close(reason, 0.01)
+    why = f"scheduling stopped: {reason.replace('_', ' ')}"
+    # The bar already shows 1/4 and the spend: the terminal's last line is the reason alone.
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", tty.getvalue()).replace("\r", "\n").strip().splitlines()
+    assert plain[-1] == why and sum(line.count("1/4") for line in plain[-2:]) == 1
+    assert log.getvalue().splitlines()[-1].startswith("gate: 1/4 judgments, 0 errors, 0.0100 spent")
+    assert log.getvalue().splitlines()[-1].endswith(f"; {why}")
+
+
 def test_resume_counts_reused_judgments_toward_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GATE_TEST_KEY", "sk-test-progress")
     with FakeOpenAI() as fake:

@@ -100,6 +100,40 @@ def test_the_synopsis_lists_each_commands_flags() -> None:
         assert documented[name] == flags, name
 
 
+# Said on a terminal only (on stderr, or in place of the plain progress lines a pipe gets).
+TERMINAL_ONLY = ("checking ", "loading the judge", "judging ", "judged ", "scheduling stopped")
+# Whether in-flight judgments finish before a stop_when_decided lane stops depends on timing.
+STOPPED = re.compile(
+    r" \+ N not needed|Note: stopped after N of N judgments: no remaining outcome could change the verdict"
+)
+
+
+def captures() -> dict[str, str]:
+    """The Quickstart's terminal captures (`text` blocks opening with `$ command`): command -> screen."""
+    found: dict[str, str] = {}
+    for lang, body in blocks(section("Quickstart")):
+        first, _, rest = body.partition("\n")
+        if lang == "text" and first.startswith("$ "):
+            found[first[2:].strip()] = rest
+    return found
+
+
+def screen_words(text: str) -> list[str]:
+    """What a capture says, as words: wrapping, digits (tokens, timings, counts) and the lines a
+    terminal alone shows left out, so the words, lines and their order are compared."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith(TERMINAL_ONLY)]
+    said = re.sub(r"\d+", "N", " ".join(" ".join(lines).split()))
+    return STOPPED.sub("", said).split()
+
+
+def test_the_quickstart_captures_the_commands_it_runs() -> None:
+    commands_run = [c for block in runnable() for c, _ in block]
+    assert set(captures()) <= set(commands_run)
+    versions = set(re.findall(r"^Policy support-refunds version (\S+), lane", README.read_text(), re.M))
+    example = (ROOT / "policies" / "example" / "policy.yaml").read_text()
+    assert versions and all(f'policy_version: "{v}"' in example for v in versions), versions
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -160,6 +194,13 @@ def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> 
             assert "Traceback" not in err, (command, err[-3000:])
             if command == "make demo":
                 assert out.startswith("No key needed: judging policies/example/policy.yaml (lane pr)"), out[:300]
+    # What the Quickstart shows a command printing, it prints (the captures drift as the program grows).
+    captured = captures()
+    assert len(captured) >= 2
+    for shown_command, shown in captured.items():
+        number, i = next((n, i) for n, b in enumerate(runnable()) for i, (c, _) in enumerate(b) if c == shown_command)
+        printed = (work / f"out.{number}.{i}").read_text().replace(f"127.0.0.1:{port}", "127.0.0.1:8765")
+        assert screen_words(printed) == screen_words(shown), (shown_command, printed)
     # What the commands were to write, they wrote.
     for path in ("gate-out/result.json", "gate-out-merged/records.jsonl", "gate-compare/compare.md"):
         assert (work / path).is_file(), path

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,10 +55,13 @@ def general(n: int) -> list[dict[str, Any]]:
     return [case(f"g-{i:03d}", slice="general") for i in range(n)]
 
 
-def test_an_early_critical_false_pass_stops_the_lane(tmp_path: Path, fake: FakeOpenAI) -> None:
+def test_an_early_critical_false_pass_stops_the_lane(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = suite_with(tmp_path, fake, [false_pass("c-bad"), case("c-ok"), *general(30)])
     out = tmp_path / "out"
     assert run_lane(policy, out, "pr") == 1
+    terminal = capsys.readouterr().out
     res = result(out)
     sent = SENT_CONTROLS + 1  # critical slices first: the false pass is the first case judged
     assert fake.count() == sent
@@ -74,6 +78,16 @@ def test_an_early_critical_false_pass_stops_the_lane(tmp_path: Path, fake: FakeO
     assert {c["case_id"]: c["bucket"] for c in res["cases"]}["g-000"] == "not_needed"
     report = (out / "report.md").read_text()
     assert "stopped after 6 of 37 judgments: no remaining outcome could change the verdict" in report
+    # The counts still add up where people read them, and CI's test report never shows a case that
+    # was not needed as passed: it is skipped, saying why.
+    counts = "38 eligible = 6 completed + 0 errored + 1 withheld + 0 unrun + 31 not needed"
+    assert f"Cases: {counts};" in terminal and f"Cases: {counts} ·" in report
+    junit = ET.parse(out / "junit.xml").getroot()
+    skipped = {tc.get("name"): tc.find("skipped") for tc in junit.iter("testcase")}
+    assert junit.get("skipped") == "32"  # the 31 not needed and the withheld missing-evidence control
+    not_needed = skipped["g-000"]
+    assert not_needed is not None and (not_needed.get("message") or "").startswith("not needed: the verdict was")
+    assert skipped["c-bad"] is None
 
     # The full lane on the same cases: the same verdict and the same first blocker, every case paid.
     full_out = tmp_path / "full"

@@ -51,8 +51,11 @@ def render_junit(result: Result) -> str:
         elif c.bucket == "errored":
             ET.SubElement(tc, "error", type=c.error_kind or "error", message=c.error_message or "")
             errors += 1
-        elif c.bucket in ("unrun", "withheld"):
-            why = "withheld: no reference evidence" if c.bucket == "withheld" else "not judged"
+        elif c.bucket in ("unrun", "withheld", "not_needed"):
+            why = {
+                "withheld": "withheld: no reference evidence",
+                "not_needed": "not needed: the verdict was decided before it was judged (stop_when_decided)",
+            }.get(c.bucket, "not judged")
             if c.error_kind:
                 why += f" ({c.error_kind})"
             ET.SubElement(tc, "skipped", message=why)

@@ -208,7 +208,8 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
         "",
         *([f"**{escape(shard)}**", ""] if (shard := shard_text(result)) else []),
         f"Cases: {counts.eligible} eligible = {counts.completed} completed + "
-        f"{counts.errored} errored + {counts.withheld} withheld + {counts.unrun} unrun "
+        f"{counts.errored} errored + {counts.withheld} withheld + {counts.unrun} unrun"
+        f"{sections.not_needed_term(counts.not_needed)} "
         f"· {counts.review} need review · {counts.cached} judgments from cache",
         "",
         *([f"_{escape(withheld)}_", ""] if (withheld := withheld_text(result)) else []),

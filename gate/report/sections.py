@@ -256,3 +256,9 @@ def batch_line(result: Result) -> str | None:
         f"Batch {batch.batch_id or '(being created)'} ({where}; {batch.lines} lines): the judgments after the "
         f"controls are billed at the batch prices; the cost boundary held {reserved} for it at submission."
     )
+
+
+def not_needed_term(not_needed: int) -> str:
+    """The counts line's term for a lane stopped when decided (SPEC 15), so the sum still adds up:
+    `17 eligible = 15 completed + ... + 1 not needed`. Empty when nothing was left out."""
+    return f" + {not_needed} not needed" if not_needed else ""

@@ -35,7 +35,7 @@ from gate.report.markdown import (
     withheld_text,
 )
 from gate.report.next_steps import next_steps
-from gate.report.sections import batch_line, calibration_lines
+from gate.report.sections import batch_line, calibration_lines, not_needed_term
 
 if TYPE_CHECKING:
     from gate.model.result import CaseRow, Result
@@ -178,7 +178,7 @@ def _counts(result: Result) -> Text:
     n = result.counts
     return Text(
         f"Cases: {n.eligible} eligible = {n.completed} completed + {n.errored} "
-        f"errored + {n.withheld} withheld + {n.unrun} unrun; {n.review} need review"
+        f"errored + {n.withheld} withheld + {n.unrun} unrun{not_needed_term(n.not_needed)}; {n.review} need review"
     )
 
 

@@ -171,6 +171,7 @@ class Progress:
     def close(self, stop_reason: str | None, budget_used: float, reserved: float = 0.0) -> None:
         if self.stream is None:
             return
+        shown = self._bar is not None and self._task is not None
         if self._bar is not None and self._task is not None:
             spend = self.spend(budget_used, reserved)
             self._bar.update(
@@ -181,5 +182,7 @@ class Progress:
             self._bar = None
         if stop_reason is not None:
             why = stop_reason.replace("_", " ")
-            self.stream.write(f"{self.line(budget_used, reserved)}; scheduling stopped: {why}\n")
+            # On a terminal the bar above already shows the figures; a log gets them on this line.
+            figures = "" if shown else f"{self.line(budget_used, reserved)}; "
+            self.stream.write(f"{figures}scheduling stopped: {why}\n")
         self.stream.flush()
