@@ -156,7 +156,7 @@ def test_the_token_window_binds_first_and_the_wait_is_shown() -> None:
     # each request: (400 + 2000 learned overhead) / 4 + 64 = 664 tokens: 9 fit a 6000-token window
     times = admit_times(pacer, clock, 12)
     assert times.count(0.0) == 9
-    assert times[-1] == pytest.approx(3 * 664 / 100 - (6000 - 9 * 664) / 100)
+    assert times[-1] == pytest.approx(3 * 664 / 100 - (6000 - 9 * 664) / 100, abs=0.01)  # never early
     assert said and said[0].startswith("waiting ") and said[0].endswith("for the token window")
 
 
@@ -182,7 +182,7 @@ def test_paced_judgments_never_meet_the_limit_through_real_http(tmp_path: Path) 
     limits = BucketLimits(requests_per_minute=20, clock=clock)
     with FakeOpenAI(limiter=limits) as fake:
         judgments = judge_cases(tmp_path, fake, paced(clock), 50)
-    assert [j.status for j in judgments] == ["ok"] * 50
+    assert [(j.status, j.error_message) for j in judgments] == [("ok", None)] * 50
     # The first 8 go out before any reply says a word; the headers pace every other one.
     assert limits.refused <= 8
     assert sum(len(j.attempts) for j in judgments) == fake.count() == 50 + limits.refused

@@ -51,7 +51,7 @@ PERIOD_S = 60.0  # OpenAI and Azure state limits per minute
 MAX_STEP_S = 1.0  # a waiter looks again at least this often (another process may have news)
 DEFAULT_OVERHEAD_CHARS = 2000  # the request body beyond the prompt, until a body has been seen
 FALLBACK_PAUSE_S = 1.0  # a 429 that says nothing about when to come back
-MIN_WAIT_S = 0.001  # shorter waits are rounding (a float's last bit): admitted now
+MIN_WAIT_S = 0.001  # the shortest sleep: a shorter one may not move a clock at all (a float's last bit)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -231,13 +231,13 @@ class Pacer:
                 with self._lock:
                     now = self.clock()
                     wait, why = self._wait(tokens, now)
-                    if wait <= MIN_WAIT_S:
+                    if wait <= 0:
                         self._cells[_WAIT_UNTIL] = self._cells[_WAIT_WHY] = 0.0
                         return self._take(tokens, raw, now)
                     self._cells[_WAIT_UNTIL], self._cells[_WAIT_WHY] = now + wait, float(why)
                 if wait >= 1.0 and self.on_wait is not None:
                     self.on_wait(f"waiting {math.ceil(wait)} s for {_WHY[why]}")
-                await self._sleep(min(wait, MAX_STEP_S))
+                await self._sleep(min(max(wait, MIN_WAIT_S), MAX_STEP_S))
 
     def _turn(self) -> asyncio.Lock:
         # One lock per event loop: a run opens several (controls, workers, the trend).
@@ -302,7 +302,8 @@ class Pacer:
     # -- the arithmetic (under `_lock`) --------------------------------------------------------
     def _ratio(self) -> float:
         est, used = self._cells[_EST_PROMPT], self._cells[_USED_PROMPT]
-        return min(4.0, max(0.25, used / est)) if est > 0 and used > 0 else 1.0
+        # The mean ratio, 1% high: a provider rounds each request's count up, the mean does not.
+        return min(4.0, max(0.25, used / est * 1.01)) if est > 0 and used > 0 else 1.0
 
     def _set_capacity(self, base: int, limit: float, now: float) -> None:
         policy = self.policy_limits[0 if base == _REQ else 1]
