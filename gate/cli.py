@@ -280,14 +280,19 @@ def _calibrate_flags(parser: argparse.ArgumentParser) -> None:
     _policy_flag(parser)
     _records_flag(parser, "runs to measure: each a `gate run --out` directory or its records.jsonl")
     _path_flag(parser, "--causes", "classified disagreements: JSONL or CSV case_id,cause")
-    _path_flag(parser, "--out", "the output directory", Path("gate-calibration"))
+    _path_flag(
+        parser,
+        "--out",
+        "write calibration.json, .md and .svg here (default gate-calibration/)",
+        Path("gate-calibration"),
+    )
 
 
 def _compare_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, type=Path, help="the base run's --out directory or records.jsonl")
     parser.add_argument("--head", required=True, type=Path, help="the head run's --out directory or records.jsonl")
     _path_flag(parser, "--policy", "mark transitions in critical slices (max_false_passes 0)")
-    _path_flag(parser, "--out", "write compare.json and compare.md here", Path("gate-compare"))
+    _path_flag(parser, "--out", "write compare.json and compare.md here (default gate-compare/)", Path("gate-compare"))
 
 
 def _publish_flags(parser: argparse.ArgumentParser) -> None:

@@ -145,6 +145,9 @@ def test_each_help_page_fits_100_columns_has_examples_and_its_own_exit_codes(
     for name in ("run", "decide", "merge"):
         rows = {row[0].split()[0]: " ".join(line.strip() for line in row) for row in _exit_rows(pages[name])}
         assert "input_contract" in rows["1"] and "case" not in rows["2"], rows
+    # Where a command writes when --out is not given is said (a newcomer looks for the files).
+    for name, default in (("run", "gate-out/"), ("calibrate", "gate-calibration/"), ("compare", "gate-compare/")):
+        assert f"(default {default})" in " ".join(pages[name].split()), name
 
 
 # --- 4. a shard says it is one ---------------------------------------------------------------
@@ -181,6 +184,9 @@ def test_a_max_cost_above_the_policys_says_the_lower_boundary_applies(runs: Runs
     assert result(runs.failed)["limits"]["max_total_cost"] == 1
     code, screen, _ = _run("decide", "--policy", runs.policy, "--records", runs.failed, "--max-cost", "0.5")
     assert code == 1 and "--max-cost" not in screen  # a lower one is simply the boundary
+    # The dry run, where a newcomer tries the flag first, says it too.
+    code, plan, _ = _run("run", "--policy", runs.policy, "--dry-run", "--max-cost", "50", "--out", tmp_path / "d")
+    assert code == 0 and said in plan and "boundary 1 USD" in plan
 
 
 # --- 6. paths from the working directory ----------------------------------------------------
@@ -198,6 +204,19 @@ def test_a_broken_case_is_named_from_the_working_directory(
     monkeypatch.chdir(tmp_path / "mypol")
     assert gate("validate", "--policy", "policy.yaml") == 1
     assert f" cases.jsonl:{len(broken)}" in capsys.readouterr().out
+
+
+def test_a_mistyped_lane_or_run_names_what_was_typed_and_what_to_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_suite(tmp_path / "mypol", CASES)
+    monkeypatch.chdir(tmp_path)
+    assert gate("run", "--policy", "mypol/policy.yaml", "--lane", "nope", "--dry-run") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: mypol/policy.yaml: lane 'nope' is not defined") and str(tmp_path) not in err
+    assert gate("decide", "--policy", "mypol/policy.yaml", "--records", "gate-ot") == 2
+    err = capsys.readouterr().err
+    assert "gate-ot: the records file does not exist; fix: pass a run's --out directory or its records.jsonl" in err
 
 
 # --- 7. after a failed run -------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import IO
 
-from gate.judge.cost import boundary, judgment_typical, judgment_upper_bound
+from gate.judge.cost import boundary, judgment_typical, judgment_upper_bound, max_cost_notes
 from gate.measure.trend_lane import trend_cases
 from gate.model.escape import log_text
 from gate.model.policy import LoadedPolicy
@@ -40,6 +40,8 @@ def print_plan(
         f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur} (every judgment using all "
         f"{ev.retries.max_attempts} attempts); boundary {limit:g} {cur}\n"
     )
+    for note in max_cost_notes(loaded, max_cost):  # a higher --max-cost is said here too, never ignored
+        out.write(f"  {note}\n")
     if upper > limit:
         fit, acc = 0, 0.0
         for c in scheduled:

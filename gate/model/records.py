@@ -214,7 +214,7 @@ def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]
     except FileProblem as exc:
         if "does not exist" in exc.message:
             raise RecordsError(
-                f"{path}: the records file does not exist; fix: pass the records.jsonl of a run"
+                f"{path}: the records file does not exist; fix: pass a run's --out directory or its records.jsonl"
             ) from None
         raise RecordsError(exc.message) from None
     if not text.strip():

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
+from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.supersede import superseded_ids
 
@@ -48,7 +49,7 @@ def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str) -> Plan:
     policy = loaded.policy
     if lane not in policy.lanes:
         raise LaneError(
-            f"{loaded.path}: lane {lane!r} is not defined under `lanes:` (defined: {', '.join(sorted(policy.lanes))}); "
+            f"{shown_path(loaded.path)}: lane {lane!r} is not defined under `lanes:` (defined: {', '.join(sorted(policy.lanes))}); "
             f"fix: pass --lane with one of those, or add `lanes.{lane}` to the policy"
         )
     spec = policy.lanes[lane]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,11 @@ def run_calibrate(
     return CalibrationOutput(data=data, out_dir=out_dir)
 
 
+def _paragraph(text: str) -> str:
+    """A long line of the summary, wrapped to the 100 columns the table fits, continued indented."""
+    return textwrap.fill(text, 100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) + "\n"
+
+
 def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
     """A few lines for the terminal; calibration.md has the rest."""
     d = result.data
@@ -189,11 +195,13 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
                 f"{show(cur['max_false_fails'])})\n"
             )
     for note in d.get("notes", []):
-        out.write(f"note: {note}\n")
+        out.write(_paragraph(f"note: {note}"))
     out.write(
-        f"judge measured: config_sha256 {d['config_sha256'][:12]} ({d['config']['evaluator_model']} at "
-        f"{d['config']['provider_settings']['base_url_host'] or 'an unrecorded host'}), calibrated_at "
-        f"{d['calibrated_at']}; a lane with require_calibration gates only with this judge (commit calibration.json "
-        "where the policy's calibration.file points)\n"
+        _paragraph(
+            f"judge measured: config_sha256 {d['config_sha256'][:12]} ({d['config']['evaluator_model']} at "
+            f"{d['config']['provider_settings']['base_url_host'] or 'an unrecorded host'}), calibrated_at "
+            f"{d['calibrated_at']}; a lane with require_calibration gates only with this judge (commit "
+            "calibration.json where the policy's calibration.file points)"
+        )
     )
     out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")
