@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,6 +74,23 @@ def test_terminal_output_has_colour_and_never_interprets_case_text(failed_run: t
     assert plain.splitlines()[0].startswith("quality_failed (exit 1)")
     assert "[bold red]FORGED[/bold red]" in plain  # rich markup in a reason is text, not style
     assert "\x1b[31mred" not in raw  # the reason's own escape never reaches the terminal
+
+
+def test_the_files_a_run_wrote_stay_in_their_column_at_100_columns(
+    failed_run: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A release run's out dir also holds certification-entry.json, whose note is the longest.
+    out = tmp_path / "gate-out-release"
+    shutil.copytree(failed_run[1], out)
+    (out / "certification-entry.json").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, color_system=None, width=100, markup=False)
+    print_outcome(load_result(out / "result.json"), out, console)
+    files = buf.getvalue().split("\nFiles\n", 1)[1].splitlines()
+    assert files[0].startswith("  gate-out-release/result.json ")
+    assert "  gate-out-release/certification-entry.json  append to the certification ledger" in buf.getvalue()
+    assert all(line.startswith("  ") and len(line) <= 100 for line in files), files
 
 
 def test_make_console_is_plain_for_a_pipe() -> None:

@@ -254,8 +254,16 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console, policy
         written = [(shown_path(out_dir / name), what) for name, what in OUTPUT_NOTES if (out_dir / name).exists()]
         width = max((len(path) for path, _ in written), default=0)
         console.print(Text("Files", style="bold"))
+        if not console.is_terminal:  # a log line stays one line
+            for path, what in written:
+                console.print(Text.assemble("  ", (log_text(path), "cyan"), " " * (width - len(path) + 2), what))
+            return
+        grid = Table.grid(padding=(0, 2, 0, 0))  # a wrapped description hangs under itself, not the path
+        grid.add_column(no_wrap=True)
+        grid.add_column()
         for path, what in written:
-            console.print(Text.assemble("  ", (log_text(path), "cyan"), " " * (width - len(path) + 2), what))
+            grid.add_row(Text.assemble("  ", (log_text(path), "cyan")), what)
+        console.print(grid)
 
 
 def print_findings(findings: Sequence[Mapping[str, Any]], console: Console, header: Text | None = None) -> None:
