@@ -255,6 +255,18 @@ def test_next_steps_follow_the_blockers_and_a_missing_key_says_export(
     assert "Next steps" not in passed
 
 
+def test_after_a_failed_control_the_next_steps_point_at_the_judge_and_offer_no_override(tmp_path: Path) -> None:
+    with FakeOpenAI() as fake:
+        fake.script("ctl-negative", reply("pass", "Looks right to me."))  # a negative control passed
+        policy = write_suite(tmp_path / "s", CASES, evaluator={"base_url": fake.base_url})
+        code, screen, _ = _run("run", "--policy", policy, "--out", tmp_path / "out", "--no-cache")
+    assert code == 1 and "control_failed" in screen
+    steps = " ".join(screen[screen.index("Next steps") :].split())
+    assert "A control failed: the judge got a case with a known answer wrong" in steps
+    assert "no override waives a control" in steps and "overrides:" not in steps  # none could waive it
+    assert "fix the product" not in steps
+
+
 # --- 8. progress -----------------------------------------------------------------------------
 
 

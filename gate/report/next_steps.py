@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gate.model.overrides import WAIVABLE
+
 if TYPE_CHECKING:
     from gate.model.result import Result
 
@@ -39,7 +41,16 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
     """The steps for this result's blockers, most telling first; none when nothing blocks."""
     kinds = {b.kind for b in result.blockers}
     steps: list[str] = []
-    if kinds & VERDICT_KINDS:
+    if "control_failed" in kinds:
+        # A control's answer and label are known: the judge missed it, not the product, and no other
+        # verdict counts until the controls separate. No override waives it.
+        steps += [
+            "A control failed: the judge got a case with a known answer wrong, so fix the judge (its prompt, "
+            "model or provider settings), not the product, and run again; no override waives a control.",
+            f"`gate calibrate --policy {policy} --records {out}`: how often this judge disagrees with people, "
+            "per slice.",
+        ]
+    elif kinds & VERDICT_KINDS:
         steps += [
             "Judge or product? Read the judge's reason on each case above: if the answer is wrong, fix the "
             "product; if the reason is wrong, the judge is.",
@@ -48,9 +59,12 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
             "the judge).",
             f"`gate calibrate --policy {policy} --records {out}`: how often this judge disagrees with people, "
             "per slice.",
-            "A judge error people accept: an entry under the policy's `overrides:` (approver, expiry), then "
-            f"`gate decide --policy {policy} --records {out}` decides again without a model call.",
         ]
+        if kinds & set(WAIVABLE):
+            steps.append(
+                "A judge error people accept: an entry under the policy's `overrides:` (approver, expiry), then "
+                f"`gate decide --policy {policy} --records {out}` decides again without a model call."
+            )
     if kinds & CALIBRATION_KINDS:
         steps.append(
             f"Calibrate this judge: `gate run --policy {policy} --lane calibration --out gate-out-calibration`, "
