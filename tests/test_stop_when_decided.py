@@ -206,6 +206,16 @@ def test_refused_on_a_lane_that_must_be_measured_whole(
     assert "lanes.release.stop_when_decided" in err and partition in err and "Traceback" not in err
 
 
+def test_the_dry_run_says_the_lane_may_stop_early(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = suite_with(tmp_path, fake, [case("c-ok"), *general(3)])
+    for lane, said in (("pr", True), ("full", False)):
+        assert gate("run", "--policy", policy, "--lane", lane, "--dry-run", "--out", tmp_path / lane) == 0
+        assert ("stop_when_decided: once no remaining outcome" in capsys.readouterr().out) is said, lane
+    assert fake.count() == 0
+
+
 def test_the_example_pr_lane_stops_when_decided() -> None:
     import yaml
 

@@ -40,6 +40,11 @@ def print_plan(
         f"  estimated cost: ~{typical:.4f} {cur} typical, at most {upper:.4f} {cur} (every judgment using all "
         f"{ev.retries.max_attempts} attempts); boundary {limit:g} {cur}\n"
     )
+    if loaded.policy.lanes[plan.lane].stop_when_decided:  # the judgments above are the most it sends
+        out.write(
+            "  stop_when_decided: once no remaining outcome can change a quality_failed verdict, scheduling "
+            "stops and the cases left are not needed (paid: fewer)\n"
+        )
     for note in max_cost_notes(loaded, max_cost):  # a higher --max-cost is said here too, never ignored
         out.write(f"  {note}\n")
     if upper > limit:
