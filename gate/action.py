@@ -341,7 +341,7 @@ def run_gate(ctx: ActionContext) -> int:
             return _report_failure(ctx, exc)
         if decision.result is not None:
             print_outcome(decision.result, ctx.out_dir, make_console(sys.stdout), ctx.policy)  # as `gate run`
-    return decision.state.exit_code
+    return exit_state(None, decision.state)[1]
 
 
 def _report_failure(ctx: ActionContext, exc: BaseException) -> int:

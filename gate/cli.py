@@ -22,7 +22,7 @@ from gate import __version__
 from gate.model.errors import UsageError
 from gate.model.escape import log_text
 from gate.model.process import exit_process, gc_paused, guarded_output, without_pydantic_plugins
-from gate.model.states import Finding, State, blocking_findings
+from gate.model.states import Finding, State, blocking_findings, exit_state
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -519,7 +519,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             format_findings_text(blocking, sys.stdout)
         return 1 if blocking else 0
     _print_outcome(decision.result, args.out, args.format, args.policy)
-    return decision.state.exit_code
+    return exit_state(None, decision.state)[1]
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
@@ -532,7 +532,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
     with _stdout_for(args.format):
         decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost, out_dir=args.out)
     _print_outcome(decision.result, args.out, args.format, args.policy)
-    return decision.state.exit_code
+    return exit_state(None, decision.state)[1]
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -541,7 +541,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     with _stdout_for(args.format):
         merged = merge_into(args.policy, args.shards, args.out)
     _print_outcome(merged.decision.result, args.out, args.format, args.policy)
-    return merged.decision.state.exit_code
+    return exit_state(None, merged.decision.state)[1]
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

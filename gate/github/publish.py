@@ -18,7 +18,7 @@ from gate.github.client import DEFAULT_API_URL, ClientOptions, publish
 from gate.model.escape import log_text
 from gate.model.result import Result, ResultProblem
 from gate.model.result import load_result as load_result_file
-from gate.model.states import USAGE_ERROR_EXIT, State
+from gate.model.states import USAGE_ERROR_EXIT, State, exit_state
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def load_result(result_dir: Path) -> Result:
 
 def state_exit_code(result: Result) -> int:
     """The code of the result's state (SPEC section 2), never a stored `exit_code` that disagrees."""
-    return State(result.state).exit_code
+    return exit_state(None, State(result.state))[1]
 
 
 def read_event(env: Mapping[str, str]) -> tuple[str | None, int | None]:
