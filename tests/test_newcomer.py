@@ -267,6 +267,21 @@ def test_after_a_failed_control_the_next_steps_point_at_the_judge_and_offer_no_o
     assert "fix the product" not in steps
 
 
+def test_after_provider_errors_the_next_steps_say_where_to_look_and_to_resume(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on: every attempt is a connection error
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    policy = write_suite(tmp_path / "s", CASES, evaluator={"base_url": closed, "timeout_s": 2})
+    code, screen, _ = _run("run", "--policy", policy, "--out", tmp_path / "out", "--no-cache")
+    assert code == 3 and "control_error" in screen
+    steps = " ".join(screen[screen.index("Next steps") :].split())
+    assert "never the product's" in steps and "check the evaluator's base_url and key" in steps
+    assert "--resume judges only what is missing" in steps
+    assert "gate calibrate" not in steps and "overrides:" not in steps  # no verdict to question
+
+
 # --- 8. progress -----------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ VERDICT_KINDS = frozenset(
 RESUMABLE_KINDS = frozenset(
     {
         "evaluator_errors",
+        "control_error",
         "budget_exhausted",
         "unrun_cases",
         "internal_error",
@@ -32,6 +33,8 @@ RESUMABLE_KINDS = frozenset(
 )
 # The lane requires a calibrated judge (SPEC 17) and this one is not, or no longer, or not well enough.
 CALIBRATION_KINDS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
+# Judgments that ended in an error: the provider or the reply failed, never the product.
+ERROR_KINDS = frozenset({"evaluator_errors", "control_error"})
 GOLD_SET_KINDS = frozenset(
     {"input_contract", "unknown_slice", "partition_leak", "control_missing", "missing_evidence", "label_conflict"}
 )
@@ -73,6 +76,12 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
         )
     if "missing_credentials" in kinds:
         steps.append("Provide the judge's key (see the blocker), then run again: nothing was spent.")
+    if kinds & ERROR_KINDS:
+        steps.append(
+            "Errors are the provider's or the reply's, never the product's: each case's error kind says which "
+            "(connection, timeout or auth: check the evaluator's base_url and key; rate_limit: lower "
+            "max_concurrency or set evaluator.rate_limit; parse_error or invalid_label: the prompt or the model)."
+        )
     if kinds & RESUMABLE_KINDS:
         steps.append(
             f"`gate run --policy {policy} --out {out} --resume` judges only what is missing; nothing paid is paid "
