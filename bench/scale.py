@@ -1,4 +1,4 @@
-"""Benchmark: scale. Every figure is a ratio measured side by side in one run (SPEC 12, issue 12).
+"""Benchmark: scale. Every figure is a ratio measured side by side in one run (issue 12).
 
 1. throughput: at each N and concurrency C (latency 100 ms at the fake provider, a separate
    process), the bare `DiscreteMetric.ascore` loop, `gate run` in one process, and `gate run` on

@@ -15,11 +15,11 @@ What it does, in order:
    `result-path`, `cost`, `unrun-case-ids` to `$GITHUB_OUTPUT` (heredoc form, random delimiters).
 
 The state published (the check run, the outputs `state` and `exit-code`) is the most severe of
-the run's exit code and result.json's state (`gate.model.states.exit_state`, SPEC 14): a run that
+the run's exit code and result.json's state (`gate.model.states.exit_state`): a run that
 exited 3 is never published as `passed`. The step's exit status: 1 when that state is listed in
-`fail-on` (default: every state but `passed`), else 0. The state's own exit code (0, 1, 3 or 4:
-SPEC section 2) is the `exit-code` output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2; an
-internal error of the Action itself exits 3 with a one-paragraph `::error::` (SPEC section 8).
+`fail-on` (default: every state but `passed`), else 0. The state's own exit code (0, 1, 3 or
+4) is the `exit-code` output. A usage error (bad input, invalid policy) or a run that left no result.json exits 2; an
+internal error of the Action itself exits 3 with a one-paragraph `::error::`.
 """
 
 from __future__ import annotations
@@ -504,7 +504,7 @@ def configure_logging(env: Mapping[str, str]) -> None:
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     without_pydantic_plugins()  # as `gate.cli.main`: no plugin scan
-    with guarded_output():  # untrusted text never forms a workflow command; ours pass (SPEC 14)
+    with guarded_output():  # untrusted text never forms a workflow command; ours pass
         configure_logging(env)
         try:
             return _main(env)

@@ -557,7 +557,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     comparison = compare_paths(args.base, args.head, args.policy)
     markdown = render_compare(comparison)
-    # An unwritable --out is an unexpected error (SPEC 8): `main` reports it and exits 3.
+    # An unwritable --out is an unexpected error: `main` reports it and exits 3.
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "compare.json").write_text(json.dumps(comparison.to_dict(), indent=2) + "\n", encoding="utf-8")
     (args.out / "compare.md").write_text(markdown, encoding="utf-8")
@@ -617,13 +617,13 @@ def report_failure(args: argparse.Namespace | None, exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     without_pydantic_plugins()  # the gate's own models want none (tens of ms of every start)
-    with guarded_output():  # no line this command prints is a workflow command (SPEC 14)
+    with guarded_output():  # no line this command prints is a workflow command
         args: argparse.Namespace | None = None
         try:
             args = build_parser().parse_args(argv)
             return COMMANDS[args.command](args)
         except (Exception, KeyboardInterrupt) as exc:
-            # a bug or a broken install is never a verdict (SPEC section 8)
+            # a bug or a broken install is never a verdict
             return report_failure(args, exc)
 
 

@@ -1,6 +1,6 @@
 """`make migration-check`: the staged diagnosis after a ragas, instructor, openai or prompt upgrade.
 
-Seed guide, "Handle Ragas API Migration Safely": library behaviour first, judge behaviour after.
+Handling a Ragas API migration safely: library behaviour first, judge behaviour after.
 1. Deterministic checks: the ragas import contract pinned to the lock (import, constructor,
    placeholders, MetricResult, allowed labels, saved configuration, async path) and every stored
    records/result schema version (tests/test_ragas_contract.py, tests/test_schema_versions.py).
@@ -39,7 +39,7 @@ from gate.cli import main as gate_main  # noqa: E402
 
 BASELINE = ROOT / "tests" / "fixtures" / "migration" / "example-pr"
 BASELINE_FILES = ("records.jsonl", "result.json", "rollback.json")
-# What each first divergence means for a migration (the seed's staged reading).
+# What each first divergence means for a migration (the staged reading).
 READING = {
     "none": "same rendered inputs and configuration, another verdict: evaluator behaviour (judge stability)",
     "ragas_version": "only the library moved: inspect imports, placeholders, result types, allowed values",

@@ -6,7 +6,7 @@ shard, the checks, the certification, the findings of its inputs and of its own 
 a section on its own. A new lane plugs in by adding to the evidence: a `Finding` (a blocker of
 its kind, through gate/model/states.py), a note, or a section of result.json (`sections`,
 validated by gate/model/result.py). `read_out_dir` reads the evidence a run left in a directory,
-so `gate decide`, `gate merge` and the crash path see what the run saw (SPEC 14).
+so `gate decide`, `gate merge` and the crash path see what the run saw.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def assemble(ev: RunEvidence) -> Decision:
 
 
 def _bill(ev: RunEvidence, currency: str) -> dict[str, Any]:
-    """Every verdict attempt paid for this evidence (SPEC 14): the records of every case, in the lane
+    """Every verdict attempt paid for this evidence: the records of every case, in the lane
     or not (those outside it listed in `outside_lane`), and the journal's unrecorded attempts."""
     in_lane = {c.case_id: c.slice for c in ev.plan.eligible}
     known = {c.case_id: c.slice for c in ev.dataset.cases}

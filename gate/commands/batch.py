@@ -637,7 +637,7 @@ def _decided(lane: _Lane, records: list[Record], extra: list[Finding], bf: Batch
         collected=bf.collected_at is not None,
     )
     ev = _evidence(lane, earlier, got, checks)
-    # Beside the run's own sections (the judge's calibration, SPEC 17), never instead of them.
+    # Beside the run's own sections (the judge's calibration), never instead of them.
     ev = dataclasses.replace(
         ev, batch_reserved=bf.reserved_cost, sections={**ev.sections, "batch": section.model_dump(exclude_unset=True)}
     )

@@ -1,7 +1,7 @@
 """What the gate does when it crashes: one paragraph, exit 3, and a result that claims no verdict.
 
-An unexpected exception (a bug, a broken install) is never `quality_failed` nor `passed`
-(SPEC section 8): the message says what failed and where, without a traceback unless
+An unexpected exception (a bug, a broken install) is never `quality_failed` nor `passed`:
+the message says what failed and where, without a traceback unless
 `GATE_DEBUG=1`; `gate run` and `gate decide --out` still write a result.json whose
 `internal_error` blocker (evaluation_incomplete) lists the cases left without a judgment.
 """

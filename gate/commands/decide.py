@@ -77,7 +77,7 @@ def evidence_of_records(
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
     cert_findings = certification.findings if certification is not None else []
-    # SPEC 17 on recorded judgments: the judge they were made by (the records' provider host).
+    # Calibration on recorded judgments: the judge they were made by (the records' provider host).
     judge = certify.recorded_judge(loaded, records)
     calibration = requirement.check_calibration(loaded, lane, judge, lineage.ragas_version, today)
     cal_findings, cal_sections = requirement.evidence(calibration)

@@ -69,7 +69,7 @@ def print_plan(
         out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
     elif not has_key:
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
-    for f in findings:  # SPEC 17: known before any call; the run would judge, but could not pass
+    for f in findings:  # Known before any call; the run would judge, but could not pass
         if f.kind in JUDGE_CALIBRATION_BLOCKERS:
             out.write(f"  cannot pass ({f.kind}, review_required): {log_text(f.message)}\n")
     out.write("  order:\n")

@@ -1,4 +1,4 @@
-"""`gate merge`: one decision from the outputs of `gate run --shard I/N` (SPEC 12).
+"""`gate merge`: one decision from the outputs of `gate run --shard I/N`.
 
 The merged outputs are those of `gate decide` on every shard's records, so a matrix of shards
 decides exactly as one run would. Shards of different configurations, or two of one index, are

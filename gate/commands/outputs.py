@@ -2,7 +2,7 @@
 
 Each file is written atomically (a temporary file replaced into place), so a partial file is never
 read as an output. result.json is written last so that it can say when another output failed
-(blocker `output_write_failed`, SPEC 14); a result.json that cannot be written is an
+(blocker `output_write_failed`); a result.json that cannot be written is an
 `OutputWriteError` naming every file that failed.
 """
 
@@ -40,8 +40,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None) -> Decision:
     """Write the reports, then result.json last (atomically); the decision result.json holds.
 
-    When a report, the ledger line or the rollback bundle cannot be written, result.json says so
-    (SPEC 14): `redo` assembles the decision again with blocker `output_write_failed` naming the
+    When a report, the ledger line or the rollback bundle cannot be written, result.json says so:
+    `redo` assembles the decision again with blocker `output_write_failed` naming the
     files (evaluation_incomplete, exit 3). Only a result.json that cannot be written raises
     OutputWriteError (naming every file that failed)."""
     result = decision.result

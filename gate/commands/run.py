@@ -173,7 +173,7 @@ def _prepare(
     certification = certify.assess(loaded, plan, judge, installed_version("ragas") or "")
     if certification is not None:
         findings = [*findings, *certification.findings]
-    # SPEC 17: was this very judge measured against people? Known now; the lane still runs.
+    # Was this very judge measured against people? Known now; the lane still runs.
     calibration = requirement.check_calibration(loaded, opts.lane, judge, installed_version("ragas") or "", clock())
     if calibration is not None:
         findings = [*findings, *calibration.findings]
@@ -259,7 +259,7 @@ class _Gathered:
     trend_records: list[Record] = field(default_factory=list)
     failure: Finding | None = None  # the run's own failure (outputs not writable, a bug)
     journal: AttemptJournal | None = None
-    # Journaled attempts of cases no longer in the dataset: billed (SPEC 14), never a verdict.
+    # Journaled attempts of cases no longer in the dataset: billed, never a verdict.
     unrecorded: list[Unrecorded] = field(default_factory=list)
 
     def output_failed(self, path: Path, exc: OSError) -> None:
@@ -448,7 +448,7 @@ def _make_runner(
 
 
 def _stop_rule(lane: _Lane, workers: int) -> StopWhenDecided | None:
-    """The lane's `stop_when_decided` (SPEC 15), or None when it judges every case."""
+    """The lane's `stop_when_decided`, or None when it judges every case."""
     if not settled.stops_when_decided(lane.loaded, lane.plan):
         return None
     hopeless = functools.partial(

@@ -68,7 +68,7 @@ def exit_on_error(
 
     Bad input is a usage error (2); a failed write, an interruption or a bug is never a verdict (3).
     An interruption or a bug of a command that writes a result (`write_result`, e.g. `gate run`)
-    still writes one (gate.commands.crash), its blocker naming the cases left unjudged (SPEC 14).
+    still writes one (gate.commands.crash), its blocker naming the cases left unjudged.
     """
     from gate.commands import crash
 

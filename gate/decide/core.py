@@ -50,7 +50,7 @@ def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
         # Sent but never answered (timeout, dropped, interrupted): no usage was reported, so they
         # add nothing to `total`, but a provider may still bill them.
         "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
-        # Answered without `usage` (SPEC 8): each keeps its whole reservation as spent.
+        # Answered without `usage`: each keeps its whole reservation as spent.
         "usage_missing": sum(1 for r in records for a in r.attempts if a.usage_missing),
         # What the cost boundary counted: `total` plus the reservations kept for the two kinds above.
         "budget_spent": total + sum(a.held for r in records for a in r.attempts),
@@ -117,7 +117,7 @@ def decide(
 
 def slice_tallies(ev: Evidence) -> dict[str, dict[str, int | None]]:
     """Per slice (the policy's and any a case names): outcomes of non-control cases, and the limits
-    the policy applied to it (SPEC 14: `gate compare` marks critical slices from them)."""
+    the policy applied to it (`gate compare` marks critical slices from them)."""
     policy = ev.policy
     slices: dict[str, dict[str, int]] = {}
     for name in sorted({*policy.slices, *(o.case.slice for o in ev.outcomes if not o.case.is_control)}):
@@ -168,7 +168,7 @@ def _assemble_result(
     blockers: Sequence[Finding],
     waived: list[dict[str, Any]],
 ) -> Result:
-    """result.json (SPEC section 5) from the evidence and the blockers left after overrides."""
+    """result.json from the evidence and the blockers left after overrides."""
     policy, outcomes = ev.policy, ev.outcomes
     failed_controls = control_failures(ev)
     price = policy.evaluator.price
@@ -183,7 +183,7 @@ def _assemble_result(
         "counts": case_counts(ev),
         "unrun_case_ids": [o.case.case_id for o in outcomes if o.bucket == "unrun"],
         "slices": slice_tallies(ev),
-        # ok only when every control was judged and matched its label (SPEC 14)
+        # ok only when every control was judged and matched its label
         "controls": {"ok": not failed_controls and not unjudged_controls(ev), "failures": failed_controls},
         "cost": cost_summary(ev.records, price.currency if price else "USD"),
         "lineage": lineage.to_dict(),

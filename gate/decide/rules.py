@@ -73,7 +73,7 @@ def unjudged_controls(ev: Evidence) -> list[CaseOutcome]:
 
 
 def control_errors(ev: Evidence) -> tuple[Finding, ...]:
-    """Blocker `control_error` (SPEC 14) for each unjudged control no other blocker explains (no key,
+    """Blocker `control_error` for each unjudged control no other blocker explains (no key,
     stale records, a missing shard, deterministic checks that stopped the run)."""
     ids = _control_error_ids(ev)
     if not ids:

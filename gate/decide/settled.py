@@ -1,4 +1,4 @@
-"""`stop_when_decided` (SPEC 15): is `quality_failed` already certain, whatever is still to come?
+"""`stop_when_decided`: is `quality_failed` already certain, whatever is still to come?
 
 The question is asked with the decision's own rules, never a second decider: every judgment still
 to come is taken to come back the way its human label says (the most favourable completion: no

@@ -1,6 +1,6 @@
 """Publish a gate result to GitHub with PyGithub: one check run and one sticky PR comment.
 
-Rules (SPEC sections 2 and 8):
+Rules:
 - one check run per publish, named `ragas-gate / <policy_id>`, on the head SHA, with the
   conclusion of the result's state; annotations at most 50 per request (the rest appended by PATCH);
 - one sticky PR comment, found by the hidden marker `<!-- ragas-gate:<policy_id> -->` as its first
@@ -48,7 +48,7 @@ COMMENT_TRIM_HINT = "the full report is in the workflow run's `ragas-gate` artif
 def carries_marker(body: str | None, marker: str) -> bool:
     """Whether a comment is the sticky one: the marker must be its whole first line.
 
-    Case text could carry a forged marker somewhere in a report (SPEC 8): only the fixed place,
+    Case text could carry a forged marker somewhere in a report: only the fixed place,
     which the gate alone writes, counts.
     """
     return (body or "").split("\n", 1)[0].rstrip("\r") == marker

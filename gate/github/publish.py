@@ -43,7 +43,7 @@ def load_result(result_dir: Path) -> Result:
 
 
 def state_exit_code(result: Result) -> int:
-    """The code of the result's state (SPEC section 2), never a stored `exit_code` that disagrees."""
+    """The code of the result's state, never a stored `exit_code` that disagrees."""
     return exit_state(None, State(result.state))[1]
 
 

@@ -1,5 +1,5 @@
 """One pacer per run: every request of every concurrent judgment waits here until it fits the
-provider's rate limits (SPEC section 15).
+provider's rate limits.
 
 The provider's windows are two token buckets, one of requests and one of tokens, each with a
 capacity (the per-minute limit) refilled at capacity / 60 per second. They are learned from:

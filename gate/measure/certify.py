@@ -1,4 +1,4 @@
-"""Certification (SPEC 10, 14): a held-out case certifies one configuration, once.
+"""Certification: a held-out case certifies one configuration, once.
 
 `config_sha256` hashes everything that makes the judge; `held_out_sha256` hashes the lane's
 canonical held-out cases, and `held_out_cases` names each one by `sha256(case_id + "\n" +
@@ -52,19 +52,19 @@ class LedgerEntry(BaseModel):
     state: str = ""
     date: str = ""
     gate_version: str = ""
-    held_out_cases: list[str] = []  # absent in entries written before SPEC 14
+    held_out_cases: list[str] = []  # absent in entries written before issue 19
 
 
 def config_sha256(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> str:
     """The judge's identity for certification: the run's configuration fingerprint (`gate.model.fingerprint`:
     prompt text, metric name and version, allowed values, label aliases, evaluator model, sampling,
-    ragas version) taken with the base URL's host only, plus `repeats` (SPEC 10's list)."""
+    ragas version) taken with the base URL's host only, plus `repeats` (the certification list)."""
     host_only = replace(JudgeConfig.of(loaded, "", ragas_version), base_url=judge.base_url_host)
     return sha256_hex(canonical_json({"judge": host_only.fingerprint, "repeats": judge.sampling.repeats}))
 
 
 def config_components(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version: str) -> dict[str, Any]:
-    """What `config_sha256` covers, component by component in SPEC 11's order (the metric's name and
+    """What `config_sha256` covers, component by component in the comparison order (the metric's name and
     version stand where a case's rubric version does), so a mismatch can name what moved first."""
     p = loaded.policy
     return {
@@ -81,7 +81,7 @@ def config_components(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version:
 def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> JudgeSettings:
     """The judge settings of recorded judgments: the policy's, with the provider host the records
     were made with; the policy's own when no record names one; never this shell's environment
-    (SPEC 14: no provider environment is read where no call is made)."""
+    (no provider environment is read where no call is made)."""
     judge = JudgeSettings.of(loaded, loaded.policy.evaluator.base_url or "")
     host = next((r.base_url_host for r in records if r.base_url_host), None)
     return judge if host is None else replace(judge, base_url_host=host)
@@ -238,7 +238,7 @@ def assess_records(
 ) -> Certification | None:
     """`assess` for recorded judgments (`gate decide`, `gate merge`): the configuration that made
     them, so the provider host comes from the records (or the policy), never from this shell's
-    environment (SPEC 14)."""
+    environment."""
     return assess(loaded, plan, recorded_judge(loaded, records), ragas_version)
 
 

@@ -1,9 +1,9 @@
-"""`gate compare` (SPEC 11): verdict transitions between two runs and the first diverging artifact.
+"""`gate compare`: verdict transitions between two runs and the first diverging artifact.
 
 Pure over records: `compare_runs(base, head, critical_slices)` takes two loaded runs and returns
 a frozen `Comparison`; `load_run` is the only I/O. No model call, no ragas import.
 
-The walk follows the seed guide's order ("Debug the First Diverging Artifact"): what people
+The walk follows the order of a debugging walk (the first diverging artifact): what people
 decided, then what the judge was shown, then how it was asked, then what read its answer. A step
 an older record cannot answer is `unknown`; when an unknown step comes before the first known
 difference, `first_divergence` is `unknown` (a later difference would be a guess), and
@@ -182,7 +182,7 @@ def compare_paths(base: Path, head: Path, policy: Path | None) -> Comparison:
 
 
 def applied_critical_slices(*runs: Run) -> tuple[str, ...] | None:
-    """The critical slices by the limits the first of `runs` with a result.json applied (SPEC 14:
+    """The critical slices by the limits the first of `runs` with a result.json applied (
     `slices.<s>.max_false_passes`); None when none says (records only, or an older result)."""
     for run in runs:
         slices = run.result.slices if run.result is not None else {}
@@ -376,7 +376,7 @@ class Divergence:
 
 
 def first_divergence(base: Record | None, head: Record | None) -> Divergence:
-    """The first step in SPEC 11's order at which the two records differ."""
+    """The first step in the comparison order at which the two records differ."""
     if base is None or head is None:
         return Divergence("unknown", (), STEPS)  # a side left the case unrun without a record
     results = {name: check(base, head) for name, check in STEP_CHECKS.items()}

@@ -1,6 +1,6 @@
 """The rollback bundle (rollback.json): what it takes to restore the configuration of a run.
 
-Written beside every result (seed guide, "Calibrate Against Humans and Test Metric Migrations":
+Written beside every result (to calibrate against people and test metric migrations:
 the prior lock file reference, metric definition hash, input renderer version and result
 schema). `gate compare` prints both sides' bundles when they differ. Reads package metadata
 only: ragas is never imported here.

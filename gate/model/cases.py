@@ -84,7 +84,7 @@ class Case(_Strict):
     @field_validator("case_id", "slice")
     @classmethod
     def _safe_name(cls, v: str, info: ValidationInfo) -> str:
-        # Ids and slice names are printed raw in logs, comments, check runs and XML (SPEC 8).
+        # Ids and slice names are printed raw in logs, comments, check runs and XML.
         _name("the case id" if info.field_name == "case_id" else "the slice name", v)
         return v
 

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-# Case ids and slice names (SPEC 8, "Untrusted text"): safe raw in every output format.
+# Case ids and slice names ("Untrusted text"): safe raw in every output format.
 NAME_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 NAME_RULE = "letters, digits and . _ : / - only, 1 to 200 characters"
 _NAME = re.compile(NAME_PATTERN)

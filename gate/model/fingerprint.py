@@ -4,12 +4,12 @@ The judgment cache key, `gate run --resume` (which judgments of an interrupted r
 and `gate decide`'s staleness check (which records are evidence for the policy at hand) all ask
 "was this verdict made by the same judge?". They ask it here, so they can never disagree.
 
-Who compares against what (SPEC 14): the cache and `gate run --resume` against the live judge
+Who compares against what: the cache and `gate run --resume` against the live judge
 (this policy at this base URL); `gate decide`, `gate merge`, `gate compare` and `gate calibrate`
 make no call and read no provider environment, so a record is stale there only when a component
 it recorded differs from the policy's (`policy_components`), or from the configuration most
 records were judged under (`recorded_fingerprint`). `stale_component` names the first such
-component in SPEC 11's order with both values.
+component in the comparison order with both values.
 
 The fingerprint covers: the metric's name and version, the prompt template, the allowed values,
 the label aliases, the evaluator model, the full base URL (scheme, host, port and path: a proxy
@@ -131,7 +131,7 @@ class _Unknown:
 
 UNKNOWN = _Unknown()  # a component an older record (or a policy without a base URL) does not say
 
-# The configuration components a record carries, in SPEC 11's order (`prompt` after the policy and
+# The configuration components a record carries, in the comparison order (`prompt` after the policy and
 # metric that own it); `inputs` is the rendered prompt, compared only by `gate decide`.
 COMPONENTS = (
     "policy_id",

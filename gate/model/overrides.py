@@ -1,4 +1,4 @@
-"""Overrides (SPEC section 8): which blockers a reviewed override may waive, and the one function
+"""Overrides: which blockers a reviewed override may waive, and the one function
 that applies them to the finished blockers of a decision.
 
 An override waives a quality blocker only (a limit, a pair, a label conflict, an abstention, an

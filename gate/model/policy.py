@@ -108,7 +108,7 @@ class Price(Strict):
 
 
 class RateLimit(Strict):
-    """The provider's windows for one that sends no `x-ratelimit-*` headers (SPEC 15)."""
+    """The provider's windows for one that sends no `x-ratelimit-*` headers."""
 
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
@@ -162,9 +162,9 @@ class Limits(Strict):
 class Lane(Strict):
     partitions: list[str] = Field(min_length=1)
     controls: bool = False
-    # SPEC 17: the lane cannot pass unless the policy's `calibration` measured this very judge.
+    # The lane cannot pass unless the policy's `calibration` measured this very judge.
     require_calibration: bool = False
-    # SPEC 15: stop paying once no remaining outcome can change quality_failed (a PR lane's choice).
+    # Stop paying once no remaining outcome can change quality_failed (a PR lane's choice).
     stop_when_decided: bool = False
 
 
@@ -289,13 +289,13 @@ class RecordsPolicy(Strict):
 
 
 class Certification(Strict):
-    """SPEC 10: the ledger of held-out sets already used to certify a configuration."""
+    """The ledger of held-out sets already used to certify a configuration."""
 
     ledger: str = Field(min_length=1)  # JSON Lines, relative to the policy file
 
 
 class CalibrationRequirement(Strict):
-    """SPEC 17: the calibration a lane with `require_calibration` needs (gate/measure/calibrate/requirement.py)."""
+    """The calibration a lane with `require_calibration` needs (gate/measure/calibrate/requirement.py)."""
 
     file: str = Field(min_length=1)  # a calibration.json `gate calibrate` wrote, relative to the policy file
     min_kappa: float | None = Field(default=None, ge=-1, le=1)

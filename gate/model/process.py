@@ -65,7 +65,7 @@ def exit_process(code: int) -> NoReturn:
     sys.exit(code)
 
 
-# ---- the log is not a command channel (SPEC 14) -------------------------------------------------
+# ---- the log is not a command channel -------------------------------------------------
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 

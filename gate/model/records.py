@@ -51,7 +51,7 @@ class Attempt(BaseModel):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     error_kind: RecordErrorKind | None = None
-    # The bill beyond reported usage (SPEC 8 "Budget"): an attempt answered without `usage`, or not
+    # The bill beyond reported usage ("Budget"): an attempt answered without `usage`, or not
     # answered at all, keeps its whole reservation as spent; `held` is that amount.
     usage_missing: bool = False
     held: float = Field(default=0.0, ge=0, allow_inf_nan=False)
@@ -62,7 +62,7 @@ class Attempt(BaseModel):
 
 
 class Sampling(BaseModel):
-    """The evaluator's sampling settings as sent on every request (SPEC 8), and the repeat count."""
+    """The evaluator's sampling settings as sent on every request, and the repeat count."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -98,7 +98,7 @@ class Record(BaseModel):
     metric_version: str = ""
     evaluator_model: str = ""
     ragas_version: str = ""
-    # Lineage beyond SPEC section 6's minimum: enough to tie a line to its policy and dataset.
+    # Lineage beyond the record's minimum: enough to tie a line to its policy and dataset.
     policy_id: str = ""
     policy_version: str = ""
     policy_sha256: str = ""
@@ -108,7 +108,7 @@ class Record(BaseModel):
     lane: str | None = None
     # gate.model.fingerprint: the judge configuration that made this record ("" in older records).
     config_fingerprint: str = ""
-    # SPEC 11 lineage, for `gate compare`. None: written before these fields existed (compare
+    # Lineage, for `gate compare`. None: written before these fields existed (compare
     # reports the step as `unknown`); see docs/SCHEMA.md for the versioning policy.
     gold_sha256: str | None = None
     field_sha256: dict[str, str] | None = None
@@ -282,7 +282,7 @@ def write_records(path: Path, records: Iterable[Record]) -> None:
 
 
 def majority(labels: Sequence[str]) -> str | None:
-    """The label most repeats gave (SPEC 8: the majority counts); None on a tie or no label."""
+    """The label most repeats gave (the majority counts); None on a tie or no label."""
     counts = Counter(labels).most_common()
     if not counts:
         return None

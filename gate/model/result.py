@@ -88,7 +88,7 @@ class SliceTally(Part):
     errors: int
     review: int
     unrun: int
-    # The policy's limits for the slice, as applied (absent before SPEC 14, and for a slice the
+    # The policy's limits for the slice, as applied (absent in results written before issue 19, and for a slice the
     # policy does not name); max_false_fails None: no limit.
     max_false_passes: int | None = None
     max_false_fails: int | None = None
@@ -121,7 +121,7 @@ class Cost(Part):
     rate_limited: int = 0  # attempts answered 429; absent before 2026-12-01
     by_slice: dict[str, Number] = Field(default_factory=dict)
     trend_total: Number | None = None  # the trend's share of `total`, with a trend
-    # Cases billed here (records or journalled attempts of --out) that the lane no longer holds (SPEC 14).
+    # Cases billed here (records or journalled attempts of --out) that the lane no longer holds.
     outside_lane: list[str] | None = None
     # `gate run --batch`: the judgments after the controls were billed at `evaluator.price.batch`;
     # `batch_reserved` is the upper bound the cost boundary held at submission.
@@ -317,7 +317,7 @@ class LedgerEntry(Part):
     state: str
     date: str
     gate_version: str
-    held_out_cases: list[str] | None = None  # absent before SPEC 14: sha256(case_id "\n" gold) each
+    held_out_cases: list[str] | None = None  # absent before issue 19: sha256(case_id "\n" gold) each
 
 
 class Certification(Part):
@@ -327,7 +327,7 @@ class Certification(Part):
     held_out_sha256: str
     ledger: str
     ledger_entry: LedgerEntry | None
-    held_out_cases: list[str] | None = None  # absent before SPEC 14
+    held_out_cases: list[str] | None = None  # absent before issue 19
 
 
 class CalibrationSlice(Part):
@@ -337,7 +337,7 @@ class CalibrationSlice(Part):
 
 
 class JudgeCalibration(Part):
-    """gate.measure.calibrate.requirement.JudgeCalibration.to_result: the judge's calibration (SPEC 17)."""
+    """gate.measure.calibrate.requirement.JudgeCalibration.to_result: the judge's calibration."""
 
     file: str
     ok: bool
@@ -450,7 +450,7 @@ class StoppedEarly(Part):
 
 
 class Result(Part):
-    """result.json (SPEC 5), schema_version 1."""
+    """result.json, schema_version 1."""
 
     schema_version: int
     policy_id: str

@@ -56,18 +56,18 @@ _RANK = {
 USAGE_ERROR_EXIT = 2
 _STATE_OF_EXIT = {code: state for state, code in _EXIT_CODES.items()}
 
-# Blocker kinds SPEC 14 adds (evaluation_incomplete): an output other than result.json could not be
+# Blocker kinds of evaluation_incomplete: an output other than result.json could not be
 # written; a control errored, could not be read, or was not run.
 OUTPUT_WRITE_FAILED = "output_write_failed"
 CONTROL_ERROR = "control_error"
 
-# Finding kinds that stop the run before any model call (SPEC section 8), with `missing_evidence`
+# Finding kinds that stop the run before any model call, with `missing_evidence`
 # under `missing_evidence: block` (its quality_failed form; routed to review it blocks nothing).
 DETERMINISTIC_BLOCKERS = frozenset(
     {"input_contract", "unknown_slice", "partition_leak", "control_missing", "held_out_spent"}
 )
 
-# Findings known before any model call that do not stop it (SPEC 17): the lane runs and reports its
+# Findings known before any model call that do not stop it: the lane runs and reports its
 # verdict, but a judge that was never measured, measured unfit or too long ago cannot make it pass.
 JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
 
@@ -78,7 +78,7 @@ NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed"})
 
 
 def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State | None, int]:
-    """The one exit decision (SPEC 2, 14): the most severe of how the run ended and what its result says.
+    """The one exit decision: the most severe of how the run ended and what its result says.
 
     `run_exit`: the process's code (None when there was no process, e.g. `gate publish`);
     `result_state`: the state result.json holds (None without one). A usage error without a
@@ -95,7 +95,7 @@ def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State 
 
 
 def overall_state(states: list[State]) -> State:
-    """The state that wins under the SPEC's precedence; `passed` when nothing blocks."""
+    """The state that wins under the states' precedence; `passed` when nothing blocks."""
     return max(states, key=lambda s: s.rank, default=State.PASSED)
 
 
@@ -108,7 +108,7 @@ class Finding:
     message: str
     case_ids: tuple[str, ...] = ()
     slice: str | None = None
-    # Where in the inputs it was found ("cases/x.jsonl:12"); shown to people, not part of SPEC.
+    # Where in the inputs it was found ("cases/x.jsonl:12"); shown to people, not part of result.json's contract.
     location: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 

@@ -1,4 +1,4 @@
-"""Shards (SPEC 12): which share of a lane's cases one `gate run --shard I/N` judges. Pure.
+"""Shards: which share of a lane's cases one `gate run --shard I/N` judges. Pure.
 
 Case `c` belongs to shard `I` (1-based) of `N` when `int(sha256(c)[:16], 16) % N == I - 1`: the
 share is stable (it depends on the case id only, not on the dataset's order or size), so a

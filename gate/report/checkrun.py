@@ -1,4 +1,4 @@
-"""Build the GitHub check-run payload from a `gate.model.result.Result` (SPEC section 5).
+"""Build the GitHub check-run payload from a `gate.model.result.Result`.
 
 Pure: no I/O, no network. `gate.github.client` sends what this returns.
 

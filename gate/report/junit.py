@@ -1,4 +1,4 @@
-"""junit.xml: one testcase per eligible case (SPEC section 8, JUnit)."""
+"""junit.xml: one testcase per eligible case (JUnit)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ RESUMABLE_KINDS = frozenset(
         "worker_records_unreadable",
     }
 )
-# The lane requires a calibrated judge (SPEC 17) and this one is not, or no longer, or not well enough.
+# The lane requires a calibrated judge and this one is not, or no longer, or not well enough.
 CALIBRATION_KINDS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
 # Judgments that ended in an error: the provider or the reply failed, never the product.
 ERROR_KINDS = frozenset({"evaluator_errors", "control_error"})

@@ -142,7 +142,7 @@ def drift_section(result: Result) -> list[str]:
 
 
 def certification_section(result: Result) -> list[str]:
-    """SPEC 10: which configuration this held-out run certifies, and what people do next."""
+    """Which configuration this held-out run certifies, and what people do next."""
     cert = result.certification
     if cert is None:
         return []
@@ -203,7 +203,7 @@ def _whole_pct(x: float | None) -> str:
 
 
 def calibration_lines(result: Result) -> list[str]:
-    """SPEC 17, plain text (each renderer escapes for its format): how far the judge that decided can
+    """The judge's calibration, plain text (each renderer escapes for its format): how far the judge that decided can
     be trusted, one line for its agreement and one per slice, the slices that blocked said in words."""
     cal = result.calibration
     if cal is None:
@@ -259,6 +259,6 @@ def batch_line(result: Result) -> str | None:
 
 
 def not_needed_term(not_needed: int) -> str:
-    """The counts line's term for a lane stopped when decided (SPEC 15), so the sum still adds up:
+    """The counts line's term for a lane stopped when decided, so the sum still adds up:
     `17 eligible = 15 completed + ... + 1 not needed`. Empty when nothing was left out."""
     return f" + {not_needed} not needed" if not_needed else ""

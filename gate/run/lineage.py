@@ -1,4 +1,4 @@
-"""Per-record lineage (SPEC 11): the hashes and settings `gate compare` walks to find what moved.
+"""Per-record lineage: the hashes and settings `gate compare` walks to find what moved.
 
 A run's judge settings are computed once (`JudgeSettings.of`), a case's gold and field hashes per
 case (`JudgeSettings.for_case`); both are plain record fields, so `gate compare` can name the
@@ -89,7 +89,7 @@ def make_lineage(
 ) -> Lineage:
     """The run's lineage. `base_url`: the live provider's (a run), whose judge makes the fingerprint.
     None for recorded judgments (`decide`, `merge`, `calibrate`, a crash note), which read no
-    provider environment (SPEC 14): the judge of a policy that names its base URL, with the
+    provider environment: the judge of a policy that names its base URL, with the
     records' ragas version, else the fingerprint most of `records` carry."""
     installed = installed_version("ragas") or ""
     ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed

@@ -1,4 +1,4 @@
-"""Missing evidence: a case without a reference is never sent to the judge (SPEC section 8)."""
+"""Missing evidence: a case without a reference is never sent to the judge."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def _check_configuration(
 
 
 def measured_judge(loaded: LoadedPolicy, records: Sequence[Record], now: dt.datetime) -> dict[str, Any]:
-    """SPEC 17: the configuration the records were judged with (`config_sha256` as SPEC 10 hashes it,
+    """The configuration the records were judged with (`config_sha256` as certification hashes it,
     with the provider host and ragas version the records name) and the moment of this calibration."""
     judge = recorded_judge(loaded, records)
     ragas = next((r.ragas_version for r in records if r.ragas_version), "") or (installed_version("ragas") or "")

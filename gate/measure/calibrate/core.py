@@ -428,7 +428,7 @@ def worst_first(slices: Mapping[str, Tally]) -> list[str]:
 def to_json(
     cal: Calibration, policy: Policy, lineage: Mapping[str, str], measured: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """calibration.json; `measured` names the judge the records measured and when (SPEC 17:
+    """calibration.json; `measured` names the judge the records measured and when (
     `config_sha256`, its `config` components, `calibrated_at`)."""
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

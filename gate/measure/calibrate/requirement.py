@@ -1,7 +1,7 @@
-"""SPEC 17: a lane with `require_calibration` gates only with a judge `gate calibrate` measured. Pure
+"""A lane with `require_calibration` gates only with a judge `gate calibrate` measured. Pure
 but for reading the calibration file.
 
-Before any model call the lane's judge configuration (`config_sha256`, SPEC 10) is compared with
+Before any model call the lane's judge configuration (`config_sha256`) is compared with
 the one the calibration measured, its figures with the policy's bounds and its date with
 `max_age_days`. Each problem is a `review_required` blocker: the lane still runs and reports its
 verdict, but it cannot pass. The figures go into result.json (`calibration`) either way, so the
@@ -102,7 +102,7 @@ def short(value: object) -> str:
 
 
 def first_difference(calibrated: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """The first component (in `current`'s order, SPEC 11's) whose value differs, with both values;
+    """The first component (in `current`'s order, the comparison order) whose value differs, with both values;
     for a mapping (provider settings) only its keys that differ."""
     for name, now in current.items():
         then = calibrated.get(name)

@@ -1,4 +1,4 @@
-"""The scheduled drift lane (SPEC 13): judge a fixed-seed sample of unlabelled production traces.
+"""The scheduled drift lane: judge a fixed-seed sample of unlabelled production traces.
 
 - the trace file, the sample and the reference-free prompt are inputs: gate/model/traces.py.
 - `findings`: pass rates per slice with Wilson intervals, the change against the previous drift
