@@ -23,7 +23,19 @@ from gate.plan.selection import Plan
 # Errors that mean "not judged" rather than "the evaluator failed on this case".
 UNRUN_ERROR_KINDS = frozenset({"budget", "cancelled"})
 
-OUTCOMES = ("true_pass", "true_fail", "false_pass", "false_fail", "error", "review", "unrun", "withheld")
+OUTCOMES = (
+    "true_pass",
+    "true_fail",
+    "false_pass",
+    "false_fail",
+    "error",
+    "review",
+    "unrun",
+    "withheld",
+    # A product lane's answer (no human label): what the judge said, nothing to agree with.
+    "judged_pass",
+    "judged_fail",
+)
 
 
 @dataclass(frozen=True)
@@ -257,6 +269,8 @@ def _completed(case: Case, oks: Sequence[Record], called: bool) -> CaseOutcome:
     review = verdict is None or verdict == "review_required" or human == "review_required"
     if review:
         outcome = "review"
+    elif human is None:
+        outcome = "judged_pass" if verdict == "pass" else "judged_fail"
     elif human == "pass":
         outcome = "true_pass" if verdict == "pass" else "false_fail"
     else:

@@ -104,7 +104,7 @@ def held_out_gold_sha256(case: Case) -> str:
         "user_input": case.user_input,
         "response": case.response,
         "reference": case.reference,
-        "evidence": sorted(case.human_adjudication.evidence),
+        "evidence": sorted(case.evidence_ids),
         "label": case.human_label,
         "slice": case.slice,
     }

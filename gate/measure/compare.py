@@ -281,7 +281,7 @@ def _values(a: object, b: object) -> StepResult:
 def _gold(a: Record, b: Record) -> StepResult:
     if a.gold_sha256 and b.gold_sha256:
         return _values(a.gold_sha256, b.gold_sha256)
-    visible = (a.human_label, a.slice, a.partition), (b.human_label, b.slice, b.partition)
+    visible = (a.human_label or "", a.slice, a.partition), (b.human_label or "", b.slice, b.partition)
     if visible[0] != visible[1]:
         return ("differs", "/".join(visible[0]), "/".join(visible[1]))
     return ("unknown", None, None)
@@ -425,7 +425,7 @@ def compare_runs(base: Run, head: Run, critical_slices: Sequence[str] | None = N
                 case_id=case_id,
                 slice=shown.slice if shown else "",
                 partition=shown.partition if shown else "",
-                human_label=shown.human_label if shown else "",
+                human_label=(shown.human_label or "") if shown else "",
                 base=b_verdict,
                 head=h_verdict,
                 critical=None if critical is None else bool(slices & critical),

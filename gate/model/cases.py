@@ -63,9 +63,11 @@ class Case(_Strict):
     rubric_version: str
     user_input: str
     reference: str | None = None
-    response: str
+    # Both required, but for a product lane's case (`unlabelled_allowed`): its response comes from
+    # `--responses` and no person labels it. The loader refuses them missing anywhere else.
+    response: str | None = None
     response_sha256: str | None = None
-    human_adjudication: Adjudication
+    human_adjudication: Adjudication | None = None
     expected_control_role: ControlRole | None = None
     pair: Pair | None = None
     group_id: str | None = None
@@ -95,8 +97,18 @@ class Case(_Strict):
         return v
 
     @property
-    def human_label(self) -> str:
-        return self.human_adjudication.label
+    def human_label(self) -> str | None:
+        """The reviewed label; None for a product lane's case, which no person labelled."""
+        return None if self.human_adjudication is None else self.human_adjudication.label
+
+    @property
+    def evidence_ids(self) -> list[str]:
+        """The evidence ids the label rests on (none for an unlabelled product case)."""
+        return [] if self.human_adjudication is None else self.human_adjudication.evidence
+
+    @property
+    def labelled(self) -> bool:
+        return self.human_adjudication is not None
 
     @property
     def is_control(self) -> bool:
@@ -130,17 +142,54 @@ class Dataset:
     locations: dict[str, str] = field(default_factory=dict)
     # "file:line" of every case, parallel to `cases` (duplicated ids each keep their own line)
     case_locations: list[str] = field(default_factory=list)
+    # A product lane's --responses file (gate/plan/responses.py), whose answers the cases now hold.
+    responses_sha256: str = ""
 
     def by_id(self) -> dict[str, Case]:
         return {c.case_id: c for c in self.cases}
+
+
+# Keys every case carries but a product lane's (its answer comes from --responses; no person labels it).
+LABELLED_KEYS: tuple[str, ...] = ("response", "human_adjudication")
+
+
+def unlabelled_allowed(partition: object, control_role: object, product_partitions: frozenset[str]) -> bool:
+    """A product lane's case (not a control: controls are labelled, as everywhere) may go without
+    `response` and `human_adjudication`."""
+    return control_role is None and partition in product_partitions
+
+
+def _missing_keys(obj: dict[str, Any], product_partitions: frozenset[str]) -> list[str]:
+    if unlabelled_allowed(obj.get("partition"), obj.get("expected_control_role"), product_partitions):
+        return []
+    return [k for k in LABELLED_KEYS if obj.get(k) is None]
+
+
+def _missing_key_problem(key: str) -> str:
+    return f"`{key}`: required key is missing; fix: add `{key}`"
+
+
+def _in_field_order(problems: list[str]) -> list[str]:
+    order = {name: i for i, name in enumerate(Case.model_fields)}
+
+    def position(problem: str) -> int:
+        name = problem[1:].split("`", 1)[0].split(".", 1)[0] if problem.startswith("`") else ""
+        return order.get(name, len(order))
+
+    return sorted(problems, key=position)
 
 
 def _contract(message: str, location: str, case_ids: tuple[str, ...] = ()) -> Finding:
     return Finding(State.QUALITY_FAILED, "input_contract", message, case_ids=case_ids, location=location)
 
 
-def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding], list[str], str]:
+def load_cases_file(
+    path: Path, display: str, product_partitions: frozenset[str] = frozenset()
+) -> tuple[list[Case], list[Finding], list[str], str]:
     """Parse one JSONL file; every bad line becomes a finding naming file, line and field.
+
+    Cases of `product_partitions` (a product lane's, controls aside) may go without `response`
+    and `human_adjudication`.
 
     Streams the file (a large dataset is never held twice in memory) and returns the cases, the
     findings, the "file:line" of each case and the sha256 of the file's bytes.
@@ -167,7 +216,11 @@ def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding]
             except ValidationError:
                 pass
             else:
-                if line.count(b":") <= _parsed_key_count(fast) or _duplicate_key(line) is None:
+                complete = fast.labelled and fast.response is not None
+                complete = complete or unlabelled_allowed(
+                    fast.partition, fast.expected_control_role, product_partitions
+                )
+                if complete and (line.count(b":") <= _parsed_key_count(fast) or _duplicate_key(line) is None):
                     cases.append(fast)
                     where_each.append(f"{display}:{lineno}")
                     continue
@@ -178,7 +231,7 @@ def load_cases_file(path: Path, display: str) -> tuple[list[Case], list[Finding]
                 capped = True
                 continue
             where = f"{display}:{lineno}"
-            case, problems = _parse_case_line(line, where)
+            case, problems = _parse_case_line(line, where, product_partitions)
             if case is not None:
                 cases.append(case)
                 where_each.append(where)
@@ -207,7 +260,9 @@ def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _parsed_key_count(case: Case) -> int:
     """How many keys the parsed case holds, nested ones included."""
-    count = len(case.model_fields_set) + len(case.human_adjudication.model_fields_set)
+    count = len(case.model_fields_set)
+    if case.human_adjudication is not None:
+        count += len(case.human_adjudication.model_fields_set)
     if case.pair is not None:
         count += len(case.pair.model_fields_set)
     stack: list[Any] = [case.provenance, case.generation]
@@ -236,7 +291,9 @@ def _duplicate_key(line: bytes) -> str | None:
     return None
 
 
-def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding]]:
+def _parse_case_line(
+    line: bytes, where: str, product_partitions: frozenset[str] = frozenset()
+) -> tuple[Case | None, list[Finding]]:
     """The slow path for a line the fast path refused: say exactly what is wrong with it."""
     try:
         text = line.decode("utf-8").removeprefix("\ufeff")
@@ -273,13 +330,17 @@ def _parse_case_line(line: bytes, where: str) -> tuple[Case | None, list[Finding
         return None, [_contract(message, where)]
     cid = obj.get("case_id")
     ids = (cid,) if isinstance(cid, str) and is_name(cid) else ()
+    label = f" (case {cid})" if ids else ""
+    missing = [_missing_key_problem(k) for k in _missing_keys(obj, product_partitions)]
     try:
-        return Case.model_validate(obj), []
+        case = Case.model_validate(obj)
     except ValidationError as exc:
-        label = f" (case {cid})" if ids else ""
-        return None, [
-            _contract(f"{where}{label}: {problem}", where, ids) for problem in format_validation_error(exc, model=Case)
-        ]
+        problems = [p for p in format_validation_error(exc, model=Case) if p not in missing]
+        problems = _in_field_order([*problems, *missing])
+        return None, [_contract(f"{where}{label}: {problem}", where, ids) for problem in problems]
+    if missing:
+        return None, [_contract(f"{where}{label}: {problem}", where, ids) for problem in missing]
+    return case, []
 
 
 def load_evidence(path: Path, display: str) -> tuple[dict[str, EvidenceDoc], list[Finding], bytes]:
@@ -341,7 +402,9 @@ def _load_dataset(loaded: LoadedPolicy) -> Dataset:
     case_locations: list[str] = []
     for rel, path in zip(loaded.policy.cases, loaded.case_paths, strict=True):
         # Messages name the file as the user reads it: relative to the working directory, not the policy.
-        file_cases, file_findings, file_locations, file_digest = load_cases_file(path, shown_path(path))
+        file_cases, file_findings, file_locations, file_digest = load_cases_file(
+            path, shown_path(path), loaded.policy.product_partitions
+        )
         cases += file_cases
         findings += file_findings
         case_locations += file_locations

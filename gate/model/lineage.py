@@ -21,6 +21,10 @@ class Lineage:
     metric_definition_sha256: str = ""  # gate.model.fingerprint.metric_definition_sha256
     config_fingerprint: str = ""  # gate.model.fingerprint of the judge this policy makes now
     dataset_card_sha256: str = ""  # gate.model.dataset_card; "" when the policy names no card
+    responses_sha256: str = ""  # a product lane's --responses file; "" (and not written) on other lanes
 
     def to_dict(self) -> dict[str, str]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if not self.responses_sha256:
+            del out["responses_sha256"]
+        return out

@@ -71,6 +71,11 @@ NOT_WAIVABLE = frozenset(
         "judge_uncalibrated",
         "judge_unfit",
         "calibration_expired",
+        # A product lane's statistical verdicts concern a slice's rate, not cases an override could name.
+        "failure_rate_exceeded",
+        "failure_rate_inconclusive",
+        "regressed",
+        "missing_response",
     }
 )
 _FIX = f"fix: name one of {', '.join(WAIVABLE)} (or remove the override)"

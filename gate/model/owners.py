@@ -21,6 +21,11 @@ KIND_GROUP: dict[str, str] = {
     "false_pass_limit": "product",
     "false_fail_limit": "product",
     "check_failed": "product",
+    # A product lane (its own answers, the calibrated judge): the rate, its interval, the base, the responses.
+    "failure_rate_exceeded": "product",
+    "failure_rate_inconclusive": "product",
+    "regressed": "product",
+    "missing_response": "product",
     # The labelled cases, their evidence, partitions and card: the people who keep the gold set.
     "input_contract": "gold_set",
     "unknown_slice": "gold_set",

@@ -152,6 +152,8 @@ class SliceLimit(Strict):
     max_false_passes: int = Field(ge=0)
     max_false_fails: int | None = Field(default=None, ge=0)
     priority: int = 100
+    # A product lane (SPEC 18): the most the slice's judge-corrected failure rate may be (0.02 is 2%).
+    max_failure_rate: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
 
 
 class Limits(Strict):
@@ -166,6 +168,16 @@ class Lane(Strict):
     require_calibration: bool = False
     # Stop paying once no remaining outcome can change quality_failed (a PR lane's choice).
     stop_when_decided: bool = False
+    # SPEC 18: the application's own answers (--responses), gated per slice by the failure rate the
+    # calibrated judge implies; implies require_calibration.
+    product: bool = False
+    confidence: float = Field(default=0.95, gt=0.5, lt=1, allow_inf_nan=False)
+    fail_on_regression: bool = False
+
+    @property
+    def calibrated(self) -> bool:
+        """The lane gates only with a judge `gate calibrate` measured (a product lane always does)."""
+        return self.require_calibration or self.product
 
 
 class Leakage(Strict):
@@ -416,13 +428,47 @@ class Policy(Strict):
             )
         return self
 
+    def _check_product_lanes(self) -> None:
+        for name, lane in self.lanes.items():
+            if not lane.product and (lane.fail_on_regression or "confidence" in lane.model_fields_set):
+                key = "fail_on_regression" if lane.fail_on_regression else "confidence"
+                raise ValueError(
+                    f"`lanes.{name}.{key}` applies to a product lane only; fix: add `product: true` to "
+                    f"`lanes.{name}`, or remove `{key}`"
+                )
+        product = {p for lane in self.lanes.values() if lane.product for p in lane.partitions}
+        for name, lane in self.lanes.items():
+            shared = sorted(product & set(lane.partitions)) if not lane.product else []
+            if shared:
+                raise ValueError(
+                    f"`lanes.{name}.partitions` runs {shared}, which a product lane runs too: a product lane's cases "
+                    "carry no human label, so a lane that measures the judge against people cannot use them; fix: "
+                    "give the product lane's cases a partition of their own (e.g. `product`)"
+                )
+            measured = [p for p in lane.partitions if p in MEASURED_WHOLE]
+            if lane.product and measured:
+                raise ValueError(
+                    f"`lanes.{name}` is a product lane but runs {measured}, whose cases measure the judge against "
+                    "people; fix: give the application's cases a partition of their own (e.g. `product`, declared "
+                    "under `partitions:`)"
+                )
+
+    @property
+    def product_partitions(self) -> frozenset[str]:
+        """The partitions product lanes run: their cases need no human label and no response."""
+        return frozenset(p for lane in self.lanes.values() if lane.product for p in lane.partitions)
+
     def _check_calibration(self) -> None:
-        requiring = [name for name, lane in self.lanes.items() if lane.require_calibration]
+        self._check_product_lanes()
+        requiring = [name for name, lane in self.lanes.items() if lane.calibrated]
         if requiring and self.calibration is None:
+            key = "product" if self.lanes[requiring[0]].product else "require_calibration"
             raise ValueError(
-                f"`lanes.{requiring[0]}.require_calibration` is true but the policy has no `calibration`; fix: add "
+                f"`lanes.{requiring[0]}.{key}` is true but the policy has no `calibration`"
+                + (" (a product lane corrects for the judge's measured miss rates)" if key == "product" else "")
+                + "; fix: add "
                 "`calibration: {file: calibration.json, min_kappa: 0.6, max_false_pass_high: 0.25, max_age_days: 90}` "
-                "(the file `gate calibrate` writes), or remove `require_calibration`"
+                f"(the file `gate calibrate` writes), or remove `{key}`"
             )
         bounds = self.calibration.max_false_pass_high if self.calibration is not None else None
         if isinstance(bounds, dict):

@@ -80,7 +80,7 @@ class Record(BaseModel):
     slice: str
     partition: str
     control_role: str | None = None
-    human_label: str
+    human_label: str | None  # None: a product lane's answer, which no person labelled (SPEC 18)
     judge_label: str | None = None
     judge_reason: str | None = None
     status: Status
@@ -123,12 +123,19 @@ class Record(BaseModel):
     # The provider batch whose output line this judgment was read from (`gate run --batch`);
     # written only when set, so a live run's lines are what they were before the batch lane.
     batch_id: str | None = None
+    # A product lane's answer (`--responses`): sha256 of the response judged, and the line's
+    # `generation` (model, app version, commit; None when the line had none). Written on those only.
+    response_sha256: str | None = None
+    generation: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if data.get("batch_id") is None:
             data.pop("batch_id", None)
+        if data.get("response_sha256") is None and data.get("generation") is None:
+            data.pop("response_sha256", None)
+            data.pop("generation", None)
         return data
 
     @property

@@ -145,6 +145,7 @@ class RunLineage(Part):
     metric_definition_sha256: str | None = None
     config_fingerprint: str | None = None
     dataset_card_sha256: str | None = None
+    responses_sha256: str | None = None  # a product lane's --responses file (SPEC 18)
 
     def items(self) -> Iterator[tuple[str, str]]:
         """The recorded fields, in order (a field an older gate did not write is left out)."""
@@ -188,7 +189,7 @@ class CaseRow(Part):
     slice: str
     partition: str
     control_role: str | None
-    human_label: str
+    human_label: str | None  # None: a product lane's answer, which no person labelled
     verdict: str | None
     labels: list[str | None]
     bucket: Literal["completed", "errored", "withheld", "unrun", "not_needed"]
@@ -449,6 +450,63 @@ class StoppedEarly(Part):
     not_needed: list[str]  # case ids never sent: neither unrun nor incomplete
 
 
+class ProductRate(Part):
+    """A proportion x/n with its one-sided bounds (gate.decide.failure_rate.Rate)."""
+
+    value: float
+    low: float
+    high: float
+    x: int
+    n: int
+
+
+class ProductJudge(Part):
+    """The judge's accuracy on the slice, from calibration.json: sensitivity and specificity."""
+
+    se: ProductRate
+    sp: ProductRate
+
+
+class ProductBase(Part):
+    """The same slice of the base branch's product run, case by case (`--base-result`)."""
+
+    both_pass: int
+    both_fail: int
+    pass_to_fail: int
+    fail_to_pass: int
+    p_value: float  # exact McNemar on the discordant pairs
+    regressed: bool  # significant, more pass -> fail than fail -> pass (blocks with fail_on_regression)
+    turned_fail: list[str]
+
+
+ProductVerdict = Literal["passed", "exceeded", "inconclusive", "judge_unfit", "incomplete"]
+
+
+class ProductSlice(Part):
+    """One slice of a product lane: the judge-corrected failure rate against its limit."""
+
+    n: int  # answers judged (errors never counted)
+    judged_fail: int
+    estimate: float | None  # None without calibration figures for the slice
+    low: float | None
+    high: float | None
+    max_failure_rate: float
+    verdict: ProductVerdict
+    failing_cases: list[str]  # case ids judged fail
+    decide_hint: str | None  # inconclusive: what would decide it
+    judge: ProductJudge | None  # None without calibration figures for the slice
+    base: ProductBase | None
+
+
+class Product(Part):
+    """A product lane (`lanes.<name>.product: true`): the application's answers, gated per slice."""
+
+    confidence: float
+    method: str
+    sequential: bool
+    slices: dict[str, ProductSlice]
+
+
 class Result(Part):
     """result.json, schema_version 1."""
 
@@ -482,6 +540,7 @@ class Result(Part):
     calibration: JudgeCalibration | None = None
     batch: BatchRef | None = None
     stopped_early: StoppedEarly | None = None
+    product: Product | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:

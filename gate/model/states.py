@@ -74,7 +74,19 @@ JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "ca
 # Findings that name cases not judged yet, for a reason of their own (`evaluation_incomplete`):
 # a shard missing from a merge; a provider batch still running (`batch_pending`) or one that
 # failed before answering (`batch_failed`). The `unrun_cases` blocker does not list them again.
-NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed"})
+# A product lane's case with no line in --responses (SPEC 18) is one more of them.
+MISSING_RESPONSE = "missing_response"
+NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed", MISSING_RESPONSE})
+
+# A product lane's verdicts, per slice (gate/decide/product.py): the judge-corrected failure rate is
+# above its limit (quality_failed, owner product), or the limit lies inside its interval
+# (review_required); `regressed`: significantly more answers turned pass -> fail than back since the
+# base run (quality_failed, with `fail_on_regression`). A slice whose judge cannot tell a failing
+# answer from a good one is `judge_unfit` (review_required), the calibration's kind.
+FAILURE_RATE_EXCEEDED = "failure_rate_exceeded"
+FAILURE_RATE_INCONCLUSIVE = "failure_rate_inconclusive"
+REGRESSED = "regressed"
+PRODUCT_BLOCKERS = frozenset({FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, MISSING_RESPONSE})
 
 
 def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State | None, int]:

@@ -28,7 +28,7 @@ def gold_sha256(case: Case) -> str:
         "human_label": case.human_label,
         "slice": case.slice,
         "partition": case.partition,
-        "evidence": sorted(case.human_adjudication.evidence),
+        "evidence": sorted(case.evidence_ids),
     }
     return sha256_hex(canonical_json(gold))
 
@@ -110,4 +110,5 @@ def make_lineage(
         metric_definition_sha256=metric_definition_sha256(loaded),
         config_fingerprint=fingerprint,
         dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
+        responses_sha256=dataset.responses_sha256,
     )

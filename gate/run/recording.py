@@ -7,6 +7,7 @@ from gate.judge import Judgment
 from gate.model.cases import Case
 from gate.model.clear_text import kept_reason
 from gate.model.lineage import Lineage
+from gate.model.loading import sha256_hex
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 from gate.run.lineage import JudgeSettings
@@ -56,4 +57,13 @@ def make_record(
         **judge.for_case(case, loaded.placeholders),
         checks=checks,
         batch_id=j.batch_id,
+        **product_fields(case),
     )
+
+
+def product_fields(case: Case) -> dict[str, object]:
+    """A product lane's answer (no person labelled it): the sha256 of the response judged and the
+    `generation` its --responses line gave; nothing for a labelled case."""
+    if case.labelled:
+        return {}
+    return {"response_sha256": sha256_hex(case.response or ""), "generation": case.generation or None}

@@ -20,7 +20,7 @@ def unresolved_evidence(ctx: Context) -> list[Finding]:
     missing: dict[str, list[int]] = {}
     stale: dict[str, list[int]] = {}
     for i, case in enumerate(ctx.cases):
-        for ref in case.human_adjudication.evidence:
+        for ref in case.evidence_ids:
             doc_id, version = parse_reference(ref)
             doc = docs.get(doc_id)
             if doc is None or not doc_id.strip():

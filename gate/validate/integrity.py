@@ -11,7 +11,7 @@ def response_hash_mismatch(ctx: Context) -> list[Finding]:
     idx = [
         i
         for i, case in enumerate(ctx.cases)
-        if case.response_sha256 is not None and case.response_sha256.strip().lower() != sha256_hex(case.response)
+        if case.response_sha256 is not None and case.response_sha256.strip().lower() != sha256_hex(case.response or "")
     ]
     if not idx:
         return []

@@ -229,8 +229,14 @@ def reduce_case(
     """One case's verdict from its records: the majority over `repeats` completed judgments."""
     first = _consistent(case_id, recs)
     base = CaseVerdict(
-        case_id=case_id, slice=first.slice, partition=first.partition, human_label=first.human_label, bucket="unrun"
+        case_id=case_id,
+        slice=first.slice,
+        partition=first.partition,
+        human_label=first.human_label or "",
+        bucket="unrun",
     )
+    if first.human_label is None:
+        return replace(base, bucket="errors", why="no human label (a product lane's answer): nothing to agree with")
     if first.human_label not in allowed:
         why = f"human label {first.human_label!r} is not in allowed_values {list(allowed)}"
         return replace(base, bucket="errors", why=why)
@@ -376,7 +382,11 @@ def calibrate(
         shown = ", ".join(superseded[:5]) + (f" and {len(superseded) - 5} more" if len(superseded) > 5 else "")
         notes.append(f"{len(superseded)} superseded case(s) left out (a corrected case replaces each): {shown}")
     priority = {name: s.priority for name, s in policy.slices.items()}
-    reasons = {cid: c.human_adjudication.reason for cid, c in facts.cases.items() if c.human_adjudication.reason}
+    reasons = {
+        cid: c.human_adjudication.reason
+        for cid, c in facts.cases.items()
+        if c.human_adjudication and c.human_adjudication.reason
+    }
     disagreements = disagreements_of(verdicts, reasons, priority)
     in_calibration = [v for v in verdicts if v.partition == CALIBRATION_PARTITION]
     lane_sizes = {name: sum(f + p for f, p in counts.values()) for name, counts in facts.lane_labels.items()}

@@ -278,7 +278,7 @@ def check_calibration(
     for `gate decide` and `gate merge`: `gate.measure.certify.recorded_judge`).
     """
     req = loaded.policy.calibration
-    if req is None or not loaded.policy.lanes[lane].require_calibration:
+    if req is None or not loaded.policy.lanes[lane].calibrated:
         return None
     config = certify.config_sha256(loaded, judge, ragas_version)
     components = certify.config_components(loaded, judge, ragas_version)
