@@ -1,4 +1,4 @@
-"""SPEC 18: the product lane, the application's own answers judged by the calibrated judge.
+"""The product lane, the application's own answers judged by the calibrated judge.
 
 Policies and cases are generated in temporary directories; every verdict is driven through the real
 CLI, the real ragas judge and real HTTP to the fake provider, whose oracle reads the `[[judge:...]]`

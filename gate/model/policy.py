@@ -152,7 +152,7 @@ class SliceLimit(Strict):
     max_false_passes: int = Field(ge=0)
     max_false_fails: int | None = Field(default=None, ge=0)
     priority: int = 100
-    # A product lane (SPEC 18): the most the slice's judge-corrected failure rate may be (0.02 is 2%).
+    # A product lane: the most the slice's judge-corrected failure rate may be (0.02 is 2%).
     max_failure_rate: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
 
 
@@ -168,7 +168,7 @@ class Lane(Strict):
     require_calibration: bool = False
     # Stop paying once no remaining outcome can change quality_failed (a PR lane's choice).
     stop_when_decided: bool = False
-    # SPEC 18: the application's own answers (--responses), gated per slice by the failure rate the
+    # A product lane: the application's own answers (--responses), gated per slice by the failure rate the
     # calibrated judge implies; implies require_calibration.
     product: bool = False
     confidence: float = Field(default=0.95, gt=0.5, lt=1, allow_inf_nan=False)

@@ -80,7 +80,7 @@ class Record(BaseModel):
     slice: str
     partition: str
     control_role: str | None = None
-    human_label: str | None  # None: a product lane's answer, which no person labelled (SPEC 18)
+    human_label: str | None  # None: a product lane's answer, which no person labelled
     judge_label: str | None = None
     judge_reason: str | None = None
     status: Status

@@ -145,7 +145,7 @@ class RunLineage(Part):
     metric_definition_sha256: str | None = None
     config_fingerprint: str | None = None
     dataset_card_sha256: str | None = None
-    responses_sha256: str | None = None  # a product lane's --responses file (SPEC 18)
+    responses_sha256: str | None = None  # a product lane's --responses file
 
     def items(self) -> Iterator[tuple[str, str]]:
         """The recorded fields, in order (a field an older gate did not write is left out)."""

@@ -74,7 +74,7 @@ JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "ca
 # Findings that name cases not judged yet, for a reason of their own (`evaluation_incomplete`):
 # a shard missing from a merge; a provider batch still running (`batch_pending`) or one that
 # failed before answering (`batch_failed`). The `unrun_cases` blocker does not list them again.
-# A product lane's case with no line in --responses (SPEC 18) is one more of them.
+# A product lane's case with no line in --responses is one more of them.
 MISSING_RESPONSE = "missing_response"
 NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed", MISSING_RESPONSE})
 
