@@ -9,7 +9,9 @@ each other's sink; `asyncio.wait_for` copies the reference, so the hooks write i
      `seed` and the max-tokens field must be the policy's values, or the request is refused;
   2. the budget: it reserves an upper bound of the attempt's cost, `len(request body in bytes)`
      input tokens (a byte count bounds the token count) plus `max_output_tokens` output tokens, at
-     the policy's prices. `BudgetExhausted` is raised from the hook, so nothing is sent.
+     the policy's prices. `BudgetExhausted` is raised from the hook, so nothing is sent
+     (`BudgetBusy`, when attempts in flight hold the room: the judgment waits for one to settle
+     and sends again, see gate/judge/budget.py).
 - response hook: reads the body, records status, latency and the provider's `usage`, and settles
   the reservation at the real cost (tokens x prices, unrounded). A 2xx reply without a usable
   `usage` is `usage_missing`: its whole reservation stays spent (`held`), since the provider
@@ -37,7 +39,7 @@ from typing import Any, Literal
 
 import httpx2 as httpx
 
-from gate.judge.budget import Budget, BudgetExhausted, Prices, Reservation
+from gate.judge.budget import Budget, BudgetBusy, BudgetExhausted, Prices, Reservation
 from gate.judge.journal import CURRENT as JOURNAL
 from gate.judge.outcome import kind_for_status, parse_retry_after
 from gate.judge.pacing import PACER, Ticket
@@ -106,8 +108,9 @@ class JudgmentSink:
     prices: Prices
     expect: WireExpectations
     attempts: list[WireAttempt] = field(default_factory=list)
-    refused: Literal["budget", "contract", "output"] | None = None
+    refused: Literal["budget", "busy", "contract", "output"] | None = None
     refusal_message: str | None = None
+    busy_settles: int = 0  # a `busy` refusal: the budget's settle count it must wait to move past
     # The pacer's admission of the attempt about to be sent (taken by the request hook).
     ticket: Ticket | None = None
     _pending: dict[int, tuple[httpx.Request, WireAttempt]] = field(default_factory=dict)
@@ -210,6 +213,11 @@ async def on_request(request: httpx.Request) -> None:
     bound = sink.prices.cost(len(body_bytes), sink.expect.max_output_tokens)
     try:
         reservation = sink.budget.reserve(bound)
+    except BudgetBusy as exc:  # others in flight hold the room: the judgment waits and asks again
+        sink.refused, sink.busy_settles = "busy", exc.settles
+        sink.refusal_message = f"budget boundary reached: {exc}"
+        _refused(ticket)
+        raise
     except BudgetExhausted as exc:
         sink.refused = "budget"
         sink.refusal_message = f"budget boundary reached: {exc}"

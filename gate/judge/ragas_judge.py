@@ -332,18 +332,22 @@ class RagasEvaluator:
         sent_before = len(sink.attempts)
         pacer = PACER.get()
         async with self._semaphore():
-            if pacer is not None:  # waiting for the provider's window is not part of the attempt's timeout
-                sink.ticket = await pacer.admit(len(rendered.prompt), ev.max_output_tokens)
-            try:
-                result = await asyncio.wait_for(self._metric.ascore(llm=self._llm, **rendered.kwargs), timeout_s)
-            except TimeoutError:
-                sink.settle_pending("timeout")
-                return _Outcome(kind="timeout", message=f"no reply within timeout_s={timeout_s:g}")
-            except Exception as exc:
-                outcome = self._classify(exc, sink, sent_before)
-                sink.settle_pending("timeout" if outcome.kind == "timeout" else "connection")
-                self._mark_last(sink, sent_before, outcome.kind)
-                return outcome
+            while True:
+                if pacer is not None:  # waiting for the provider's window is not part of the attempt's timeout
+                    sink.ticket = await pacer.admit(len(rendered.prompt), ev.max_output_tokens)
+                try:
+                    result = await asyncio.wait_for(self._metric.ascore(llm=self._llm, **rendered.kwargs), timeout_s)
+                except TimeoutError:
+                    sink.settle_pending("timeout")
+                    return _Outcome(kind="timeout", message=f"no reply within timeout_s={timeout_s:g}")
+                except Exception as exc:
+                    if sink.refused == "busy" and await self._room_freed(sink, timeout_s):
+                        continue  # nothing was sent: the same attempt, once an attempt in flight settled
+                    outcome = self._classify(exc, sink, sent_before)
+                    sink.settle_pending("timeout" if outcome.kind == "timeout" else "connection")
+                    self._mark_last(sink, sent_before, outcome.kind)
+                    return outcome
+                break
         sink.settle_pending("connection")
         value = getattr(result, "value", None)
         reason = getattr(result, "reason", None)
@@ -356,6 +360,19 @@ class RagasEvaluator:
             outcome = _Outcome(label=value, reason=reason)
         self._mark_last(sink, sent_before, outcome.kind)
         return outcome
+
+    @staticmethod
+    async def _room_freed(sink: JudgmentSink, timeout_s: float) -> bool:
+        """The reservation did not fit while others were in flight: wait until one settles (True,
+        ask again). An attempt in flight lives at most `timeout_s`; none settling long after that
+        is the boundary reached (False)."""
+        sink.refused = None
+        if await sink.budget.settled_since(sink.busy_settles, 2 * timeout_s + 10.0):
+            sink.refusal_message = None
+            return True
+        sink.refused = "budget"
+        sink.budget.exhausted = True
+        return False
 
     @staticmethod
     def _mark_last(sink: JudgmentSink, sent_before: int, kind: RecordErrorKind | None) -> None:

@@ -99,7 +99,7 @@ class SharedBudget(Budget):
     def __init__(self, limit: float | None) -> None:
         ctx = multiprocessing.get_context("fork")
         self._lock = ctx.Lock()
-        self._cells = ctx.RawArray("d", 4)  # spent, reserved, exhausted, overruns
+        self._cells = ctx.RawArray("d", 6)  # spent, reserved, exhausted, overruns, in flight, settles
         super().__init__(limit)
 
     @property
@@ -133,6 +133,22 @@ class SharedBudget(Budget):
     @overruns.setter
     def overruns(self, value: int) -> None:
         self._cells[3] = float(value)
+
+    @property
+    def in_flight(self) -> int:
+        return int(self._cells[4])
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        self._cells[4] = float(value)
+
+    @property
+    def settles(self) -> int:
+        return int(self._cells[5])
+
+    @settles.setter
+    def settles(self, value: int) -> None:
+        self._cells[5] = float(value)
 
     def reserve(self, amount: float) -> Reservation:
         with self._lock:
