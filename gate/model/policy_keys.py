@@ -136,6 +136,11 @@ RULES: dict[str, tuple[str, str]] = {
         "False fails allowed (the judge failed what people passed). Absent: no limit.",
         "max_false_fails: 2",
     ),
+    "slices.<slice>.max_failure_rate": (
+        "A product lane only: the most the slice's failure rate may be, corrected for the judge's measured miss "
+        "rates (0.02 is 2%); see docs/PRODUCT_GATE.md.",
+        "max_failure_rate: 0.02",
+    ),
     "slices.<slice>.priority": ("Lower runs first when the budget is tight.", "priority: 0"),
     "limits": ("Run-wide limits.", "limits: {...}"),
     "limits.max_evaluator_errors": (
@@ -170,6 +175,19 @@ RULES: dict[str, tuple[str, str]] = {
         "Stop paying once `quality_failed` is certain. Refused on a lane that runs `held_out` or `calibration`, "
         "which must be measured whole.",
         "stop_when_decided: true",
+    ),
+    "lanes.<lane>.product": (
+        "A product lane: judges the application's own answers (`--responses`) and gates each slice on its "
+        "failure rate (docs/PRODUCT_GATE.md). Implies `require_calibration`; its partitions are its own.",
+        "product: true",
+    ),
+    "lanes.<lane>.confidence": (
+        "A product lane only: the confidence of the failure-rate interval a slice's verdict rests on.",
+        "confidence: 0.95",
+    ),
+    "lanes.<lane>.fail_on_regression": (
+        "A product lane only: block when a slice fails more often than on the base run.",
+        "fail_on_regression: true",
     ),
     "overrides": ("Reviewed, time-limited waivers of quality blockers (docs/OVERRIDES.md).", "overrides: []"),
     "overrides[].id": ("A unique id for the override.", "id: ovr-2026-12-shipping"),
@@ -284,6 +302,8 @@ REQUIRED_IN_PRACTICE = {
     "evidence": "when a case cites evidence",
     "metric.prompt_file": "one of `prompt_file` or `prompt`",
     "metric.prompt": "one of `prompt_file` or `prompt`",
+    "response": "yes, but for a product lane's case",
+    "human_adjudication": "yes, but for a product lane's case",
 }
 
 # One line of a case file: path -> (the rule, an example as written in the JSON line)
@@ -430,6 +450,8 @@ def type_text(field: FieldInfo) -> str:
             bounds.append(f"> {m.gt}")
         elif isinstance(m, annotated_types.Le):
             bounds.append(f"<= {m.le}")
+        elif isinstance(m, annotated_types.Lt):
+            bounds.append(f"< {m.lt}")
         elif isinstance(m, annotated_types.MinLen) and m.min_length > 0:
             bounds.append("not empty")
         elif isinstance(m, annotated_types.MaxLen):
