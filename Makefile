@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-offline batch-offline calibrate-offline migration-check test lint typecheck check bench clean
+.PHONY: demo demo-offline batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -52,6 +52,19 @@ calibrate-offline: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(EXAMPLE) --records gate-out-calibration/records.jsonl \
 		--out policies/example/calibration
 
+PRODUCT := policies/example-product/policy.yaml
+
+# The product example's judge, measured offline: its calibration lane judged by the same rule judge,
+# then gate calibrate into policies/example-product/calibration/. The lane ends quality_failed
+# (exit 1) on the judge's scripted misses: expected; any other failure stops.
+calibrate-product-offline: $(STAMP)
+	@RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_offline.py --policy $(PRODUCT) --lane calibration \
+		--out gate-out-product-calibration --rule-judge; code=$$?; \
+	  if [ $$code -eq 1 ]; then echo "(exit 1 is the judge's scripted misses: the calibration lane never gates a release)"; \
+	  elif [ $$code -ne 0 ]; then exit $$code; fi
+	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(PRODUCT) --records gate-out-product-calibration/records.jsonl \
+		--out policies/example-product/calibration
+
 # After a ragas/instructor/openai or prompt upgrade: the import contract and stored schemas, then
 # the controls under this environment (offline unless OPENAI_API_KEY is set), then a compare
 # against the stored run (scripts/migration_check.py says what each stage means).
@@ -77,4 +90,4 @@ bench: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/scale.py --quick
 
 clean:
-	rm -rf $(VENV) gate-out gate-out-calibration gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache

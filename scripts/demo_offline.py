@@ -8,6 +8,14 @@ gate's exit code. The address is fixed so that runs share one judge configuratio
 Pass `--flip CASE_ID` to make the fake judge disagree on a case and watch the gate block (such a
 run reads and writes no cache: its answers are not the careful judge's), `--shard I/N` to judge
 one shard, `--latency S` to see the progress bar move.
+
+`--rule-judge` (the product example, `make demo-product`) swaps the careful judge for one that
+judges by a rule instead of by the reviewers' labels: it passes an answer unless the answer writes
+in digits a number its reference does not contain (`digits_rule`). It reads no number written in
+words, so it misses a wrong figure written out ("a month" for 14 days): a judge that misses some
+failures, the same way on the labelled calibration answers as on the application's new answers.
+Controls are still answered as their reviewers did. `--responses FILE` passes a product lane's
+answers to `gate run`.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import textwrap
@@ -28,10 +37,35 @@ from fake_openai import FakeOpenAI, RecordedRequest, reply  # noqa: E402
 
 from gate.cli import main as gate_main  # noqa: E402
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_BLOCK = r"{name}[^\n]*:\n<<<\n(.*?)\n>>>"
 
-def careful_judge(policy_path: Path, flips: Sequence[str] = ()) -> tuple[Callable[[RecordedRequest], object], str]:
+
+def digits_rule(reference: str, response: str) -> tuple[str, str]:
+    """The rule judge's verdict and reason: `fail` when the response writes in digits a number the
+    reference does not contain, else `pass`. Numbers written in words are not read."""
+    known = set(_NUMBER.findall(reference))
+    unknown = [n for n in _NUMBER.findall(response) if n not in known]
+    if unknown:
+        return "fail", f"The response states {unknown[0]}, a figure the reference does not contain."
+    return "pass", "Every figure the response states in digits is in the reference."
+
+
+def rule_judge(req: RecordedRequest) -> object:
+    """Judge one rendered prompt by `digits_rule` on its REFERENCE and RESPONSE blocks."""
+    reference = re.search(_BLOCK.format(name="REFERENCE"), req.prompt, re.S)
+    response = re.search(_BLOCK.format(name="RESPONSE"), req.prompt, re.S)
+    if reference is None or response is None:
+        return reply("fail", "Could not find the reference and the response in the prompt.")
+    return reply(*digits_rule(reference.group(1), response.group(1)))
+
+
+def careful_judge(
+    policy_path: Path, flips: Sequence[str] = (), *, by_rule: bool = False
+) -> tuple[Callable[[RecordedRequest], object], str]:
     """The fake judge that answers each case as its human reviewers did (except `flips`), and the
-    name of the variable the policy reads its key from."""
+    name of the variable the policy reads its key from. `by_rule`: only controls are answered as
+    reviewed; every other answer is judged by `digits_rule`."""
     import yaml
 
     policy = yaml.safe_load(policy_path.read_text())
@@ -40,6 +74,8 @@ def careful_judge(policy_path: Path, flips: Sequence[str] = ()) -> tuple[Callabl
         for line in (policy_path.parent / rel).read_text().splitlines():
             if line.strip():
                 c = json.loads(line)
+                if by_rule and not c.get("expected_control_role"):
+                    continue
                 label = c["human_adjudication"]["label"]
                 reason = c["human_adjudication"].get("reason", "")
                 if c["case_id"] in flips:
@@ -51,6 +87,8 @@ def careful_judge(policy_path: Path, flips: Sequence[str] = ()) -> tuple[Callabl
         for response, label, reason in answers:
             if response and response in req.prompt:
                 return reply(label, reason or "Matches the reviewed reading of the reference.")
+        if by_rule:
+            return rule_judge(req)
         return reply("fail", "Could not verify the response against the reference.")
 
     return judge, str(policy["evaluator"].get("api_key_env", "OPENAI_API_KEY"))
@@ -78,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="gate-out")
     ap.add_argument("--shard", metavar="I/N", help="judge shard I of N (then `gate merge` the outputs)")
     ap.add_argument("--flip", action="append", default=[], help="case id the fake judge gets wrong")
+    ap.add_argument("--rule-judge", action="store_true", help="judge answers by the digits rule, not the labels")
+    ap.add_argument("--responses", metavar="FILE", help="a product lane's answers (JSON Lines), passed to gate run")
     ap.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds the provider takes per reply")
     ap.add_argument(
         "--port",
@@ -87,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    judge, key_env = careful_judge(Path(args.policy), args.flip)
+    judge, key_env = careful_judge(Path(args.policy), args.flip, by_rule=args.rule_judge)
     problem = _port_problem(args.port)
     if problem is not None:
         print(
@@ -101,17 +141,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["OPENAI_BASE_URL"] = fake.base_url
         os.environ[key_env] = "sk-offline-demo"
         shard = f", shard {args.shard}" if args.shard else ""
+        how = (
+            "a local fake that judges by a rule (it fails a figure in digits the reference lacks, and misses "
+            "one written in words)"
+            if args.rule_judge
+            else "a local fake that answers as the reviewers did"
+        )
         said = (
             f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "
-            f"{fake.base_url}, a local fake that answers as the reviewers did. With OPENAI_API_KEY set, "
-            "`make demo` calls the real provider."
+            f"{fake.base_url}, {how}. With OPENAI_API_KEY set, `make demo` calls the real provider."
         )
         print(textwrap.fill(said, 100, break_long_words=False, break_on_hyphens=False) + "\n", flush=True)
         gate_args = ["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out]
         if args.shard:
             gate_args += ["--shard", args.shard]
-        if args.flip:
-            gate_args.append("--no-cache")  # scripted disagreements never reach, or come from, the cache
+        if args.responses:
+            gate_args += ["--responses", args.responses]
+        if args.flip or args.rule_judge:
+            gate_args.append("--no-cache")  # scripted answers never reach, or come from, the cache
         code = gate_main(gate_args)
         print(f"\n{fake.count()} HTTP requests reached the offline provider; gate exited {code}")
     finally:

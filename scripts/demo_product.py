@@ -1,0 +1,96 @@
+"""The product gate on two app versions, offline: `make demo-product`.
+
+Runs the real `gate run` on policies/example-product's `app` lane twice, each time with one app
+version's answers (`--responses`), judged by the offline provider's rule judge (scripts/demo_offline.py
+--rule-judge: it fails a figure written in digits that the reference lacks, and misses one written
+in words). Version 2.3 should pass; version 2.4, which quotes a 30-day refund window for annual
+plans, should be quality_failed with failure_rate_exceeded on billing-policy-critical. Prints both
+verdicts, then a summary per slice from each run's result.json; exits 0 when both verdicts are the
+expected ones, 1 otherwise (saying which), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import demo_offline  # noqa: E402
+
+POLICY = Path("policies/example-product/policy.yaml")
+VERSIONS = (
+    ("v2.3", "responses/app-v2.3.jsonl", "passed"),
+    ("v2.4", "responses/app-v2.4.jsonl", "quality_failed"),
+)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def slice_lines(result: dict[str, Any]) -> list[str]:
+    """One line per product slice: k of n, raw share, corrected estimate, interval, limit, verdict."""
+    product = result.get("product") or {}
+    lines = []
+    for name, s in sorted((product.get("slices") or {}).items()):
+        n, k = int(s["n"]), int(s["judged_fail"])
+        raw = k / n if n else 0.0
+        judge = s["judge"]
+        lines.append(
+            f"    {name:<24} judged fail {k:>3}/{n:<3} ({_pct(raw)} raw) -> corrected {_pct(s['estimate'])} "
+            f"[{_pct(s['low'])}, {_pct(s['high'])}] vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
+            f"  (judge Se {judge['se']['x']}/{judge['se']['n']}, Sp {judge['sp']['x']}/{judge['sp']['n']})"
+        )
+    return lines
+
+
+def blocker_kinds(result: dict[str, Any]) -> list[str]:
+    return sorted({str(b.get("kind")) for b in result.get("blockers") or []})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--policy", default=str(POLICY if POLICY.is_file() else ROOT / POLICY))
+    ap.add_argument("--out", default="gate-out-product", help="outputs go to OUT/v2.3 and OUT/v2.4")
+    ap.add_argument("--port", type=int, default=None, help="the offline provider's port (default as demo_offline)")
+    args = ap.parse_args(argv)
+    policy_dir = Path(args.policy).parent
+    summary: list[str] = []
+    wrong: list[str] = []
+    for version, responses, expected in VERSIONS:
+        out = Path(args.out) / version
+        print(f"\n=== app {version}: gate run --lane app --responses {policy_dir / responses} ===\n", flush=True)
+        extra = ["--port", str(args.port)] if args.port is not None else []
+        run = ["--policy", args.policy, "--lane", "app", "--out", str(out), "--rule-judge"]
+        code = demo_offline.main([*run, "--responses", str(policy_dir / responses), *extra])
+        result_path = out / "result.json"
+        if code not in (0, 1, 2, 3, 4) or not result_path.is_file():
+            print(f"demo_product: app {version}: gate run ended {code} without {result_path}", file=sys.stderr)
+            return code if code else 1
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+        state = str(result.get("state"))
+        kinds = ", ".join(blocker_kinds(result)) or "no blockers"
+        summary.append(f"  app {version}: {state} (exit {code}; {kinds})")
+        summary += slice_lines(result)
+        if state != expected:
+            wrong.append(f"app {version} ended {state}, expected {expected}")
+    print("\nProduct gate summary (policies/example-product, offline rule judge)")
+    print("\n".join(summary))
+    if wrong:
+        print("\nUnexpected: " + "; ".join(wrong), file=sys.stderr)
+        return 1
+    print(
+        "\nAs expected: v2.3 may ship; v2.4 may not (its refund-window answers for annual plans are wrong).\n"
+        "'raw' is the share the judge failed; 'corrected' allows for the failures the judge misses, so it is higher."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The product example (policies/example-product) is what its script writes and what its README says.
+
+scripts/make_product_example.py writes the cases and the two app versions' answers from templates
+with a fixed seed; the offline rule judge (scripts/demo_offline.py --rule-judge) judges them by the
+digits rule. These tests pin the committed files to the script and the README's figures to the
+data: how many answers are wrong per version and slice, and how many of them the judge catches.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ROOT / "policies" / "example-product"
+SLICES = ("account-security", "billing-policy-critical", "shipping-general")
+
+
+@pytest.fixture(scope="module")
+def scripts() -> tuple[ModuleType, ModuleType]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import demo_offline
+        import make_product_example
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return make_product_example, demo_offline
+
+
+def jsonl(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_the_committed_files_are_what_the_script_writes(tmp_path: Path) -> None:
+    """If this fails after editing the script or policies/example's evidence or prompt, run
+    `python scripts/make_product_example.py` and commit policies/example-product/."""
+    check = [sys.executable, str(ROOT / "scripts" / "make_product_example.py"), "--check"]
+    done = subprocess.run(check, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    # --check notices a file that drifted, and says how to fix it.
+    subprocess.run([*check[:2], "--out", str(tmp_path)], capture_output=True, timeout=300, check=True)
+    answers = tmp_path / "responses" / "app-v2.3.jsonl"
+    answers.write_text(answers.read_text(encoding="utf-8").replace("14 days", "15 days", 1), encoding="utf-8")
+    drifted = subprocess.run([*check, "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert drifted.returncode == 1
+    assert "app-v2.3.jsonl differs" in drifted.stderr and "make_product_example.py" in drifted.stderr
+
+
+def test_the_labelled_answers_measure_a_judge_that_misses_one_failure_in_six(
+    scripts: tuple[ModuleType, ModuleType],
+) -> None:
+    """Per slice: 60 wrong and 120 right labelled answers; the rule judge catches 50 of the wrong
+    ones (the 10 that write the wrong figure in words slip through) and passes every right one."""
+    _, demo_offline = scripts
+    table: Counter[tuple[str, str, str]] = Counter()
+    for case in jsonl(PRODUCT / "cases" / "calibration.jsonl"):
+        judged, _ = demo_offline.digits_rule(case["reference"], case["response"])
+        table[(str(case["slice"]), case["human_adjudication"]["label"], judged)] += 1  # type: ignore[index]
+    for name in SLICES:
+        assert table[(name, "fail", "fail")] == 50
+        assert table[(name, "fail", "pass")] == 10
+        assert table[(name, "pass", "pass")] == 120
+        assert table[(name, "pass", "fail")] == 0
+
+
+def test_the_two_app_versions_differ_by_the_refund_window_regression(
+    scripts: tuple[ModuleType, ModuleType],
+) -> None:
+    """The README's table: wrong answers and answers the judge fails, per version and slice."""
+    make_product_example, demo_offline = scripts
+    cases = {c["case_id"]: c for c in jsonl(PRODUCT / "cases" / "product.jsonl")}
+    assert Counter(str(c["slice"]) for c in cases.values()) == dict.fromkeys(SLICES, 120)
+    assert all("response" not in c and "human_adjudication" not in c for c in cases.values())
+    wrong = make_product_example.wrong_answers()
+    expected = {
+        "v2.3": {"billing-policy-critical": (1, 1), "account-security": (1, 0), "shipping-general": (2, 2)},
+        "v2.4": {"billing-policy-critical": (31, 26), "account-security": (1, 0), "shipping-general": (2, 2)},
+    }
+    for version, by_slice in expected.items():
+        lines = jsonl(PRODUCT / "responses" / f"app-{version}.jsonl")
+        assert [line["case_id"] for line in lines] == list(cases)  # one answer per question, no more
+        judged: Counter[str] = Counter()
+        truly: Counter[str] = Counter()
+        for line in lines:
+            case = cases[str(line["case_id"])]
+            label, _ = demo_offline.digits_rule(case["reference"], line["response"])
+            judged[str(case["slice"])] += label == "fail"
+            truly[str(case["slice"])] += line["case_id"] in wrong[version]
+            assert line["generation"]["app_version"].startswith(f"example-support-assistant {version[1:]}")  # type: ignore[index]
+        assert {s: (truly[s], judged[s]) for s in SLICES} == by_slice, version
+    readme = (PRODUCT / "README.md").read_text(encoding="utf-8")
+    assert "fails 26 of the 120 answers (21.7%), while 31 are\nwrong (25.8%)" in readme
+
+
+def test_the_rule_judge_reads_digits_only(scripts: tuple[ModuleType, ModuleType]) -> None:
+    _, demo_offline = scripts
+    reference = "Refunds within 14 calendar days; arrival in 5 to 10 business days; $6.95 below $50."
+    assert demo_offline.digits_rule(reference, "Within 14 days, $50 or more.")[0] == "pass"
+    assert demo_offline.digits_rule(reference, "Within two weeks.")[0] == "pass"
+    verdict, reason = demo_offline.digits_rule(reference, "Within 30 calendar days.")
+    assert verdict == "fail" and "30" in reason
+    assert demo_offline.digits_rule(reference, "Within a month.")[0] == "pass"  # the miss, on purpose
+    assert demo_offline.digits_rule(reference, "It costs $6.9.")[0] == "fail"
+
+
+@pytest.mark.timeout(600)
+def test_make_calibrate_product_offline_measures_the_judge_the_example_ships(tmp_path: Path) -> None:
+    """policies/example-product/calibration/ is what `gate calibrate` measures on the calibration
+    lane's records judged by the offline rule judge: the lane ends quality_failed on the judge's
+    misses (exit 1, expected), the measurement follows. If the figures changed with the example's
+    judge or cases, run `make calibrate-product-offline` and commit the calibration directory."""
+    from test_readme import checkout
+
+    work, env = checkout(tmp_path)
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "calibrate-product-offline"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "gate exited 1" in done.stdout and "Traceback" not in done.stderr
+    measured = json.loads((work / "policies/example-product/calibration/calibration.json").read_text())
+    shipped = json.loads((PRODUCT / "calibration" / "calibration.json").read_text())
+    assert measured["config_sha256"] == shipped["config_sha256"]
+    for key in ("policy_sha256", "dataset_sha256", "prompt_sha256"):  # measured on this policy and these cases
+        assert measured["lineage"][key] == shipped["lineage"][key], key
+    assert measured["slices"] == shipped["slices"] and measured["overall"] == shipped["overall"]
+    for name in SLICES:
+        figures = shipped["slices"][name]
+        assert (figures["true_fail"], figures["false_pass"], figures["true_pass"], figures["false_fail"]) == (
+            50,
+            10,
+            120,
+            0,
+        )
