@@ -1,0 +1,506 @@
+"""Benchmark: does the product gate's interval hold, and how often does each rule pass a bad product?
+
+Simulates gate/decide/failure_rate.py over a grid of cells: the true failure rate p around each
+limit L (p/L in 0.25, 0.5, 0.8, 1, 1.25, 2), the judge's true sensitivity Se (0.6-0.99) and
+specificity Sp (0.8-0.999), calibration with m labelled answers each way (m labelled failing ones
+measure Se, m labelled passing ones Sp; 10-1,000), and N product answers (50-10,000), each judged
+fail with probability q = Se p + (1 - Sp)(1 - p). Confidence 95%.
+
+Per cell it prints, for the fixed design (all N judged, then decided):
+  miss_hi, miss_lo   P(high < p), P(low > p): each at most 1 - confidence = 5%
+  pass, fail         P(verdict passed), P(verdict exceeded); for p >= L pass must be <= 5%
+  raw_pass           the rule peers use, pass when k/N <= L: P(pass) (for p >= L, what it lets through)
+and for the sequential design (stop_when_decided: the run looks after every judgment and stops at
+the first look where the slice is passed or exceeded; the k/n bound is the confidence sequence):
+  miss_hi, miss_lo   at the interval the run reports (when it stops, or after N)
+  ever               P(some look before the stop had high < p or low > p): the sequence's own claim
+  pass, fail, judged the mean share of the N answers judged before the verdict
+
+The fixed design is computed exactly: the three counts (judged fail of N, caught of m labelled
+failing, passed of m labelled passing) are independent binomials, and for each calibration outcome
+the verdict and each bound's miss are thresholds on k (Clopper-Pearson's duality with the binomial
+distribution function), so each probability is an exact sum over the calibration outcomes (those
+of probability below 1e-12 left out). A self-check draws cases per cell and asks the module itself
+for the verdict, which must agree with the thresholds. The sequential design is simulated (numpy,
+seeded): calibration drawn, then each path judged one answer at a time.
+
+    .venv/bin/python bench/product_coverage.py                 # the whole grid (~ minutes)
+    .venv/bin/python bench/product_coverage.py --quick         # a corner of it (~1 min)
+    .venv/bin/python bench/product_coverage.py --sims 4000 --seed 7 --csv /tmp/cells.csv --summary-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import binom
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from gate.decide.failure_rate import (  # noqa: E402
+    CS_PRIOR,
+    box_share,
+    cp_high,
+    cp_low,
+    cs_log_evidence,
+    failure_rate,
+    judge_accuracy,
+    slice_verdict,
+)
+
+CONFIDENCE = 0.95
+A = box_share(CONFIDENCE)
+NOMINAL = 1.0 - CONFIDENCE
+TAIL = 1e-12
+
+FULL = {
+    "limit": (0.02, 0.05, 0.10),
+    "ratio": (0.25, 0.5, 0.8, 1.0, 1.25, 2.0),
+    "se": (0.6, 0.75, 0.9, 0.99),
+    "sp": (0.8, 0.95, 0.995, 0.999),
+    "m": (10, 100, 1000),
+    "n": (50, 500, 2000, 10_000),
+}
+QUICK = {
+    "limit": (0.02, 0.10),
+    "ratio": (0.25, 1.0),
+    "se": (0.6, 0.9),
+    "sp": (0.95, 0.999),
+    "m": (10, 1000),
+    "n": (50, 2000),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    limit: float
+    ratio: float
+    se: float
+    sp: float
+    m: int
+    n: int
+
+    @property
+    def p(self) -> float:
+        return self.ratio * self.limit
+
+    @property
+    def q(self) -> float:
+        return self.se * self.p + (1.0 - self.sp) * (1.0 - self.p)
+
+
+@dataclass
+class Row:
+    cell: Cell
+    miss_hi: float
+    miss_lo: float
+    pass_: float
+    fail: float
+    raw_pass: float
+    pass_half: float
+    s_miss_hi: float = math.nan
+    s_miss_lo: float = math.nan
+    s_ever: float = math.nan
+    s_pass: float = math.nan
+    s_fail: float = math.nan
+    s_judged: float = math.nan
+    sims: int = 0
+
+
+def support(m: int, prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """The counts of Bin(m, prob) worth summing over, and their probabilities."""
+    lo = int(binom.ppf(TAIL, m, prob))
+    hi = int(binom.isf(TAIL, m, prob))
+    xs = np.arange(max(lo - 1, 0), min(hi + 1, m) + 1)
+    return xs, binom.pmf(xs, m, prob)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per calibration outcome (arrays): the box's bounds of Se and Sp and the derived thresholds on
+    the k/n bound (a verdict or a miss happens exactly when the k/n bound crosses one of them)."""
+
+    se_low: np.ndarray
+    se_high: np.ndarray
+    sp_low: np.ndarray
+    sp_high: np.ndarray
+    weight: np.ndarray
+    x_se: np.ndarray
+    x_sp: np.ndarray
+
+    @property
+    def informative(self) -> np.ndarray:
+        return self.se_low + self.sp_low > 1.0
+
+    @property
+    def d_hi(self) -> np.ndarray:
+        return self.se_low + self.sp_high - 1.0
+
+    @property
+    def d_lo(self) -> np.ndarray:
+        return self.se_high + self.sp_low - 1.0
+
+    def u_hi(self, rate: float) -> np.ndarray:
+        """high <= rate exactly when (k/n high) <= this (where d_hi > 0)."""
+        return rate * self.d_hi + 1.0 - self.sp_high
+
+    def u_lo(self, rate: float) -> np.ndarray:
+        """low > rate exactly when (k/n low) > this (where d_lo > 0)."""
+        return rate * self.d_lo + 1.0 - self.sp_low
+
+
+def calibration_grid(cell: Cell) -> Calibration:
+    xs_se, w_se = support(cell.m, cell.se)
+    xs_sp, w_sp = support(cell.m, cell.sp)
+    x_se, x_sp = (a.ravel() for a in np.meshgrid(xs_se, xs_sp, indexing="ij"))
+    weight = np.outer(w_se, w_sp).ravel()
+    return calibration_of(x_se, x_sp, cell.m, weight)
+
+
+def calibration_of(x_se: np.ndarray, x_sp: np.ndarray, m: int, weight: np.ndarray) -> Calibration:
+    return Calibration(
+        se_low=cp_low(x_se, m, A),
+        se_high=cp_high(x_se, m, A),
+        sp_low=cp_low(x_sp, m, A),
+        sp_high=cp_high(x_sp, m, A),
+        weight=weight,
+        x_se=x_se,
+        x_sp=x_sp,
+    )
+
+
+# --- the fixed design, exactly ---
+
+
+def k_at_most(n: int, u: np.ndarray) -> np.ndarray:
+    """Per u, the largest k whose Clopper-Pearson upper bound is <= u (-1: none; n: all):
+    cp_high(k) <= u exactly when P(Bin(n, u) <= k) <= a."""
+    out = np.full(u.shape, -1, dtype=np.int64)
+    out[u >= 1.0] = n
+    mid = (u > 0.0) & (u < 1.0)
+    kk = binom.ppf(A, n, u[mid]).astype(np.int64)  # smallest k with cdf >= a
+    out[mid] = kk - 1 + (binom.cdf(kk, n, u[mid]) <= A)
+    return np.minimum(out, n)
+
+
+def k_above(n: int, u: np.ndarray) -> np.ndarray:
+    """Per u, the smallest k whose Clopper-Pearson lower bound is > u (n + 1: none):
+    cp_low(k) > u exactly when P(Bin(n, u) >= k) < a, i.e. P(Bin(n, u) <= k - 1) > 1 - a."""
+    out = np.full(u.shape, n + 1, dtype=np.int64)
+    out[u < 0.0] = 0
+    mid = (u >= 0.0) & (u < 1.0)
+    j = binom.ppf(1.0 - A, n, u[mid]).astype(np.int64)  # smallest j with cdf >= 1 - a
+    j = j + (binom.cdf(j, n, u[mid]) <= 1.0 - A)
+    out[mid] = np.minimum(j + 1, n + 1)
+    return out
+
+
+def fixed_thresholds(cal: Calibration, n: int, limit: float, p: float) -> dict[str, np.ndarray]:
+    """Per calibration outcome, the k thresholds of each event (k <= kpass: passed, ...)."""
+    inf, dhi, dlo = cal.informative, cal.d_hi > 0, cal.d_lo > 0
+    none_le, none_gt = np.full(inf.shape, -1), np.full(inf.shape, n + 1)
+    return {
+        "pass_le": np.where(inf & dhi, k_at_most(n, cal.u_hi(limit)), none_le),
+        "fail_ge": np.where(inf & dlo, k_above(n, cal.u_lo(limit)), none_gt),
+        # high < p: cp_high(k) < u_hi(p); the tie has probability zero, so <= is the same sum
+        "miss_hi_le": np.where(dhi, k_at_most(n, cal.u_hi(p)), none_le) if p > 0 else none_le,
+        "miss_lo_ge": np.where(dlo, k_above(n, cal.u_lo(p)), none_gt),
+    }
+
+
+def fixed_exact(cell: Cell) -> tuple[dict[str, float], Calibration, dict[str, np.ndarray]]:
+    cal = calibration_grid(cell)
+    th = fixed_thresholds(cal, cell.n, cell.limit, cell.p)
+    n, q, w = cell.n, cell.q, cal.weight
+
+    def le(k: np.ndarray) -> float:
+        return float((w * binom.cdf(k, n, q)).sum())
+
+    def ge(k: np.ndarray) -> float:
+        return float((w * binom.sf(k - 1, n, q)).sum())
+
+    raw = float(binom.cdf(math.floor(cell.limit * n + 1e-9), n, q))
+    return (
+        {
+            "miss_hi": le(th["miss_hi_le"]),
+            "miss_lo": ge(th["miss_lo_ge"]),
+            "pass": le(th["pass_le"]),
+            "fail": ge(th["fail_ge"]),
+            "raw_pass": raw,
+        },
+        cal,
+        th,
+    )
+
+
+def self_check(cell: Cell, cal: Calibration, th: dict[str, np.ndarray], rng: np.random.Generator, draws: int) -> None:
+    """The thresholds against the module's own verdict on drawn cases (the bench measures the
+    shipped code, not a re-derivation of it)."""
+    idx = rng.choice(len(cal.weight), size=draws, p=cal.weight / cal.weight.sum())
+    ks = rng.binomial(cell.n, cell.q, size=draws)
+    for i, k in zip(idx, ks, strict=True):
+        judge = judge_accuracy(
+            true_fail=int(cal.x_se[i]),
+            false_pass=cell.m - int(cal.x_se[i]),
+            true_pass=int(cal.x_sp[i]),
+            false_fail=cell.m - int(cal.x_sp[i]),
+            confidence=CONFIDENCE,
+        )
+        rate = failure_rate(judged_fail=int(k), n=cell.n, judge=judge, confidence=CONFIDENCE)
+        verdict = slice_verdict(rate, cell.limit)
+        want = "passed" if k <= th["pass_le"][i] else "exceeded" if k >= th["fail_ge"][i] else None
+        got = verdict if verdict in ("passed", "exceeded") else None
+        if got != want:
+            raise SystemExit(f"self-check failed in {cell}: k={k} cal={i} module {verdict}, thresholds {want}")
+        if (rate.high < cell.p) != (k <= th["miss_hi_le"][i]) or (rate.low > cell.p) != (k >= th["miss_lo_ge"][i]):
+            raise SystemExit(f"self-check failed (bounds) in {cell}: k={k} {rate}")
+
+
+# --- the sequential design, simulated ---
+
+
+def sequential_sim(cell: Cell, sims: int, rng: np.random.Generator, block: int = 512) -> dict[str, float]:
+    """Each path: calibration drawn, then answers judged one at a time; at each look the confidence
+    sequence's bounds are compared with the thresholds (a threshold is outside the sequence exactly
+    when the mixture's log evidence against it reaches log(1/a))."""
+    x_se = rng.binomial(cell.m, cell.se, size=sims)
+    x_sp = rng.binomial(cell.m, cell.sp, size=sims)
+    cal = calibration_of(x_se, x_sp, cell.m, np.ones(sims))
+    c = math.log(1.0 / A)
+    inf, dhi, dlo = cal.informative, cal.d_hi > 0, cal.d_lo > 0
+    thetas = {
+        "pass": (np.clip(cal.u_hi(cell.limit), 1e-300, 1.0), inf & dhi, "below"),
+        "fail": (np.clip(cal.u_lo(cell.limit), 0.0, 1.0 - 1e-16), inf & dlo, "above"),
+        "mhi": (np.clip(cal.u_hi(cell.p), 1e-300, 1.0), dhi & (cell.p > 0), "below"),
+        "mlo": (np.clip(cal.u_lo(cell.p), 0.0, 1.0 - 1e-16), dlo, "above"),
+    }
+    a0, b0 = CS_PRIOR
+    k = np.zeros(sims)
+    logmix = np.zeros(sims)
+    stopped_at = np.full(sims, cell.n)
+    verdict = np.zeros(sims, dtype=np.int8)  # 1 passed, 2 exceeded
+    ever = np.zeros(sims, dtype=bool)
+    final_hi = np.zeros(sims, dtype=bool)
+    final_lo = np.zeros(sims, dtype=bool)
+    active = np.arange(sims)
+    t0 = 0
+    while active.size and t0 < cell.n:
+        b = min(block, cell.n - t0)
+        x = rng.random((active.size, b)) < cell.q
+        t = t0 + np.arange(1, b + 1)[None, :]
+        kc = k[active, None] + np.cumsum(x, axis=1)
+        before = kc - x
+        num = np.where(x, a0 + before, b0 + (t - 1) - before)
+        lm = logmix[active, None] + np.cumsum(np.log(num) - np.log(a0 + b0 + t - 1), axis=1)
+        out = {}
+        for name, (theta, ok, side) in thetas.items():
+            th = theta[active, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ev = lm - kc * np.log(th) - (t - kc) * np.log1p(-th)
+            side_ok = kc < t * th if side == "below" else kc > t * th
+            out[name] = ok[active, None] & side_ok & (ev >= c)
+        decided = out["pass"] | out["fail"]
+        has = decided.any(axis=1)
+        first = np.where(has, decided.argmax(axis=1), b - 1)
+        rows = np.arange(active.size)
+        upto = np.arange(b)[None, :] <= first[:, None]
+        ever[active] |= ((out["mhi"] | out["mlo"]) & upto).any(axis=1)
+        final_hi[active] = out["mhi"][rows, first]
+        final_lo[active] = out["mlo"][rows, first]
+        stop = has | (t0 + b >= cell.n)
+        verdict[active[has]] = np.where(out["pass"][rows, first][has], 1, 2)
+        stopped_at[active[has]] = t0 + first[has] + 1
+        k[active], logmix[active] = kc[:, -1], lm[:, -1]
+        active = active[~stop]
+        t0 += b
+    return {
+        "s_miss_hi": float(final_hi.mean()),
+        "s_miss_lo": float(final_lo.mean()),
+        "s_ever": float(ever.mean()),
+        "s_pass": float((verdict == 1).mean()),
+        "s_fail": float((verdict == 2).mean()),
+        "s_judged": float((stopped_at / cell.n).mean()),
+    }
+
+
+def check_sequence_evidence(rng: np.random.Generator) -> None:
+    """The incremental mixture the simulation carries equals the module's closed form."""
+    x = rng.random(3000) < 0.03
+    kc = np.cumsum(x)
+    t = np.arange(1, x.size + 1)
+    a0, b0 = CS_PRIOR
+    before = kc - x
+    lm = np.cumsum(np.log(np.where(x, a0 + before, b0 + (t - 1) - before)) - np.log(a0 + b0 + t - 1))
+    theta = 0.05
+    closed = cs_log_evidence(kc, t, theta)
+    ours = lm - kc * np.log(theta) - (t - kc) * np.log1p(-theta)
+    if not np.allclose(closed, ours, atol=1e-8):
+        raise SystemExit("self-check failed: the simulated mixture differs from the module's")
+
+
+# --- the grid and the report ---
+
+
+def cells(grid: dict[str, tuple[Any, ...]]) -> list[Cell]:
+    keys = ("limit", "ratio", "se", "sp", "m", "n")
+    return [Cell(*values) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def run_cell(cell: Cell, sims: int, seed: int, index: int, checks: int) -> Row:
+    rng = np.random.default_rng([seed, index])
+    exact, cal, th = fixed_exact(cell)
+    if checks:
+        self_check(cell, cal, th, rng, checks)
+    half = Cell(cell.limit, cell.ratio, cell.se, cell.sp, cell.m, cell.n // 2)
+    th_half = fixed_thresholds(cal, half.n, half.limit, half.p)
+    pass_half = float((cal.weight * binom.cdf(th_half["pass_le"], half.n, half.q)).sum())
+    row = Row(cell, exact["miss_hi"], exact["miss_lo"], exact["pass"], exact["fail"], exact["raw_pass"], pass_half)
+    if sims:
+        for name, value in sequential_sim(cell, sims, rng).items():
+            setattr(row, name, value)
+        row.sims = sims
+    return row
+
+
+HEADER = (
+    f"{'L':>5} {'p/L':>4} {'Se':>5} {'Sp':>5} {'m':>5} {'N':>6} | "
+    f"{'miss_hi':>7} {'miss_lo':>7} {'pass':>6} {'fail':>6} {'raw_pass':>8} | "
+    f"{'miss_hi':>7} {'miss_lo':>7} {'ever':>6} {'pass':>6} {'fail':>6} {'judged':>6}"
+)
+
+
+def pct(x: float) -> str:
+    return "     -" if math.isnan(x) else f"{100 * x:6.2f}"
+
+
+def line(row: Row) -> str:
+    c = row.cell
+    return (
+        f"{c.limit:5.2f} {c.ratio:4.2f} {c.se:5.3g} {c.sp:5.3g} {c.m:5d} {c.n:6d} | "
+        f" {pct(row.miss_hi)}  {pct(row.miss_lo)} {pct(row.pass_)} {pct(row.fail)}   {pct(row.raw_pass)} | "
+        f" {pct(row.s_miss_hi)}  {pct(row.s_miss_lo)} {pct(row.s_ever)} {pct(row.s_pass)} {pct(row.s_fail)} "
+        f"{pct(row.s_judged)}"
+    )
+
+
+def mc_above(rate: float, sims: int) -> bool:
+    """Whether a simulated rate is above nominal beyond Monte Carlo error (its one-sided 99.9%
+    Clopper-Pearson lower bound above 1 - confidence)."""
+    if not sims or math.isnan(rate):
+        return False
+    return float(cp_low(round(rate * sims), sims, 0.001)[()]) > NOMINAL
+
+
+def worst(rows: list[Row], label: str, value: Any, keep: Any = lambda r: True) -> str:
+    chosen = [r for r in rows if keep(r) and not math.isnan(value(r))]
+    if not chosen:
+        return f"  {label}: no cell"
+    r = max(chosen, key=value)
+    c = r.cell
+    where = f"L={c.limit:g} p/L={c.ratio:g} Se={c.se:g} Sp={c.sp:g} m={c.m} N={c.n}"
+    return f"  {label}: {100 * value(r):.2f}% ({where})"
+
+
+def summary(rows: list[Row]) -> list[str]:
+    at_or_above = lambda r: r.cell.ratio >= 1.0  # noqa: E731
+    below = lambda r: r.cell.ratio < 1.0  # noqa: E731
+    out = [f"Worst cell per property ({len(rows)} cells; nominal: at most {100 * NOMINAL:.0f}%):"]
+    out.append(worst(rows, "fixed, P(high < p)", lambda r: r.miss_hi))
+    out.append(worst(rows, "fixed, P(low > p)", lambda r: r.miss_lo))
+    out.append(worst(rows, "fixed, P(pass) for p >= L", lambda r: r.pass_, at_or_above))
+    out.append(worst(rows, "raw k/N <= L, P(pass) for p >= L", lambda r: r.raw_pass, at_or_above))
+    out.append(worst(rows, "fixed, P(exceeded) for p < L", lambda r: r.fail, below))
+    out.append(worst(rows, "raw k/N <= L, P(fail) for p < L", lambda r: 1.0 - r.raw_pass, below))
+    if any(r.sims for r in rows):
+        out.append(worst(rows, "sequential, P(high < p) at the verdict", lambda r: r.s_miss_hi))
+        out.append(worst(rows, "sequential, P(low > p) at the verdict", lambda r: r.s_miss_lo))
+        out.append(worst(rows, "sequential, P(a bound ever wrong before the stop)", lambda r: r.s_ever))
+        out.append(worst(rows, "sequential, P(pass) for p >= L", lambda r: r.s_pass, at_or_above))
+        out.append(worst(rows, "sequential, P(exceeded) for p < L", lambda r: r.s_fail, below))
+        out += quarter_summary(rows)
+    fixed_over = [r for r in rows if max(r.miss_hi, r.miss_lo) > NOMINAL or (r.cell.ratio >= 1 and r.pass_ > NOMINAL)]
+    seq_over = [
+        r
+        for r in rows
+        if mc_above(max(r.s_miss_hi, r.s_miss_lo), r.sims) or (r.cell.ratio >= 1 and mc_above(r.s_pass, r.sims))
+    ]
+    out.append(f"Cells above nominal: fixed {len(fixed_over)} (exact), sequential {len(seq_over)} (beyond MC error)")
+    out += [f"  ABOVE NOMINAL: {line(r)}" for r in fixed_over + seq_over]
+    return out
+
+
+def quarter_summary(rows: list[Row]) -> list[str]:
+    """At p = L/4: the share of the N answers the sequential design judged before its verdict
+    (target: at most half), over the cells where the fixed design passes at least 90% of the time
+    with all N answers, and over those where it does so with N/2 (where deciding by N/2 is
+    possible at all: no valid design can pass at N/2 what a fixed design at N/2 cannot)."""
+    text = []
+    for label, key in (("N", lambda r: r.pass_), ("N/2", lambda r: r.pass_half)):
+        chosen = [r for r in rows if r.cell.ratio == 0.25 and key(r) >= 0.9 and r.sims]
+        if not chosen:
+            text.append(f"  p = L/4: no cell the fixed design passes 90% of the time with {label}")
+            continue
+        shares = np.array([r.s_judged for r in chosen])
+        over = [r for r in chosen if r.s_judged > 0.5]
+        text.append(
+            f"  p = L/4, cells the fixed design passes >= 90% with {label} answers ({len(chosen)}): share judged "
+            f"before the verdict median {100 * np.median(shares):.1f}%, worst {100 * shares.max():.1f}%, "
+            f"{len(over)} over half; sequential pass rate min {100 * min(r.s_pass for r in chosen):.1f}%"
+        )
+        text += [f"    over half: {line(r)}" for r in over]
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a corner of the grid, fewer paths")
+    ap.add_argument("--sims", type=int, help="sequential paths per cell (default 1000; --quick 400)")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--checks", type=int, default=3, help="module self-checks per cell (default 3)")
+    ap.add_argument("--no-sequential", action="store_true", help="the fixed design only (exact, fast)")
+    ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--csv", type=Path, help="every cell's figures as CSV")
+    args = ap.parse_args()
+    grid = QUICK if args.quick else FULL
+    sims = 0 if args.no_sequential else (args.sims or (400 if args.quick else 1000))
+    rng = np.random.default_rng(args.seed)
+    check_sequence_evidence(rng)
+    todo = cells(grid)
+    started = time.perf_counter()
+    print(f"{len(todo)} cells, confidence {CONFIDENCE}, sequential paths per cell {sims}, seed {args.seed}")
+    print(f"{'':34}| fixed N (exact){'':26}| stop_when_decided (simulated)")
+    if not args.summary_only:
+        print(HEADER)
+    rows = []
+    for i, cell in enumerate(todo):
+        row = run_cell(cell, sims, args.seed, i, args.checks)
+        rows.append(row)
+        if not args.summary_only:
+            print(line(row), flush=True)
+    print(f"({time.perf_counter() - started:.0f} s)")
+    print("\n".join(summary(rows)))
+    if args.csv:
+        with args.csv.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            fields = [f for f in asdict(rows[0]) if f != "cell"]
+            writer.writerow(["limit", "ratio", "se", "sp", "m", "n", *fields])
+            for r in rows:
+                d = asdict(r)
+                writer.writerow(
+                    [*(d["cell"][k] for k in ("limit", "ratio", "se", "sp", "m", "n")), *(d[f] for f in fields)]
+                )
+
+
+if __name__ == "__main__":
+    main()
