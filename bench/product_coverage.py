@@ -273,18 +273,25 @@ def self_check(cell: Cell, cal: Calibration, th: dict[str, np.ndarray], rng: np.
 def sequential_sim(cell: Cell, sims: int, rng: np.random.Generator, block: int = 512) -> dict[str, float]:
     """Each path: calibration drawn, then answers judged one at a time; at each look the confidence
     sequence's bounds are compared with the thresholds (a threshold is outside the sequence exactly
-    when the mixture's log evidence against it reaches log(1/a))."""
+    when the mixture's log evidence against it reaches log(1/a)). An upper bound can first drop
+    below a threshold at any look, a lower bound first rise above one only at a look that added a
+    fail (between fails its evidence only falls), so the latter are evaluated at fails only."""
     x_se = rng.binomial(cell.m, cell.se, size=sims)
     x_sp = rng.binomial(cell.m, cell.sp, size=sims)
     cal = calibration_of(x_se, x_sp, cell.m, np.ones(sims))
     c = math.log(1.0 / A)
     inf, dhi, dlo = cal.informative, cal.d_hi > 0, cal.d_lo > 0
-    thetas = {
-        "pass": (np.clip(cal.u_hi(cell.limit), 1e-300, 1.0), inf & dhi, "below"),
-        "fail": (np.clip(cal.u_lo(cell.limit), 0.0, 1.0 - 1e-16), inf & dlo, "above"),
-        "mhi": (np.clip(cal.u_hi(cell.p), 1e-300, 1.0), dhi & (cell.p > 0), "below"),
-        "mlo": (np.clip(cal.u_lo(cell.p), 0.0, 1.0 - 1e-16), dlo, "above"),
+    edge = (1e-300, 1.0 - 1e-16)
+    # name: (theta per path, whether the event is possible on that path, the bound's side)
+    below = {
+        "pass": (np.clip(cal.u_hi(cell.limit), *edge), inf & dhi),
+        "mhi": (np.clip(cal.u_hi(cell.p), *edge), dhi & (cell.p > 0)),
     }
+    above = {
+        "fail": (np.clip(cal.u_lo(cell.limit), *edge), inf & dlo),
+        "mlo": (np.clip(cal.u_lo(cell.p), *edge), dlo),
+    }
+    logs = {name: (np.log1p(-th), np.log(th) - np.log1p(-th)) for name, (th, _) in {**below, **above}.items()}
     a0, b0 = CS_PRIOR
     k = np.zeros(sims)
     logmix = np.zeros(sims)
@@ -298,29 +305,39 @@ def sequential_sim(cell: Cell, sims: int, rng: np.random.Generator, block: int =
     while active.size and t0 < cell.n:
         b = min(block, cell.n - t0)
         x = rng.random((active.size, b)) < cell.q
-        t = t0 + np.arange(1, b + 1)[None, :]
+        t = t0 + np.arange(1, b + 1, dtype=float)[None, :]
         kc = k[active, None] + np.cumsum(x, axis=1)
         before = kc - x
-        num = np.where(x, a0 + before, b0 + (t - 1) - before)
-        lm = logmix[active, None] + np.cumsum(np.log(num) - np.log(a0 + b0 + t - 1), axis=1)
+        lm = logmix[active, None] + np.cumsum(np.log(np.where(x, a0 + before, b0 + (t - 1) - before)), axis=1)
+        lm -= np.cumsum(np.log(a0 + b0 + t - 1), axis=1)
         out = {}
-        for name, (theta, ok, side) in thetas.items():
-            th = theta[active, None]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ev = lm - kc * np.log(th) - (t - kc) * np.log1p(-th)
-            side_ok = kc < t * th if side == "below" else kc > t * th
-            out[name] = ok[active, None] & side_ok & (ev >= c)
+        for name, (theta, ok) in below.items():
+            l1, diff = logs[name][0][active, None], logs[name][1][active, None]
+            out[name] = (lm - kc * diff - t * l1 >= c) & (kc < t * theta[active, None]) & ok[active, None]
+        r, col = np.nonzero(x)
+        for name, (theta, ok) in above.items():
+            l1, diff = logs[name][0][active][r], logs[name][1][active][r]
+            kk, tt = kc[r, col], t[0, col]
+            hit = (lm[r, col] - kk * diff - tt * l1 >= c) & (kk > tt * theta[active][r]) & ok[active][r]
+            out[name] = np.zeros(x.shape, dtype=bool)
+            out[name][r[hit], col[hit]] = True
         decided = out["pass"] | out["fail"]
         has = decided.any(axis=1)
         first = np.where(has, decided.argmax(axis=1), b - 1)
-        rows = np.arange(active.size)
         upto = np.arange(b)[None, :] <= first[:, None]
         ever[active] |= ((out["mhi"] | out["mlo"]) & upto).any(axis=1)
-        final_hi[active] = out["mhi"][rows, first]
-        final_lo[active] = out["mlo"][rows, first]
         stop = has | (t0 + b >= cell.n)
-        verdict[active[has]] = np.where(out["pass"][rows, first][has], 1, 2)
+        verdict[active[has]] = np.where(out["pass"][np.arange(active.size), first][has], 1, 2)
         stopped_at[active[has]] = t0 + first[has] + 1
+        # the reported interval (at the stop, or after N) against the true rate
+        rows = np.arange(active.size)[stop]
+        kf, tf, lf = kc[rows, first[rows]], t0 + first[rows] + 1.0, lm[rows, first[rows]]
+        for name, sink, side in (("mhi", final_hi, below), ("mlo", final_lo, above)):
+            theta, ok = side[name]
+            l1, diff = logs[name][0][active][rows], logs[name][1][active][rows]
+            th = theta[active][rows]
+            beyond = kf < tf * th if name == "mhi" else kf > tf * th
+            sink[active[rows]] = (lf - kf * diff - tf * l1 >= c) & beyond & ok[active][rows]
         k[active], logmix[active] = kc[:, -1], lm[:, -1]
         active = active[~stop]
         t0 += b
