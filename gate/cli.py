@@ -205,6 +205,10 @@ def _path_flag(parser: argparse.ArgumentParser, flag: str, help: str, default: P
     parser.add_argument(flag, type=Path, default=default, help=help)
 
 
+def _responses_flag(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--responses", type=Path, default=None, metavar="FILE", help=help)
+
+
 def _max_cost_flag(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--max-cost", type=_cost, default=None, help=help)
 
@@ -228,7 +232,13 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the estimated cost; call no model")
     _path_flag(parser, "--cache-dir", "the judgment cache (default: the policy's cache_dir or .gate-cache)")
     parser.add_argument("--no-cache", action="store_true", help="judge without reading or writing the cache")
-    _path_flag(parser, "--base-result", "a base run's --out directory: the report shows the trend's change")
+    _path_flag(
+        parser,
+        "--base-result",
+        "a base run's --out directory: the report shows the trend's change (a product lane: each slice's answers "
+        "paired with the base's)",
+    )
+    _responses_flag(parser, "a product lane's answers: one JSON line per case {case_id, response, generation}")
     parser.add_argument(
         "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
     )
@@ -508,6 +518,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_result=args.base_result,
         shard=parse_shard(args.shard) if args.shard is not None else None,
         batch=BatchOptions(args.batch, args.batch_timeout, args.batch_poll) if args.batch else None,
+        responses=args.responses,
     )
     with _stdout_for(args.format):
         decision = run_into(args.policy, opts)

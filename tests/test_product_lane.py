@@ -7,14 +7,25 @@ marker a response carries (so an application answer steers the judge as a real o
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from suite import case, controls, write_suite
+from fake_openai import FakeOpenAI
+from suite import case, controls, result, write_suite
 
 from gate.cli import main
+from gate.judge import installed_version
+from gate.measure import certify
+from gate.model.policy import load_policy
+from gate.run.lineage import JudgeSettings
+
+KEY_ENV = "GATE_TEST_KEY"
+# A judge people measured well: it catches 95 of 100 failing answers and passes 995 of 1000 good ones.
+GOOD_JUDGE = {"true_fail": 95, "false_pass": 5, "true_pass": 995, "false_fail": 5}
 
 PRODUCT_SLICES = {
     "critical": {"max_false_passes": 0, "max_false_fails": 1, "priority": 0, "max_failure_rate": 0.1},
@@ -104,3 +115,228 @@ def test_product_cases_need_no_response_and_no_label_but_every_other_case_still_
 def read_json(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+@pytest.fixture()
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    monkeypatch.setenv(KEY_ENV, "sk-test-product")
+    with FakeOpenAI() as server:
+        yield server
+
+
+def write_calibration(policy: Path, slices: dict[str, dict[str, int]], **change: Any) -> None:
+    """calibration.json as `gate calibrate` writes it, for the judge this policy makes against the fake
+    provider (its config_sha256 computed as the gate computes it), with the given counts per slice."""
+    loaded = load_policy(policy)
+    judge = JudgeSettings.of(loaded, loaded.policy.evaluator.base_url or "")
+    ragas = installed_version("ragas") or ""
+
+    def tally(t: dict[str, int]) -> dict[str, Any]:
+        fails = t["true_fail"] + t["false_pass"]
+        rate = {"value": t["false_pass"] / fails if fails else None, "low": None, "high": None, "n": fails}
+        return {**t, "completed": sum(t.values()), "cohen_kappa": 0.9, "false_pass_rate": rate}
+
+    total = {k: sum(t[k] for t in slices.values()) for k in GOOD_JUDGE}
+    data = {
+        "schema_version": 1,
+        "config_sha256": certify.config_sha256(loaded, judge, ragas),
+        "config": certify.config_components(loaded, judge, ragas),
+        "calibrated_at": "2026-11-30T09:00:00Z",
+        "overall": tally(total),
+        "slices": {name: tally(t) for name, t in slices.items()},
+        **change,
+    }
+    (policy.parent / "calibration.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def answer(case_id: str, verdict: str, **generation: Any) -> dict[str, Any]:
+    """One line of --responses: the application's answer, carrying the fake judge's marker."""
+    line: dict[str, Any] = {"case_id": case_id, "response": f"App answer for {case_id}. [[judge:{verdict}]]"}
+    if generation:
+        line["generation"] = generation
+    return line
+
+
+def write_responses(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def app_suite(root: Path, fake: FakeOpenAI, n: int = 40, **policy: Any) -> Path:
+    """A product lane over `n` critical answers (limit 15%), calibrated with GOOD_JUDGE."""
+    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.15}}
+    cases = [product_case(f"p-{i:03d}") for i in range(n)]
+    path = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url}, **policy)
+    write_calibration(path, {"critical": GOOD_JUDGE})
+    return path
+
+
+def run_app(policy: Path, out: Path, responses: Path | None, *extra: str) -> int:
+    args = ["run", "--policy", str(policy), "--lane", "app", "--out", str(out), "--no-cache", *extra]
+    return main([*args, *(["--responses", str(responses)] if responses is not None else [])])
+
+
+def verdicts(n: int, failing: int) -> list[dict[str, Any]]:
+    return [answer(f"p-{i:03d}", "fail" if i < failing else "pass", app_version="2.1") for i in range(n)]
+
+
+def kinds(out: Path) -> list[str]:
+    return [b["kind"] for b in result(out)["blockers"]]
+
+
+def test_good_answers_pass_with_the_judge_corrected_rate_below_the_limit(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    responses = write_responses(tmp_path / "responses.jsonl", verdicts(40, 0))
+    out = tmp_path / "out"
+    assert run_app(policy, out, responses) == 0
+    res = result(out)
+    assert res["state"] == "passed" and res["blockers"] == []
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "passed" and row["n"] == 40 and row["judged_fail"] == 0
+    assert row["high"] <= 0.15 and row["judge"]["se"]["x"] == 95 and row["judge"]["sp"]["n"] == 1000
+    assert res["product"]["confidence"] == 0.95 and res["product"]["sequential"] is False
+    assert res["lineage"]["responses_sha256"] == hashlib.sha256(responses.read_bytes()).hexdigest()
+    # The answer judged is the line's: the prompt the provider saw holds it, and each record says which.
+    assert any("App answer for p-007." in r.prompt for r in fake.requests)
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    p7 = next(r for r in records if r["case_id"] == "p-007")
+    assert p7["human_label"] is None and p7["generation"] == {"app_version": "2.1"}
+    assert p7["response_sha256"] == hashlib.sha256(b"App answer for p-007. [[judge:pass]]").hexdigest()
+    control = next(r for r in records if r["case_id"] == "ctl-positive")
+    assert control["human_label"] == "pass" and "response_sha256" not in control
+
+
+def test_too_many_failing_answers_fail_the_slice(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(40, 15))) == 1
+    res = result(out)
+    [b] = res["blockers"]
+    assert b["kind"] == "failure_rate_exceeded" and b["state"] == "quality_failed" and b["slice"] == "critical"
+    assert b["case_ids"] == [f"p-{i:03d}" for i in range(15)] and "15 of 40 answers judged fail" in b["message"]
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "exceeded" and row["low"] > 0.15 and len(row["failing_cases"]) == 15
+
+
+def test_a_rate_whose_interval_holds_the_limit_is_inconclusive_and_says_what_would_decide(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(40, 6))) == 4
+    res = result(out)
+    [b] = res["blockers"]
+    assert b["kind"] == "failure_rate_inconclusive" and b["state"] == "review_required"
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "inconclusive" and row["low"] <= 0.15 < row["high"]
+    assert row["decide_hint"] and row["decide_hint"] in b["message"] and "answers" in row["decide_hint"]
+
+
+def test_a_judge_that_cannot_tell_failing_answers_from_good_ones_is_unfit_for_the_slice(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    write_calibration(policy, {"critical": {"true_fail": 3, "false_pass": 3, "true_pass": 3, "false_fail": 3}})
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(40, 0))) == 4
+    res = result(out)
+    assert kinds(out) == ["judge_unfit"] and res["blockers"][0]["slice"] == "critical"
+    assert "may not tell a failing answer from a good one" in res["blockers"][0]["message"]
+    assert res["product"]["slices"]["critical"]["verdict"] == "judge_unfit"
+
+
+def test_a_judge_calibrated_under_another_configuration_decides_no_slice(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    (policy.parent / "prompt.txt").write_text(
+        (policy.parent / "prompt.txt").read_text() + "Be strict.\n", encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(40, 0))) == 4
+    res = result(out)
+    assert kinds(out) == ["judge_uncalibrated"] and "prompt" in res["blockers"][0]["message"]
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "incomplete" and row["judge"] is None and row["n"] == 40
+
+
+def test_an_answer_missing_from_the_responses_is_unrun_and_a_line_for_another_case_is_noted(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    lines = [*verdicts(39, 0), answer("zz-elsewhere", "pass")]
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", lines)) == 3
+    res = result(out)
+    assert kinds(out) == ["missing_response"]
+    [b] = res["blockers"]
+    assert b["state"] == "evaluation_incomplete" and b["case_ids"] == ["p-039"] and "r.jsonl" in b["message"]
+    assert res["unrun_case_ids"] == ["p-039"] and res["counts"]["unrun"] == 1
+    assert not any("p-039" in r.prompt for r in fake.requests)
+    assert any("zz-elsewhere" in note and "not judged" in note for note in res["notes"])
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "incomplete" and row["n"] == 39
+
+
+def test_an_evaluator_error_is_never_counted_among_the_answers(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    lines = verdicts(40, 0)
+    lines[5] = {"case_id": "p-005", "response": "App answer for p-005. [[judge:http=500]]"}
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", lines)) == 3
+    res = result(out)
+    assert kinds(out) == ["evaluator_errors"] and res["blockers"][0]["case_ids"] == ["p-005"]
+    row = res["product"]["slices"]["critical"]
+    assert row["n"] == 39 and row["judged_fail"] == 0 and "p-005" not in row["failing_cases"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ("not json at all", "r.jsonl:3 (--responses): not valid JSON"),
+        (
+            json.dumps(answer("p-000", "pass")),
+            "r.jsonl:3 (--responses): case p-000 is answered twice (first on line 1)",
+        ),
+        (json.dumps({"case_id": "p-002", "response": ""}), "`response` of case p-002 must be the application's answer"),
+        (json.dumps({"case_id": "p-002", "response": "x", "model": "m"}), "unknown key `model`"),
+        (json.dumps({"case_id": "p-002", "response": "x", "generation": "v2"}), "`generation` of case p-002"),
+    ],
+)
+def test_a_malformed_or_duplicated_responses_line_is_a_usage_error_naming_the_line(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], bad: str, said: str
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=3)
+    path = tmp_path / "r.jsonl"
+    path.write_text(
+        json.dumps(answer("p-000", "pass")) + "\n" + json.dumps(answer("p-001", "pass")) + "\n" + bad + "\n"
+    )
+    assert run_app(policy, tmp_path / "out", path) == 2
+    err = capsys.readouterr().err
+    assert said in err and "fix:" in err and "Traceback" not in err
+    assert fake.count() == 0
+
+
+def test_a_product_lane_without_responses_and_responses_for_another_lane_are_usage_errors(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=3)
+    assert run_app(policy, tmp_path / "out", None) == 2
+    err = capsys.readouterr().err
+    assert "lane app" in err and "is a product lane" in err and "fix: pass --responses FILE" in err
+    responses = write_responses(tmp_path / "r.jsonl", verdicts(3, 0))
+    args = ["run", "--policy", str(policy), "--lane", "calibration", "--responses", str(responses)]
+    assert main([*args, "--out", str(tmp_path / "cal")]) == 2
+    assert "is not a product lane" in capsys.readouterr().err
+    assert fake.count() == 0
+
+
+def test_every_slice_a_product_lane_judges_needs_its_max_failure_rate(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=2)
+    cases = (policy.parent / "cases.jsonl").read_text()
+    extra = json.dumps(product_case("g-1", slice="general"))
+    (policy.parent / "cases.jsonl").write_text(cases + extra + "\n", encoding="utf-8")
+    assert run_app(policy, tmp_path / "out", write_responses(tmp_path / "r.jsonl", verdicts(2, 0))) == 2
+    err = capsys.readouterr().err
+    assert "policy.yaml" in err and "`slices.general.max_failure_rate` is missing" in err
+    assert "fix: add e.g. `max_failure_rate: 0.05`" in err

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.decide.core import Decision, add_costs, cost_summary, decide
+from gate.decide.product import ProductEvidence
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, Unrecorded, recover
 from gate.measure import certify
 from gate.measure.trend import TREND_RECORDS, compare_to_base, summarize
@@ -71,6 +72,8 @@ class RunEvidence:
     # `gate run --batch`: the upper bound the boundary held for the batch at submission; the bill
     # then says `batch: true` (its records are billed at the batch prices already).
     batch_reserved: float | None = None
+    # A product lane: the judge's figures per slice and the base run's verdicts (gate/decide/product.py).
+    product: ProductEvidence | None = None
 
     def adding(self, *findings: Finding, notes: Sequence[str] = ()) -> RunEvidence:
         """The same evidence with more findings (a failure found while writing, an interruption)."""
@@ -80,7 +83,17 @@ class RunEvidence:
 def assemble(ev: RunEvidence) -> Decision:
     """The decision and result.json of `ev`: the rules, then every section, then the whole bill."""
     loaded, plan = ev.loaded, ev.plan
-    decision = decide(loaded, plan, ev.findings, ev.records, ev.lineage, ev.today, max_cost=ev.max_cost, notes=ev.notes)
+    decision = decide(
+        loaded,
+        plan,
+        ev.findings,
+        ev.records,
+        ev.lineage,
+        ev.today,
+        max_cost=ev.max_cost,
+        notes=ev.notes,
+        product=ev.product,
+    )
     assert decision.result is not None  # decide always decides
     result = attach_checks(decision.result, ev.checks, plan.eligible)
     result = result.with_(cost=_bill(ev, result.cost.currency))

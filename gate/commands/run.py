@@ -30,6 +30,7 @@ from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide import settled
 from gate.decide.core import Decision, decide
+from gate.decide.product import ProductEvidence
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
@@ -39,9 +40,11 @@ from gate.judge.pacing import Pacer, pacer_for, pacing
 from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.measure.drift.lane import DriftRun
+from gate.measure.product import product_evidence, read_base_verdicts
 from gate.measure.trend import TREND_RECORDS, read_base_trend
 from gate.measure.trend_lane import judge_trend, trend_todo
 from gate.model.cases import Dataset
+from gate.model.errors import UsageError
 from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
 from gate.model.paths import shown_path
@@ -50,7 +53,8 @@ from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
 from gate.model.states import Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
 from gate.model.trend_rubric import load_trend
-from gate.plan.inputs import cache_dir_for, load_inputs
+from gate.plan.inputs import cache_dir_for, load_product_inputs
+from gate.plan.responses import resumed_answers_problem
 from gate.plan.selection import Plan
 from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import JudgeSettings, make_lineage
@@ -95,6 +99,7 @@ class RunOptions:
     batch: BatchOptions | None = None  # `--batch submit|collect|wait` (gate.commands.batch)
     # None: the policy's (gate/judge/pacing.py). Tests and benches give their own (a clock they control).
     pacer: Pacer | None = None
+    responses: Path | None = None  # `--responses FILE`: a product lane's answers (gate/plan/responses.py)
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
@@ -135,7 +140,7 @@ def run(
         prior=earlier.records,
         prior_trend=earlier.trend_records,
         findings=[*lane.findings, *check_blockers],
-        notes=[*max_cost_notes(lane.loaded, opts.max_cost), *earlier.notes],
+        notes=[*max_cost_notes(lane.loaded, opts.max_cost), *lane.notes, *earlier.notes],
     )
     _gather(lane, earlier, got, lineage, check_results)
     return _write(_evidence(lane, earlier, got, check_results), lane.opts, got.failure)
@@ -157,6 +162,8 @@ class _Lane:
     api_key: str  # "" when the policy's key variable is unset
     factory: EvaluatorFactory
     clock: Callable[[], dt.date]
+    product: ProductEvidence | None = None  # a product lane's judge figures and base
+    notes: tuple[str, ...] = ()  # what reading the inputs found worth saying (responses outside the lane)
 
 
 def _prepare(
@@ -166,7 +173,9 @@ def _prepare(
     factory: EvaluatorFactory,
     clock: Callable[[], dt.date],
 ) -> _Lane:
-    loaded, dataset, plan, findings = load_inputs(policy_path, opts.lane)
+    loaded, dataset, plan, findings, answers = load_product_inputs(
+        policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run
+    )
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)
     # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
@@ -183,8 +192,23 @@ def _prepare(
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
         opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count, shard=shard)
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
+    base = read_base_verdicts(opts.base_result, opts.lane) if opts.base_result is not None else None
+    product = product_evidence(loaded, opts.lane, calibration, base)
     return _Lane(
-        loaded, dataset, plan, findings, opts, base_url, judge, certification, calibration, api_key, factory, clock
+        loaded,
+        dataset,
+        plan,
+        findings,
+        opts,
+        base_url,
+        judge,
+        certification,
+        calibration,
+        api_key,
+        factory,
+        clock,
+        product,
+        answers.notes,
     )
 
 
@@ -225,6 +249,9 @@ def _take_stock(lane: _Lane) -> _Earlier:
         discard_worker_records(out)
     if resume and records_path.exists() and records_path.read_bytes().strip():
         prior = read_records(records_path)  # (empty when the run was killed before its first record)
+        changed = resumed_answers_problem(prior, lane.plan.eligible, lane.opts.responses)
+        if changed:
+            raise UsageError(f"--resume {shown_path(out)}: {changed}")
     elif records_path.exists():
         records_path.unlink()  # a fresh run never mixes with an older one's evidence
     # Attempts an interrupted run sent (and may have paid) but never recorded in a judgment.
@@ -500,6 +527,7 @@ def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResul
         unrecorded=tuple(got.unrecorded),
         shard=opts.shard,
         sections=calibration_section,
+        product=lane.product,
     )
 
 

@@ -10,6 +10,7 @@ active overrides name, once; `_assemble_result` builds result.json.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
+from gate.decide.product import ProductEvidence, decide_product
 from gate.decide.rules import apply_rules, control_failures, unjudged_controls
 from gate.decide.settled import settle, stopped_early
 from gate.judge.cost import boundary
@@ -94,8 +96,12 @@ def decide(
     *,
     max_cost: float | None = None,
     notes: Sequence[str] = (),
+    product: ProductEvidence | None = None,
 ) -> Decision:
-    """The inputs' findings and every rule's, less what active overrides waive, decide the state."""
+    """The inputs' findings and every rule's, less what active overrides waive, decide the state.
+
+    `product`: a product lane's judge figures and base (gate/decide/product.py), whose per-slice
+    findings join the rules' and whose section joins result.json."""
     ev = prepare_evidence(
         loaded,
         plan,
@@ -107,11 +113,17 @@ def decide(
     )
     # A stop_when_decided lane whose verdict was already certain: the cases never sent are not_needed.
     ev = settle(ev, loaded, records, today, lineage.config_fingerprint)
+    judged = decide_product(ev, product) if product is not None else None
+    if judged is not None and judged.notes:
+        ev = dataclasses.replace(ev, notes=(*ev.notes, *judged.notes))
+    rules = [*apply_rules(ev), *(judged.findings if judged is not None else ())]
     # Overrides apply once, to the finished blockers (gate.model.overrides is the one place that waives).
-    applied = apply_overrides([*ev.findings, *apply_rules(ev)], loaded.policy.overrides, today)
+    applied = apply_overrides([*ev.findings, *rules], loaded.policy.overrides, today)
     blockers = [b for b in applied.blockers if b.state is not State.PASSED]
     state = overall_state([b.state for b in blockers])
     result = _assemble_result(ev, lineage, today, state, blockers, applied.waived)
+    if judged is not None:
+        result = result.with_(product=judged.section)
     return Decision(state=state, blockers=blockers, waived=applied.waived, outcomes=list(ev.outcomes), result=result)
 
 

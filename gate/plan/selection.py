@@ -25,10 +25,12 @@ class Plan:
     # Eligible cases never sent to the judge: missing evidence (and missing-evidence controls).
     withheld: tuple[Case, ...]
     repeats: int
+    # A product lane's cases its --responses left unanswered: never sent, unrun (`missing_response`).
+    unanswered: frozenset[str] = frozenset()
 
     @property
     def scheduled(self) -> tuple[Case, ...]:
-        held = {c.case_id for c in self.withheld}
+        held = {c.case_id for c in self.withheld} | self.unanswered
         return tuple(c for c in self.eligible if c.case_id not in held)
 
     @property

@@ -48,6 +48,10 @@ class _Tally(BaseModel):
 
     completed: int = Field(ge=0)
     false_pass: int = Field(ge=0)
+    # The rest of the table (a product lane's sensitivity and specificity); None in a hand-cut file.
+    true_pass: int | None = Field(default=None, ge=0)
+    true_fail: int | None = Field(default=None, ge=0)
+    false_fail: int | None = Field(default=None, ge=0)
     cohen_kappa: float | None = Field(ge=-1, le=1)
     false_pass_rate: _Rate
 

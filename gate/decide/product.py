@@ -1,0 +1,233 @@
+"""A product lane's decision: per slice, the failure rate the calibrated judge implies, against its limit.
+
+Pure: it reads the frozen `Evidence` (the application's answers, judged) and a `ProductEvidence`
+(the judge's counts per slice from calibration.json, the base run's verdicts), and returns the
+findings and result.json's `product` section; the state and the exit code follow from the
+findings, as for every rule. The statistics are gate/decide/failure_rate.py's.
+
+Per slice: `n` answers judged (completed, with a pass or fail verdict; errors, abstentions and
+unjudged answers are never counted), `k` of them judged fail. The verdict is `passed` (the upper
+bound within `max_failure_rate`), `exceeded` (the lower bound above it: `failure_rate_exceeded`,
+quality_failed), `inconclusive` (`failure_rate_inconclusive`, review_required, saying what would
+decide it), `judge_unfit` (the judge may not tell a failing answer from a good one:
+review_required), or `incomplete`: answers of the slice not judged (unrun, missing responses: their
+own blockers say so), or no figures for the judge that decided (its calibration blocker says so).
+An `exceeded` slice stands even when some answers are unjudged: what was judged already fails it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.decide import failure_rate as fr
+from gate.decide.evidence import CaseOutcome, Evidence
+from gate.model.states import FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, Finding, State
+
+JUDGE_UNFIT = "judge_unfit"
+
+
+@dataclass(frozen=True)
+class JudgeCounts:
+    """One slice of calibration.json: how the judge did against people's labels."""
+
+    true_pass: int
+    true_fail: int
+    false_pass: int
+    false_fail: int
+
+
+@dataclass(frozen=True)
+class BaseVerdicts:
+    """The base branch's product run (`--base-result`): each answer's verdict, or why there is none."""
+
+    verdicts: Mapping[str, str] = field(default_factory=dict)  # case id -> "pass" | "fail"
+    problem: str | None = None  # the base could not be compared (said in a note)
+
+
+@dataclass(frozen=True)
+class ProductEvidence:
+    """What a product lane's decision needs beyond the records."""
+
+    confidence: float
+    sequential: bool  # the lane stops once decided: the bounds hold at every look
+    fail_on_regression: bool
+    calibrated: bool  # the figures were measured on the judge that decided (else no verdict)
+    judges: Mapping[str, JudgeCounts]  # per slice; a slice without figures cannot be decided
+    base: BaseVerdicts | None = None
+
+
+@dataclass(frozen=True)
+class SliceAnswers:
+    judged: tuple[CaseOutcome, ...]  # pass or fail verdicts: n
+    failing: tuple[str, ...]  # judged fail: k
+    unjudged: tuple[str, ...]  # unrun (missing responses, budget, interruption): the slice is incomplete
+
+
+def answers_by_slice(ev: Evidence) -> dict[str, SliceAnswers]:
+    """The application's answers of each slice the lane holds (controls are the judge's, not the app's)."""
+    found: dict[str, list[CaseOutcome]] = {}
+    for o in ev.outcomes:
+        if not o.case.is_control:
+            found.setdefault(o.case.slice, []).append(o)
+    out: dict[str, SliceAnswers] = {}
+    for name, outcomes in sorted(found.items()):
+        judged = tuple(o for o in outcomes if o.bucket == "completed" and o.verdict in ("pass", "fail"))
+        out[name] = SliceAnswers(
+            judged=judged,
+            failing=tuple(o.case.case_id for o in judged if o.verdict == "fail"),
+            unjudged=tuple(o.case.case_id for o in outcomes if o.bucket == "unrun"),
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ProductDecision:
+    findings: tuple[Finding, ...]
+    section: dict[str, Any]  # result.json's `product`
+    notes: tuple[str, ...] = ()
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def _rate_dict(r: fr.Rate) -> dict[str, Any]:
+    return {"value": r.value, "low": r.low, "high": r.high, "x": r.x, "n": r.n}
+
+
+def _judge_text(judge: fr.JudgeAccuracy) -> str:
+    return (
+        f"the judge catches {_pct(judge.se.value)} of failing answers ({judge.se.x}/{judge.se.n} labelled) and "
+        f"passes {_pct(judge.sp.value)} of good ones ({judge.sp.x}/{judge.sp.n})"
+    )
+
+
+def _slice(name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence) -> tuple[dict[str, Any], list[Finding]]:
+    """One slice's row of `product.slices` and its findings."""
+    k, n = len(answers.failing), len(answers.judged)
+    counts = pe.judges.get(name) if pe.calibrated else None
+    row: dict[str, Any] = {
+        "n": n,
+        "judged_fail": k,
+        "estimate": None,
+        "low": None,
+        "high": None,
+        "max_failure_rate": limit,
+        "verdict": "incomplete",
+        "failing_cases": list(answers.failing),
+        "decide_hint": None,
+        "judge": None,
+        "base": None,
+    }
+    if counts is None:
+        if not pe.calibrated:
+            return row, []  # judge_uncalibrated (or the calibration's own blocker) says why
+        message = (
+            f"slice {name}: calibration.json has no figures for this slice, so how often the judge misses a failing "
+            f"answer here is unknown and its failure rate cannot be estimated; fix: add labelled {name} cases to "
+            "the calibration partition (failing and passing ones), run the calibration lane and `gate calibrate`"
+        )
+        return row, [Finding(State.REVIEW_REQUIRED, JUDGE_UNFIT, message, slice=name)]
+    judge = fr.judge_accuracy(
+        true_fail=counts.true_fail,
+        false_pass=counts.false_pass,
+        true_pass=counts.true_pass,
+        false_fail=counts.false_fail,
+        confidence=pe.confidence,
+    )
+    row["judge"] = {"se": _rate_dict(judge.se), "sp": _rate_dict(judge.sp)}
+    if n == 0:
+        return row, []
+    rate = fr.failure_rate(judged_fail=k, n=n, judge=judge, confidence=pe.confidence, sequential=pe.sequential)
+    verdict = fr.slice_verdict(rate, limit)
+    row.update(estimate=rate.estimate, low=rate.low, high=rate.high)
+    figures = (
+        f"estimated failure rate {_pct(rate.estimate)} ({_pct(rate.low)}-{_pct(rate.high)} at "
+        f"{pe.confidence:g} confidence each side), limit {_pct(limit)}; {k} of {n} answers judged fail, and "
+        f"{_judge_text(judge)}"
+    )
+    if verdict == "exceeded":
+        row["verdict"] = "exceeded"
+        message = f"slice {name}: the application's answers fail too often: {figures}"
+        return row, [Finding(State.QUALITY_FAILED, FAILURE_RATE_EXCEEDED, message, answers.failing, name)]
+    if answers.unjudged:
+        return row, []  # not every answer was judged: the blockers that say why decide; no verdict here
+    if verdict == "judge_unfit":
+        row["verdict"] = "judge_unfit"
+        message = (
+            f"slice {name}: the judge may not tell a failing answer from a good one here ({_judge_text(judge)}; "
+            f"the lower bounds {_pct(judge.se.low)} + {_pct(judge.sp.low)} do not exceed 100%), so its verdicts "
+            f"say nothing about the failure rate; fix: improve the judge, or add labelled {name} cases and calibrate"
+        )
+        return row, [Finding(State.REVIEW_REQUIRED, JUDGE_UNFIT, message, slice=name)]
+    if verdict == "passed":
+        row["verdict"] = "passed"
+        return row, []
+    hint = fr.what_would_decide(
+        judged_fail=k, n=n, judge=judge, confidence=pe.confidence, max_failure_rate=limit, sequential=pe.sequential
+    )
+    row.update(verdict="inconclusive", decide_hint=hint.text)
+    message = (
+        f"slice {name}: the limit lies inside the interval, so the evidence decides neither way: {figures}; {hint.text}"
+    )
+    return row, [Finding(State.REVIEW_REQUIRED, FAILURE_RATE_INCONCLUSIVE, message, answers.failing, name)]
+
+
+def _base(
+    name: str, answers: SliceAnswers, base: BaseVerdicts, pe: ProductEvidence
+) -> tuple[dict[str, Any], list[Finding]]:
+    """The slice's answers paired with the base run's verdicts of the same cases."""
+    table = {"both_pass": 0, "both_fail": 0, "pass_to_fail": 0, "fail_to_pass": 0}
+    turned: list[str] = []
+    for o in answers.judged:
+        before = base.verdicts.get(o.case.case_id)
+        if before not in ("pass", "fail"):
+            continue
+        key = {
+            ("pass", "pass"): "both_pass",
+            ("fail", "fail"): "both_fail",
+            ("pass", "fail"): "pass_to_fail",
+            ("fail", "pass"): "fail_to_pass",
+        }[(before, o.verdict or "")]
+        table[key] += 1
+        if key == "pass_to_fail":
+            turned.append(o.case.case_id)
+    b, c = table["pass_to_fail"], table["fail_to_pass"]
+    p = fr.mcnemar_exact(b, c)
+    regressed = p < 1 - pe.confidence and b > c
+    row = {**table, "p_value": p, "regressed": regressed, "turned_fail": turned}
+    if not (regressed and pe.fail_on_regression):
+        return row, []
+    message = (
+        f"slice {name}: {b} answer(s) the base run passed are judged fail now, against {c} that turned the other "
+        f"way (exact McNemar p = {p:.3g}, below {1 - pe.confidence:.3g}): the change made the application worse "
+        f"here; first: {', '.join(turned[:5])}"
+    )
+    return row, [Finding(State.QUALITY_FAILED, REGRESSED, message, tuple(turned), name)]
+
+
+def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
+    """The product lane's findings and result.json's `product` section."""
+    slices: dict[str, Any] = {}
+    findings: list[Finding] = []
+    notes: list[str] = []
+    if pe.base is not None and pe.base.problem:
+        notes.append(f"--base-result: {pe.base.problem}; no slice is compared with the base")
+    for name, answers in answers_by_slice(ev).items():
+        limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
+        if limit is None:
+            continue  # an unknown slice: its validator blocks
+        row, found = _slice(name, answers, limit, pe)
+        if pe.base is not None and not pe.base.problem:
+            row["base"], regressed = _base(name, answers, pe.base, pe)
+            found += regressed
+        slices[name] = row
+        findings += found
+    section = {"confidence": pe.confidence, "method": _method(pe), "sequential": pe.sequential, "slices": slices}
+    return ProductDecision(tuple(findings), section, tuple(notes))
+
+
+def _method(pe: ProductEvidence) -> str:
+    return fr.METHOD_SEQUENTIAL if pe.sequential else fr.METHOD
