@@ -96,6 +96,7 @@ class Behaviour:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     usage: bool = True
+    headers: tuple[tuple[str, str], ...] = ()  # extra reply headers, e.g. (("x-ratelimit-limit-tokens", "1"),)
 
 
 def reply(label: str, reason: str = "The response matches the reference.", **kw: Any) -> Behaviour:
@@ -586,6 +587,7 @@ class FakeOpenAI:
     def _answer(self, b: Behaviour, rec: RecordedRequest) -> tuple[int, Any, dict[str, str]]:
         if b.kind == "status":
             extra = {"Retry-After": b.retry_after} if b.retry_after is not None else {}
+            extra.update(b.headers)
             err = {
                 "error": {
                     "message": b.message or f"fake error {b.status}",
@@ -621,7 +623,7 @@ class FakeOpenAI:
             usage = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
             payload["usage"] = usage
             rec.usage = usage
-        return 200, payload, {}
+        return 200, payload, dict(b.headers)
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:

@@ -3,7 +3,9 @@
 - `kind_for_status`: HTTP status -> error kind (429 rate_limit, 408 timeout, 401/403 auth,
   5xx server_error, any other 4xx bad_request).
 - `RetryTiming` / `backoff_delay`: capped exponential backoff with jitter; a Retry-After (or
-  retry-after-ms) header is honoured, capped at `retry_after_cap_s`.
+  retry-after-ms) header is honoured, capped at `retry_after_cap_s` (`MAX_PAUSE_S`).
+- `parse_retry_after`: the one reading of `retry-after-ms` / `Retry-After` (seconds or an HTTP
+  date), for the retry path and the run's pacer.
 - `RETRYABLE`: the only kinds a policy may list in `retry_on`. A verdict, a parse_error, an
   invalid_label, auth and bad_request are never retried, whatever the policy says.
 - `interpret_reply`: the strict reading of a reply's message content: a JSON object (no fence, no
@@ -13,14 +15,20 @@
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import json
+import math
 import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gate.model.records import RecordErrorKind
+
+# The longest a Retry-After (or a rate-limit window) can make the gate wait, for one attempt and
+# for the run's pacer alike: a per-minute window is whole again after a minute.
+MAX_PAUSE_S = 60.0
 
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 
@@ -40,26 +48,36 @@ def kind_for_status(code: int) -> RecordErrorKind | None:
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from `retry-after-ms`, or `Retry-After` (seconds or an HTTP date)."""
+    """Seconds to wait from `retry-after-ms`, else `Retry-After` (seconds or an HTTP date, against
+    the wall clock `now`, default `time.time()`). Absent or unreadable: None; in the past: 0.
+    The one reading of these headers: the retry path and the run's pacer both use it."""
     lowered = {k.lower(): v for k, v in headers.items()}
-    ms = lowered.get("retry-after-ms")
+    ms = _finite(lowered.get("retry-after-ms"))
     if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
+        return max(0.0, ms / 1000.0)
     value = lowered.get("retry-after")
     if value is None:
         return None
+    seconds = _finite(value)
+    if seconds is not None:
+        return max(0.0, seconds)
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # RFC 9110: an HTTP date is GMT
+        when = when.replace(tzinfo=datetime.UTC)
     return max(0.0, float(when.timestamp()) - (time.time() if now is None else now))
+
+
+def _finite(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -68,7 +86,7 @@ class RetryTiming:
 
     base_s: float = 0.5  # first backoff
     cap_s: float = 8.0  # longest backoff
-    retry_after_cap_s: float = 30.0  # longest wait a Retry-After header can ask for
+    retry_after_cap_s: float = MAX_PAUSE_S  # longest wait a Retry-After header can ask for
     jitter: float = 0.5  # a backoff d is drawn from [d * (1 - jitter), d]
 
 

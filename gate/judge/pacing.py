@@ -18,9 +18,19 @@ sent (`resize`). A reply's `remaining` is the provider's count when it answered:
 after the one it answers may not be in it yet, so they are taken off again (a reply that arrives
 after a later one's is older news and ignored).
 
+No wait is longer than the provider says or than `max_pause_s` (a minute: a per-minute window is
+whole again after one), whatever the arithmetic believes:
+- a window's `reset` header bounds a wait for it: by then the provider's window is whole again
+  (less what was admitted after the reply that said so);
+- a limit below the request it just answered (`x-ratelimit-limit-tokens: 1` on a 400-token
+  request) is not the provider's window but a wrong header: that reading is ignored;
+- an admission that has waited `max_pause_s` for a window goes (the window cannot still be full).
+
 A 429 pauses ALL sending (`paused_until`) until the provider says a request fits again:
-`retry-after-ms`, `retry-after`, else the reset header of the window that ran out (capped at
-`max_pause_s`). The evaluator still counts the 429 as one of `max_attempts` (it was paid nothing).
+`retry-after-ms`, `retry-after` (seconds or an HTTP date; read by `gate.judge.outcome.
+parse_retry_after`, as the retry path reads it), else the reset header of the window that ran out
+(capped at `max_pause_s`). The evaluator still counts the 429 as one of `max_attempts` (it was
+paid nothing).
 
 Waiters are served in turn (an asyncio lock per event loop): the first in line sleeps until its
 request fits, the others queue behind it, so a large request is never starved by small ones.
@@ -47,6 +57,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gate.judge.outcome import MAX_PAUSE_S, parse_retry_after
+
 PERIOD_S = 60.0  # OpenAI and Azure state limits per minute
 MAX_STEP_S = 1.0  # a waiter looks again at least this often (another process may have news)
 DEFAULT_OVERHEAD_CHARS = 2000  # the request body beyond the prompt, until a body has been seen
@@ -69,7 +81,10 @@ _USED_PROMPT = 14  # ... and the prompt tokens they reported
 _OVERHEAD = 15  # characters of a body beyond its prompt, learned from bodies
 _WAIT_UNTIL = 16  # when the current wait ends (0: nobody waits)
 _WAIT_WHY = 17  # 1 request window, 2 token window, 3 paused after a 429
-_CELLS = 18
+_RESET_AT = {_REQ: 18, _TOK: 19}  # when the newest reply said the window is whole again (0: unknown)
+_RESET_BASE = {_REQ: 20, _TOK: 21}  # admitted (requests, tokens) up to that reply's request
+_COUNTER = {_REQ: _SEQ, _TOK: _CUM_TOKENS}  # what each window counts
+_CELLS = 22
 
 _WHY = {1: "the request window", 2: "the token window", 3: "the provider's retry-after (after a 429)"}
 
@@ -124,7 +139,8 @@ class LimitHeaders:
     retry_after_s: float | None
 
     @classmethod
-    def read(cls, headers: Mapping[str, str]) -> LimitHeaders:
+    def read(cls, headers: Mapping[str, str], wall_now: float | None = None) -> LimitHeaders:
+        """`wall_now`: the wall clock an HTTP-date `retry-after` is read against (default now)."""
         h = {k.lower(): v for k, v in headers.items()}
 
         def window(kind: str) -> WindowReading:
@@ -135,15 +151,7 @@ class LimitHeaders:
                 parse_duration(h.get(f"x-ratelimit-reset-{kind}")),
             )
 
-        retry: float | None = None
-        ms = _count(h.get("retry-after-ms"))
-        if ms is not None:
-            retry = ms / 1000.0
-        else:
-            retry = parse_duration(h.get("retry-after"))
-            if retry is None and h.get("retry-after", "").strip() == "0":
-                retry = 0.0
-        return cls(window("requests"), window("tokens"), retry)
+        return cls(window("requests"), window("tokens"), parse_retry_after(h, wall_now))
 
     @property
     def said_anything(self) -> bool:
@@ -175,10 +183,12 @@ class Pacer:
         shared: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-        max_pause_s: float = 60.0,
+        max_pause_s: float = MAX_PAUSE_S,
         period_s: float = PERIOD_S,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.clock = clock
+        self.wall = wall  # an HTTP-date retry-after is wall time
         self._sleep = sleep
         self.max_pause_s = max_pause_s
         self.period_s = period_s
@@ -227,10 +237,16 @@ class Pacer:
         """Wait (in turn) until one request of this size fits every known window; take it."""
         tokens, raw = self.estimate(prompt_chars, max_output_tokens)
         async with self._turn():
+            started: float | None = None
             while True:
                 with self._lock:
                     now = self.clock()
+                    started = now if started is None else started
                     wait, why = self._wait(tokens, now)
+                    if why in (1, 2):  # a window wait ends by max_pause_s after this admission began
+                        wait = min(wait, started + self.max_pause_s - now)
+                        if wait <= 0:
+                            self._whole_again(tokens, now)
                     if wait <= 0:
                         self._cells[_WAIT_UNTIL] = self._cells[_WAIT_WHY] = 0.0
                         return self._take(tokens, raw, now)
@@ -271,7 +287,7 @@ class Pacer:
         self, ticket: Ticket | None, status: int, headers: Mapping[str, str], prompt_tokens: int | None
     ) -> None:
         """A reply: its headers set the windows, its usage the token estimate, a 429 pauses everyone."""
-        said = LimitHeaders.read(headers)
+        said = LimitHeaders.read(headers, self.wall())
         with self._lock:
             now = self.clock()
             if prompt_tokens is not None and ticket is not None and ticket.prompt_estimate > 0:
@@ -281,10 +297,11 @@ class Pacer:
             if newest and said.said_anything:
                 if ticket is not None:
                     self._cells[_OBSERVED_SEQ] = ticket.seq
-                later_requests = self._cells[_SEQ] - ticket.seq if ticket is not None else 0.0
-                later_tokens = self._cells[_CUM_TOKENS] - ticket.cum_tokens if ticket is not None else 0.0
-                self._learn(_REQ, said.requests, later_requests, now)
-                self._learn(_TOK, said.tokens, later_tokens, now)
+                # What this reply counts: the requests and tokens admitted up to its own request.
+                seq = float(ticket.seq) if ticket is not None else self._cells[_SEQ]
+                cum = ticket.cum_tokens if ticket is not None else self._cells[_CUM_TOKENS]
+                self._learn(_REQ, said.requests, seq, 1.0, now)
+                self._learn(_TOK, said.tokens, cum, ticket.tokens if ticket is not None else 0.0, now)
             if status == 429:
                 self._cells[_RATE_LIMITED] += 1
                 self._pause(self._pause_for(said), now)
@@ -323,12 +340,40 @@ class Pacer:
             self._cells[base + _LEVEL], self._cells[base + _AT] = level, now
         return float(level)
 
-    def _learn(self, base: int, reading: WindowReading, admitted_since: float, now: float) -> None:
+    def _learn(self, base: int, reading: WindowReading, counted: float, one_request: float, now: float) -> None:
+        """A reply's reading of one window; `counted`: admitted up to its request, `one_request`: its size."""
+        if reading.limit is not None and reading.limit < one_request:
+            return  # the provider just served more than this "limit": the header is wrong, not the window
         if reading.limit is not None:
             self._set_capacity(base, reading.limit, now)
-        if reading.remaining is not None and self._cells[base + _CAP] > 0:
+        if self._cells[base + _CAP] <= 0:
+            return
+        # Requests admitted after the one this reply answers may not be in its count yet.
+        admitted_since = self._cells[_COUNTER[base]] - counted
+        if reading.remaining is not None:
             self._cells[base + _LEVEL] = min(self._cells[base + _CAP], reading.remaining) - admitted_since
             self._cells[base + _AT] = now
+        if reading.reset_s is not None:
+            self._cells[_RESET_AT[base]] = now + reading.reset_s
+            self._cells[_RESET_BASE[base]] = counted
+
+    def _level(self, base: int, now: float) -> float:
+        """The window's level now; once the provider's reset time has passed, whole again but for
+        what was admitted after the reply that gave it."""
+        level = self._refill(base, now)
+        reset_at = self._cells[_RESET_AT[base]]
+        if 0 < reset_at <= now:
+            since = self._cells[_COUNTER[base]] - self._cells[_RESET_BASE[base]]
+            level = max(level, self._cells[base + _CAP] - since)
+            self._cells[base + _LEVEL], self._cells[_RESET_AT[base]] = level, 0.0
+        return level
+
+    def _whole_again(self, tokens: float, now: float) -> None:
+        """An admission waited `max_pause_s` for a window: whatever the arithmetic says, it fits now."""
+        for base, need in ((_REQ, 1.0), (_TOK, tokens)):
+            if self._cells[base + _CAP] > 0:
+                level = self._level(base, now)
+                self._cells[base + _LEVEL] = max(level, min(need, self._cells[base + _CAP]))
 
     def _wait(self, tokens: float, now: float) -> tuple[float, int]:
         """Seconds until a request of `tokens` fits, and which wait binds (0 when it fits now)."""
@@ -340,10 +385,13 @@ class Pacer:
             cap, rate = self._cells[base + _CAP], self._cells[base + _RATE]
             if cap <= 0 or rate <= 0:
                 continue  # never heard of: admit
-            level = self._refill(base, now)
+            level = self._level(base, now)
             need = min(need, cap)  # a request larger than the window waits for a full window
             if level < need:
                 wait = (need - level) / rate
+                reset_at = self._cells[_RESET_AT[base]]
+                if reset_at > now:  # the provider said when its window is whole again
+                    wait = min(wait, reset_at - now)
                 if wait > worst:
                     worst, why = wait, kind
         return worst, why
