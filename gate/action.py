@@ -93,6 +93,7 @@ class ActionContext:
     merge: tuple[str, ...] = ()  # shard directories or globs: merge them and publish
     base_result: str | None = None  # a base run's --out, relative to working-directory
     batch: str | None = None  # `submit|collect|wait`: `gate run --batch` (the check run is posted when collected)
+    responses: str | None = None  # a product lane's answers (`--responses`), relative to working-directory
 
     @property
     def out_dir(self) -> Path:
@@ -239,6 +240,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
         merge=merge,
         base_result=get_input(env, "base-result") or None,
         batch=batch,
+        responses=get_input(env, "responses") or None,
     )
 
 
@@ -291,7 +293,12 @@ def run_options(ctx: ActionContext) -> RunOptions:
         # the trend's change against the base; a missing base is said in the report, not an error
         base_result=base if base is not None and _is_file(base / "result.json") else None,
         batch=BatchOptions(ctx.batch) if ctx.batch in ("submit", "collect", "wait") else None,  # type: ignore[arg-type]
+        responses=_responses_path(ctx),
     )
+
+
+def _responses_path(ctx: ActionContext) -> Path | None:
+    return ctx.working_directory / ctx.responses if ctx.responses else None
 
 
 def _is_file(path: Path) -> bool:
@@ -334,7 +341,8 @@ def run_gate(ctx: ActionContext) -> int:
     with working_in(ctx.working_directory):
         try:
             if ctx.merge:
-                decision = merge_into(ctx.policy, [Path(d) for d in merge_dirs(ctx)], ctx.out_dir).decision
+                dirs = [Path(d) for d in merge_dirs(ctx)]
+                decision = merge_into(ctx.policy, dirs, ctx.out_dir, _responses_path(ctx)).decision
             else:
                 decision = run_into(ctx.policy, run_options(ctx))
         except (Exception, KeyboardInterrupt) as exc:

@@ -268,6 +268,8 @@ def _decide_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lane", default=None, help="the lane the records are for (default: the one they name)")
     _path_flag(parser, "--out", "write result.json and the reports here (default: print only)")
     _max_cost_flag(parser, "a lower cost boundary than the policy's")
+    _responses_flag(parser, "a product lane: the answers the run judged (a record of another answer is then stale)")
+    _path_flag(parser, "--base-result", "a product lane: the base branch's run, paired slice by slice")
     _format_flag(parser, "the result (result.json's content)")
 
 
@@ -283,6 +285,7 @@ def _merge_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", required=True, type=Path, help="write the merged result.json, reports and records here"
     )
+    _responses_flag(parser, "a product lane: the answers the shards judged (the same file every shard was given)")
     _format_flag(parser, "the merged result")
 
 
@@ -541,7 +544,15 @@ def cmd_decide(args: argparse.Namespace) -> int:
 
         check_out_dir(args.out)
     with _stdout_for(args.format):
-        decision = decide_from_records(args.policy, args.records, args.lane, args.max_cost, out_dir=args.out)
+        decision = decide_from_records(
+            args.policy,
+            args.records,
+            args.lane,
+            args.max_cost,
+            out_dir=args.out,
+            responses=args.responses,
+            base_result=args.base_result,
+        )
     _print_outcome(decision.result, args.out, args.format, args.policy)
     return exit_state(None, decision.state)[1]
 
@@ -550,7 +561,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from gate.commands.steps import merge_into
 
     with _stdout_for(args.format):
-        merged = merge_into(args.policy, args.shards, args.out)
+        merged = merge_into(args.policy, args.shards, args.out, args.responses)
     _print_outcome(merged.decision.result, args.out, args.format, args.policy)
     return exit_state(None, merged.decision.state)[1]
 

@@ -162,9 +162,9 @@ def write_responses(path: Path, lines: list[dict[str, Any]]) -> Path:
     return path
 
 
-def app_suite(root: Path, fake: FakeOpenAI, n: int = 40, **policy: Any) -> Path:
+def app_suite(root: Path, fake: FakeOpenAI, n: int = 40, limit: float = 0.15, **policy: Any) -> Path:
     """A product lane over `n` critical answers (limit 15%), calibrated with GOOD_JUDGE."""
-    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.15}}
+    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": limit}}
     cases = [product_case(f"p-{i:03d}") for i in range(n)]
     path = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url}, **policy)
     write_calibration(path, {"critical": GOOD_JUDGE})
@@ -340,3 +340,88 @@ def test_every_slice_a_product_lane_judges_needs_its_max_failure_rate(
     err = capsys.readouterr().err
     assert "policy.yaml" in err and "`slices.general.max_failure_rate` is missing" in err
     assert "fix: add e.g. `max_failure_rate: 0.05`" in err
+
+
+def test_stop_when_decided_stops_once_a_slice_is_exceeded_and_the_rest_are_not_needed(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    lanes = {
+        "calibration": {"partitions": ["calibration"], "controls": True},
+        "app": {"partitions": ["product"], "controls": True, "product": True, "stop_when_decided": True},
+    }
+    policy = app_suite(tmp_path / "suite", fake, n=200, lanes=lanes)
+    policy_text = policy.read_text().replace("max_concurrency: 4", "max_concurrency: 1")
+    policy.write_text(policy_text)
+    write_calibration(policy, {"critical": GOOD_JUDGE})
+    out = tmp_path / "out"
+    # The first 60 answers (in case-id order, as the lane schedules them) fail: the rate is far above 15%.
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(200, 60))) == 1
+    res = result(out)
+    assert kinds(out) == ["failure_rate_exceeded"]
+    stopped = res["stopped_early"]
+    assert stopped["not_needed"] and stopped["judged"] < 60
+    assert res["counts"]["not_needed"] == len(stopped["not_needed"]) and res["unrun_case_ids"] == []
+    product = res["product"]
+    assert product["sequential"] is True and product["method"].endswith("confidence-sequence")
+    row = product["slices"]["critical"]
+    assert row["verdict"] == "exceeded" and row["n"] < 60 and row["n"] == row["judged_fail"]
+    assert fake.count() == stopped["judged"]
+
+
+def test_stop_when_decided_stops_once_every_slice_passes(tmp_path: Path, fake: FakeOpenAI) -> None:
+    lanes = {
+        "calibration": {"partitions": ["calibration"], "controls": True},
+        "app": {"partitions": ["product"], "controls": True, "product": True, "stop_when_decided": True},
+    }
+    policy = app_suite(tmp_path / "suite", fake, n=300, lanes=lanes)
+    policy.write_text(policy.read_text().replace("max_concurrency: 4", "max_concurrency: 1"))
+    write_calibration(policy, {"critical": GOOD_JUDGE})
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(300, 0))) == 0
+    res = result(out)
+    assert res["state"] == "passed" and res["blockers"] == []
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "passed" and row["high"] <= 0.15
+    assert 0 < row["n"] < 300 and len(res["stopped_early"]["not_needed"]) == 300 - row["n"]
+
+
+@pytest.mark.parametrize("fail_on_regression", [False, True])
+def test_against_the_base_run_answers_that_turned_fail_are_paired_and_a_significant_regression_blocks(
+    tmp_path: Path, fake: FakeOpenAI, fail_on_regression: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lanes = {
+        "calibration": {"partitions": ["calibration"], "controls": True},
+        "app": {"partitions": ["product"], "controls": True, "product": True},
+    }
+    if fail_on_regression:
+        lanes["app"]["fail_on_regression"] = True
+    policy = app_suite(tmp_path / "suite", fake, limit=0.6, lanes=lanes)
+    write_calibration(policy, {"critical": GOOD_JUDGE})
+    base, head = tmp_path / "base", tmp_path / "head"
+    base_lines = verdicts(40, 0)
+    base_lines[39] = answer("p-039", "fail")  # one answer the base failed and the head fixes
+    assert run_app(policy, base, write_responses(tmp_path / "base.jsonl", base_lines)) == 0
+    # The head's app: 12 answers the base passed now fail; still under the generous 60% limit.
+    code = run_app(policy, head, write_responses(tmp_path / "head.jsonl", verdicts(40, 12)), "--base-result", str(base))
+    row = result(head)["product"]["slices"]["critical"]
+    assert row["verdict"] == "passed"
+    paired = row["base"]
+    assert (paired["both_pass"], paired["both_fail"], paired["pass_to_fail"], paired["fail_to_pass"]) == (27, 0, 12, 1)
+    assert paired["turned_fail"] == [f"p-{i:03d}" for i in range(12)]
+    assert paired["p_value"] < 0.05 and paired["regressed"] is True
+    if fail_on_regression:
+        assert code == 1
+        [b] = result(head)["blockers"]
+        assert b["kind"] == "regressed" and b["state"] == "quality_failed" and b["case_ids"] == paired["turned_fail"]
+        assert "12 answer(s) the base run passed are judged fail now, against 1" in b["message"]
+    else:
+        assert code == 0 and result(head)["blockers"] == []
+    # Recorded judgments are decided anywhere: gate decide re-decides the head with the calibration file,
+    # reading no provider environment.
+    monkeypatch.delenv(KEY_ENV)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    before = fake.count()
+    again = tmp_path / "again"
+    args = ["decide", "--policy", str(policy), "--records", str(head), "--base-result", str(base), "--out", str(again)]
+    assert main(args) == code
+    assert result(again)["product"] == result(head)["product"] and fake.count() == before

@@ -19,9 +19,10 @@ from gate.judge.checks import evaluate_checks
 from gate.judge.cost import max_cost_notes
 from gate.measure import certify
 from gate.measure.calibrate import requirement
+from gate.measure.product import product_evidence, read_base_verdicts
 from gate.model.policy import today
 from gate.model.states import Finding
-from gate.plan.inputs import load_inputs
+from gate.plan.inputs import load_product_inputs
 from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import make_lineage
 
@@ -33,6 +34,8 @@ def decide_from_records(
     max_cost: float | None = None,
     clock: Callable[[], dt.date] = today,
     out_dir: Path | None = None,
+    responses: Path | None = None,
+    base_result: Path | None = None,
 ) -> Decision:
     """The decision over the records (and what their runs left beside them); written into `out_dir` if given."""
     dirs = read_out_dirs(record_paths)
@@ -50,7 +53,9 @@ def decide_from_records(
                 "fix: pass --lane with the lane to decide"
             )
         lane = lanes[0]
-    evidence = evidence_of_records(policy_path, lane, dirs, max_cost, clock())
+    evidence = evidence_of_records(
+        policy_path, lane, dirs, max_cost, clock(), responses=responses, base_result=base_result
+    )
     return assemble(evidence) if out_dir is None else write_assembled(out_dir, evidence)
 
 
@@ -65,10 +70,16 @@ def evidence_of_records(
     findings: Sequence[Finding] = (),
     notes: Sequence[str] = (),
     sections: Mapping[str, Any] | None = None,
+    responses: Path | None = None,
+    base_result: Path | None = None,
 ) -> RunEvidence:
     """The evidence of recorded judgments for `lane` (or a shard's share of it), as the run would
-    gather it: the same checks and certification, the trend's records, the journal's attempts."""
-    loaded, dataset, plan, input_findings = load_inputs(policy_path, lane)
+    gather it: the same checks and certification, the trend's records, the journal's attempts.
+
+    A product lane's records are decided with the policy's calibration file; `responses` (optional
+    here: the records say what they judged) puts the answers back into the cases, so a record of
+    another answer is stale and a case with no line is `missing_response`, as on the run."""
+    loaded, dataset, plan, input_findings, answers = load_product_inputs(policy_path, lane, responses)
     if shard is not None:
         shard = dataclasses.replace(shard, lane_cases=lane_cases(plan))  # as the run says its share
         plan = select(plan, shard)
@@ -81,6 +92,7 @@ def evidence_of_records(
     judge = certify.recorded_judge(loaded, records)
     calibration = requirement.check_calibration(loaded, lane, judge, lineage.ragas_version, today)
     cal_findings, cal_sections = requirement.evidence(calibration)
+    base = read_base_verdicts(base_result, lane) if base_result is not None else None
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -89,7 +101,7 @@ def evidence_of_records(
         today=today,
         records=tuple(records),
         findings=(*input_findings, *cert_findings, *cal_findings, *findings, *check_blockers),
-        notes=(*max_cost_notes(loaded, max_cost), *notes),
+        notes=(*max_cost_notes(loaded, max_cost), *answers.notes, *notes),
         max_cost=max_cost,
         checks=check_results,
         certification=certification,
@@ -97,4 +109,5 @@ def evidence_of_records(
         unrecorded=tuple(u for d in found for u in d.unrecorded),
         shard=shard,
         sections={**cal_sections, **(sections or {})},
+        product=product_evidence(loaded, lane, calibration, base),
     )

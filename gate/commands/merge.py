@@ -118,6 +118,11 @@ def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> 
                     "run one configuration; fix: re-run every shard on the same commit and merge those"
                 )
         for key, now in current.items():
+            if s.lineage.get(key) != now and key == "responses_sha256":
+                raise MergeError(
+                    f"{where}: the shards judged a responses file with sha256 {s.lineage.get(key, '')[:12]}, not "
+                    f"the --responses given to merge ({now[:12]}); fix: pass the responses file the shards ran with"
+                )
             if s.lineage.get(key) != now:
                 what = key.removesuffix("_sha256")
                 raise MergeError(
@@ -147,13 +152,16 @@ def merge(
     directories: Sequence[Path],
     *,
     clock: Callable[[], dt.date] = today,
+    responses: Path | None = None,
 ) -> Merged:
     if not directories:
         raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
     shards = sorted((read_shard_output(Path(d)) for d in directories), key=lambda s: s.shard.index)
-    loaded, dataset, plan, _findings = load_inputs(policy_path, shards[0].lane)
+    loaded, dataset, plan, _findings = load_inputs(policy_path, shards[0].lane, responses)
     lineage = make_lineage(loaded, dataset).to_dict()
-    check_compatible(shards, {k: lineage[k] for k in ("policy_sha256", "dataset_sha256", "prompt_sha256")})
+    # A product lane's shards judged one responses file: the one given to merge, when it is given.
+    keys = ("policy_sha256", "dataset_sha256", "prompt_sha256", *(("responses_sha256",) if responses else ()))
+    check_compatible(shards, {k: lineage[k] for k in keys})
     count = shards[0].shard.count
     present = {s.shard.index for s in shards}
     owners = owned_by(plan, count)
@@ -186,6 +194,7 @@ def merge(
         findings=missing,
         notes=notes,
         sections={"merged_shards": merged_shards},
+        responses=responses,
     )
     records = tuple(r for s in shards for r in s.records)
     return Merged(evidence, assemble(evidence), records, tuple(s.directory for s in shards))

@@ -485,6 +485,7 @@ def _stop_rule(lane: _Lane, workers: int) -> StopWhenDecided | None:
         lane.findings,
         today=lane.clock(),
         fingerprint=lane.judge.config_fingerprint,
+        product=lane.product,
     )
     return StopWhenDecided.of(hopeless, shared=workers > 1)
 

@@ -231,3 +231,29 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
 
 def _method(pe: ProductEvidence) -> str:
     return fr.METHOD_SEQUENTIAL if pe.sequential else fr.METHOD
+
+
+def settled(ev: Evidence, pe: ProductEvidence) -> bool:
+    """Whether every slice is decided by the answers judged so far (stop_when_decided): one slice
+    `exceeded`, or every slice `passed`. With `sequential` the bounds hold at every look, so asking
+    after each judgment does not inflate the error; the answers never sent are then `not_needed`."""
+    verdicts: list[str] = []
+    for name, answers in answers_by_slice(ev).items():
+        limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
+        counts = pe.judges.get(name) if pe.calibrated else None
+        if limit is None or counts is None or not answers.judged:
+            return False
+        judge = fr.judge_accuracy(
+            true_fail=counts.true_fail,
+            false_pass=counts.false_pass,
+            true_pass=counts.true_pass,
+            false_fail=counts.false_fail,
+            confidence=pe.confidence,
+        )
+        k, n = len(answers.failing), len(answers.judged)
+        rate = fr.failure_rate(judged_fail=k, n=n, judge=judge, confidence=pe.confidence, sequential=pe.sequential)
+        verdict = fr.slice_verdict(rate, limit)
+        if verdict == "exceeded":
+            return True
+        verdicts.append(verdict)
+    return bool(verdicts) and all(v == "passed" for v in verdicts)

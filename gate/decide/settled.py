@@ -18,6 +18,8 @@ import datetime as dt
 from collections.abc import Sequence
 
 from gate.decide.evidence import Evidence, prepare_evidence
+from gate.decide.product import ProductEvidence
+from gate.decide.product import settled as product_settled
 from gate.decide.rules import apply_rules
 from gate.model.overrides import apply_overrides
 from gate.model.policy import LoadedPolicy
@@ -51,7 +53,7 @@ def at_label(plan: Plan, records: Sequence[Record]) -> list[Record]:
         )
         for c in plan.scheduled
         for i in range(plan.repeats)
-        if (c.case_id, i) not in done
+        if (c.case_id, i) not in done and c.labelled  # a product lane's answer has no label to favour
     ]
 
 
@@ -63,22 +65,38 @@ def hopeless(
     today: dt.date,
     *,
     fingerprint: str = "",
+    product: ProductEvidence | None = None,
 ) -> bool:
-    """Whether the most favourable completion of `records` is still `quality_failed`."""
+    """Whether the most favourable completion of `records` is still `quality_failed`; on a product
+    lane also whether every slice is already decided by the answers judged (gate/decide/product.py)."""
     what_if = prepare_evidence(
         loaded, plan, findings, [*records, *at_label(plan, records)], fingerprint=fingerprint, boundary=0.0, notes=()
     )
     applied = apply_overrides([*what_if.findings, *apply_rules(what_if)], loaded.policy.overrides, today)
-    return any(b.state is State.QUALITY_FAILED for b in applied.blockers)
+    if any(b.state is State.QUALITY_FAILED for b in applied.blockers):
+        return True
+    return product is not None and product_settled(what_if, product)
 
 
-def settle(ev: Evidence, loaded: LoadedPolicy, records: Sequence[Record], today: dt.date, fingerprint: str) -> Evidence:
+def settle(
+    ev: Evidence,
+    loaded: LoadedPolicy,
+    records: Sequence[Record],
+    today: dt.date,
+    fingerprint: str,
+    product: ProductEvidence | None = None,
+) -> Evidence:
     """On a `stop_when_decided` lane whose verdict is already `quality_failed`: the cases never sent
     are `not_needed`, and the evidence says when the run stopped. Otherwise `ev` unchanged."""
-    never_sent = {o.case.case_id for o in ev.outcomes if o.bucket == "unrun" and not o.called_model}
+    # A product lane's case with no answer was never sendable: it stays unrun (`missing_response`).
+    never_sent = {
+        o.case.case_id
+        for o in ev.outcomes
+        if o.bucket == "unrun" and not o.called_model and o.case.case_id not in ev.plan.unanswered
+    }
     if not never_sent or ev.blocked or not stops_when_decided(loaded, ev.plan):
         return ev
-    if not hopeless(loaded, ev.plan, ev.findings, records, today, fingerprint=fingerprint):
+    if not hopeless(loaded, ev.plan, ev.findings, records, today, fingerprint=fingerprint, product=product):
         return ev
     outcomes = tuple(
         dataclasses.replace(o, bucket="not_needed", outcome="not_needed") if o.case.case_id in never_sent else o
