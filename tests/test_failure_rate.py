@@ -222,7 +222,7 @@ def test_with_sp_known_to_one_and_a_half_percent_no_two_percent_limit_is_certifi
         )
         assert "fails a good answer is known only to \u00b11.6% (from 950 labelled passing answers)" in w.text
     w = what_would_decide(judged_fail=700, n=10_000, judge=j, confidence=0.95, max_failure_rate=0.02)
-    assert "more labelled passing answers in calibration, with more answers judged, would decide it" in w.text
+    assert w.text.endswith("in calibration, with more answers judged, would decide it.")
 
 
 def test_more_labelled_fails_when_the_judges_catch_rate_is_the_bottleneck() -> None:

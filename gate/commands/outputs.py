@@ -23,6 +23,7 @@ from gate.model.result import Result
 from gate.model.states import OUTPUT_WRITE_FAILED, Finding, State, overall_state
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
+from gate.report.product import product_svg
 from gate.run.outdir import OutputWriteError, describe
 
 
@@ -81,6 +82,9 @@ def _write_reports(out_dir: Path, result: Result) -> list[str]:
         ("summary.md", lambda: render_summary(result)),
         ("junit.xml", lambda: render_junit(result)),
     ]
+    shown = result.product
+    if shown is not None:  # each slice's interval against its limit, a picture beside report.md
+        files.append(("product.svg", lambda: product_svg(shown)))
     entry = certify.entry_line(result)
     if entry is not None:  # the ledger line people append once they accept the certification
         files.append((certify.ENTRY_FILE, lambda: entry))

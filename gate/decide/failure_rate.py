@@ -36,7 +36,7 @@ CS_PRIOR = (0.5, 10.0)
 
 # How far what_would_decide looks before it says no number can decide the slice.
 MAX_MORE_ANSWERS = 10_000_000
-MAX_MORE_LABELLED = 1_000_000
+MAX_MORE_LABELLED = 20_000  # of one kind: past this, labelling is no practical way to decide it
 
 Verdict = Literal["passed", "exceeded", "inconclusive", "judge_unfit"]
 
@@ -338,7 +338,7 @@ def _smallest(decides: Callable[[int], bool], cap: int) -> int | None:
     return hi
 
 
-def _pct(x: float, rounding: Literal["near", "down", "up"] = "near") -> str:
+def percent(x: float, rounding: Literal["near", "down", "up"] = "near") -> str:
     """A rate as a short percentage: 2%, 1.5%, 12.5%, 0.35%, 0.004%. An interval's ends round
     outwards ("down" its low, "up" its high), so the printed interval contains the computed one
     and a high of 10.04% never reads as a 10% limit."""
@@ -355,8 +355,9 @@ def _pct(x: float, rounding: Literal["near", "down", "up"] = "near") -> str:
     return f"{text}%"
 
 
-def _span(low: float, high: float) -> str:
-    return f"{_pct(low, 'down')}-{_pct(high, 'up')}"
+def span(low: float, high: float) -> str:
+    """An interval as text, its ends rounded outwards: 0.38%-4.4%."""
+    return f"{percent(low, 'down')}-{percent(high, 'up')}"
 
 
 def _about(m: int) -> str:
@@ -384,9 +385,9 @@ def _uncertainty_clause(judge: JudgeAccuracy) -> str:
     sp_pm = (judge.sp.high - judge.sp.low) / 2.0
     se_pm = (judge.se.high - judge.se.low) / 2.0
     return (
-        f"how often the judge fails a good answer is known only to \u00b1{_pct(sp_pm)} "
+        f"how often the judge fails a good answer is known only to \u00b1{percent(sp_pm)} "
         f"(from {judge.sp.n:,} labelled passing answers) and how often it catches a failing one "
-        f"only to \u00b1{_pct(se_pm)} (from {judge.se.n:,} labelled failing answers)"
+        f"only to \u00b1{percent(se_pm)} (from {judge.se.n:,} labelled failing answers)"
     )
 
 
@@ -403,7 +404,7 @@ def _labelled_clause(fails: int | None, passes: int | None) -> str | None:
 
 def _labelled_and_answers(share: float, judge: JudgeAccuracy, alpha: float, limit: float) -> str:
     """When neither kind of labelled answer alone decides it at the answers judged so far: how
-    many would, once more answers pin the fail share down."""
+    many would, once more answers pin the fail share down (one kind, or as many of each)."""
 
     def exact(j: JudgeAccuracy) -> bool:
         low, high = _corners(share, share, j)
@@ -413,19 +414,22 @@ def _labelled_and_answers(share: float, judge: JudgeAccuracy, alpha: float, limi
     passes = _smallest(lambda g: exact(_with_labels(judge, alpha, passes=g)), MAX_MORE_LABELLED)
     clause = _labelled_clause(fails, passes)
     if clause is None:
-        return "label more answers of both kinds in calibration, and judge more answers"
+        each = _smallest(lambda t: exact(_with_labels(judge, alpha, fails=t, passes=t)), MAX_MORE_LABELLED)
+        if each is None:
+            return "no practical number of labelled answers would decide it: improve the judge for this slice"
+        clause = f"about {_about(each)} more labelled answers of each kind (failing and passing) in calibration"
     return f"{clause}, with more answers judged, would decide it"
 
 
 def _settled_text(verdict: Verdict, rate: FailureRate, limit: float, judge: JudgeAccuracy) -> str:
-    span = _span(rate.low, rate.high)
+    shown = span(rate.low, rate.high)
     if verdict == "passed":
-        return f"Decided: the interval {span} lies within the {_pct(limit)} limit."
+        return f"Decided: the interval {shown} lies within the {percent(limit)} limit."
     if verdict == "exceeded":
-        return f"Decided: the interval {span} lies above the {_pct(limit)} limit."
+        return f"Decided: the interval {shown} lies above the {percent(limit)} limit."
     return (
         f"The judge may not tell failing answers from good ones here (it catches at least "
-        f"{_pct(judge.se.low)} of failing answers and passes at least {_pct(judge.sp.low)} of good "
+        f"{percent(judge.se.low)} of failing answers and passes at least {percent(judge.sp.low)} of good "
         "ones): label more answers in calibration, or improve the judge."
     )
 
@@ -470,21 +474,21 @@ def what_would_decide(
         fails = fails if fails is not None and 10 * fails <= answers else None
         passes = passes if passes is not None and 10 * passes <= answers else None
     labelled = _labelled_clause(fails, passes)
-    span = _span(rate.low, rate.high)
+    shown = span(rate.low, rate.high)
     if judge_limited:
         fix = f"{labelled} would decide it" if labelled else _labelled_and_answers(share, judge, alpha, limit)
         text = (
             f"More answers alone cannot decide it: even an exact fail share would leave the "
-            f"{_pct(limit)} limit inside {_span(exact_low, exact_high)}, because "
+            f"{percent(limit)} limit inside {span(exact_low, exact_high)}, because "
             f"{_uncertainty_clause(judge)}; {fix}."
         )
     elif n == 0:
-        text = f"No answers judged yet: the {_pct(limit)} limit lies inside {span}."
+        text = f"No answers judged yet: the {percent(limit)} limit lies inside {shown}."
     else:
         options = [f"about {_about(answers)} more answers (judged failing at the same share)"] if answers else []
         options += [labelled] if labelled else []
         how = " or ".join(options) if options else "no practical number of answers"
-        text = f"The {_pct(limit)} limit lies inside the interval {span}: {how} would decide it."
+        text = f"The {percent(limit)} limit lies inside the interval {shown}: {how} would decide it."
     return WhatWouldDecide(
         more_answers=answers,
         more_labelled_fails=fails,

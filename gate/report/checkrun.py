@@ -20,6 +20,7 @@ from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.states import State
 from gate.model.textfit import fit_bytes
+from gate.report.product import product_section
 from gate.report.sections import calibration_lines
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ def _summary(result: Result) -> str:
         lines.append("")
     else:
         lines += ["No blockers.", ""]
+    lines += product_section(result)
 
     counts = result.counts.written()
     lines += [

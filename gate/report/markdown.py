@@ -15,7 +15,7 @@ from gate.model.escape import markdown as escape
 from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.textfit import head_bytes
-from gate.report import sections
+from gate.report import product, sections
 from gate.report.next_steps import next_steps
 
 if TYPE_CHECKING:
@@ -216,6 +216,7 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
         *sections.calibration_section(result),
         "### Blockers",
         *_blockers(result),
+        *product.product_section(result),
     ]
     table = _slice_table(result)
     if table:

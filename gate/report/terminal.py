@@ -35,6 +35,7 @@ from gate.report.markdown import (
     withheld_text,
 )
 from gate.report.next_steps import next_steps
+from gate.report.product import VERDICT_TEXT, heading, method_line, slice_views
 from gate.report.sections import batch_line, calibration_lines, not_needed_term
 
 if TYPE_CHECKING:
@@ -151,6 +152,44 @@ def _slices(result: Result, console: Console) -> None:
     console.print()
 
 
+VERDICT_STYLE = {
+    "passed": "bold green",
+    "exceeded": "bold red",
+    "inconclusive": "bold magenta",
+    "judge_unfit": "bold magenta",
+    "incomplete": "bold yellow",
+}
+
+
+def _product(result: Result, console: Console) -> None:
+    """A product lane's slices, one line each (a table would cut them at 100 columns): the verdict,
+    the corrected failure rate with its interval against the limit, k of n, the judge's Se and Sp
+    with counts; then what would decide an inconclusive slice, and the base comparison."""
+    product = result.product
+    if product is None:
+        return
+    console.print(Text(heading(product), style="bold"))
+    for v in slice_views(product):
+        verdict = Text(VERDICT_TEXT.get(v.verdict, log_text(v.verdict)), style=VERDICT_STYLE.get(v.verdict, ""))
+        rate = f"failure rate {v.rate} (interval {v.interval})" if v.interval != "–" else "no failure rate"
+        line = Text.assemble(
+            safe_text(v.name, style="cyan"),
+            ": ",
+            verdict,
+            f"; {rate} against a limit of {v.limit}; {v.judged_fail} judged fail; judge Se {v.se}, Sp {v.sp}",
+        )
+        print_indented(console, 2, line)
+        if v.hint:
+            print_indented(console, 4, safe_text(v.hint, 600))
+        if v.base:
+            shown = ", ".join(v.turned_fail[:MAX_IDS])
+            more = f" and {len(v.turned_fail) - MAX_IDS} more" if len(v.turned_fail) > MAX_IDS else ""
+            turned = f"; turned fail: {shown}{more}" if v.turned_fail else ""
+            print_indented(console, 4, safe_text(f"against the base: {v.base}{turned}", 600))
+    print_indented(console, 2, safe_text(method_line(product)))
+    console.print()
+
+
 def _cost(result: Result, console: Console) -> None:
     cost = result.cost
     cur = cost.currency
@@ -187,6 +226,7 @@ OUTPUT_NOTES = (
     ("report.md", "the PR comment (Markdown)"),
     ("summary.md", "the job summary (Markdown)"),
     ("junit.xml", "one test per case"),
+    ("product.svg", "each product slice's failure-rate interval against its limit (a picture)"),
     ("records.jsonl", "every judgment, for decide, resume and calibrate"),
     ("certification-entry.json", "append to the certification ledger once people accept it"),
     ("batch.json", "the provider batch submitted from here: collect it with the same --out (`--batch collect`)"),
@@ -244,6 +284,7 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console, policy
     console.print()
     _blockers(result, console)
     console.print()
+    _product(result, console)
     _slices(result, console)
     _cost(result, console)
     for note in result.notes:

@@ -1,0 +1,225 @@
+"""A product lane's slices in every format: the judge-corrected failure rate with its interval
+against the limit, k of n, the judge's Se and Sp with their counts, the verdict, what would decide
+it, and the base comparison; plus the SVG picture of each slice's interval against its limit.
+
+Pure. `slice_views` turns the result's `product` section into plain text (each renderer escapes it
+for its format: `gate.model.escape.markdown`/`code` here for Markdown, `log_text` in the terminal,
+XML escaping in the SVG); a result without a product section renders nothing from here.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gate.decide.failure_rate import percent, span
+from gate.model.escape import code as code_id
+from gate.model.escape import id_list, visible, xml_text
+from gate.model.escape import markdown as escape
+
+if TYPE_CHECKING:
+    from gate.model.result import Product, ProductRate, ProductSlice, Result
+
+VERDICT_TEXT = {
+    "passed": "passed",
+    "exceeded": "exceeded",
+    "inconclusive": "inconclusive",
+    "judge_unfit": "judge unfit",
+    "incomplete": "incomplete",
+}
+VERDICT_ICON = {"passed": "✅", "exceeded": "❌", "inconclusive": "👀", "judge_unfit": "👀", "incomplete": "⚠️"}
+MAX_TURNED_FAIL = 10
+
+
+@dataclass(frozen=True)
+class SliceView:
+    """One product slice as plain text, the same words in every renderer."""
+
+    name: str
+    verdict: str  # the result's verdict key
+    rate: str  # the estimate, or "–" without calibration figures
+    interval: str  # low-high, ends rounded outwards
+    limit: str
+    judged_fail: str  # "k of n"
+    se: str  # "90% (90/100)": share of labelled failing answers the judge caught
+    sp: str  # "99.5% (995/1,000)": share of labelled passing answers it passed
+    hint: str | None  # what would decide an inconclusive slice
+    base: str | None  # the comparison with the base run
+    turned_fail: tuple[str, ...]
+
+
+def _judge_rate(rate: ProductRate | None) -> str:
+    if rate is None or rate.n == 0:
+        return "– (no labelled answers)"
+    return f"{percent(rate.value)} ({rate.x:,}/{rate.n:,})"
+
+
+def _base_text(s: ProductSlice) -> str | None:
+    b = s.base
+    if b is None:
+        return None
+    worse = " (a significant regression)" if b.regressed else ""
+    return (
+        f"{b.pass_to_fail} pass → fail, {b.fail_to_pass} fail → pass, {b.both_pass} both pass, "
+        f"{b.both_fail} both fail; exact McNemar p = {b.p_value:.3g}{worse}"
+    )
+
+
+def slice_view(name: str, s: ProductSlice) -> SliceView:
+    judged = s.estimate is not None and s.low is not None and s.high is not None
+    return SliceView(
+        name=name,
+        verdict=s.verdict,
+        rate=percent(s.estimate) if s.estimate is not None else "–",
+        interval=span(s.low, s.high) if judged and s.low is not None and s.high is not None else "–",
+        limit=percent(s.max_failure_rate),
+        judged_fail=f"{s.judged_fail:,} of {s.n:,}",
+        se=_judge_rate(s.judge.se if s.judge else None),
+        sp=_judge_rate(s.judge.sp if s.judge else None),
+        hint=s.decide_hint,
+        base=_base_text(s),
+        turned_fail=tuple(s.base.turned_fail) if s.base else (),
+    )
+
+
+def slice_views(product: Product) -> list[SliceView]:
+    return [slice_view(name, s) for name, s in product.slices.items()]
+
+
+def heading(product: Product) -> str:
+    """The section's title, plain: what the numbers are."""
+    return f"Product: failure rate per slice, corrected for the judge's misses ({percent(product.confidence)} interval)"
+
+
+def method_line(product: Product) -> str:
+    looks = (
+        "; the answers' bound holds at every look, as the lane stops once every slice is decided"
+        if product.sequential
+        else ""
+    )
+    return (
+        f"Method {product.method}{looks}. Se: the share of labelled failing answers the judge caught; "
+        "Sp: the share of labelled passing answers it passed (from calibration)."
+    )
+
+
+COLUMNS = ("slice", "verdict", "failure rate", "interval", "limit", "judged fail", "judge Se", "judge Sp")
+
+
+def product_section(result: Result) -> list[str]:
+    """Markdown (report.md, summary.md, the PR comment, the check run): a table of the slices, then
+    the hints and the base comparisons."""
+    product = result.product
+    if product is None:
+        return []
+    lines = [
+        f"### {escape(heading(product))}",
+        "",
+        escape(method_line(product)) + " The picture: `product.svg` beside this report.",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|---|---|--:|---|--:|--:|--:|--:|",
+    ]
+    views = slice_views(product)
+    for v in views:
+        icon = VERDICT_ICON.get(v.verdict, "")
+        lines.append(
+            f"| {code_id(v.name)} | {icon} {escape(VERDICT_TEXT.get(v.verdict, v.verdict))} | {v.rate} | "
+            f"{v.interval} | {v.limit} | {v.judged_fail} | {escape(v.se)} | {escape(v.sp)} |"
+        )
+    notes = []
+    for v in views:
+        if v.hint:
+            notes.append(f"- {code_id(v.name)}: {escape(v.hint, 600)}")
+        if v.base:
+            turned = f"; turned fail: {id_list(list(v.turned_fail), MAX_TURNED_FAIL)}" if v.turned_fail else ""
+            notes.append(f"- {code_id(v.name)} against the base: {escape(v.base)}{turned}")
+    return [*lines, *(["", *notes] if notes else []), ""]
+
+
+# --- the picture ---
+
+ROW = 64
+WIDTH = 800
+LEFT = 250  # the slice names' column ends here
+AXIS_END = 590  # the numbers' column starts after it
+TOP = 44
+COLOURS = {
+    "passed": "#1a7f37",
+    "exceeded": "#cf222e",
+    "inconclusive": "#9a6700",
+    "judge_unfit": "#6e7781",
+    "incomplete": "#6e7781",
+}
+
+
+def _nice_ceiling(x: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten at or above x (an axis's round end)."""
+    step = 10.0 ** math.floor(math.log10(x))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if m * step >= x * (1 - 1e-9):
+            return min(1.0, m * step)
+    return min(1.0, 10 * step)
+
+
+def _x(text: object, limit: int = 60) -> str:
+    """Untrusted text for SVG: one visible line, characters XML can hold, then XML-escaped."""
+    shown = visible(text, limit)
+    return html.escape(xml_text(shown), quote=True)
+
+
+def _row(i: int, s: ProductSlice, name: str) -> list[str]:
+    y = TOP + i * ROW
+    axis_y = y + 34
+    top = max(2 * s.max_failure_rate, s.high or 0.0, (s.estimate or 0.0) * 1.2, 0.01)
+    scale_max = _nice_ceiling(top)
+
+    def px(rate: float) -> float:
+        return round(LEFT + (AXIS_END - LEFT) * min(max(rate, 0.0), scale_max) / scale_max, 1)
+
+    colour = COLOURS.get(s.verdict, "#6e7781")
+    verdict = VERDICT_TEXT.get(s.verdict, s.verdict)
+    lx = px(s.max_failure_rate)
+    out = [
+        f'<text x="12" y="{y + 22}" class="name">{_x(name, 30)}</text>',
+        f'<text x="12" y="{y + 42}" class="small" style="fill:{colour}">{_x(verdict)}: '
+        f"{s.judged_fail:,} of {s.n:,} judged fail</text>",
+        f'<line x1="{LEFT}" y1="{axis_y}" x2="{AXIS_END}" y2="{axis_y}" stroke="#d0d7de"/>',
+        f'<text x="{LEFT}" y="{axis_y + 16}" class="tick">0%</text>',
+        f'<text x="{AXIS_END}" y="{axis_y + 16}" text-anchor="end" class="tick">{percent(scale_max)}</text>',
+        f'<line x1="{lx}" y1="{y + 10}" x2="{lx}" y2="{axis_y + 4}" stroke="#cf222e" stroke-dasharray="4 3"/>',
+        f'<text x="{lx}" y="{y + 7}" text-anchor="middle" class="tick">limit {percent(s.max_failure_rate)}</text>',
+    ]
+    if s.low is None or s.high is None or s.estimate is None:
+        out.append(f'<text x="{AXIS_END + 14}" y="{axis_y - 6}" class="small">no interval</text>')
+        return out
+    x0, x1, xe = px(s.low), px(s.high), px(s.estimate)
+    return [
+        *out,
+        f'<line x1="{x0}" y1="{axis_y - 10}" x2="{x1}" y2="{axis_y - 10}" stroke="{colour}" stroke-width="6" '
+        'stroke-linecap="round"/>',
+        f'<circle cx="{xe}" cy="{axis_y - 10}" r="5" fill="#ffffff" stroke="{colour}" stroke-width="2"/>',
+        f'<text x="{AXIS_END + 14}" y="{axis_y - 14}" class="name">{percent(s.estimate)}</text>',
+        f'<text x="{AXIS_END + 14}" y="{axis_y + 2}" class="small">interval {span(s.low, s.high)}</text>',
+    ]
+
+
+def product_svg(product: Product) -> str:
+    """Each slice's interval (bar) and estimate (dot) against its limit (dashed), one row each, on
+    its own scale from 0% to about twice the limit; coloured by the verdict."""
+    height = TOP + ROW * max(1, len(product.slices)) + 8
+    title = _x(heading(product), 200)
+    body = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="{title}">',
+        "<style>text{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;fill:#1f2328}"
+        ".name{font-size:14px;font-weight:600}.small{font-size:12px}.tick{font-size:11px;fill:#57606a}"
+        ".title{font-size:15px;font-weight:600}</style>",
+        f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
+        f'<text x="12" y="24" class="title">{title}</text>',
+    ]
+    for i, (name, s) in enumerate(product.slices.items()):
+        body += _row(i, s, name)
+    return "\n".join([*body, "</svg>"]) + "\n"
