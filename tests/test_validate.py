@@ -382,6 +382,25 @@ def test_shared_group_is_reported_once(suite: Suite) -> None:
     assert "group_id 'g'" in f.message
 
 
+def test_a_product_lanes_answers_like_labelled_ones_are_not_leakage(suite: Suite) -> None:
+    """A product lane's questions and answers are gated, not used to certify the judge, and are meant
+    to be like the labelled answers it was measured on: a copy of one, or a shared group_id, is no
+    leak. The same copy in held_out still is."""
+    suite.policy["partitions"] = ["product"]
+    suite.policy["calibration"] = {"file": "calibration.json", "min_kappa": 0.6, "max_false_pass_high": 0.25}
+    suite.policy["lanes"]["app"] = {"partitions": ["product"], "controls": True, "product": True}
+    for limit in suite.policy["slices"].values():
+        limit["max_failure_rate"] = 0.1
+    src = suite.case("s-1")
+    src["group_id"] = "g"
+    copy = make_case("app-1", partition="product", user_input=src["user_input"], response=src["response"], group_id="g")
+    suite.cases.append(copy)
+    assert "partition_leak" not in kinds(suite.findings())
+    suite.case("h-1").update(user_input=src["user_input"], response=src["response"])
+    leaks = only(suite.findings(), "partition_leak")
+    assert leaks and all("app-1" not in f.case_ids and "h-1" in f.case_ids for f in leaks)
+
+
 def test_many_leaks_are_capped_but_every_case_listed(suite: Suite) -> None:
     n = MAX_FINDINGS_PER_KIND + 3
     for i in range(n):

@@ -5,6 +5,11 @@ held-out items. Two signals: (a) the same `group_id` (a paraphrase family) in tw
 (b) near-duplicate `user_input`+`response` text across partitions, found with MinHash/LSH and
 confirmed with the exact shingle Jaccard (see minhash.py). Pairs within one partition are not
 leakage; a cross-partition pair that shares a group_id is already reported by (a).
+
+A product lane's partitions are left out of both: their cases are the application's questions and
+its new answers, gated rather than used to certify the judge, and they are meant to be like the
+labelled calibration answers (the judge's measured miss rates carry over only to answers like the
+ones it was measured on), so an answer seen in both is no leak.
 """
 
 from __future__ import annotations
@@ -20,9 +25,16 @@ EXACT_MAX_TEXTS = 200
 KIND = "partition_leak"
 
 
+def _measured(ctx: Context) -> list[int]:
+    """Indexes of the cases leakage is about: every case outside a product lane's partitions."""
+    product = ctx.policy.product_partitions
+    return [i for i, case in enumerate(ctx.cases) if case.partition not in product]
+
+
 def group_leaks(ctx: Context) -> list[Finding]:
     families: dict[str, dict[str, list[int]]] = {}
-    for i, case in enumerate(ctx.cases):
+    for i in _measured(ctx):
+        case = ctx.cases[i]
         if case.group_id:
             families.setdefault(case.group_id, {}).setdefault(case.partition, []).append(i)
     findings: list[Finding] = []
@@ -59,7 +71,8 @@ def group_leaks(ctx: Context) -> list[Finding]:
 
 
 def text_leaks(ctx: Context) -> list[Finding]:
-    cases = ctx.cases
+    kept = _measured(ctx)
+    cases = [ctx.cases[i] for i in kept]
     if len(cases) < 2:
         return []
     settings = ctx.policy.leakage
@@ -82,7 +95,7 @@ def text_leaks(ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
     for hit in hits:
         a, b = cases[hit.first], cases[hit.second]
-        where = f"{ctx.where(hit.first)} and {ctx.where(hit.second)}"
+        where = f"{ctx.where(kept[hit.first])} and {ctx.where(kept[hit.second])}"
         findings.append(
             Finding(
                 State.QUALITY_FAILED,
@@ -91,7 +104,7 @@ def text_leaks(ctx: Context) -> list[Finding]:
                 f"(user_input+response Jaccard {hit.jaccard:.2f} >= {threshold}); fix: drop one, or move both into "
                 "one partition and give them a shared group_id",
                 case_ids=(a.case_id, b.case_id),
-                location=ctx.where(hit.first),
+                location=ctx.where(kept[hit.first]),
                 extra={"partitions": [a.partition, b.partition], "jaccard": round(hit.jaccard, 4)},
             )
         )
