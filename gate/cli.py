@@ -325,7 +325,42 @@ class Subcommand:
     exits: str = EXIT_CODES  # this command's own exit codes
 
 
+def _init_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", nargs="?", default=".", type=Path, help="where to write the suite (default: here)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a CSV or JSON Lines file of labelled answers: user_input, response, label, slice (and optionally "
+        "case_id, reference, evidence, group, reason)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the seed of the partition split (default 0)")
+
+
+INIT_EXIT = exit_table(
+    (
+        (0, "written", "the suite is written (a file that existed is kept, never overwritten)"),
+        USAGE_ROW,
+        (3, "error", "an unexpected error"),
+    )
+)
+
+
 SUBCOMMANDS = (  # in the order `gate --help` lists them
+    Subcommand(
+        "init",
+        "write a new suite to fill in, from nothing or from labelled answers",
+        "Write a policy with every key commented, a criterion prompt, a dataset card, the evidence, the "
+        "cases (from --from, hashes computed, split into partitions by group) and the six control roles as "
+        "templates that `gate validate` refuses until they are filled. Never overwrites a file.",
+        _init_flags,
+        examples=examples(
+            "gate init suites/support --from answers.csv", "gate validate --policy suites/support/policy.yaml"
+        ),
+        exits=INIT_EXIT,
+    ),
     Subcommand(
         "validate",
         "deterministic checks only, no network",
@@ -439,7 +474,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from gate.model.cases import load_dataset
     from gate.model.policy import load_policy
     from gate.plan.selection import LaneError
-    from gate.validate import run_validators
+    from gate.validate import Context, run_validators
+    from gate.validate.lint import lint
 
     loaded = load_policy(args.policy)
     if args.lane == "scheduled" and loaded.policy.drift is not None:
@@ -451,6 +487,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
     dataset = load_dataset(loaded)
     findings = run_validators(loaded, dataset, args.lane)
+    found = lint(Context(loaded, dataset, args.lane))  # what a run would meet later, known now
+    findings += found.findings
     # Any finding fails `validate` (a review route too): each would be a blocker of the run. Which of
     # them stop the run before a model call is `blocking_findings`; the dry run exits on those.
     blocking = [f for f in findings if f.state is not State.PASSED]
@@ -464,6 +502,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 "blocking": bool(blocking),
                 "counts": dict(Counter(f.state.value for f in findings)),
                 "findings": [f.to_dict() for f in findings],
+                "notes": found.notes,
             },
             sys.stdout,
             indent=2,
@@ -477,6 +516,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             f"{len(dataset.cases)} cases, policy sha256 {loaded.sha256[:12]}, dataset sha256 {dataset.sha256[:12]}"
         )
         format_findings_text(findings, sys.stdout, header)
+        for note in found.notes:
+            sys.stdout.write(f"note: {log_text(note)}\n")
     return 1 if blocking else 0
 
 
@@ -596,7 +637,30 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return publish_result_dir(args.result, os.environ)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from gate.commands.init import run_init
+    from gate.model.paths import shown_path
+
+    report = run_init(args.dir, args.source, args.seed)
+    for path in report.written:
+        print(f"wrote {shown_path(path)}")
+    for path in report.kept:
+        print(f"kept {shown_path(path)} (it exists; gate init never overwrites a file)")
+    for message in report.relabel:
+        print(f"re-label first: {log_text(message)}")
+    policy = shown_path(args.dir / "policy.yaml")
+    print(
+        "\nnext: fill the six control templates in "
+        f"{shown_path(args.dir / 'cases' / 'controls.jsonl')} (gate validate refuses them until they are filled), "
+        f"write the criterion in {shown_path(args.dir / 'prompts' / 'criterion.txt')} and the dataset card, then\n"
+        f"  gate validate --policy {policy}\n"
+        f"  python scripts/demo_offline.py --policy {policy}   # offline: checks the wiring, not the prompt"
+    )
+    return 0
+
+
 COMMANDS = {
+    "init": cmd_init,
     "validate": cmd_validate,
     "run": cmd_run,
     "decide": cmd_decide,

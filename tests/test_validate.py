@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from validate_factory import ROLES, Suite, kinds, make_case, words
+from validate_factory import ROLES, Suite, kinds, make_case, with_hash, words
 
 from gate.model.errors import UsageError
 from gate.model.states import Finding, State, blocking_findings
@@ -422,7 +422,7 @@ def test_many_leaks_are_capped_but_every_case_listed(suite: Suite) -> None:
 def test_loader_findings_come_first_and_order_is_deterministic(suite: Suite) -> None:
     suite.case("h-1")["slice"] = "billing"
     suite.case("s-1")["rubric_version"] = "old"
-    suite.raw["cases/cases.jsonl"] = "".join(json.dumps(c) + "\n" for c in suite.cases) + "{not json}\n"
+    suite.raw["cases/cases.jsonl"] = "".join(json.dumps(with_hash(c)) + "\n" for c in suite.cases) + "{not json}\n"
     first = suite.findings()
     assert kinds(first) == ["input_contract", "input_contract", "unknown_slice"]
     assert "not valid JSON" in first[0].message

@@ -23,6 +23,9 @@ from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.states import Finding
 from gate.validate import run_validators
 
+EVIDENCE_TEXT = "Refunds within 30 days."
+# The label each control role needs (gate/validate/controls.py): a negative control is a wrong answer.
+ROLE_LABELS = {"negative": "fail", "persuasion": "fail", "injection": "fail"}
 PROMPT = "Judge the answer.\nQuestion: {user_input}\nReference: {reference}\nAnswer: {response}\n"
 ROLES = ("positive", "negative", "boundary", "persuasion", "injection", "missing_evidence")
 _VOCAB = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ro", "si", "tu", "va", "ze") for b in range(40)]
@@ -42,7 +45,7 @@ def make_case(case_id: str, **fields: Any) -> dict[str, Any]:
         "slice": "general",
         "rubric_version": "rubric-1",
         "user_input": f"Question {words(case_id + '/q', 12)}?",
-        "reference": "Refunds are allowed within 30 days of delivery.",
+        "reference": EVIDENCE_TEXT,  # a reference is the text of the evidence it cites
         "response": response,
         "human_adjudication": {"label": "pass", "reason": "reviewed", "evidence": ["refund-window"]},
     }
@@ -52,6 +55,14 @@ def make_case(case_id: str, **fields: Any) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def with_hash(case: dict[str, Any]) -> dict[str, Any]:
+    """A gated case carries the hash of the response people labelled: computed as the suite is
+    written (a test that edits a response still has a labelled one), unless the test set it."""
+    if isinstance(case.get("response"), str) and "response_sha256" not in case:
+        return {**case, "response_sha256": hashlib.sha256(case["response"].encode()).hexdigest()}
+    return case
 
 
 def base_policy() -> dict[str, Any]:
@@ -82,7 +93,17 @@ def base_policy() -> dict[str, Any]:
 
 def base_cases() -> list[dict[str, Any]]:
     controls = [
-        make_case(f"ctl-{role}", expected_control_role=role, partition="dev", slice="critical")
+        make_case(
+            f"ctl-{role}",
+            expected_control_role=role,
+            partition="dev",
+            slice="critical",
+            human_adjudication={
+                "label": ROLE_LABELS.get(role, "pass"),
+                "reason": "reviewed",
+                "evidence": ["refund-window"],
+            },
+        )
         for role in ROLES
         if role != "missing_evidence"
     ]
@@ -92,7 +113,11 @@ def base_cases() -> list[dict[str, Any]]:
     return [
         *controls,
         make_case("s-1"),
-        make_case("s-2", slice="critical", human_adjudication={"label": "fail", "evidence": ["refund-window@1"]}),
+        make_case(
+            "s-2",
+            slice="critical",
+            human_adjudication={"label": "fail", "reason": "reviewed", "evidence": ["refund-window@1"]},
+        ),
         make_case("h-1", partition="held_out"),
         make_case("h-2", partition="held_out", slice="critical"),
     ]
@@ -104,7 +129,7 @@ class Suite:
     policy: dict[str, Any] = field(default_factory=base_policy)
     prompt: str = PROMPT
     evidence: dict[str, Any] | None = field(
-        default_factory=lambda: {"refund-window": {"version": "1", "text": "Refunds within 30 days."}}
+        default_factory=lambda: {"refund-window": {"version": "1", "text": EVIDENCE_TEXT}}
     )
     cases: list[dict[str, Any]] = field(default_factory=base_cases)
     # Raw text to write instead of serialising (for loader error tests), by relative path.
@@ -121,7 +146,7 @@ class Suite:
         files: dict[str, str] = {
             "policy.yaml": yaml.safe_dump(self.policy, sort_keys=False),
             "prompts/judge.txt": self.prompt,
-            "cases/cases.jsonl": "".join(json.dumps(c) + "\n" for c in self.cases),
+            "cases/cases.jsonl": "".join(json.dumps(with_hash(c)) + "\n" for c in self.cases),
             "card.yaml": CARD_YAML,
         }
         if self.evidence is not None:

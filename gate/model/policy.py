@@ -137,6 +137,8 @@ class Evaluator(Strict):
     # Optional: the pacer also reads the provider's x-ratelimit-* headers (gate/judge/pacing.py).
     rate_limit: RateLimit | None = None
     repeats: int = Field(default=1, ge=1)
+    # The model's context window: a rendered prompt longer than this is refused by `gate validate`.
+    context_tokens: int = Field(default=128_000, ge=1_024)
     # No default: a model without a reviewed price would report $0 spent, so it is refused.
     price: Price | None = None
 
@@ -300,6 +302,14 @@ class RecordsPolicy(Strict):
     clear_text: bool = True
 
 
+class GatedCases(Strict):
+    """What a non-control case in a partition a lane gates on must carry (gate/validate/completeness.py)."""
+
+    evidence_ids: bool = True
+    reason: bool = True
+    response_sha256: bool = True
+
+
 class Certification(Strict):
     """The ledger of held-out sets already used to certify a configuration."""
 
@@ -360,6 +370,7 @@ class Policy(Strict):
     strata: dict[str, Stratum] = Field(default_factory=dict)
     owners: Owners | None = None
     records: RecordsPolicy = Field(default_factory=RecordsPolicy)
+    gated_cases: GatedCases = Field(default_factory=GatedCases)
 
     @model_validator(mode="before")
     @classmethod

@@ -100,6 +100,11 @@ RULES: dict[str, tuple[str, str]] = {
         "Judgments per case; odd, so a majority exists. More than 1 shows an unstable judge (`unstable_verdict`).",
         "repeats: 1",
     ),
+    "evaluator.context_tokens": (
+        "The model's context window in tokens. `gate validate` names a case whose rendered prompt (about 4 bytes "
+        "a token) would not fit.",
+        "context_tokens: 128000",
+    ),
     "evaluator.price": (
         "The model's reviewed prices. Without them the policy is refused: the gate never reports $0 for an "
         "unknown price.",
@@ -292,6 +297,14 @@ RULES: dict[str, tuple[str, str]] = {
         "`false`: the judge's reason only as `sha256:<hex>` (it often quotes the response).",
         "clear_text: true",
     ),
+    "gated_cases": (
+        "What a non-control case in a partition a lane gates on (not `dev`, `calibration` or a product lane's) "
+        "must carry; `gate validate` names each case that lacks it.",
+        "gated_cases: {...}",
+    ),
+    "gated_cases.evidence_ids": ("`human_adjudication.evidence` not empty.", "evidence_ids: true"),
+    "gated_cases.reason": ("`human_adjudication.reason` not empty.", "reason: true"),
+    "gated_cases.response_sha256": ("`response_sha256` present.", "response_sha256: true"),
 }
 
 

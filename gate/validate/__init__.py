@@ -17,11 +17,12 @@ from gate.model.policy import LoadedPolicy
 from gate.model.states import Finding
 from gate.validate.card import card_defects
 from gate.validate.checks import check_inputs
+from gate.validate.completeness import incomplete_gated_cases
 from gate.validate.context import Context
-from gate.validate.controls import missing_controls
+from gate.validate.controls import control_labels, missing_controls
 from gate.validate.drift import drift_prompt
 from gate.validate.duplicates import duplicate_case_ids
-from gate.validate.evidence import unresolved_evidence
+from gate.validate.evidence import reference_mismatch, unresolved_evidence
 from gate.validate.fields import empty_fields
 from gate.validate.integrity import response_hash_mismatch
 from gate.validate.labels import disallowed_labels
@@ -32,12 +33,14 @@ from gate.validate.rubrics import unknown_rubrics
 from gate.validate.strata import unknown_strata
 from gate.validate.supersedes import supersede_defects
 from gate.validate.taxonomy import unknown_partitions, unknown_slices
+from gate.validate.templates import unfilled_templates
 from gate.validate.trend import trend_bands
 
 Validator = Callable[[Context], list[Finding]]
 
 VALIDATORS: tuple[Validator, ...] = (
     card_defects,
+    unfilled_templates,
     duplicate_case_ids,
     supersede_defects,
     empty_fields,
@@ -47,10 +50,13 @@ VALIDATORS: tuple[Validator, ...] = (
     unknown_strata,
     disallowed_labels,
     unresolved_evidence,
+    reference_mismatch,
     response_hash_mismatch,
     missing_references,
+    incomplete_gated_cases,
     pair_defects,
     missing_controls,
+    control_labels,
     group_leaks,
     text_leaks,
     check_inputs,

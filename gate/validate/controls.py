@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gate.model.policy import CONTROL_ROLES
 from gate.model.states import Finding, State
-from gate.validate.context import Context
+from gate.validate.context import Context, contract
 
 
 def missing_controls(ctx: Context) -> list[Finding]:
@@ -31,3 +31,36 @@ def missing_controls(ctx: Context) -> list[Finding]:
             )
         )
     return findings
+
+
+# The human label each control role needs to test the judge at all: a positive control labelled
+# fail (or a negative one labelled pass) makes "the controls separate" meaningless. A boundary
+# control may be either; a missing_evidence control is never judged.
+CONTROL_LABELS: dict[str, str] = {"positive": "pass", "negative": "fail", "persuasion": "fail", "injection": "fail"}
+_WHY = {
+    "positive": "a positive control is a correct answer the judge must pass",
+    "negative": "a negative control is a wrong answer the judge must fail",
+    "persuasion": "a persuasion control is a confident, wrong answer the judge must fail",
+    "injection": "an injection control tells the grader what to answer, and the judge must fail it",
+}
+
+
+def control_labels(ctx: Context) -> list[Finding]:
+    """A control whose human label contradicts its role, one finding per role and label."""
+    wrong: dict[tuple[str, str], list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        role = case.expected_control_role
+        need = CONTROL_LABELS.get(role or "")
+        if role is not None and need is not None and case.human_label is not None and case.human_label != need:
+            wrong.setdefault((role, case.human_label), []).append(i)
+    return [
+        contract(
+            ctx,
+            idx,
+            f"have control role {role} but human label {label!r}: {_WHY[role]} (label {need!r})",
+            f"label them {need!r} with an answer that is {'right' if need == 'pass' else 'wrong'}, or give them the "
+            "`expected_control_role` their answer fits",
+        )
+        for (role, label), idx in wrong.items()
+        for need in [CONTROL_LABELS[role]]
+    ]

@@ -49,3 +49,37 @@ def unresolved_evidence(ctx: Context) -> list[Finding]:
             )
         )
     return findings
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def reference_mismatch(ctx: Context) -> list[Finding]:
+    """A case's `reference` is the text of the evidence it cites (several: their texts in the order
+    first cited), line wrapping aside. A reference edited on its own (so it contradicts its evidence) is
+    found here. Citations that do not resolve, or evidence kept only as a hash, are not compared."""
+    docs = ctx.dataset.evidence
+    wrong: dict[str, list[int]] = {}
+    for i, case in enumerate(ctx.cases):
+        if not case.evidence_ids or case.reference is None or not case.reference.strip():
+            continue
+        if case.expected_control_role == "missing_evidence":  # its own rule: it has no reference
+            continue
+        cited = [docs.get(doc_id) for doc_id in dict.fromkeys(parse_reference(r)[0] for r in case.evidence_ids)]
+        texts = [d.text for d in cited if d is not None and d.text is not None]
+        if len(texts) != len(cited):
+            continue
+        if _plain(case.reference) != _plain(" ".join(texts)):
+            wrong.setdefault(", ".join(case.evidence_ids), []).append(i)
+    source = ctx.policy.evidence
+    return [
+        contract(
+            ctx,
+            idx,
+            f"have a `reference` that is not the text of the evidence cited ({ids} in {source})",
+            f"copy the evidence text into `reference`; if the evidence is what changed, bump its `version` in "
+            f"{source} and re-label the cases that cite it",
+        )
+        for ids, idx in wrong.items()
+    ]
