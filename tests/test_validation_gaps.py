@@ -7,6 +7,7 @@ share of the cost boundary; an empty lane; a missing calibration file. The real 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -160,3 +161,14 @@ def test_a_calibration_file_that_does_not_exist(tmp_path: Path) -> None:
         "policy.yaml: `calibration.file`: calibration/calibration.json does not exist, so lane(s) release cannot pass"
     )
     assert "`gate calibrate`" in finding["message"]
+
+
+def test_a_hash_mismatch_prints_the_hash_of_the_response_now(tmp_path: Path) -> None:
+    edited = case("c-1")
+    edited["response"] = "Refunds within 7 days, edited after labelling."
+    code, _, report = validate(suite_with(tmp_path, [*controls(), edited]))
+    assert code == 1
+    [message] = messages(report)
+    now = hashlib.sha256(edited["response"].encode()).hexdigest()
+    assert f"its sha256 now: c-1 {now})" in message
+    assert "fix: label the current response again first, then write its hash" in message

@@ -78,7 +78,7 @@ def read_answers(path: Path) -> list[Answer]:
     rows = _jsonl_rows(text, shown) if path.suffix.lower() in (".jsonl", ".ndjson") else _csv_rows(text, shown)
     if not rows:
         raise UsageError(f"--from {shown}: it holds no answers; fix: one labelled answer per row, with a header row")
-    answers = [_answer(shown, n, row) for n, row in rows]
+    answers = [_answer(shown, n, row, k) for k, (n, row) in enumerate(rows, start=1)]
     seen: dict[str, int] = {}
     for a in answers:
         if a.case_id in seen:
@@ -121,7 +121,7 @@ def _text(row: dict[str, Any], key: str) -> str:
     return "" if value is None else str(value).strip() if key != "response" else str(value)
 
 
-def _answer(shown: str, n: int, row: dict[str, Any]) -> Answer:
+def _answer(shown: str, n: int, row: dict[str, Any], ordinal: int) -> Answer:
     where = f"{shown}:{n}"
     for key in REQUIRED_COLUMNS:
         if not _text(row, key).strip():
@@ -137,7 +137,7 @@ def _answer(shown: str, n: int, row: dict[str, Any]) -> Answer:
         raise UsageError(
             f"{where}: slice {visible(slice_name, 60)!r} is not a name; fix: use letters, digits and . _ : / -"
         )
-    case_id = _text(row, "case_id") or f"{slice_name}-{n - 1:03d}"
+    case_id = _text(row, "case_id") or f"{slice_name}-{ordinal:03d}"
     if not is_name(case_id):
         raise UsageError(
             f"{where}: case_id {visible(case_id, 60)!r} is not a name; fix: use letters, digits and . _ : / -"

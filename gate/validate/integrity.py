@@ -15,13 +15,18 @@ def response_hash_mismatch(ctx: Context) -> list[Finding]:
     ]
     if not idx:
         return []
+    shown = [f"{ctx.cases[i].case_id} {sha256_hex(ctx.cases[i].response or '')}" for i in idx[:SHOWN]]
+    more = f" and {len(idx) - SHOWN} more" if len(idx) > SHOWN else ""
     return [
         contract(
             ctx,
             idx,
             "have a `response_sha256` that does not match the sha256 of their UTF-8 `response` "
-            "(the response changed after it was labelled)",
-            "re-review the human label for the current response and update `response_sha256`, "
-            "or restore the labelled response",
+            f"(the response changed after it was labelled; its sha256 now: {', '.join(shown)}{more})",
+            "label the current response again first, then write its hash in `response_sha256` (or add a corrected "
+            "case that `supersedes` this one), or restore the labelled response",
         )
     ]
+
+
+SHOWN = 5  # hashes printed in the message; `case_ids` lists every case
