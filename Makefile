@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-offline batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
+.PHONY: demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -52,7 +52,12 @@ calibrate-offline: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(EXAMPLE) --records gate-out-calibration/records.jsonl \
 		--out policies/example/calibration
 
+# The product gate, offline (docs/PRODUCT_GATE.md): the app lane of policies/example-product on two
+# app versions' answers, judged by the offline rule judge (it misses wrong figures written in
+# words); v2.3 passes, v2.4 fails billing-policy-critical (scripts/demo_product.py).
 PRODUCT := policies/example-product/policy.yaml
+demo-product: $(STAMP)
+	@RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/demo_product.py --policy $(PRODUCT) --out gate-out-product
 
 # The product example's judge, measured offline: its calibration lane judged by the same rule judge,
 # then gate calibrate into policies/example-product/calibration/. The lane ends quality_failed

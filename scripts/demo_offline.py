@@ -147,9 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.rule_judge
             else "a local fake that answers as the reviewers did"
         )
+        real = (
+            "The rule judge is offline only."
+            if args.rule_judge
+            else "With OPENAI_API_KEY set, `make demo` calls the real provider."
+        )
         said = (
             f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "
-            f"{fake.base_url}, {how}. With OPENAI_API_KEY set, `make demo` calls the real provider."
+            f"{fake.base_url}, {how}. {real}"
         )
         print(textwrap.fill(said, 100, break_long_words=False, break_on_hyphens=False) + "\n", flush=True)
         gate_args = ["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out]

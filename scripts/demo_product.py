@@ -30,8 +30,8 @@ VERSIONS = (
 )
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
 def slice_lines(result: dict[str, Any]) -> list[str]:
@@ -40,7 +40,7 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
     lines = []
     for name, s in sorted((product.get("slices") or {}).items()):
         n, k = int(s["n"]), int(s["judged_fail"])
-        raw = k / n if n else 0.0
+        raw = k / n if n else None
         judge = s["judge"]
         lines.append(
             f"    {name:<24} judged fail {k:>3}/{n:<3} ({_pct(raw)} raw) -> corrected {_pct(s['estimate'])} "

@@ -143,3 +143,50 @@ def test_make_calibrate_product_offline_measures_the_judge_the_example_ships(tmp
             120,
             0,
         )
+
+
+@pytest.mark.timeout(900)
+def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_verdicts(tmp_path: Path) -> None:
+    """`make demo-product` on a fresh checkout, no key: v2.3 passed, v2.4 quality_failed with
+    failure_rate_exceeded on billing-policy-critical, its raw judged share (26 of 120) below the
+    corrected estimate; the figures the example's README states are the run's."""
+    from test_readme import checkout
+
+    work, env = checkout(tmp_path)
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "demo-product"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "Traceback" not in done.stderr
+    assert "No key needed: judging policies/example-product/policy.yaml (lane app)" in done.stdout
+    summary = done.stdout[done.stdout.rindex("Product gate summary") :]
+    assert "app v2.3: passed (exit 0; no blockers)" in summary
+    assert "app v2.4: quality_failed (exit 1; failure_rate_exceeded)" in summary
+    assert summary.rstrip().splitlines()[-2].startswith("As expected: v2.3 may ship; v2.4 may not")
+
+    passed = json.loads((work / "gate-out-product" / "v2.3" / "result.json").read_text())
+    failed = json.loads((work / "gate-out-product" / "v2.4" / "result.json").read_text())
+    assert passed["state"] == "passed" and not passed["blockers"]
+    assert {s["verdict"] for s in passed["product"]["slices"].values()} == {"passed"}
+    (blocker,) = failed["blockers"]
+    assert (blocker["kind"], blocker["slice"], failed["state"]) == (
+        "failure_rate_exceeded",
+        "billing-policy-critical",
+        "quality_failed",
+    )
+    critical = failed["product"]["slices"]["billing-policy-critical"]
+    assert (critical["judged_fail"], critical["n"], critical["verdict"]) == (26, 120, "exceeded")
+    assert critical["judged_fail"] / critical["n"] < critical["estimate"]  # the correction shows
+    assert critical["judge"]["se"]["x"] == 50 and critical["judge"]["se"]["n"] == 60
+    assert critical["low"] > critical["max_failure_rate"] == 0.10
+    readme = (PRODUCT / "README.md").read_text(encoding="utf-8")
+    shown = f"estimate of {100 * critical['estimate']:.1f}%, with\nan interval of {100 * critical['low']:.1f}% to "
+    assert shown + f"{100 * critical['high']:.1f}% (95%)" in readme
+    for name in ("account-security", "shipping-general"):
+        assert failed["product"]["slices"][name] == passed["product"]["slices"][name]  # the same answers
