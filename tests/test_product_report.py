@@ -13,10 +13,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import pytest
 from fake_github import sample
+from fake_openai import FakeOpenAI
+from suite import result
+from test_product_lane import app_suite, fake, run_app, verdicts, write_responses
 
 from gate.commands.outputs import _write_reports
-from gate.decide.failure_rate import failure_rate, judge_accuracy, slice_verdict, what_would_decide
+from gate.decide.failure_rate import failure_rate, judge_accuracy, percent, slice_verdict, span, what_would_decide
 from gate.model.result import Product, Result
 from gate.report.checkrun import build_check_run
 from gate.report.markdown import render_report, render_summary
@@ -24,6 +28,7 @@ from gate.report.product import product_svg
 from gate.report.terminal import make_console, print_outcome
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+__all__ = ["fake"]  # the product lane's fixture: a fake provider and the key it takes
 
 
 def _slice(k: int, n: int, judge: tuple[int, int, int, int], limit: float, base: Any = None) -> dict[str, Any]:
@@ -202,3 +207,26 @@ def test_a_product_run_writes_product_svg_next_to_report_md(tmp_path: Path) -> N
     other.mkdir()
     assert _write_reports(other, sample("passed")) == []
     assert not (other / "product.svg").exists()
+
+
+def test_a_product_run_through_the_cli_shows_its_slice_everywhere(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real run: 40 answers, 15 judged failing, against the fake provider."""
+    policy = app_suite(tmp_path / "suite", fake)
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(40, 15))) == 1
+    row = result(out)["product"]["slices"]["critical"]
+    shown = f"{span(row['low'], row['high'])}"
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert f"| `critical` | ❌ exceeded | {percent(row['estimate'])} | {shown} | 15% | 15 of 40 |" in report
+    assert "| 95% (95/100) | 99.5% (995/1,000) |" in report
+    assert (out / "summary.md").read_text(encoding="utf-8").count("### Product: failure rate per slice") == 1
+    words = [e.text for e in ET.parse(out / "product.svg").getroot().iter("{http://www.w3.org/2000/svg}text")]
+    assert "critical" in words and "limit 15%" in words and f"interval {shown}" in words
+    printed = capsys.readouterr().out
+    assert (
+        f"  critical: exceeded; failure rate {percent(row['estimate'])} (interval {shown}) against a limit of 15%"
+        in printed
+    )
+    assert "product.svg" in printed  # among the files the run wrote
