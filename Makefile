@@ -76,8 +76,12 @@ calibrate-product-offline: $(STAMP)
 migration-check: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/migration_check.py
 
+# In parallel (pytest-xdist): most tests wait on subprocesses and local HTTP, not on a core.
+# worksteal hands an idle worker the queued tests of a busy one, so a few long files (workers,
+# resume, the README) do not end up behind each other. `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= 3
 test: $(STAMP)
-	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -7,6 +7,9 @@
 - `fake_openai_env`: the same server, plus OPENAI_BASE_URL set to it and telemetry off
   (`RAGAS_DO_NOT_TRACK=true`) for the test, for code paths (`gate run` in-process or as a
   subprocess inheriting os.environ) that resolve the base URL from the environment.
+- Every test starts in an empty directory of its own (autouse `_own_working_directory`), so
+  nothing a test writes by default (`.gate-cache/`, `gate-out/`, `.hypothesis/`) lands in the
+  checkout, where another test, or another pytest-xdist worker (`make test` runs `-n`), reads it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ from collections.abc import Iterator
 
 import pytest
 from fake_openai import FakeOpenAI
+
+
+@pytest.fixture(autouse=True)
+def _own_working_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 
 @pytest.fixture
