@@ -25,6 +25,22 @@ INTERNAL_ERROR_EXIT = State.EVALUATION_INCOMPLETE.exit_code
 DEBUG_ENV = "GATE_DEBUG"
 INTERNAL_ERROR_KIND = "internal_error"
 INTERRUPTED_KIND = "interrupted"
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal turned into an interruption (SIGTERM, SIGHUP), naming it; a bare
+    KeyboardInterrupt is SIGINT (Ctrl-C)."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def signal_name(exc: BaseException) -> str:
+    """The signal that interrupted the run: the one `Interrupted` names, else SIGINT."""
+    return exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+
+
 # Values of variables with these names never reach a message (an exception may quote them).
 _SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 _MIN_SECRET_LEN = 8
@@ -87,7 +103,7 @@ def internal_error_finding(exc: BaseException, unrun_ids: Sequence[str]) -> Find
         return Finding(
             State.EVALUATION_INCOMPLETE,
             INTERRUPTED_KIND,
-            f"the run was interrupted (SIGINT/SIGTERM) before it finished; {len(unrun_ids)} case(s) have no complete "
+            f"the run was interrupted ({signal_name(exc)}) before it finished; {len(unrun_ids)} case(s) have no complete "
             "judgment; fix: run again with --resume (every judgment already recorded is kept)",
             case_ids=tuple(unrun_ids),
         )
@@ -135,7 +151,7 @@ def write_crash_result(
     day = (clock or today)()
     interrupted = isinstance(exc, KeyboardInterrupt)
     notes = [
-        "the run was interrupted (SIGINT/SIGTERM); see the interrupted blocker"
+        f"the run was interrupted ({signal_name(exc)}); see the interrupted blocker"
         if interrupted
         else "an internal error stopped the run; see the internal_error blocker"
     ]

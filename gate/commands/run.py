@@ -493,7 +493,7 @@ def _stop_rule(lane: _Lane, workers: int) -> StopWhenDecided | None:
 def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
     notes: list[str] = []
     if runner.stop_reason == "cancelled":
-        notes.append("the run was interrupted (SIGINT/SIGTERM); resume it with --resume")
+        notes.append(f"the run was interrupted ({runner.stopped_by or 'SIGINT'}); resume it with --resume")
     elif runner.stop_reason == "budget":
         notes.append("the cost boundary stopped scheduling; completed evidence is kept")
     elif runner.stop_reason in ("control_failed", "pair_violated"):

@@ -87,20 +87,25 @@ def exit_on_error(
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (a cancelled CI job) interrupts like SIGINT: the run stops and still writes a result
-    saying so. The runner installs its own handlers while it judges (gate.run.runner)."""
+    """SIGTERM (a cancelled CI job) and SIGHUP (what the docker CLI forwards when a runner kills
+    the step, as nektos/act does on cancel) interrupt like SIGINT: the run stops and still writes
+    a result saying so, naming the signal. The runner installs its own handlers while it judges
+    (gate.run.runner)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        from gate.commands import crash
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+        raise crash.Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def report_known_error(exc: BaseException, stream: TextIO) -> int | None:
@@ -110,7 +115,9 @@ def report_known_error(exc: BaseException, stream: TextIO) -> int | None:
     error (2). One visible line per line of the message: file content can never start a log line.
     """
     if isinstance(exc, KeyboardInterrupt):
-        stream.write("error: interrupted\n")
+        from gate.commands.crash import signal_name
+
+        stream.write(f"error: interrupted ({signal_name(exc)})\n")
         return State.EVALUATION_INCOMPLETE.exit_code
     if isinstance(exc, OutputWriteError):
         stream.write(f"error: {exc.message}\n")

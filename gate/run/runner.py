@@ -33,6 +33,10 @@ from gate.run.recording import make_record
 from gate.run.stop import StopWhenDecided
 from gate.validate.case_checks import NO_CHECKS, CheckResults
 
+# The signals that stop a run and still write its result: Ctrl-C, a cancelled CI job, and the
+# SIGHUP the docker CLI forwards when a runner kills the step (nektos/act on cancel).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 
 @dataclass(frozen=True)
 class JudgingTools:
@@ -91,6 +95,7 @@ class Runner:
             if c.pair is not None:
                 self.pair_members.setdefault(c.pair.id, []).append(c)
         self.stop_reason: str | None = None
+        self.stopped_by: str | None = None  # the signal that cancelled the run (SIGINT, SIGTERM, SIGHUP)
         self.tasks: set[asyncio.Task[None]] = set()
         # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
         self.failure_kind: str | None = None  # "output_failed" | "internal_error"
@@ -127,6 +132,7 @@ class Runner:
         for case_id, labels in share.ok_labels.items():
             self.ok_labels.setdefault(case_id, []).extend(labels)
         self.stop_reason = share.stop_reason
+        self.stopped_by = self.stopped_by or share.stopped_by
         if self.failure is None:
             self.failure_kind, self.failure = share.failure_kind, share.failure
 
@@ -322,9 +328,10 @@ class Runner:
                 return True
         return False
 
-    def cancel(self) -> None:
+    def cancel(self, signal_name: str | None = None) -> None:
         if self.stop_reason is None:
             self.stop_reason = "cancelled"
+            self.stopped_by = signal_name
         for t in list(self.tasks):
             t.cancel()
 
@@ -347,9 +354,9 @@ class Runner:
 async def judge_all(runner: Runner) -> None:
     loop = asyncio.get_running_loop()
     installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         with contextlib.suppress(RuntimeError, ValueError):  # no signal support here (e.g. Windows)
-            loop.add_signal_handler(sig, runner.cancel)
+            loop.add_signal_handler(sig, runner.cancel, sig.name)
             installed.append(sig)
     try:
         with pacing(runner.pacer):  # the tasks execute starts copy the context: every judgment is paced

@@ -50,7 +50,7 @@ from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordsError, read_records
 from gate.model.states import Finding, State
-from gate.run.runner import JudgingTools, Runner, judge_all
+from gate.run.runner import STOP_SIGNALS, JudgingTools, Runner, judge_all
 from gate.run.worker_records import WorkerFile, read_worker, set_aside
 
 if TYPE_CHECKING:
@@ -203,6 +203,7 @@ def _work(
     mistaking it for a dead worker."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     from gate.model.records import RecordWriter
     from gate.run.progress import Progress
 
@@ -284,6 +285,7 @@ def judge_in_workers(
     ends = [_fold_worker(runner, worker, count, worker.k in quiet, log) for worker in workers]
     if received and runner.stop_reason is None:
         runner.stop_reason = "cancelled"
+        runner.stopped_by = signal.Signals(received[0]).name
     notes = tuple(note for note, _finding in ends if note is not None)
     return WorkersEnd(notes, tuple(finding for _note, finding in ends if finding is not None))
 
@@ -308,7 +310,7 @@ def _judge_controls(runner: Runner) -> bool:
 
 @contextlib.contextmanager
 def _forwarding_signals(workers: Sequence[_Worker]) -> Iterator[list[int]]:
-    """While the workers run, SIGINT/SIGTERM to this process stop each of them (SIGTERM: they record
+    """While the workers run, SIGINT/SIGTERM/SIGHUP to this process stop each of them (SIGTERM: they record
     what is in flight as interrupted); yields the signals received."""
     parent = os.getpid()
     received: list[int] = []
@@ -321,7 +323,7 @@ def _forwarding_signals(workers: Sequence[_Worker]) -> Iterator[list[int]]:
             if worker.proc.pid is not None and worker.proc.exitcode is None:
                 os.kill(worker.proc.pid, signal.SIGTERM)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     try:
         yield received
     finally:
