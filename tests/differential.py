@@ -1,0 +1,465 @@
+"""The generative differential test's pieces (tests/test_differential.py): small random suites, the
+scripted judge that answers them, the paths a suite is run through, and the oracle.
+
+A `Suite` is plain frozen data: slices and their limits, cases (labels, pairs of both kinds,
+missing evidence, check triggers, overrides), every control role, repeats, retries, concurrency,
+the boundary, and for each case how the judge answers it (`Script`: transient errors first, then
+a verdict that agrees or not, a permanent error, an unparseable reply, or answers that disagree
+across repeats; latency; usage reported or not). `write` puts it on disk with tests/suite.py;
+`arm` scripts a tests/fake_openai.py server to answer it.
+
+The judge is scripted so that every path sees the same final answers whatever the order its
+requests arrive in (concurrency, a kill, shards, a batch): a case's transient errors are fewer than
+`max_attempts`, so whichever judgment meets them still ends on the verdict; a permanent error and
+a verdict repeat for every request. Only answers that disagree across repeats depend on what came
+before (the first request of the case disagrees), so the kill path, which may lose an answer it
+was sent, is not compared on such suites.
+
+A path is one small function `(Lab) -> Outcome`: it runs the suite through the real CLI against
+the fake provider and returns the result.json it ended with and the requests the provider saw.
+`PATHS` lists them; a new lane is one more function there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fake_batches import FakeBatches
+from fake_openai import Behaviour, FakeOpenAI, bad_request, drop, rate_limited, raw, reply, server_error
+from suite import case, write_suite
+
+KEY_ENV = "GATE_TEST_KEY"
+LIVE_PRICE = {
+    "input_per_mtok": 1.0,
+    "output_per_mtok": 2.0,
+    "currency": "USD",
+    "batch": {"input_per_mtok": 0.5, "output_per_mtok": 1.0},
+}
+ROLES = ("positive", "negative", "boundary", "persuasion", "injection", "missing_evidence")
+ROLE_LABEL = {"positive": "pass"}  # every other role's human label is fail
+CHECKS_PY = """
+def no_forbidden(response: str) -> str:
+    return "fail" if "FORBIDDEN" in response else "pass"
+
+def explodes(response: str) -> str:
+    if "BOOM" in response:
+        raise ValueError("cannot read the citation list")
+    return "pass"
+"""
+# Kinds known before any model call: the validators', the team's checks', the overrides' and the
+# calibration requirement's. The dry run must name exactly these.
+PRE_CALL_KINDS = frozenset(
+    {
+        "input_contract",
+        "unknown_slice",
+        "partition_leak",
+        "control_missing",
+        "held_out_spent",
+        "missing_evidence",
+        "check_failed",
+        "check_error",
+        "expired_override",
+        "judge_uncalibrated",
+        "judge_unfit",
+        "calibration_expired",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Script:
+    """How the judge answers one case. `final`: agree | disagree | bad_request | server_down |
+    parse | unstable (the case's first request disagrees, the others agree)."""
+
+    final: str = "agree"
+    transients: tuple[str, ...] = ()  # "429" | "500" | "drop", each used once, before `final`
+    delay: float = 0.0
+    usage: bool = True
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    case_id: str
+    slice: str
+    label: str
+    script: Script = Script()
+    role: str | None = None
+    reference: bool = True  # False: missing evidence
+    pair: tuple[str, str] | None = None  # (pair id, kind)
+    check: str | None = None  # "fail" | "error": trips the team's check
+
+
+@dataclass(frozen=True)
+class Suite:
+    slices: tuple[tuple[str, int, int | None], ...]  # (name, max_false_passes, max_false_fails)
+    cases: tuple[CaseSpec, ...]
+    repeats: int = 1
+    max_attempts: int = 2
+    concurrency: int = 1
+    max_errors: int = 0
+    missing_evidence: str = "block"
+    controls: bool = True
+    checks: bool = False
+    overrides: tuple[tuple[str, str, bool], ...] = ()  # (case id, blocker, expired)
+    max_total_cost: float = 1.0
+    kill_at: float = 0.5  # where in the plain run's requests the kill path kills, as a fraction
+    shards: int = 2
+
+    @property
+    def tight(self) -> bool:
+        """A boundary the run may reach: which cases fit then depends on timing and on the path."""
+        return self.max_total_cost < 1.0
+
+    @property
+    def order_free(self) -> bool:
+        """Whether the plain run's outcome cannot depend on timing: one request at a time, or
+        nothing that stops scheduling mid-lane (a violated pair, the boundary)."""
+        return self.concurrency == 1 or (not self.tight and not any(c.pair for c in self.cases))
+
+    @property
+    def stateful(self) -> bool:
+        return any(c.script.final == "unstable" for c in self.cases)
+
+
+def _case_dict(c: CaseSpec) -> dict[str, Any]:
+    text = f"Answer for {c.case_id}: refunds within 7 days."
+    if c.check == "fail":
+        text += " FORBIDDEN promise."
+    elif c.check == "error":
+        text += " BOOM"
+    extra: dict[str, Any] = {}
+    if c.pair is not None:
+        extra["pair"] = {"id": c.pair[0], "kind": c.pair[1]}
+    return case(
+        c.case_id,
+        label=c.label,
+        slice=c.slice,
+        role=c.role,
+        response=text,
+        reference=None if not c.reference else "Refunds are allowed within 7 days of purchase.",
+        **extra,
+    )
+
+
+def write(suite: Suite, root: Path, base_url: str) -> Path:
+    """The suite on disk; returns the policy path. Lanes: `pr` (plain) and `stop` (stop_when_decided)."""
+    lanes = {
+        "pr": {"partitions": ["sentinel"], "controls": suite.controls},
+        "stop": {"partitions": ["sentinel"], "controls": suite.controls, "stop_when_decided": True},
+    }
+    slices = {
+        name: {"max_false_passes": fp, "priority": i, **({} if ff is None else {"max_false_fails": ff})}
+        for i, (name, fp, ff) in enumerate(suite.slices)
+    }
+    evaluator = {
+        "base_url": base_url,
+        "repeats": suite.repeats,
+        "max_concurrency": suite.concurrency,
+        "retries": {
+            "max_attempts": suite.max_attempts,
+            "retry_on": ["rate_limit", "server_error", "timeout", "connection"],
+        },
+        "price": LIVE_PRICE,
+    }
+    extra: dict[str, Any] = {}
+    if suite.checks:
+        extra["checks"] = [
+            {"name": "no_forbidden", "file": "checks/team.py", "function": "no_forbidden", "gate": True},
+            {"name": "explodes", "file": "checks/team.py", "function": "explodes", "gate": True},
+        ]
+    if suite.overrides:
+        extra["overrides"] = [
+            {
+                "id": f"OVR-{i}",
+                "case_ids": [cid],
+                "blocker": blocker,
+                "approver": "@owner",
+                "reason": "accepted judge error",
+                "evidence": "https://example.invalid/review",
+                "expires": "2020-01-01" if expired else "2099-12-31",
+                "follow_up": "TICKET-1",
+            }
+            for i, (cid, blocker, expired) in enumerate(suite.overrides)
+        ]
+    policy = write_suite(
+        root,
+        [_case_dict(c) for c in suite.cases],
+        evaluator=evaluator,
+        slices=slices,
+        lanes=lanes,
+        limits={"max_evaluator_errors": suite.max_errors, "max_total_cost": suite.max_total_cost},
+        missing_evidence=suite.missing_evidence,
+        **extra,
+    )
+    if suite.checks:
+        (root / "checks").mkdir(exist_ok=True)
+        (root / "checks" / "team.py").write_text(CHECKS_PY, encoding="utf-8")
+    return policy
+
+
+def behaviours(c: CaseSpec, *, batch: bool = False) -> list[Behaviour]:
+    """The fake's answers to one case, in order (the last repeats). A batch line is one answer,
+    never retried: the batch path's judge gives the same verdicts without the transient errors."""
+    s = c.script
+    other = "fail" if c.label == "pass" else "pass"
+    kw: dict[str, Any] = {"delay": 0.0 if batch else s.delay, "usage": s.usage}
+    finals = {
+        "agree": [reply(c.label, **kw)],
+        "disagree": [reply(other, **kw)],
+        "bad_request": [bad_request(delay=kw["delay"])],
+        "server_down": [server_error(delay=kw["delay"])],
+        "parse": [raw("I think it is fine, mostly.", **kw)],
+        "unstable": [reply(other, **kw), reply(c.label, **kw)],
+    }
+    transient = {"429": rate_limited(retry_after=0), "500": server_error(), "drop": drop()}
+    prefix = [] if batch else [transient[t] for t in s.transients]
+    return [*prefix, *finals[s.final]]
+
+
+def arm(fake: FakeOpenAI, suite: Suite, *, batch: bool = False) -> None:
+    """Forget what the fake saw and script it for `suite` afresh."""
+    fake.reset()
+    for c in suite.cases:
+        fake.script(f"Answer for {c.case_id}:", *behaviours(c, batch=batch))
+
+
+# -- running the CLI ----------------------------------------------------------------------------
+
+
+def gate(*args: str | Path) -> tuple[int, str]:
+    """The real CLI in-process (its terminal output kept, not shown); (exit code, stdout)."""
+    from gate.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue()
+
+
+def load(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "result.json").read_text())
+    return data
+
+
+@dataclass
+class Lab:
+    """One example: the suite on disk, its fake provider, a scratch directory."""
+
+    suite: Suite
+    policy: Path
+    fake: FakeOpenAI
+    tmp: Path
+    plain: Outcome | None = None
+
+    def out(self, name: str) -> Path:
+        return self.tmp / name
+
+    def run(self, out: Path, *extra: str, lane: str = "pr") -> dict[str, Any]:
+        code, _ = gate("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache", *extra)
+        res = load(out)
+        assert code == res["exit_code"], (code, res["state"])
+        return res
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: dict[str, Any]
+    requests: int  # chat completions the fake provider answered (batch lines included)
+    # per case id: requests the provider saw for it after the last point nothing more may be paid
+    repaid: dict[str, int] = field(default_factory=dict)
+    slack: int = 0  # attempts journalled as sent that the provider may never have read (a kill)
+    boundary: float = 1.0  # the boundary this path's result was held to
+
+
+@contextlib.contextmanager
+def key_env() -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in (KEY_ENV, "RAGAS_DO_NOT_TRACK", "OPENAI_BASE_URL")}
+    os.environ[KEY_ENV] = "sk-test-differential-0123"
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    os.environ.pop("OPENAI_BASE_URL", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# -- the paths ----------------------------------------------------------------------------------
+
+
+def plain(lab: Lab) -> Outcome:
+    arm(lab.fake, lab.suite)
+    res = lab.run(lab.out("plain"))
+    return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
+
+
+def stop_when_decided(lab: Lab) -> Outcome:
+    arm(lab.fake, lab.suite)
+    res = lab.run(lab.out("stop"), lane="stop")
+    return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
+
+
+def decide(lab: Lab) -> Outcome | None:
+    """`gate decide` on the plain run's records: no call, the plain run's result."""
+    lab.fake.reset()
+    out = lab.out("decided")
+    records = lab.out("plain") / "records.jsonl"
+    if not records.exists() or not records.read_text().strip():
+        return None  # blocked before any call: nothing recorded to decide (decide refuses an empty file)
+    code, _ = gate("decide", "--policy", lab.policy, "--records", records, "--out", out)
+    res = load(out)
+    assert code == res["exit_code"]
+    assert lab.plain is not None
+    return Outcome(res, lab.plain.requests + lab.fake.count(), boundary=lab.suite.max_total_cost)
+
+
+def shards_then_merge(lab: Lab) -> Outcome:
+    """Each shard against a freshly scripted judge (each is its own job), then `gate merge`."""
+    n = lab.suite.shards
+    outs, seen = [], 0
+    for i in range(1, n + 1):
+        arm(lab.fake, lab.suite)
+        out = lab.out(f"shard-{i}")
+        res = lab.run(out, "--shard", f"{i}/{n}")
+        assert res["cost"]["http_attempts"] == lab.fake.count(), f"shard {i}/{n}"
+        assert res["cost"]["budget_spent"] <= lab.suite.max_total_cost / n + 1e-12, f"shard {i}/{n}"
+        seen += lab.fake.count()
+        outs.append(out)
+    merged = lab.out("merged")
+    code, _ = gate("merge", "--policy", lab.policy, *outs, "--out", merged)
+    res = load(merged)
+    assert code == res["exit_code"]
+    return Outcome(res, seen, boundary=lab.suite.max_total_cost)
+
+
+def batch_submit_collect(lab: Lab) -> Outcome:
+    """`--batch submit`, then `collect` until the batch is done, against the fake Batches API."""
+    arm(lab.fake, lab.suite, batch=True)
+    batches = FakeBatches(lab.fake, script=("validating", "completed"))
+    try:
+        out = lab.out("batch")
+        res = lab.run(out, "--batch", "submit")
+        for _ in range(3):
+            if not any(b["kind"] == "batch_pending" for b in res["blockers"]):
+                break
+            res = lab.run(out, "--batch", "collect")
+        return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
+    finally:
+        lab.fake.routes = None
+        del batches
+
+
+def dry_run(lab: Lab) -> Outcome:
+    lab.fake.reset()
+    code, stdout = gate(
+        "run", "--policy", lab.policy, "--lane", "pr", "--out", lab.out("dry"), "--dry-run", "--format", "json"
+    )
+    res: dict[str, Any] = json.loads(stdout) if stdout.strip() else {}
+    assert code in (0, 1), code
+    return Outcome(res, lab.fake.count())
+
+
+def kill_then_resume(lab: Lab) -> Outcome | None:
+    """SIGKILL a forked `gate run` once the provider has seen the drawn number of requests, then
+    `--resume` in-process until it completes."""
+    assert lab.plain is not None
+    arm(lab.fake, lab.suite)
+    out = lab.out("killed")
+    if lab.plain.requests == 0:
+        return None  # nothing is sent: nowhere to kill
+    kill_at = 1 + int(lab.suite.kill_at * max(0, lab.plain.requests - 1))
+    _run_until(lab, out, kill_at)
+    before = lab.fake.count()
+    recorded = _fully_recorded(out, lab.suite.repeats)
+    counts = {cid: lab.fake.count(f"Answer for {cid}:") for cid in recorded}
+    res = lab.run(out, "--resume")
+    repaid = {cid: lab.fake.count(f"Answer for {cid}:") - n for cid, n in counts.items()}
+    del before
+    return Outcome(res, lab.fake.count(), repaid=repaid, slack=lab.suite.concurrency, boundary=lab.suite.max_total_cost)
+
+
+def _run_until(lab: Lab, out: Path, kill_at: int) -> None:
+    args = ["run", "--policy", str(lab.policy), "--lane", "pr", "--out", str(out), "--no-cache"]
+    pid = os.fork()
+    if pid == 0:  # the child: the real CLI, as a separate process the parent can SIGKILL
+        code = 3
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the child exits below)
+            from gate.cli import main
+
+            code = main(args)
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 120
+    while lab.fake.count() < kill_at and time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return  # it finished before its kill point: the resume finds a completed run
+        time.sleep(0.002)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def _fully_recorded(out: Path, repeats: int) -> set[str]:
+    """Cases whose every repeat has an ok record: nothing more may be paid for them."""
+    path = out / "records.jsonl"
+    if not path.exists():
+        return set()
+    done: dict[str, set[int]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue  # a line torn by the kill
+        if r.get("status") == "ok":
+            done.setdefault(r["case_id"], set()).add(r["repeat_index"])
+    return {cid for cid, reps in done.items() if len(reps) == repeats}
+
+
+Path_ = Callable[[Lab], Outcome | None]
+PATHS: dict[str, Path_] = {
+    "stop_when_decided": stop_when_decided,
+    "decide": decide,
+    "shards": shards_then_merge,
+    "batch": batch_submit_collect,
+    "kill_resume": kill_then_resume,
+    "dry_run": dry_run,
+}
+
+
+# -- the oracle ---------------------------------------------------------------------------------
+
+
+def projection(res: dict[str, Any]) -> dict[str, Any]:
+    """What every path must agree on: the state, the blockers (kind, slice, cases) and the counts."""
+    counts = {k: v for k, v in res["counts"].items() if k != "cached"}
+    blockers = sorted((b["kind"], b.get("slice") or "", tuple(sorted(b["case_ids"]))) for b in res["blockers"])
+    return {"state": res["state"], "blockers": blockers, "counts": counts}
+
+
+def pre_call(res: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    return sorted(
+        (b["kind"], b.get("slice") or "", tuple(sorted(b["case_ids"])))
+        for b in res.get("blockers", [])
+        if b["kind"] in PRE_CALL_KINDS
+    )
+
+
+def with_(suite: Suite, **kw: Any) -> Suite:
+    return replace(suite, **kw)

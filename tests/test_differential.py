@@ -1,0 +1,267 @@
+"""The generative differential test (issue 28): small random suites, each run through every path
+against the fake provider, compared with the plain run. tests/differential.py has the suites, the
+scripted judge, the paths and the oracle; this file draws the suites and checks the properties.
+
+The properties, for every path:
+- it reaches the plain run's state, blockers (kind, slice, case ids) and counts; the one allowed
+  difference is `stop_when_decided`, which may stop only when the full run is `quality_failed`,
+  and then says `quality_failed`;
+- `cost.http_attempts` equals the requests the fake provider saw (a kill may leave attempts
+  journalled as sent that never arrived: at most one per request in flight), and a judgment
+  recorded before a kill is never paid for again;
+- spend stays within the boundary, and a run the boundary stopped has at most one refused
+  reservation of headroom left;
+- the dry run names exactly the plain run's findings known before any call.
+
+`make test` runs a small seeded number of examples (profile `lanes-ci`, derandomized, no
+database); `make fuzz-lanes` runs thousands (profile `lanes-fuzz`, `GATE_FUZZ_LANES=N` examples).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from differential import (
+    PATHS,
+    ROLE_LABEL,
+    ROLES,
+    CaseSpec,
+    Lab,
+    Outcome,
+    Script,
+    Suite,
+    key_env,
+    plain,
+    pre_call,
+    projection,
+    write,
+)
+from fake_openai import FakeOpenAI
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+FUZZ_ENV = "GATE_FUZZ_LANES"
+_COMMON: dict[str, Any] = {
+    "deadline": None,
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    "print_blob": True,
+}
+settings.register_profile("lanes-ci", max_examples=10, derandomize=True, **_COMMON)
+settings.register_profile("lanes-fuzz", max_examples=int(os.environ.get(FUZZ_ENV) or 0) or 2000, **_COMMON)
+PROFILE = "lanes-fuzz" if os.environ.get(FUZZ_ENV) else "lanes-ci"
+
+EPS = 1e-12
+
+# -- drawing a suite ----------------------------------------------------------------------------
+
+FINALS = ("agree", "agree", "agree", "agree", "disagree", "disagree", "bad_request", "server_down", "parse")
+
+
+def scripts(draw: st.DrawFn, repeats: int, max_attempts: int) -> Script:
+    finals = FINALS + (("unstable", "unstable") if repeats > 1 else ())
+    final = draw(st.sampled_from(finals))
+    transients: tuple[str, ...] = ()
+    if final != "unstable":
+        n = draw(st.integers(0, max_attempts - 1))
+        transients = tuple(draw(st.lists(st.sampled_from(("429", "500", "drop")), min_size=n, max_size=n)))
+    delay = draw(st.sampled_from((0.0, 0.0, 0.0, 0.005, 0.02)))
+    usage = draw(st.sampled_from((True, True, True, False)))
+    return Script(final, transients, delay, usage)
+
+
+def controls(draw: st.DrawFn, slice_name: str, repeats: int, max_attempts: int) -> list[CaseSpec]:
+    out = []
+    for role in ROLES:
+        if draw(st.integers(0, 19)) == 0:  # a role left out: control_missing
+            continue
+        script = Script() if draw(st.integers(0, 5)) else scripts(draw, repeats, max_attempts)
+        out.append(
+            CaseSpec(
+                f"ctl-{role}",
+                slice_name,
+                ROLE_LABEL.get(role, "fail"),
+                script,
+                role=role,
+                reference=role != "missing_evidence",
+            )
+        )
+    return out
+
+
+def pair_up(draw: st.DrawFn, cases: list[CaseSpec]) -> list[CaseSpec]:
+    """Up to two pairs of either kind; most agree with their labels (a pair that does not is an
+    input_contract finding)."""
+    idx = list(range(len(cases)))
+    for p in range(draw(st.integers(0, min(2, len(cases) // 2)))):
+        a, b = draw(st.permutations(idx))[:2]
+        idx = [i for i in idx if i not in (a, b)]
+        kind = draw(st.sampled_from(("flip", "invariant")))
+        label = cases[b].label
+        if draw(st.integers(0, 9)):  # consistent: flip labels differ, invariant labels match
+            other = "fail" if cases[a].label == "pass" else "pass"
+            label = other if kind == "flip" else cases[a].label
+        cases[a] = CaseSpec(**{**cases[a].__dict__, "pair": (f"p-{p}", kind)})
+        cases[b] = CaseSpec(**{**cases[b].__dict__, "pair": (f"p-{p}", kind), "label": label})
+    return cases
+
+
+@st.composite
+def suites(draw: st.DrawFn) -> Suite:
+    n_slices = draw(st.integers(1, 3))
+    slices = tuple((f"s{i}", draw(st.integers(0, 1)), draw(st.sampled_from((None, 0, 1)))) for i in range(n_slices))
+    repeats = draw(st.sampled_from((1, 1, 3)))
+    max_attempts = draw(st.sampled_from((2, 3)))
+    with_controls = draw(st.integers(0, 4)) > 0
+    checks = draw(st.integers(0, 3)) == 0
+    cases: list[CaseSpec] = []
+    for i in range(draw(st.integers(1, 6))):
+        slice_name = draw(st.sampled_from([s[0] for s in slices])) if draw(st.integers(0, 24)) else "zz-unknown"
+        cases.append(
+            CaseSpec(
+                f"c-{i}",
+                slice_name,
+                draw(st.sampled_from(("pass", "fail"))),
+                scripts(draw, repeats, max_attempts),
+                reference=draw(st.integers(0, 9)) > 0,
+                check=draw(st.sampled_from((None, None, None, "fail", "error"))) if checks else None,
+            )
+        )
+    cases = pair_up(draw, cases)
+    overrides = tuple(
+        (
+            draw(st.sampled_from([c.case_id for c in cases])),
+            draw(
+                st.sampled_from(("false_pass", "false_fail", "pair_violated", "unstable_verdict", "missing_evidence"))
+            ),
+            draw(st.integers(0, 4)) == 0,
+        )
+        for _ in range(draw(st.sampled_from((0, 0, 0, 1, 2))))
+    )
+    ctl = controls(draw, slices[0][0], repeats, max_attempts) if with_controls else []
+    return Suite(
+        slices=slices,
+        cases=(*ctl, *cases),
+        repeats=repeats,
+        max_attempts=max_attempts,
+        concurrency=draw(st.sampled_from((1, 1, 2, 4))),
+        max_errors=draw(st.integers(0, 2)),
+        missing_evidence=draw(st.sampled_from(("block", "review"))),
+        controls=with_controls,
+        checks=checks,
+        overrides=overrides,
+        max_total_cost=draw(st.sampled_from((1.0, 1.0, 1.0, 0.002, 0.004, 0.008))),
+        kill_at=draw(st.floats(0.0, 0.99)),
+        shards=draw(st.integers(2, 3)),
+    )
+
+
+# -- the oracle ---------------------------------------------------------------------------------
+
+
+def largest_reservation(lab: Lab) -> float:
+    """The largest reservation one attempt of this suite can ask for (the gate's own bound)."""
+    from gate.judge.cost import judgment_upper_bound
+    from gate.model.cases import load_dataset
+    from gate.model.policy import load_policy
+
+    loaded = load_policy(lab.policy)
+    return max((judgment_upper_bound(loaded, c) for c in load_dataset(loaded).cases), default=0.0)
+
+
+def check_bill(name: str, lab: Lab, got: Outcome) -> None:
+    cost = got.result["cost"]
+    assert got.requests <= cost["http_attempts"] <= got.requests + got.slack, (
+        f"{name}: http_attempts {cost['http_attempts']}, the provider saw {got.requests}"
+    )
+    paid_twice = {cid: n for cid, n in got.repaid.items() if n}
+    assert not paid_twice, f"{name}: judgments recorded before the kill were paid for again: {paid_twice}"
+
+
+def check_boundary(name: str, lab: Lab, got: Outcome) -> None:
+    spent = got.result["cost"]["budget_spent"]
+    assert spent <= got.boundary + EPS, f"{name}: spent {spent} over the boundary {got.boundary}"
+    stopped = any(b["kind"] == "budget_exhausted" for b in got.result["blockers"])
+    if not stopped or name in ("batch", "shards"):
+        return  # a batch reserves whole before it is submitted; each shard has its own share
+    if lab.suite.concurrency > 1:
+        return  # KNOWN issue 28 item 7 (fix-pacing): in-flight reservations counted as spent
+    headroom = got.boundary - spent
+    assert headroom <= largest_reservation(lab) + EPS, (
+        f"{name}: the boundary stopped the run with {headroom:.6f} of {got.boundary} unspent, more than one "
+        f"reservation ({largest_reservation(lab):.6f})"
+    )
+
+
+def check_same(name: str, lab: Lab, got: Outcome) -> None:
+    assert lab.plain is not None
+    s, base = lab.suite, lab.plain.result
+    a, b = projection(base), projection(got.result)
+    if name == "stop_when_decided":
+        if s.tight and not s.order_free:
+            return  # which cases fit the boundary depends on timing: nothing to compare
+        if a != b or got.result.get("stopped_early"):
+            if _known_item_1(s, base, got.result):
+                return
+            assert (base["state"], got.result["state"]) == ("quality_failed", "quality_failed"), (
+                f"stop_when_decided: {b} where the full run has {a}"
+            )
+        return
+    if name in ("shards", "batch", "kill_resume") and s.tight:
+        return  # the boundary is reached at another point on these paths (a share, batch prices, a kill's spend)
+    if name == "kill_resume" and s.stateful:
+        return  # answers that disagree across repeats depend on order: a lost answer is asked again
+    if s.order_free or name == "decide":
+        assert b == a, f"{name}: {b}\nwhere the plain run has {a}"
+    else:
+        assert b["state"] == a["state"], f"{name}: {b['state']} where the plain run has {a['state']}"
+
+
+def _known_item_1(s: Suite, full: dict[str, Any], stopped: dict[str, Any]) -> bool:
+    """KNOWN issue 28 item 1 (fix-decide): a pair member the stop left unjudged is `not_needed`, so
+    the pair rule never sees the violation and the stopped lane passes what the full lane fails."""
+    has_pair = any(c.pair is not None for c in s.cases)
+    return has_pair and full["state"] == "quality_failed" and stopped["state"] != "quality_failed"
+
+
+def check_dry_run(lab: Lab, got: Outcome) -> None:
+    assert lab.plain is not None
+    # KNOWN issue 28 item 9 (fix-decide): the dry run decides outside the assembly and drops the
+    # team's check blockers; until it lands they are left out of this comparison.
+    known = {"check_failed", "check_error"}
+    dry = [b for b in pre_call(got.result) if b[0] not in known]
+    run = [b for b in pre_call(lab.plain.result) if b[0] not in known]
+    assert dry == run, f"dry run: {dry}\nwhere the run found before any call: {run}"
+
+
+def check_path(name: str, lab: Lab, got: Outcome) -> None:
+    if name == "dry_run":
+        check_dry_run(lab, got)
+        return
+    check_bill(name, lab, got)
+    check_boundary(name, lab, got)
+    check_same(name, lab, got)
+
+
+def run_example(suite: Suite, tmp: Path, only: Callable[[str], bool] = lambda name: True) -> None:
+    with key_env(), FakeOpenAI() as fake:
+        policy = write(suite, tmp / "suite", fake.base_url)
+        lab = Lab(suite, policy, fake, tmp)
+        lab.plain = plain(lab)
+        check_bill("plain", lab, lab.plain)
+        check_boundary("plain", lab, lab.plain)
+        for name, path in PATHS.items():
+            if only(name):
+                got = path(lab)
+                if got is not None:
+                    check_path(name, lab, got)
+
+
+@settings(settings.get_profile(PROFILE))
+@given(suite=suites())
+def test_every_path_reaches_the_plain_runs_decision(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> None:
+    run_example(suite, tmp_path_factory.mktemp("lanes"))
