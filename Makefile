@@ -83,6 +83,14 @@ TEST_WORKERS ?= 3
 test: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
+# The generative differential test at length: FUZZ_EXAMPLES random suites (default 2000), each run
+# through every lane path against the fake provider and compared with the plain run (`make test`
+# runs a few seeded ones). A broken property prints the shrunk suite: make it a regression test.
+FUZZ_EXAMPLES ?= 2000
+fuzz-lanes: $(STAMP)
+	RAGAS_DO_NOT_TRACK=true GATE_FUZZ_LANES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
+		--timeout=0 tests/test_differential.py -k every_path
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check gate tests bench

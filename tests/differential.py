@@ -243,6 +243,7 @@ def gate(*args: str | Path) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in args])
+    assert code != 2, f"gate {' '.join(str(a) for a in args[:1])}: usage error: {err.getvalue()[-2000:]}"
     return code, out.getvalue()
 
 
