@@ -172,3 +172,10 @@ def test_a_hash_mismatch_prints_the_hash_of_the_response_now(tmp_path: Path) -> 
     now = hashlib.sha256(edited["response"].encode()).hexdigest()
     assert f"its sha256 now: c-1 {now})" in message
     assert "fix: label the current response again first, then write its hash" in message
+
+
+@pytest.mark.parametrize("suite", ["example", "example-product"])
+def test_the_shipped_examples_validate_clean(suite: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    code, _, report = validate(root / "policies" / suite / "policy.yaml")
+    assert (code, report["findings"], report["notes"]) == (0, [], [])

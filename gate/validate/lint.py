@@ -9,7 +9,8 @@ budget stop), so these run in `gate validate` only, never among the run's valida
 - a `calibration.file` that does not exist, for a lane that requires calibration;
 - a case whose rendered prompt would exceed the model's context (`evaluator.context_tokens`), or
   whose one attempt would cost more than its share of the cost boundary (the boundary divided by
-  the lane's judgments), which stops the run on the budget.
+  the lane's judgments) while costing ten times the lane's median case (or more than the whole
+  boundary): the outlier that stops a run on the budget.
 
 The estimates use bytes, never the judge: a byte bounds a token from above, and about 4 bytes make
 a token (the figure the dry run's typical estimate uses).
@@ -17,6 +18,7 @@ a token (the figure the dry run's typical estimate uses).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from gate.model.cases import Case
@@ -28,6 +30,9 @@ from gate.validate.context import Context, describe_locations
 from gate.validate.templates import TEMPLATE_MARK
 
 BYTES_PER_TOKEN = 4
+# A case this many times dearer than the lane's median case is an outlier (a pasted log, a whole
+# document): when it also takes more than its share of the boundary, it is named.
+OUTLIER = 10
 # What a request holds beyond the rendered prompt: the envelope and the schema message.
 REQUEST_OVERHEAD_BYTES = 2_048
 
@@ -106,17 +111,17 @@ def _oversized(ctx: Context, lanes: list[str]) -> list[Finding]:
     for name in lanes:
         idx = [i for i in lane_cases(ctx, ctx.policy.lanes[name]) if (ctx.cases[i].reference or "").strip()]
         share = limit / max(1, len(idx) * ev.repeats)
-        for i in idx:
-            size = prompt_bytes(ctx, ctx.cases[i])
-            if size // BYTES_PER_TOKEN > ev.context_tokens and i not in too_long:
-                too_long.append(i)
-            if price is None:
-                continue
-            upper = (
-                (size + REQUEST_OVERHEAD_BYTES) * price.input_per_mtok + ev.max_output_tokens * price.output_per_mtok
-            ) / 1e6
-            if upper > share and i not in too_dear:
-                too_dear[i] = (upper, share, name)
+        sizes = {i: prompt_bytes(ctx, ctx.cases[i]) for i in idx}
+        too_long += [i for i in idx if sizes[i] // BYTES_PER_TOKEN > ev.context_tokens and i not in too_long]
+        if price is None or not idx:
+            continue
+        per_input, per_reply = price.input_per_mtok / 1e6, ev.max_output_tokens * price.output_per_mtok / 1e6
+        upper = {i: (s + REQUEST_OVERHEAD_BYTES) * per_input + per_reply for i, s in sizes.items()}
+        typical = statistics.median(upper.values())
+        for i, cost in upper.items():
+            # an outlier that alone takes more than its share, or one that can never fit at all
+            if (cost > limit or (cost > share and cost > OUTLIER * typical)) and i not in too_dear:
+                too_dear[i] = (cost, share, name)
     findings = [_too_long(ctx, i) for i in too_long]
     findings += [_too_dear(ctx, i, *too_dear[i]) for i in too_dear]
     return findings
