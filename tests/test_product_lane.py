@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_batches import FakeBatches
 from fake_openai import FakeOpenAI
 from suite import case, controls, result, write_suite
 
@@ -168,7 +169,8 @@ def app_suite(root: Path, fake: FakeOpenAI, n: int = 40, limit: float = 0.15, **
     """A product lane over `n` critical answers (limit 15%), calibrated with GOOD_JUDGE."""
     slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": limit}}
     cases = [product_case(f"p-{i:03d}") for i in range(n)]
-    path = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url}, **policy)
+    evaluator = {"base_url": fake.base_url, **policy.pop("evaluator", {})}
+    path = product_suite(root, cases, slices=slices, evaluator=evaluator, **policy)
     write_calibration(path, {"critical": GOOD_JUDGE})
     return path
 
@@ -427,3 +429,103 @@ def test_against_the_base_run_answers_that_turned_fail_are_paired_and_a_signific
     args = ["decide", "--policy", str(policy), "--records", str(head), "--base-result", str(base), "--out", str(again)]
     assert main(args) == code
     assert result(again)["product"] == result(head)["product"] and fake.count() == before
+
+
+# --- every lane's machinery on a product lane -----------------------------------------------------
+
+
+def priced_suite(root: Path, fake: FakeOpenAI, n: int = 40) -> Path:
+    price = {
+        "input_per_mtok": 1.0,
+        "output_per_mtok": 2.0,
+        "currency": "USD",
+        "batch": {"input_per_mtok": 0.5, "output_per_mtok": 1.0},
+    }
+    return app_suite(root, fake, n=n, evaluator={"price": price})
+
+
+def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_only(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = priced_suite(tmp_path / "suite", fake)
+    responses = write_responses(tmp_path / "r.jsonl", verdicts(40, 15))
+    live = tmp_path / "live"
+    assert run_app(policy, live, responses) == 1
+    FakeBatches(fake, script=("validating", "completed"))
+    out = tmp_path / "batch"
+    assert run_app(policy, out, responses, "--batch", "submit") == 3
+    assert (
+        json.loads((out / "batch.json").read_text())["responses_sha256"] == result(live)["lineage"]["responses_sha256"]
+    )
+    capsys.readouterr()
+    assert run_app(policy, out, None, "--batch", "collect") == 2
+    assert "fix: pass --responses FILE" in capsys.readouterr().err
+    other = write_responses(tmp_path / "other.jsonl", verdicts(40, 0))
+    assert run_app(policy, out, other, "--batch", "collect") == 2
+    assert "pass the same --responses file the batch was submitted with" in capsys.readouterr().err
+    assert run_app(policy, out, responses, "--batch", "collect") == 1
+    collected = result(out)
+    assert collected["cost"]["batch"] is True
+    assert collected["product"]["slices"] == result(live)["product"]["slices"]
+
+
+def test_shards_of_a_product_lane_merge_into_the_whole_lanes_verdict(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    responses = write_responses(tmp_path / "r.jsonl", verdicts(40, 6))
+    whole = tmp_path / "whole"
+    assert run_app(policy, whole, responses) == 4
+    shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    for i, out in enumerate(shards, start=1):
+        run_app(policy, out, responses, "--shard", f"{i}/2")
+    merged = tmp_path / "merged"
+    other = write_responses(tmp_path / "other.jsonl", verdicts(40, 0))
+    assert (
+        main(["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(other)])
+        == 2
+    )
+    assert "fix: pass the responses file the shards ran with" in capsys.readouterr().err
+    args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
+    assert main(args) == 4
+    assert result(merged)["product"] == result(whole)["product"]
+    assert kinds(merged) == kinds(whole) == ["failure_rate_inconclusive"]
+
+
+def test_resume_needs_the_same_responses_and_pays_for_nothing_twice(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    responses = write_responses(tmp_path / "r.jsonl", verdicts(40, 0))
+    out = tmp_path / "out"
+    # A boundary that stops the run part-way: the rest is unrun, budget_exhausted, as on every lane.
+    assert run_app(policy, out, responses, "--max-cost", "0.004") == 3
+    stopped = result(out)
+    assert "budget_exhausted" in kinds(out) and stopped["cost"]["budget_spent"] <= 0.004
+    assert stopped["product"]["slices"]["critical"]["verdict"] == "incomplete"
+    paid = fake.count()
+    capsys.readouterr()
+    assert run_app(policy, out, None, "--resume") == 2
+    assert "the same file again on --resume" in capsys.readouterr().err
+    edited = write_responses(tmp_path / "edited.jsonl", verdicts(40, 1))
+    assert run_app(policy, out, edited, "--resume") == 2
+    err = capsys.readouterr().err
+    assert "judged other answers" in err and "case p-000" in err and "pass the same --responses file" in err
+    assert fake.count() == paid
+    assert run_app(policy, out, responses, "--resume") == 0
+    assert fake.count() == 40 + 5  # every answer and control judged once over both attempts
+    assert result(out)["product"]["slices"]["critical"]["verdict"] == "passed"
+
+
+def test_a_cached_verdict_of_another_answer_is_never_reused(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=10, cache_dir="cache")
+    args = ["run", "--policy", str(policy), "--lane", "app"]
+    good = write_responses(tmp_path / "good.jsonl", verdicts(10, 0))
+    assert main([*args, "--out", str(tmp_path / "a"), "--responses", str(good)]) in (0, 4)
+    first = fake.count()
+    assert main([*args, "--out", str(tmp_path / "b"), "--responses", str(good)]) in (0, 4)
+    assert fake.count() == first  # the same answers: served from the cache
+    bad = write_responses(tmp_path / "bad.jsonl", verdicts(10, 3))
+    assert main([*args, "--out", str(tmp_path / "c"), "--responses", str(bad)]) in (1, 4)
+    assert fake.count() == first + 3  # only the three new answers were judged
+    assert result(tmp_path / "c")["product"]["slices"]["critical"]["judged_fail"] == 3

@@ -113,6 +113,8 @@ class BatchFile(_Strict):
     status: str = "validating"
     request_counts: BatchCounts | None = None
     collected_at: str | None = None
+    # A product lane: the --responses file whose answers were submitted (written on those only).
+    responses_sha256: str | None = None
 
 
 # -- entry ---------------------------------------------------------------------------------------
@@ -245,7 +247,8 @@ def read_batch_file(out_dir: Path) -> BatchFile | None:
 def write_batch_file(out_dir: Path, bf: BatchFile) -> None:
     path = out_dir / BATCH_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(bf.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    unset = {"responses_sha256"} if bf.responses_sha256 is None else None
+    tmp.write_text(bf.model_dump_json(indent=2, exclude=unset) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -257,7 +260,15 @@ def _check_same_run(lane: _Lane, bf: BatchFile, out_dir: Path) -> None:
         "policy_sha256": lane.loaded.sha256,
         "dataset_sha256": lineage.dataset_sha256,
         "config_fingerprint": lane.judge.config_fingerprint,
+        "responses_sha256": lineage.responses_sha256 or None,
     }
+    if bf.responses_sha256 != ours["responses_sha256"]:
+        raise UsageError(
+            f"{shown_path(out_dir / BATCH_FILE)} holds batch {bf.batch_id} of a product lane's answers from a "
+            f"responses file with sha256 {str(bf.responses_sha256)[:12]}, not the --responses given now "
+            f"({str(ours['responses_sha256'])[:12]}); fix: pass the same --responses file the batch was submitted "
+            "with"
+        )
     for name, value in ours.items():
         theirs = getattr(bf, name)
         if theirs != value:
@@ -322,6 +333,7 @@ def _submit(
             policy_sha256=lane.loaded.sha256,
             dataset_sha256=lineage.dataset_sha256,
             config_fingerprint=lane.judge.config_fingerprint,
+            responses_sha256=lineage.responses_sha256 or None,
             prices=BatchPrices(**_price_dict(lane.loaded)),
             reserved_cost=lines.reserved,
             judgments=lines.judgments,

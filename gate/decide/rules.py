@@ -234,7 +234,11 @@ def _unnamed_unrun(ev: Evidence) -> list[CaseOutcome]:
 
 
 def _budget_hit(ev: Evidence) -> bool:
-    return any(o.error_kind == "budget" for o in _unrun(ev)) or any(r.error_kind == "budget" for r in ev.fresh)
+    """The boundary left cases unjudged. A budget stop that --resume has since completed is no blocker."""
+    unrun = {o.case.case_id for o in _unrun(ev)}
+    return any(o.error_kind == "budget" for o in _unrun(ev)) or any(
+        r.error_kind == "budget" and r.case_id in unrun for r in ev.fresh
+    )
 
 
 def stale_records(ev: Evidence) -> tuple[Finding, ...]:
