@@ -190,3 +190,35 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     assert shown + f"{100 * critical['high']:.1f}% (95%)" in readme
     for name in ("account-security", "shipping-general"):
         assert failed["product"]["slices"][name] == passed["product"]["slices"][name]  # the same answers
+
+
+def test_the_precision_tables_of_the_product_gate_doc_are_the_gates_own_bounds() -> None:
+    """docs/PRODUCT_GATE.md's 'How much data decides what': each cell is the upper bound
+    gate/decide/failure_rate.py gives a slice whose true failure rate is 1%, judged by a judge that
+    catches 85% of wrong answers and passes 100% (first table) or 99% (second) of right ones."""
+    from gate.decide.failure_rate import failure_rate, judge_accuracy
+
+    doc = (ROOT / "docs" / "PRODUCT_GATE.md").read_text(encoding="utf-8")
+    part = doc[doc.index("## How much data decides what") :]
+    tables = [t for t in part.split("\n\n") if t.startswith("| labelled answers per slice")]
+    assert len(tables) == 2
+    for sp, table in zip((1.0, 0.99), tables, strict=True):
+        header, _, *rows = table.strip().splitlines()
+        sizes = [int(c.split()[0].replace(",", "")) for c in header.strip("|").split("|")[1:]]
+        assert sizes == [100, 300, 1000, 3000, 10000]
+        assert len(rows) == 4
+        for row in rows:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            wrong, right = (int(x.replace(",", "")) for x in cells[0].split(" + "))
+            caught, passed = round(wrong * 0.85), round(right * sp)
+            judge = judge_accuracy(
+                true_fail=caught,
+                false_pass=wrong - caught,
+                true_pass=passed,
+                false_fail=right - passed,
+                confidence=0.95,
+            )
+            for n, shown in zip(sizes, cells[1:], strict=True):
+                k = round(n * (0.01 * 0.85 + 0.99 * (1 - sp)))
+                rate = failure_rate(judged_fail=k, n=n, judge=judge, confidence=0.95)
+                assert shown == f"{100 * rate.high:.1f}%", (sp, cells[0], n)
