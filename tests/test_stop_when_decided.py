@@ -133,8 +133,9 @@ def test_repeats_a_decided_case_finishes_its_repeats_then_stops(tmp_path: Path, 
     out = tmp_path / "out"
     assert run_lane(policy, out, "pr") == 1
     res = result(out)
-    # Two of three repeats pass a fail: decided after the second; the third still goes, so the
-    # case's verdict is whole (a majority of the recorded repeats), and no other case is sent.
+    # Two of three repeats pass a fail: the majority is a false pass, but only the third repeat makes
+    # the case's verdict whole (an error there would leave it errored, not failed); it agrees with
+    # its label, and still decides: no other case is sent.
     assert fake.count() == (SENT_CONTROLS + 1) * 3
     assert res["stopped_early"]["not_needed"] == [f"g-{i:03d}" for i in range(4)]
     row = {c["case_id"]: c for c in res["cases"]}["c-bad"]
@@ -223,3 +224,69 @@ def test_the_example_pr_lane_stops_when_decided() -> None:
     policy = yaml.safe_load((root / "policies/example/policy.yaml").read_text())
     assert policy["lanes"]["pr"].get("stop_when_decided") is True
     assert not any(lane.get("stop_when_decided") for name, lane in policy["lanes"].items() if name != "pr")
+
+
+def flip_pair(judge_b: str = "[[judge:pass]]") -> list[dict[str, Any]]:
+    """A flip pair in the critical slice: people pass fp-a and fail fp-b; the judge fails fp-a (a false
+    fail, within the slice's limit) and answers fp-b as `judge_b` says."""
+    pair = {"id": "p-flip", "kind": "flip"}
+    return [
+        case("fp-a", response="Answer for fp-a: refunds within 7 days. [[judge:fail]]", pair=pair),
+        case("fp-b", label="fail", response=f"Answer for fp-b: refunds any time. {judge_b}", pair=pair),
+    ]
+
+
+def test_a_pair_with_an_unjudged_member_decides_nothing_yet(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # fp-a's false fail with fp-b at its label would violate the pair; but fp-b is judged a pass (a
+    # critical false pass). The stopped lane must reach the full lane's verdict, never `passed`.
+    policy = suite_with(tmp_path, fake, [*flip_pair(), *general(6)])
+    assert run_lane(policy, tmp_path / "full", "full") == 1
+    full = result(tmp_path / "full")
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    assert res["state"] == full["state"] == "quality_failed"
+    assert [(b["kind"], b["case_ids"]) for b in res["blockers"]] == [("false_pass_limit", ["fp-b"])]
+    assert full["blockers"][0]["case_ids"] == ["fp-b"]
+    assert {c["case_id"]: c["outcome"] for c in res["cases"]}["fp-b"] == "false_pass"
+    # Decided once fp-b was judged: the general cases were not needed.
+    assert res["stopped_early"]["not_needed"] == [f"g-{i:03d}" for i in range(6)]
+
+
+def test_a_pair_member_that_errors_leaves_the_verdict_open(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # The judge errors on fp-b: the full lane is evaluation_incomplete (no pair judged in full, no
+    # false pass), so the stopped lane may not say quality_failed, and stops nothing.
+    policy = suite_with(tmp_path, fake, [*flip_pair("[[judge:http=500]]"), *general(3)], retries={"max_attempts": 1})
+    assert run_lane(policy, tmp_path / "full", "full") == 3
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 3
+    res, full = result(out), result(tmp_path / "full")
+    assert res["state"] == full["state"] == "evaluation_incomplete"
+    assert [b["kind"] for b in res["blockers"]] == [b["kind"] for b in full["blockers"]] == ["evaluator_errors"]
+    assert "stopped_early" not in res and res["unrun_case_ids"] == []
+
+
+def test_a_judgment_that_agrees_can_complete_a_violated_pair(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # fp-a is a false fail (within the limit); fp-b is judged fail as people said, which completes
+    # the flip pair with two fails: violated, decided there, and the general cases are not needed.
+    policy = suite_with(tmp_path, fake, [*flip_pair("[[judge:fail]]"), *general(5)])
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "pr") == 1
+    res = result(out)
+    assert [(b["kind"], b["case_ids"]) for b in res["blockers"]] == [("pair_violated", ["fp-a", "fp-b"])]
+    assert res["stopped_early"]["not_needed"] == [f"g-{i:03d}" for i in range(5)]
+    assert fake.count() == SENT_CONTROLS + 2
+
+
+def test_a_lane_that_does_not_stop_when_decided_lists_what_it_left_unrun(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # The full lane stops scheduling after a failed control too, but it never chose to stop once
+    # decided: the cases it did not judge are unrun (and say why), never `not_needed`.
+    fake.script("ctl-positive", reply("fail"))
+    policy = suite_with(tmp_path, fake, general(4))
+    out = tmp_path / "out"
+    assert run_lane(policy, out, "full") == 1
+    res = result(out)
+    assert "stopped_early" not in res and "not_needed" not in res["counts"]
+    assert set(res["unrun_case_ids"]) >= {f"g-{i:03d}" for i in range(4)}
+    unrun = next(b for b in res["blockers"] if b["kind"] == "unrun_cases")
+    assert set(unrun["case_ids"]) >= {f"g-{i:03d}" for i in range(4)}

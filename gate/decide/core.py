@@ -112,7 +112,7 @@ def decide(
         notes=notes,
     )
     # A stop_when_decided lane whose verdict was already certain: the cases never sent are not_needed.
-    ev = settle(ev, loaded, records, today, lineage.config_fingerprint, product)
+    ev = settle(ev, loaded, today, product)
     judged = decide_product(ev, product) if product is not None else None
     if judged is not None and judged.notes:
         ev = dataclasses.replace(ev, notes=(*ev.notes, *judged.notes))

@@ -1,14 +1,20 @@
 """`stop_when_decided`: is `quality_failed` already certain, whatever is still to come?
 
-The question is asked with the decision's own rules, never a second decider: every judgment still
-to come is taken to come back the way its human label says (the most favourable completion: no
-false pass, no false fail, no failed control), and the ordinary evidence, rules and overrides
-decide that what-if. When even it is `quality_failed`, no remaining outcome can change the
-verdict, and the judgments never sent are `not_needed`: neither unrun nor incomplete.
+The question is asked with the decision's own rules, never a second decider, and it is the same
+question the final decision answers: take every case never sent as `not_needed` (it adds nothing:
+no false pass, no false fail, no failed control, no half of a pair), and let the ordinary rules and
+overrides decide that evidence. A `quality_failed` blocker there rests only on judgments already
+made in full (a false pass beyond its slice's limit, a failed control, a pair whose two members
+were both judged), so no remaining outcome can lift it: a case still to come may also error or
+abstain, so a pair with an unjudged member decides nothing yet (a what-if that took it at its
+label once reported a pair violation that the final decision could not see, and passed).
 
 Pure. The runner asks `hopeless` after a judgment that disagrees with its label (one that agrees
-cannot make the most favourable completion worse), and `decide` asks `settle` of the records, so
-`gate decide` on a stopped run's records gives the run's result.
+cannot add a quality blocker), and `decide` asks `settle` of the records, which marks the cases
+never sent `not_needed` only when that same question says `quality_failed`: the stop and the
+final decision agree by construction, and `gate decide` on a stopped run's records gives the
+run's result. On a product lane the run also stops once every slice is decided by the answers
+judged (gate/decide/product.py), asked of that same evidence.
 """
 
 from __future__ import annotations
@@ -27,34 +33,41 @@ from gate.model.records import Record
 from gate.model.states import Finding, State
 from gate.plan.selection import Plan
 
-WHAT_IF_REASON = "what-if: as the human label says (stop_when_decided)"
-
 
 def stops_when_decided(loaded: LoadedPolicy, plan: Plan) -> bool:
     lane = loaded.policy.lanes.get(plan.lane)
     return bool(lane is not None and lane.stop_when_decided)
 
 
-def at_label(plan: Plan, records: Sequence[Record]) -> list[Record]:
-    """A verdict at its human label for every judgment of the plan that has no ok or error record yet."""
-    done = {(r.case_id, r.repeat_index) for r in records if r.status in ("ok", "error")}
-    return [
-        Record(
-            case_id=c.case_id,
-            slice=c.slice,
-            partition=c.partition,
-            control_role=c.expected_control_role,
-            human_label=c.human_label,
-            judge_label=c.human_label,
-            judge_reason=WHAT_IF_REASON,
-            status="ok",
-            repeat_index=i,
-            cache="hit",  # never paid, never written: it only stands in for an answer to come
-        )
-        for c in plan.scheduled
-        for i in range(plan.repeats)
-        if (c.case_id, i) not in done and c.labelled  # a product lane's answer has no label to favour
-    ]
+def never_sent(ev: Evidence) -> set[str]:
+    """The cases no judgment of which was sent (unrun, no model call): what a stop leaves `not_needed`.
+    A product lane's case with no answer was never sendable: it stays unrun (`missing_response`)."""
+    return {
+        o.case.case_id
+        for o in ev.outcomes
+        if o.bucket == "unrun" and not o.called_model and o.case.case_id not in ev.plan.unanswered
+    }
+
+
+def as_not_needed(ev: Evidence) -> Evidence:
+    """`ev` with every case never sent `not_needed`, and a note saying when the run stopped."""
+    unsent = never_sent(ev)
+    outcomes = tuple(
+        dataclasses.replace(o, bucket="not_needed", outcome="not_needed") if o.case.case_id in unsent else o
+        for o in ev.outcomes
+    )
+    total = len(ev.plan.scheduled) * ev.plan.repeats
+    note = f"stopped after {judged(ev)} of {total} judgments: no remaining outcome could change the verdict"
+    return dataclasses.replace(ev, outcomes=outcomes, notes=(*ev.notes, note))
+
+
+def decided(ev: Evidence, loaded: LoadedPolicy, today: dt.date, product: ProductEvidence | None) -> bool:
+    """Whether the rules and overrides over `ev` (its unsent cases `not_needed`) say `quality_failed`;
+    on a product lane also whether every slice is decided by the answers judged."""
+    applied = apply_overrides([*ev.findings, *apply_rules(ev)], loaded.policy.overrides, today)
+    if any(b.state is State.QUALITY_FAILED for b in applied.blockers):
+        return True
+    return product is not None and product_settled(ev, product)
 
 
 def hopeless(
@@ -67,45 +80,24 @@ def hopeless(
     fingerprint: str = "",
     product: ProductEvidence | None = None,
 ) -> bool:
-    """Whether the most favourable completion of `records` is still `quality_failed`; on a product
-    lane also whether every slice is already decided by the answers judged (gate/decide/product.py)."""
-    what_if = prepare_evidence(
-        loaded, plan, findings, [*records, *at_label(plan, records)], fingerprint=fingerprint, boundary=0.0, notes=()
-    )
-    applied = apply_overrides([*what_if.findings, *apply_rules(what_if)], loaded.policy.overrides, today)
-    if any(b.state is State.QUALITY_FAILED for b in applied.blockers):
-        return True
-    return product is not None and product_settled(what_if, product)
+    """Whether `quality_failed` is certain from `records`, whatever the judgments still to come say
+    (on a product lane: or every slice is decided)."""
+    ev = prepare_evidence(loaded, plan, findings, records, fingerprint=fingerprint, boundary=0.0, notes=())
+    return not ev.blocked and decided(as_not_needed(ev), loaded, today, product)
 
 
-def settle(
-    ev: Evidence,
-    loaded: LoadedPolicy,
-    records: Sequence[Record],
-    today: dt.date,
-    fingerprint: str,
-    product: ProductEvidence | None = None,
-) -> Evidence:
+def settle(ev: Evidence, loaded: LoadedPolicy, today: dt.date, product: ProductEvidence | None = None) -> Evidence:
     """On a `stop_when_decided` lane whose verdict is already `quality_failed`: the cases never sent
-    are `not_needed`, and the evidence says when the run stopped. Otherwise `ev` unchanged."""
-    # A product lane's case with no answer was never sendable: it stays unrun (`missing_response`).
-    never_sent = {
-        o.case.case_id
-        for o in ev.outcomes
-        if o.bucket == "unrun" and not o.called_model and o.case.case_id not in ev.plan.unanswered
-    }
-    if not never_sent or ev.blocked or not stops_when_decided(loaded, ev.plan):
+    are `not_needed`, and the evidence says when the run stopped. Otherwise `ev` unchanged (a case
+    never sent for another reason stays unrun, so the decision never passes what was not judged)."""
+    if ev.blocked or not never_sent(ev) or not stops_when_decided(loaded, ev.plan):
         return ev
-    if not hopeless(loaded, ev.plan, ev.findings, records, today, fingerprint=fingerprint, product=product):
-        return ev
-    outcomes = tuple(
-        dataclasses.replace(o, bucket="not_needed", outcome="not_needed") if o.case.case_id in never_sent else o
-        for o in ev.outcomes
-    )
-    total = len(ev.plan.scheduled) * ev.plan.repeats
-    judged = sum(1 for r in ev.best.values() if r.status in ("ok", "error"))
-    note = f"stopped after {judged} of {total} judgments: no remaining outcome could change the verdict"
-    return dataclasses.replace(ev, outcomes=outcomes, notes=(*ev.notes, note))
+    settled = as_not_needed(ev)
+    return settled if decided(settled, loaded, today, product) else ev
+
+
+def judged(ev: Evidence) -> int:
+    return sum(1 for r in ev.best.values() if r.status in ("ok", "error"))
 
 
 def stopped_early(ev: Evidence) -> dict[str, object] | None:
@@ -113,5 +105,4 @@ def stopped_early(ev: Evidence) -> dict[str, object] | None:
     not_needed = [o.case.case_id for o in ev.outcomes if o.bucket == "not_needed"]
     if not not_needed:
         return None
-    judged = sum(1 for r in ev.best.values() if r.status in ("ok", "error"))
-    return {"judged": judged, "scheduled": len(ev.plan.scheduled) * ev.plan.repeats, "not_needed": not_needed}
+    return {"judged": judged(ev), "scheduled": len(ev.plan.scheduled) * ev.plan.repeats, "not_needed": not_needed}

@@ -1,10 +1,11 @@
 """`stop_when_decided` while the run is under way: stop scheduling once `quality_failed` is certain.
 
-After each judgment that disagrees with its human label (one that agrees cannot make the most
-favourable completion worse), `decided` (`gate.decide.settled.hopeless`, bound to the lane by
-`gate run`: a stage before the decision is given it, never imports it) decides the what-if with
-the decision's own rules. When it is `quality_failed`, the run schedules nothing more: the judgments
-in flight finish and are billed, and `decide` marks the cases never sent `not_needed`.
+After each judgment that disagrees with its human label, and after each later judgment of that
+case (one that agrees can complete a case whose majority is a false pass; a violated pair stops the
+runner by its own check), `hopeless` (`gate.decide.settled.hopeless`, bound to the lane by `gate run`:
+a stage before the decision is given it, never imports it) decides with the decision's own rules
+whether `quality_failed` is certain. When it is, the run schedules nothing more: the judgments in
+flight finish and are billed, and `decide` marks the cases never sent `not_needed`.
 
 Worker processes share one flag (shared memory, fork-inherited): the worker that sees the verdict
 decided stops every other one at its next case. Each process asks with what it has recorded plus
@@ -30,13 +31,17 @@ class StopWhenDecided:
     hopeless: Hopeless
     records: list[Record] = field(default_factory=list)
     started: set[str] = field(default_factory=set)  # cases this process has sent a judgment of
+    pending: set[str] = field(default_factory=set)  # cases whose next judgment may decide (see `after`)
     _flag: Any = None  # a shared byte across worker processes (None in one process)
     _local: bool = False
 
     @classmethod
     def of(cls, hopeless: Hopeless, *, prior: Iterable[Record] = (), shared: bool = False) -> StopWhenDecided:
         flag = multiprocessing.get_context("fork").RawValue("b", 0) if shared else None
-        return cls(hopeless, list(prior), set(), flag)
+        rule = cls(hopeless, list(prior), set(), set(), flag)
+        for r in rule.records:
+            rule._watch(r)
+        return rule
 
     @property
     def decided(self) -> bool:
@@ -54,11 +59,20 @@ class StopWhenDecided:
         self.records.append(record)
         if self.decided:
             return True
-        if record.status != "ok" or record.judge_label == record.human_label:
+        asked = record.case_id in self.pending
+        if not (self._watch(record) or asked) or record.status != "ok":
             return False
         if not self.hopeless(self.records):
             return False
         if self._flag is not None:
             self._flag.value = 1
         self._local = True
+        return True
+
+    def _watch(self, record: Record) -> bool:
+        """Whether `record` disagrees with its label; its case is then watched: its next repeats may
+        complete a majority that is a false pass, and so decide."""
+        if record.status != "ok" or record.judge_label == record.human_label:
+            return False
+        self.pending.add(record.case_id)
         return True
