@@ -443,6 +443,26 @@ def publish_and_report(
         section = base_section(base, result_dir, ctx.working_directory / ctx.policy, ctx.base_result)
         report_md, summary_md = report_md + "\n" + section, summary_md + "\n" + section
 
+    outcome, reason = _publish_to_github(result, report_md, ctx, options, stream)
+    state = result.state
+    print(
+        f"ragas-gate: {log_text(state)} (exit code {state_exit_code(result)}), cost "
+        f"{money(result.cost.total, result.cost.currency)}, {len(result.unrun_case_ids)} unrun",
+        file=stream,
+        flush=True,
+    )
+    if ctx.summary_file is not None:
+        append_summary(ctx.summary_file, summary_md + _publishing_note(outcome, reason))
+    if ctx.output_file is not None:
+        result_path = _display_path(result_dir / "result.json", ctx.workspace)
+        write_outputs(ctx.output_file, outputs_for(result, result_path))
+    return 1 if state in ctx.fail_on else 0
+
+
+def _publish_to_github(
+    result: Result, report_md: str, ctx: ActionContext, options: ClientOptions | None, stream: TextIO
+) -> tuple[PublishResult | None, str | None]:
+    """The check run and the comment, when this step publishes; (what was published, or why not)."""
     outcome: PublishResult | None = None
     reason: str | None = None
     if ctx.shard is not None:
@@ -473,20 +493,7 @@ def publish_and_report(
             print(f"check run: {log_text(outcome.check_run_url)}", file=stream)
     if reason:
         command("notice", f"ragas-gate: nothing published to GitHub ({reason})", stream)
-
-    state = result.state
-    print(
-        f"ragas-gate: {log_text(state)} (exit code {state_exit_code(result)}), cost "
-        f"{money(result.cost.total, result.cost.currency)}, {len(result.unrun_case_ids)} unrun",
-        file=stream,
-        flush=True,
-    )
-    if ctx.summary_file is not None:
-        append_summary(ctx.summary_file, summary_md + _publishing_note(outcome, reason))
-    if ctx.output_file is not None:
-        result_path = _display_path(result_dir / "result.json", ctx.workspace)
-        write_outputs(ctx.output_file, outputs_for(result, result_path))
-    return 1 if state in ctx.fail_on else 0
+    return outcome, reason
 
 
 def _with_run_exit(result: Result, run_exit: int | None) -> tuple[Result, str | None]:

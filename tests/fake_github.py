@@ -52,6 +52,26 @@ BOT_LOGIN = "github-actions[bot]"
 _TS = "2026-11-30T12:00:00Z"
 
 
+ANNOTATION_LEVELS = ("notice", "warning", "failure")
+
+
+def _bad_annotation(annotations: list[Any]) -> str | None:
+    """Why GitHub would refuse these annotations (422), or None: each needs a path, start and end
+    lines, a level and a non-empty message."""
+    for a in annotations:
+        if not isinstance(a, dict):
+            return "an annotation is not an object"
+        for key in ("path", "message"):
+            if not isinstance(a.get(key), str) or not a[key].strip():
+                return f"annotation `{key}` is missing or empty"
+        if a.get("annotation_level") not in ANNOTATION_LEVELS:
+            return "annotation `annotation_level` is not notice, warning or failure"
+        for key in ("start_line", "end_line"):
+            if not isinstance(a.get(key), int) or isinstance(a.get(key), bool):
+                return f"annotation `{key}` is not an integer"
+    return None
+
+
 @dataclass
 class Request:
     method: str
@@ -365,6 +385,8 @@ class FakeGitHub:
             annotations = (body.get("output") or {}).get("annotations") or []
             if len(annotations) > 50:
                 return 422, {"message": "Only 50 annotations are allowed per request"}, {}
+            if (bad := _bad_annotation(annotations)) is not None:
+                return 422, {"message": "Validation Failed", "errors": [bad]}, {}
             return 201, self._check_run_json(self._new_check_run(repo, body)), {}
 
         if m2 := re.fullmatch(r"/check-runs/(\d+)", rest):
@@ -376,6 +398,8 @@ class FakeGitHub:
                 annotations = output.pop("annotations", []) or []
                 if len(annotations) > 50:
                     return 422, {"message": "Only 50 annotations are allowed per request"}, {}
+                if (bad := _bad_annotation(annotations)) is not None:
+                    return 422, {"message": "Validation Failed", "errors": [bad]}, {}
                 if output and ("title" not in output or "summary" not in output):
                     return 422, {"message": "output requires title and summary"}, {}
                 run["annotations"].extend(annotations)

@@ -101,6 +101,18 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def _prices(loaded: LoadedPolicy, api_key: str) -> Prices:
+    """The policy's prices, once a key is there and prices are given (else a JudgeConfigError)."""
+    ev = loaded.policy.evaluator
+    if not api_key:
+        raise JudgeConfigError(f"no API key: the environment variable `{ev.api_key_env}` is empty or unset")
+    if ev.price is None:
+        raise JudgeConfigError(
+            f"`evaluator.price` is missing for model {ev.model!r}; fix: add reviewed prices to the policy"
+        )
+    return Prices(ev.price.input_per_mtok, ev.price.output_per_mtok, ev.price.currency)
+
+
 class RagasEvaluator:
     """Implements `gate.judge.Evaluator`. Build it with `make_evaluator`."""
 
@@ -116,18 +128,10 @@ class RagasEvaluator:
         data_dir: Path | None = None,
         transport: Any = None,
     ) -> None:
-        if not api_key:
-            raise JudgeConfigError(
-                f"no API key: the environment variable `{loaded.policy.evaluator.api_key_env}` is empty or unset"
-            )
         ev = loaded.policy.evaluator
-        if ev.price is None:
-            raise JudgeConfigError(
-                f"`evaluator.price` is missing for model {ev.model!r}; fix: add reviewed prices to the policy"
-            )
         self.loaded = loaded
         self.base_url = base_url
-        self.prices = Prices(ev.price.input_per_mtok, ev.price.output_per_mtok, ev.price.currency)
+        self.prices = _prices(loaded, api_key)
         self.timing = timing or RetryTiming()
         self._rng = rng or random.Random()
         self._api_key = api_key

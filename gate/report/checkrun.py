@@ -186,7 +186,9 @@ def _annotations(result: Result, default_path: str) -> list[dict[str, Any]]:
             break
         path, line = _location(b, default_path)
         ids = b.case_ids
-        message = b.message or b.kind
+        # GitHub refuses an annotation without a message (and the check run with it): result.json
+        # is untrusted, so a blank message falls back to the kind, then to the state.
+        message = next((t for t in (b.message, b.kind) if t.strip()), f"a {b.state} blocker with no message")
         owner = owner_text(b)
         if owner:
             message += f"\nOwner: {owner}"
