@@ -529,3 +529,61 @@ def test_a_cached_verdict_of_another_answer_is_never_reused(tmp_path: Path, fake
     assert main([*args, "--out", str(tmp_path / "c"), "--responses", str(bad)]) in (1, 4)
     assert fake.count() == first + 3  # only the three new answers were judged
     assert result(tmp_path / "c")["product"]["slices"]["critical"]["judged_fail"] == 3
+
+
+def test_the_action_input_responses_reaches_the_product_lane_and_the_check_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI
+) -> None:
+    """Through the container entry point, as a workflow step runs it: `responses` (relative to the
+    working directory) is the application's answers; the step's outputs and check run carry the verdict."""
+    from fake_github import FakeGitHub
+    from runner_env import parse_github_output, runner_env
+
+    from gate.action import main as action_main
+
+    with FakeGitHub(user_status=403) as github:
+        monkeypatch.chdir(tmp_path)
+        env = runner_env(tmp_path, api_url=github.base_url, lane="app", responses="app-answers.jsonl")
+        env["RAGAS_DO_NOT_TRACK"] = "true"
+        evals = tmp_path / "workspace" / "evals"
+        policy = app_suite(evals, fake, evaluator={"api_key_env": "JUDGE_KEY"})
+        write_calibration(policy, {"critical": GOOD_JUDGE})
+        write_responses(evals / "app-answers.jsonl", verdicts(40, 15))
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        code = action_main()
+        outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+        assert code == 1 and outputs["state"] == "quality_failed" and outputs["exit-code"] == "1"
+        saved = result(evals / "gate-out")
+        assert kinds(evals / "gate-out") == ["failure_rate_exceeded"] and saved["lineage"]["responses_sha256"]
+        (run,) = github.check_runs
+        assert run["conclusion"] == "failure"
+        (comment,) = github.comments("acme/support-bot", 17)
+        assert "critical" in comment["body"] and "15 of 40" in comment["body"]
+
+
+def test_controls_are_judged_first_and_a_control_that_does_not_separate_stops_the_product_lane(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=20)
+    lines = (policy.parent / "cases.jsonl").read_text().splitlines()
+    broken = [json.loads(line) for line in lines]
+    for c in broken:
+        if c["case_id"] == "ctl-negative":  # people fail it; the judge will pass it
+            c["response"] = "Answer for ctl-negative: refunds any time. [[judge:pass]]"
+            c["response_sha256"] = hashlib.sha256(c["response"].encode()).hexdigest()
+    (policy.parent / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in broken), encoding="utf-8")
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(20, 0))) == 1
+    res = result(out)
+    assert "control_failed" in kinds(out) and res["controls"]["ok"] is False
+    assert not any("App answer" in r.prompt for r in fake.requests)  # no answer was sent after it
+    assert res["product"]["slices"]["critical"]["n"] == 0
+
+
+def test_a_dry_run_of_a_product_lane_plans_without_responses_and_calls_no_model(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=5)
+    assert run_app(policy, tmp_path / "out", None, "--dry-run") == 0
+    assert "p-004" in capsys.readouterr().out and fake.count() == 0
