@@ -25,7 +25,7 @@ from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
 from gate.plan.shard import Shard, lane_cases, select
-from gate.run.lineage import make_lineage
+from gate.run.lineage import make_lineage, recorded_judge
 
 
 def decide_from_records(
@@ -115,9 +115,10 @@ def evidence_of_records(
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
     cert_findings = certification.findings if certification is not None else []
-    # Calibration on recorded judgments: the judge they were made by (the records' provider host).
-    judge = certify.recorded_judge(loaded, records)
-    calibration = requirement.check_calibration(loaded, lane, judge, lineage.ragas_version, today)
+    # Calibration on recorded judgments: the judge most of them were made by, the one whose records
+    # are the evidence (`recorded_judge`, as the lineage's fingerprint and the staleness check read it).
+    judge = recorded_judge(loaded, records)
+    calibration = requirement.check_calibration(loaded, lane, judge.settings, judge.ragas_version, today)
     cal_findings, cal_sections = requirement.evidence(calibration)
     base = read_base_verdicts(base_result, lane) if base_result is not None else None
     return RunEvidence(
