@@ -84,12 +84,14 @@ test: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # The generative differential test at length: FUZZ_EXAMPLES random suites (default 2000), each run
-# through every lane path against the fake provider and compared with the plain run (`make test`
-# runs a few seeded ones). A broken property prints the shrunk suite: make it a regression test.
+# through the lane paths against the fake provider and compared with the plain run (`make test`
+# runs a few seeded ones), in FUZZ_PARTS processes. A broken property prints the shrunk suite: make
+# it a regression test.
 FUZZ_EXAMPLES ?= 2000
+FUZZ_PARTS ?= 2
 fuzz-lanes: $(STAMP)
-	RAGAS_DO_NOT_TRACK=true GATE_FUZZ_LANES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:cacheprovider \
-		--timeout=0 tests/test_differential.py -k every_path
+	RAGAS_DO_NOT_TRACK=true GATE_FUZZ_LANES=$(FUZZ_EXAMPLES) GATE_FUZZ_PARTS=$(FUZZ_PARTS) $(BIN)/python -m pytest -q \
+		-p no:cacheprovider -n $(FUZZ_PARTS) --timeout=0 --hypothesis-show-statistics tests/test_differential.py -k every_path
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

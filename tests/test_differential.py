@@ -51,9 +51,12 @@ _COMMON: dict[str, Any] = {
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     "print_blob": True,
 }
+FUZZING = bool(os.environ.get(FUZZ_ENV))
+# make fuzz-lanes splits its examples over PARTS tests with their own random seeds, one per xdist worker.
+PARTS = max(1, int(os.environ.get("GATE_FUZZ_PARTS") or 2)) if FUZZING else 1
 settings.register_profile("lanes-ci", max_examples=10, derandomize=True, **_COMMON)
-settings.register_profile("lanes-fuzz", max_examples=int(os.environ.get(FUZZ_ENV) or 0) or 2000, **_COMMON)
-PROFILE = "lanes-fuzz" if os.environ.get(FUZZ_ENV) else "lanes-ci"
+settings.register_profile("lanes-fuzz", max_examples=-(-int(os.environ.get(FUZZ_ENV) or 2000) // PARTS), **_COMMON)
+PROFILE = "lanes-fuzz" if FUZZING else "lanes-ci"
 
 EPS = 1e-12
 
@@ -279,11 +282,24 @@ def run_example(suite: Suite, tmp: Path, only: Callable[[str], bool] = lambda na
                     check_path(name, lab, got)
 
 
-@pytest.mark.timeout(0 if os.environ.get(FUZZ_ENV) else 900)  # examples are many small runs; at load 8 too
+# `make test`: every path on each example. `make fuzz-lanes`: the cheap paths (decide, the dry run)
+# on each example and two of the others, drawn, so thousands of examples fit in a sitting.
+DEAR = ("stop_when_decided", "shards", "batch", "kill_resume")
+CHOSEN = (
+    st.sets(st.sampled_from(DEAR), min_size=2, max_size=2).map(lambda dear: {*dear, "decide", "dry_run"})
+    if FUZZING
+    else st.just(set(PATHS))
+)
+
+
+@pytest.mark.timeout(0 if FUZZING else 900)  # examples are many small runs; at load 8 too
+@pytest.mark.parametrize("part", range(PARTS))
 @settings(settings.get_profile(PROFILE))
-@given(suite=suites())
-def test_every_path_reaches_the_plain_runs_decision(suite: Suite, tmp_path_factory: pytest.TempPathFactory) -> None:
-    run_example(suite, tmp_path_factory.mktemp("lanes"))
+@given(suite=suites(), chosen=CHOSEN)
+def test_every_path_reaches_the_plain_runs_decision(
+    part: int, suite: Suite, chosen: set[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    run_example(suite, tmp_path_factory.mktemp("lanes"), chosen.__contains__)
 
 
 # -- regressions: each suite a failure Hypothesis shrank to ---------------------------------------
