@@ -208,8 +208,6 @@ def check_same(name: str, lab: Lab, got: Outcome) -> None:
         if s.tight and not s.order_free:
             return  # which cases fit the boundary depends on timing: nothing to compare
         if a != b or got.result.get("stopped_early"):
-            if _known_item_1(s, base, got.result):
-                return
             assert (base["state"], got.result["state"]) == ("quality_failed", "quality_failed"), (
                 f"stop_when_decided: {b} where the full run has {a}"
             )
@@ -228,13 +226,6 @@ def check_same(name: str, lab: Lab, got: Outcome) -> None:
 
 def _control_errs(s: Suite) -> bool:
     return any(c.role is not None and c.script.final in ("bad_request", "server_down", "parse") for c in s.cases)
-
-
-def _known_item_1(s: Suite, full: dict[str, Any], stopped: dict[str, Any]) -> bool:
-    """KNOWN issue 28 item 1 (fix-decide): a pair member the stop left unjudged is `not_needed`, so
-    the pair rule never sees the violation and the stopped lane passes what the full lane fails."""
-    has_pair = any(c.pair is not None for c in s.cases)
-    return has_pair and full["state"] == "quality_failed" and stopped["state"] != "quality_failed"
 
 
 def check_dry_run(lab: Lab, got: Outcome) -> None:
@@ -352,9 +343,8 @@ def run_paths(suite: Suite, tmp: Path, *names: str) -> tuple[dict[str, Any], dic
     return lab.plain.result, {name: o.result for name, o in got.items() if o is not None}
 
 
-@pytest.mark.xfail(reason="issue 28 item 1 (fix-decide): the pair rule never sees a not_needed mate", strict=False)
 def test_a_stopped_lane_never_passes_a_flip_pair_the_full_lane_fails(tmp_path: Path) -> None:
-    """People: a pass, b fail; the judge fails a (within the false-fail limit) and passes b (a
+    """Issue 28 item 1. People: a pass, b fail; the judge fails a (within the false-fail limit) and passes b (a
     critical false pass). The what-if fills b with its label, sees the pair violated and stops; the
     full lane judges b: quality_failed."""
     suite = Suite(
