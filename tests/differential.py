@@ -313,6 +313,39 @@ def stop_when_decided(lab: Lab) -> Outcome:
     return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
 
 
+@contextlib.contextmanager
+def workers_env(n: int) -> Iterator[None]:
+    saved = os.environ.get("GATE_WORKERS")
+    os.environ["GATE_WORKERS"] = str(n)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("GATE_WORKERS", None)
+        else:
+            os.environ["GATE_WORKERS"] = saved
+
+
+def workers(lab: Lab) -> Outcome | None:
+    """The plain lane judged by two forked worker processes (`GATE_WORKERS=2`)."""
+    if lab.suite.concurrency < 2:
+        return None  # one request at a time is one worker
+    arm(lab.fake, lab.suite)
+    with workers_env(2):
+        res = lab.run(lab.out("workers"))
+    return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
+
+
+def workers_stop(lab: Lab) -> Outcome | None:
+    """The stop_when_decided lane judged by two worker processes: one shared stop flag."""
+    if lab.suite.concurrency < 2:
+        return None
+    arm(lab.fake, lab.suite)
+    with workers_env(2):
+        res = lab.run(lab.out("workers-stop"), lane="stop")
+    return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
+
+
 def decide(lab: Lab) -> Outcome | None:
     """`gate decide` on the plain run's records: no call, the plain run's result."""
     lab.fake.reset()
@@ -436,6 +469,8 @@ def _fully_recorded(out: Path, repeats: int) -> set[str]:
 Path_ = Callable[[Lab], Outcome | None]
 PATHS: dict[str, Path_] = {
     "stop_when_decided": stop_when_decided,
+    "workers": workers,
+    "workers_stop": workers_stop,
     "decide": decide,
     "shards": shards_then_merge,
     "batch": batch_submit_collect,
