@@ -521,7 +521,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if blocking else 0
 
 
-def _print_outcome(result: Result | None, out_dir: Path | None, fmt: str = "text", policy: str | None = None) -> None:
+def _print_outcome(
+    result: Result | None,
+    out_dir: Path | None,
+    fmt: str = "text",
+    policy: str | None = None,
+    run_dir: Path | None = None,
+) -> None:
     """The decision for a person (or, with --format json, result.json's content; `{}` for a plan)."""
     if fmt == "json":
         json.dump(result.written() if result is not None else {}, sys.stdout, indent=2)
@@ -530,7 +536,7 @@ def _print_outcome(result: Result | None, out_dir: Path | None, fmt: str = "text
     from gate.report.terminal import make_console, print_outcome
 
     if result is not None:
-        print_outcome(result, out_dir, make_console(sys.stdout), policy)
+        print_outcome(result, out_dir, make_console(sys.stdout), policy, run_dir)
 
 
 @contextlib.contextmanager
@@ -594,7 +600,9 @@ def cmd_decide(args: argparse.Namespace) -> int:
             responses=args.responses,
             base_result=args.base_result,
         )
-    _print_outcome(decision.result, args.out, args.format, args.policy)
+    # Without --out, the next steps name the run whose records these are (one run), not a placeholder.
+    run_dir = args.records[0].parent if len(args.records) == 1 else None
+    _print_outcome(decision.result, args.out, args.format, args.policy, run_dir)
     return exit_state(None, decision.state)[1]
 
 

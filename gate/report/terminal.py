@@ -259,8 +259,15 @@ def _next_steps(result: Result, out_dir: Path | None, policy: str | Path | None,
     console.print(grid)
 
 
-def print_outcome(result: Result, out_dir: Path | None, console: Console, policy: str | Path | None = None) -> None:
-    """The whole terminal summary of a decision; `policy` (the path the user gave) fills the next steps."""
+def print_outcome(
+    result: Result,
+    out_dir: Path | None,
+    console: Console,
+    policy: str | Path | None = None,
+    run_dir: Path | None = None,
+) -> None:
+    """The whole terminal summary of a decision; `policy` (the path the user gave) fills the next
+    steps, and so does `run_dir` (the run whose records were decided) when nothing was written."""
     console.print(headline(result))
     console.print(
         Text.assemble(
@@ -289,7 +296,7 @@ def print_outcome(result: Result, out_dir: Path | None, console: Console, policy
     _cost(result, console)
     for note in result.notes:
         console.print(Text.assemble("Note: ", safe_text(note)))
-    _next_steps(result, out_dir, policy, console)
+    _next_steps(result, out_dir if out_dir is not None else run_dir, policy, console)
     if out_dir is not None:
         console.print()
         written = [(shown_path(out_dir / name), what) for name, what in OUTPUT_NOTES if (out_dir / name).exists()]
