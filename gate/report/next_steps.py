@@ -79,8 +79,18 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
     if kinds & ERROR_KINDS:
         steps.append(
             "Errors are the provider's or the reply's, never the product's: each case's error kind says which "
-            "(connection, timeout or auth: check the evaluator's base_url and key; rate_limit: lower "
-            "max_concurrency or set evaluator.rate_limit; parse_error or invalid_label: the prompt or the model)."
+            "(connection or auth: check the evaluator's base_url and key; timeout: the server was too slow or "
+            "too busy, see below; rate_limit: lower max_concurrency or set evaluator.rate_limit; parse_error or "
+            "invalid_label: the prompt or the model)."
+        )
+    if any(row.error_kind == "timeout" for row in result.cases):
+        # A local server (llama.cpp, vLLM) answers as many requests at once as it has slots; the rest
+        # wait in its queue, and that wait counts in timeout_s: the key and the address are fine.
+        steps.append(
+            "Timeouts: evaluator.timeout_s counts the time a request waits in the server's queue, and a "
+            "server answers only as many requests at once as it has slots (llama.cpp's --parallel, vLLM's "
+            "max_num_seqs): set evaluator.max_concurrency to at most the server's slots and evaluator.timeout_s "
+            "to what one full reply takes there, then resume."
         )
     if kinds & RESUMABLE_KINDS:
         steps.append(
