@@ -450,23 +450,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# gate.report.terminal.print_findings's line for a clean validation, as rich writes it off a terminal.
-NO_FINDINGS = "passed. No findings: the policy and dataset validate clean."
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def format_findings_text(findings: Sequence[Finding], out: IO[str], header: str | None = None) -> None:
-    if not findings and not out.isatty():
+def validate_summary(policy: str, cases: int, findings: Sequence[Finding]) -> str:
+    """`gate validate`'s first line: "valid" or how many findings, and what they would do to a run."""
+    if not findings:
+        return f"valid: {policy}, {plural(cases, 'case')}, no findings"
+    counts = Counter(f.state.value for f in findings)
+    states = ", ".join(f"{n} {state}" for state, n in counts.most_common())
+    return f"{plural(len(findings), 'finding')} in {policy} ({plural(cases, 'case')}): {states}"
+
+
+def format_findings_text(
+    findings: Sequence[Finding], out: IO[str], header: str | None = None, summary: str | None = None
+) -> None:
+    """The findings for a person; with `summary` (`gate validate`) that line first, linter-style."""
+    heads = [log_text(line) for line in (summary, header) if line is not None]
+    if not findings and not out.isatty() and summary is not None:
         # Piped or in CI rich would write these lines as they are: not loading it is ~15 ms of
         # `gate validate`'s start (issue 12; tests/test_startup.py pins the bytes to rich's).
-        lines = [] if header is None else [log_text(header)]
-        out.write("".join(f"{line}\n" for line in [*lines, NO_FINDINGS]))
+        out.write("".join(f"{line}\n" for line in heads))
         return
     from rich.text import Text
 
     from gate.report.terminal import make_console, print_findings
 
-    shown = Text(log_text(header)) if header is not None else None
-    print_findings([f.to_dict() for f in findings], make_console(out), shown)
+    shown = Text("\n".join(heads)) if heads else None
+    print_findings([f.to_dict() for f in findings], make_console(out), shown, lint=summary is not None)
 
 
 @gc_paused()  # a short command whose objects all live to its end: a collection would find nothing
@@ -512,10 +524,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from gate.model.paths import shown_path
 
         header = (
-            f"{shown_path(args.policy)}: policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), "
-            f"{len(dataset.cases)} cases, policy sha256 {loaded.sha256[:12]}, dataset sha256 {dataset.sha256[:12]}"
+            f"  policy {loaded.policy.policy_id} ({loaded.policy.policy_version}), policy sha256 "
+            f"{loaded.sha256[:12]}, dataset sha256 {dataset.sha256[:12]}"
         )
-        format_findings_text(findings, sys.stdout, header)
+        summary = validate_summary(shown_path(args.policy), len(dataset.cases), findings)
+        format_findings_text(findings, sys.stdout, header, summary)
         for note in found.notes:
             sys.stdout.write(f"note: {log_text(note)}\n")
     return 1 if blocking else 0

@@ -18,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -457,7 +458,8 @@ def check(root: Path, mutation: Mutation, outcomes: list[Outcome]) -> None:
             assert o.err.startswith("error: ") and any(n in o.err for n in named), f"{where}: no file named\n{o.err}"
             assert "fix" in o.err, f"{where}: no fix given\n{o.err}"
         if o.command == "validate" and o.code == 1:
-            assert "finding(s)" in o.out, f"{where}: exit 1 without findings\n{o.out}"
+            first = o.out.splitlines()[0] if o.out else ""
+            assert re.match(r"\d+ findings? in ", first), f"{where}: exit 1 without findings first\n{o.out}"
     check_outputs(root / "out", mutation)
 
 

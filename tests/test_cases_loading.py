@@ -100,7 +100,8 @@ def test_wrong_type_and_missing_field(tmp_path: Path) -> None:
     messages = "\n".join(f.message for f in found)
     assert "`response`" in messages and "write it as a quoted string" in messages
     assert "add `user_input`" in messages and f"{CASES}:9" in messages
-    assert "`expected_control_role`" in messages and "use one of the values listed" in messages
+    assert "`expected_control_role`: 'adversarial' is not one of positive, negative, boundary" in messages
+    assert "fix: write one of positive" in messages and "Input should be" not in messages
     _loaded, dataset = suite.load()
     assert {c.case_id for c in dataset.cases} == {c["case_id"] for c in suite.cases} - {"s-1", "h-1", "h-2"}
 

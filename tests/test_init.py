@@ -126,7 +126,7 @@ def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_of
     fill_controls(tmp_path / "suite")
     code, out, _ = run("validate", "--policy", "suite/policy.yaml")
     assert code == 0, out
-    assert "note: prompts/criterion.txt: the judge prompt still says `TO FILL`" in out
+    assert "note: suite/prompts/criterion.txt: the judge prompt still says `TO FILL`" in out
 
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "demo_offline.py"), "--policy", "suite/policy.yaml", "--port",

@@ -17,7 +17,7 @@ import pydantic
 import pytest
 from rich.text import Text
 
-from gate.cli import NO_FINDINGS, format_findings_text
+from gate.cli import format_findings_text
 from gate.model.escape import log_text
 from gate.validate.minhash import near_duplicates
 from gate.validate.shingles import near_duplicates_exact
@@ -59,7 +59,8 @@ def test_validate_loads_nothing_only_other_commands_use() -> None:
     judge, the run, the decision and its renderers, and the package-metadata reader pydantic's
     plugin loader imports only to find no plugin."""
     printed, loaded = validate_example_modules()
-    assert printed.endswith("\npassed. No findings: the policy and dataset validate clean.\n"), printed
+    assert printed.startswith("valid: "), printed
+    assert printed.splitlines()[0].endswith(", 55 cases, no findings"), printed
     unneeded = (
         "asyncio",
         "rich",
@@ -88,12 +89,13 @@ def test_validate_loads_nothing_only_other_commands_use() -> None:
 def test_clean_validation_off_a_terminal_is_written_as_rich_writes_it(header: str) -> None:
     from gate.report.terminal import make_console, print_findings
 
+    summary = "valid: policy.yaml, 3 cases, no findings"
     plain = io.StringIO()
-    format_findings_text([], plain, header)
+    format_findings_text([], plain, header, summary)
     with_rich = io.StringIO()
-    print_findings([], make_console(with_rich), Text(log_text(header)))
+    print_findings([], make_console(with_rich), Text(f"{summary}\n{log_text(header)}"), lint=True)
     assert plain.getvalue() == with_rich.getvalue()
-    assert plain.getvalue().endswith(f"\n{NO_FINDINGS}\n")
+    assert plain.getvalue().startswith(f"{summary}\n")
 
 
 def test_exact_search_finds_what_minhash_finds() -> None:

@@ -179,3 +179,33 @@ def test_the_shipped_examples_validate_clean(suite: str) -> None:
     root = Path(__file__).resolve().parent.parent
     code, _, report = validate(root / "policies" / suite / "policy.yaml")
     assert (code, report["findings"], report["notes"]) == (0, [], [])
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"slice": "critcal"}, "case c-1 is in slice 'critcal' (did you mean 'critical'?)"),
+        ({"partition": "sentinal"}, "case c-1 is in partition 'sentinal' (did you mean 'sentinel'?)"),
+        ({"label": "Fail"}, "case c-1 has human label 'Fail' (did you mean 'fail'?)"),
+        ({"role": "postive"}, "`expected_control_role`: 'postive' is not one of positive, negative, boundary"),
+        ({"role": "postive"}, "(did you mean 'positive'?)"),
+        ({"adjudication": "pass"}, "`human_adjudication`: must be a mapping (`{key: value, ...}`), not text"),
+    ],
+)
+def test_near_misses_get_a_did_you_mean_and_no_pydantic_text(tmp_path: Path, edit: dict[str, str], said: str) -> None:
+    c = case("c-1")
+    if "slice" in edit:
+        c["slice"] = edit["slice"]
+    if "partition" in edit:
+        c["partition"] = edit["partition"]
+    if "label" in edit:
+        c["human_adjudication"]["label"] = edit["label"]
+    if "role" in edit:
+        c["expected_control_role"] = edit["role"]
+    if "adjudication" in edit:
+        c["human_adjudication"] = edit["adjudication"]
+    code, _, report = validate(suite_with(tmp_path, [*controls(), c]))
+    assert code == 1
+    found = " | ".join(messages(report))
+    assert said in found
+    assert "Input should be" not in found and "instance of" not in found

@@ -10,7 +10,7 @@ import os
 import re
 import stat
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -82,6 +82,23 @@ def _known_keys(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str
     return list(model.model_fields) if model is not None else []
 
 
+def did_you_mean(value: object, known: Iterable[str]) -> str:
+    """` (did you mean 'fail'?)` for a near miss of one of `known` (the same word in another case
+    first, then the closest spelling); "" when nothing is close."""
+    if not isinstance(value, str):
+        return ""
+    names = list(known)
+    same = [k for k in names if k.lower() == value.lower() and k != value]
+    close = same or difflib.get_close_matches(value, names, n=1, cutoff=0.7)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_QUOTED = re.compile(r"'([^']*)'")
+# pydantic's names of the types it wanted, as a person says them
+_WANTED = {"string": "text", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+           "list": "a list", "dictionary": "a mapping", "date": "a date (YYYY-MM-DD)"}  # fmt: skip
+
+
 def format_validation_error(exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> list[str]:
     """One line per problem: `key.path: what is wrong; fix: what to do`.
 
@@ -105,12 +122,27 @@ def format_validation_error(exc: ValidationError, prefix: str = "", model: type[
                 hint = f"remove it (allowed here: {', '.join(known)})"
         elif err["type"] == "missing":
             msg = "required key is missing"
+        elif err["type"] == "literal_error":
+            allowed = _QUOTED.findall(str(err.get("ctx", {}).get("expected", "")))
+            msg = f"{visible(err.get('input'), 80)!r} is not one of {', '.join(allowed)}{did_you_mean(err.get('input'), allowed)}"
+            hint = f"write one of {', '.join(allowed)}"
+        elif err["type"] in ("model_type", "dict_type"):
+            msg = "must be a mapping (`{key: value, ...}`), not " + _kind_of(err.get("input"))
+        elif msg.startswith("Input should be a valid ") and err["type"].endswith(("_type", "_parsing")):
+            wanted = msg.removeprefix("Input should be a valid ").split(",")[0]
+            msg = f"must be {_WANTED.get(wanted, wanted)}, not {_kind_of(err.get('input'))}"
+
         elif err["type"] == "value_error" and not parts:
             # A whole-file rule: its message names the keys and the fix itself.
             lines.append(str(err.get("ctx", {}).get("error", msg)))
             continue
         lines.append(f"`{loc}`: {msg}" if "; fix: " in msg else f"`{loc}`: {msg}; fix: {hint}")
     return lines
+
+
+def _kind_of(value: object) -> str:
+    kinds = {str: "text", bool: "true/false", int: "a number", float: "a number", list: "a list", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def surrogate_at(obj: Any) -> str | None:

@@ -314,22 +314,40 @@ def print_outcome(
         console.print(grid)
 
 
-def print_findings(findings: Sequence[Mapping[str, Any]], console: Console, header: Text | None = None) -> None:
-    """`gate validate`: the worst state first, then each finding with its case ids."""
+# What a finding of each state means before any run: a linter's words, not a pull request's verdict.
+LINT_MEANING = {
+    "quality_failed": "a run would stop on these before calling the judge",
+    "evaluation_incomplete": "a run would end without a complete verdict",
+    "review_required": "a run would need a person for these",
+}
+
+
+def print_findings(
+    findings: Sequence[Mapping[str, Any]], console: Console, header: Text | None = None, *, lint: bool = False
+) -> None:
+    """The worst state first, then each finding with its case ids. `lint` (`gate validate`): the
+    header is the summary line ("valid: ..." or "N findings in ..."), and each state is said as what
+    a run would do, not as a verdict on a change."""
     if header is not None:
         console.print(header)
     if not findings:
-        console.print(
-            Text.assemble(("passed", STATE_STYLE["passed"]), ". No findings: the policy and dataset validate clean.")
-        )
+        if not lint:
+            console.print(
+                Text.assemble(
+                    ("passed", STATE_STYLE["passed"]), ". No findings: the policy and dataset validate clean."
+                )
+            )
         return
     for state in STATE_ORDER:
         group = [f for f in findings if f.get("state") == state]
         if not group:
             continue
-        console.print(
-            Text.assemble((state, STATE_STYLE[state]), f": {len(group)} finding(s); {STATE_MEANING.get(state, '')}")
-        )
+        if lint:
+            console.print(Text.assemble((state, STATE_STYLE[state]), f" ({len(group)}): {LINT_MEANING.get(state, '')}"))
+        else:
+            console.print(
+                Text.assemble((state, STATE_STYLE[state]), f": {len(group)} finding(s); {STATE_MEANING.get(state, '')}")
+            )
         for f in group:
             line = Text.assemble((log_text(f.get("kind")), "bold"), ": ", safe_text(f.get("message")))
             ids = list(f.get("case_ids") or [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gate.model.loading import did_you_mean
 from gate.model.states import Finding
 from gate.validate.context import Context, contract, undeclared
 
@@ -22,6 +23,12 @@ def disallowed_labels(ctx: Context) -> list[Finding]:
         else:
             fix = f"relabel them with one of {allowed}"
         findings.append(
-            contract(ctx, idx, f"have human label {label!r}, which is not in `metric.allowed_values` {allowed}", fix)
+            contract(
+                ctx,
+                idx,
+                f"have human label {label!r}{did_you_mean(label, allowed)}, which is not in `metric.allowed_values` "
+                f"{allowed}",
+                fix,
+            )
         )
     return findings

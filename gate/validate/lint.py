@@ -155,7 +155,8 @@ def _drafts(ctx: Context) -> list[str]:
     """The prompt and the dataset card `gate init` drafted, while they still say `TO FILL`."""
     out: list[str] = []
     if TEMPLATE_MARK in ctx.loaded.prompt_text:
-        where = ctx.policy.metric.prompt_file or "`metric.prompt`"
+        prompt_file = ctx.policy.metric.prompt_file
+        where = shown_path(ctx.loaded.resolve(prompt_file)) if prompt_file else "`metric.prompt`"
         out.append(
             f"{where}: the judge prompt still says `{TEMPLATE_MARK}`; write the criterion there before you trust a verdict"
         )

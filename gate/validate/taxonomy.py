@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gate.model.loading import did_you_mean
 from gate.model.states import Finding, State
 from gate.validate.context import Context, contract, grouped, undeclared
 
@@ -15,7 +16,8 @@ def unknown_slices(ctx: Context) -> list[Finding]:
             idx,
             state=State.QUALITY_FAILED,
             kind="unknown_slice",
-            what=f"are in slice {name!r}, which {ctx.policy_file} does not define, so no limit covers them",
+            what=f"are in slice {name!r}{did_you_mean(name, declared)}, which {ctx.policy_file} does not define, so "
+            "no limit covers them",
             fix=f"add `slices.{name}` with reviewed limits to the policy, or move them to one of {declared}",
             slice_name=name,
         )
@@ -30,7 +32,7 @@ def unknown_partitions(ctx: Context) -> list[Finding]:
         contract(
             ctx,
             idx,
-            f"are in partition {name!r}, which is not one of {list(known)}",
+            f"are in partition {name!r}{did_you_mean(name, known)}, which is not one of {list(known)}",
             f"use one of those, or declare {name!r} under `partitions:` in {ctx.policy_file}",
         )
         for name, idx in bad.items()
