@@ -440,3 +440,29 @@ def test_batch_flags_that_do_not_combine_are_usage_errors(
     assert gate("run", "--policy", policy, "--out", tmp_path / "out", *mode, *extra) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err and not fake.requests
+
+
+@pytest.mark.parametrize("again", [["--resume"], []])
+def test_a_live_run_on_an_out_with_an_uncollected_batch_refuses_and_says_collect_it(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], again: list[str]
+) -> None:
+    # A live run here would judge the batched cases again while the batch runs, and a later collect
+    # would bill both: it refuses before any call, naming the command that collects the batch.
+    batches = FakeBatches(fake, script=QUICK)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
+    capsys.readouterr()
+    sent = len(fake.requests)
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", *again) == 2
+    err = capsys.readouterr().err
+    assert "collect it" in err and f"gate run --policy {policy} --lane pr --out {out} --batch collect" in err
+    assert "Traceback" not in err and len(fake.requests) == sent  # nothing was sent
+    # The batch is collected once and billed once: every judgment has one record.
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 1
+    res = result(out)
+    assert len(records(out)) == 5 + 5 and res["cost"]["http_attempts"] == 5 + batches.lines_run
+    # Once collected, a resume has nothing left to pay for.
+    fake.reset()
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--resume") == 1
+    assert live_requests(fake) == [] and result(out)["state"] == "quality_failed"

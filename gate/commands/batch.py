@@ -28,9 +28,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from gate.commands.assemble import assemble
+from gate.commands.batch_file import (
+    BATCH_FILE,
+    ERRORS_FILE,
+    INPUT_FILE,
+    OUTPUT_FILE,
+    BatchFile,
+    BatchJudgment,
+    BatchPrices,
+    pending_judgments,
+    read_batch_file,
+    recorded,
+    write_batch_file,
+)
 from gate.commands.run import (
     BatchOptions,
     RunOptions,
@@ -54,7 +65,7 @@ from gate.model.errors import UsageError
 from gate.model.loading import sha256_hex
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, today
-from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
+from gate.model.records import RECORDS_FILE, Record, RecordWriter
 from gate.model.result import BatchCounts, BatchRef
 from gate.model.states import Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
@@ -69,53 +80,6 @@ if TYPE_CHECKING:
     from gate.judge.batch_api import BatchProvider, BatchStatus
     from gate.judge.batch_wire import LineReply
     from gate.model.cases import Case
-
-BATCH_FILE = "batch.json"
-INPUT_FILE = "batch-input.jsonl"
-OUTPUT_FILE = "batch-output.jsonl"
-ERRORS_FILE = "batch-errors.jsonl"
-BATCH_FILE_SCHEMA = 1
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class BatchJudgment(_Strict):
-    custom_id: str
-    case_id: str
-    repeat_index: int
-
-
-class BatchPrices(_Strict):
-    input_per_mtok: float
-    output_per_mtok: float
-    currency: str
-
-
-class BatchFile(_Strict):
-    """batch.json: what was submitted from this --out, so it is collected (never submitted) again."""
-
-    schema_version: int = BATCH_FILE_SCHEMA
-    batch_id: str | None  # None: uploaded, the batch not created yet (a submit that died picks it up)
-    input_file_id: str
-    submitted_at: str
-    endpoint: str
-    model: str
-    policy_id: str
-    lane: str
-    policy_sha256: str
-    dataset_sha256: str
-    config_fingerprint: str
-    prices: BatchPrices
-    reserved_cost: float
-    judgments: list[BatchJudgment]
-    status: str = "validating"
-    request_counts: BatchCounts | None = None
-    collected_at: str | None = None
-    # A product lane: the --responses file whose answers were submitted (written on those only).
-    responses_sha256: str | None = None
-
 
 # -- entry ---------------------------------------------------------------------------------------
 
@@ -227,29 +191,6 @@ def batch_policy(loaded: LoadedPolicy) -> LoadedPolicy:
 
 
 # -- batch.json ----------------------------------------------------------------------------------
-
-
-def read_batch_file(out_dir: Path) -> BatchFile | None:
-    path = out_dir / BATCH_FILE
-    if not path.exists():
-        return None
-    try:
-        return BatchFile.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError, ValueError) as exc:
-        first = exc.errors()[0] if isinstance(exc, ValidationError) and exc.errors() else None
-        where = f" (field {'.'.join(str(x) for x in first['loc'])}: {first['msg']})" if first else ""
-        raise UsageError(
-            f"{shown_path(path)} cannot be read{where}; it records a batch submitted from this --out. fix: restore "
-            "it from the submit step's artifact, or submit again into a new --out"
-        ) from None
-
-
-def write_batch_file(out_dir: Path, bf: BatchFile) -> None:
-    path = out_dir / BATCH_FILE
-    tmp = path.with_suffix(".json.tmp")
-    unset = {"responses_sha256"} if bf.responses_sha256 is None else None
-    tmp.write_text(bf.model_dump_json(indent=2, exclude=unset) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _check_same_run(lane: _Lane, bf: BatchFile, out_dir: Path) -> None:
@@ -472,17 +413,11 @@ def _progress_line(status: BatchStatus) -> str:
 
 
 def _pending_ids(lane: _Lane, bf: BatchFile, recorded: list[Record]) -> list[str]:
-    done = {(r.case_id, r.repeat_index) for r in recorded if r.batch_id is not None}
-    ids: list[str] = []
-    for j in bf.judgments:
-        if (j.case_id, j.repeat_index) not in done and j.case_id not in ids:
-            ids.append(j.case_id)
-    return ids
+    return list(dict.fromkeys(j.case_id for j in pending_judgments(bf, recorded)))
 
 
 def _prior(lane: _Lane) -> list[Record]:
-    path = lane.opts.out_dir / RECORDS_FILE
-    return read_records(path) if path.exists() and path.read_bytes().strip() else []
+    return recorded(lane.opts.out_dir)
 
 
 def _all_collected(lane: _Lane, bf: BatchFile) -> bool:

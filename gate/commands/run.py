@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 from gate.commands.assemble import RunEvidence, TrendEvidence
+from gate.commands.batch_file import refuse_uncollected
 from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
@@ -132,6 +133,8 @@ def run(
     if lane.opts.dry_run:
         return _dry_run(lane)
     check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
+    # A batch submitted from this --out and not collected: judging its cases live would pay twice.
+    refuse_uncollected(lane.opts.out_dir, policy_path, lane.plan.lane)
     earlier = _take_stock(lane)
     lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.

@@ -1,0 +1,120 @@
+"""batch.json: the batch a `gate run --batch submit` sent from an --out, read by every run there.
+
+`gate run --batch` writes and reads it (gate/commands/batch.py); a live `gate run` or `--resume`
+on the same --out asks `uncollected` first, and refuses while the batch's judgments are not all
+recorded: judging them live too would pay for them twice (once live, once when collected).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gate.model.errors import UsageError
+from gate.model.paths import shown_path
+from gate.model.records import RECORDS_FILE, Record, read_records
+from gate.model.result import BatchCounts
+
+BATCH_FILE = "batch.json"
+INPUT_FILE = "batch-input.jsonl"
+OUTPUT_FILE = "batch-output.jsonl"
+ERRORS_FILE = "batch-errors.jsonl"
+BATCH_FILE_SCHEMA = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class BatchJudgment(_Strict):
+    custom_id: str
+    case_id: str
+    repeat_index: int
+
+
+class BatchPrices(_Strict):
+    input_per_mtok: float
+    output_per_mtok: float
+    currency: str
+
+
+class BatchFile(_Strict):
+    """batch.json: what was submitted from this --out, so it is collected (never submitted) again."""
+
+    schema_version: int = BATCH_FILE_SCHEMA
+    batch_id: str | None  # None: uploaded, the batch not created yet (a submit that died picks it up)
+    input_file_id: str
+    submitted_at: str
+    endpoint: str
+    model: str
+    policy_id: str
+    lane: str
+    policy_sha256: str
+    dataset_sha256: str
+    config_fingerprint: str
+    prices: BatchPrices
+    reserved_cost: float
+    judgments: list[BatchJudgment]
+    status: str = "validating"
+    request_counts: BatchCounts | None = None
+    collected_at: str | None = None
+    # A product lane: the --responses file whose answers were submitted (written on those only).
+    responses_sha256: str | None = None
+
+
+def read_batch_file(out_dir: Path) -> BatchFile | None:
+    path = out_dir / BATCH_FILE
+    if not path.exists():
+        return None
+    try:
+        return BatchFile.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError, ValueError) as exc:
+        first = exc.errors()[0] if isinstance(exc, ValidationError) and exc.errors() else None
+        where = f" (field {'.'.join(str(x) for x in first['loc'])}: {first['msg']})" if first else ""
+        raise UsageError(
+            f"{shown_path(path)} cannot be read{where}; it records a batch submitted from this --out. fix: restore "
+            "it from the submit step's artifact, or submit again into a new --out"
+        ) from None
+
+
+def write_batch_file(out_dir: Path, bf: BatchFile) -> None:
+    path = out_dir / BATCH_FILE
+    tmp = path.with_suffix(".json.tmp")
+    unset = {"responses_sha256"} if bf.responses_sha256 is None else None
+    tmp.write_text(bf.model_dump_json(indent=2, exclude=unset) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def pending_judgments(bf: BatchFile, recorded: list[Record]) -> list[BatchJudgment]:
+    """The batch's judgments no record from a batch answers yet."""
+    done = {(r.case_id, r.repeat_index) for r in recorded if r.batch_id is not None}
+    return [j for j in bf.judgments if (j.case_id, j.repeat_index) not in done]
+
+
+def recorded(out_dir: Path) -> list[Record]:
+    path = out_dir / RECORDS_FILE
+    return read_records(path) if path.exists() and path.read_bytes().strip() else []
+
+
+def uncollected(out_dir: Path) -> BatchFile | None:
+    """The batch submitted from `out_dir` whose judgments are not all recorded yet, or None."""
+    bf = read_batch_file(out_dir)
+    if bf is None or (bf.collected_at is not None and not pending_judgments(bf, recorded(out_dir))):
+        return None
+    return bf
+
+
+def refuse_uncollected(out_dir: Path, policy_path: str | Path, lane: str) -> None:
+    """A usage error (exit 2) when a live run would judge what a batch from `out_dir` is judging."""
+    bf = uncollected(out_dir)
+    if bf is None:
+        return
+    n = len(pending_judgments(bf, recorded(out_dir)))
+    command = f"gate run --policy {shown_path(policy_path)} --lane {lane} --out {shown_path(out_dir)} --batch collect"
+    raise UsageError(
+        f"{shown_path(out_dir / BATCH_FILE)} holds batch {bf.batch_id or '(not created yet)'}, submitted from this "
+        f"--out and not collected: {n} judgment(s) wait for it, already reserved at batch prices; a live run here "
+        f"would judge and pay for them a second time; fix: collect it: `{command}` (or run live into another --out)"
+    )
