@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
+.PHONY: real-judge demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -80,6 +80,19 @@ migration-check: $(STAMP)
 # worksteal hands an idle worker the queued tests of a busy one, so a few long files (workers,
 # resume, the README) do not end up behind each other. `make test TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 3
+# A real model on llama.cpp's own server (127.0.0.1), in a venv of its own pinned by
+# requirements-real.lock: the example's pr lane judged with each response format, checked against
+# what the server counted (scripts/real_judge.py says what it asserts). Needs no key, no network.
+REAL_VENV := .venv-real
+$(REAL_VENV)/.installed: requirements-real.lock
+	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)
+	$(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements-real.lock
+	touch $@
+
+real-judge: $(STAMP) $(REAL_VENV)/.installed
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/real_judge.py --server-python $(REAL_VENV)/bin/python
+
 test: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 

@@ -113,6 +113,18 @@ def _prices(loaded: LoadedPolicy, api_key: str) -> Prices:
     return Prices(ev.price.input_per_mtok, ev.price.output_per_mtok, ev.price.currency)
 
 
+def structured_client(client: Any, response_format: str) -> Any:
+    """The instructor client that asks `client` for the verdict, in the policy's response format:
+    the one place the gate, not ragas, picks instructor's mode. ragas hard-codes JSON mode (the
+    schema in a system message, `response_format: json_object`), which a small model answers by
+    copying the schema back; `json_schema` sends the verdict's schema as
+    `response_format: {type: json_schema}`, so the provider constrains decoding to it."""
+    import instructor
+
+    mode = instructor.Mode.JSON_SCHEMA if response_format == "json_schema" else instructor.Mode.JSON
+    return instructor.from_openai(client, mode=mode)
+
+
 class RagasEvaluator:
     """Implements `gate.judge.Evaluator`. Build it with `make_evaluator`."""
 
@@ -172,12 +184,15 @@ class RagasEvaluator:
             )
             model_kwargs: dict[str, Any] = {
                 "temperature": ev.temperature,
+                "top_p": ev.top_p,
                 "max_tokens": ev.max_output_tokens,
                 "max_retries": 0,
             }
             if ev.seed is not None:
                 model_kwargs["seed"] = ev.seed
-            self._llm: Any = llm_factory(ev.model, client=self._client, **model_kwargs)
+            llm: Any = llm_factory(ev.model, client=self._client, **model_kwargs)
+            llm.client = structured_client(self._client, ev.response_format)
+            self._llm: Any = llm
             self._metric = DiscreteMetric(
                 name=loaded.policy.metric.name,
                 allowed_values=list(loaded.policy.metric.allowed_values),
@@ -206,6 +221,12 @@ class RagasEvaluator:
         if max_tokens != ev.max_output_tokens or mapped.get("seed") != ev.seed:
             raise JudgeConfigError(
                 f"ragas {self.ragas_version} would not send the policy's max_output_tokens/seed for {ev.model!r}"
+            )
+        top_p = mapped.get("top_p", ev.top_p)  # absent: ragas sends none for this model (a reasoning model)
+        if not isinstance(top_p, int | float) or not math.isclose(float(top_p), ev.top_p):
+            raise JudgeConfigError(
+                f"ragas {self.ragas_version} sends top_p {top_p!r} for model {ev.model!r}, not the policy's "
+                f"{ev.top_p!r}; fix: set `evaluator.top_p: {top_p}`"
             )
 
     def _semaphore(self) -> asyncio.Semaphore:

@@ -14,7 +14,8 @@ component in the comparison order with both values.
 The fingerprint covers: the metric's name and version, the prompt template, the allowed values,
 the label aliases, the evaluator model, the full base URL (scheme, host, port and path: a proxy
 path or another deployment on the same host is another judge), the sampling settings sent on the
-wire (temperature, seed, max_output_tokens) and the ragas version. It leaves out what does not
+wire (temperature, seed, max_output_tokens, top_p), the response format asked for (JSON mode or a
+schema the provider constrains decoding to) and the ragas version. It leaves out what does not
 shape one verdict: timeouts, concurrency, retries, prices, repeats (each repeat is its own
 judgment), slices, limits and lanes.
 """
@@ -32,6 +33,11 @@ from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 
 FINGERPRINT_SCHEMA = 1
+# What every judge sent before top_p and the response format were policy keys (ragas' top_p, JSON
+# mode): at these values they stay out of the hashed form, so a fingerprint, a cache entry or a
+# calibration measured before keeps its hash; any other value changes it.
+DEFAULT_TOP_P = 0.1
+DEFAULT_RESPONSE_FORMAT = "json_object"
 
 
 def normalize_base_url(base_url: str) -> str:
@@ -57,6 +63,8 @@ class JudgeConfig:
     seed: int | None
     max_output_tokens: int
     ragas_version: str
+    top_p: float = DEFAULT_TOP_P
+    response_format: str = DEFAULT_RESPONSE_FORMAT
 
     @classmethod
     def of(cls, loaded: LoadedPolicy, base_url: str, ragas_version: str) -> JudgeConfig:
@@ -74,6 +82,8 @@ class JudgeConfig:
             seed=ev.seed,
             max_output_tokens=ev.max_output_tokens,
             ragas_version=ragas_version,
+            top_p=float(ev.top_p),
+            response_format=ev.response_format,
         )
 
     @property
@@ -84,7 +94,12 @@ class JudgeConfig:
 @functools.lru_cache(maxsize=64)
 def _fingerprint(config: JudgeConfig) -> str:
     # Cached by value: the cache key asks for it once per judgment.
-    return sha256_hex(canonical_json({"fingerprint_schema": FINGERPRINT_SCHEMA, **asdict(config)}))
+    hashed = asdict(config)
+    if config.top_p == DEFAULT_TOP_P:
+        del hashed["top_p"]
+    if config.response_format == DEFAULT_RESPONSE_FORMAT:
+        del hashed["response_format"]
+    return sha256_hex(canonical_json({"fingerprint_schema": FINGERPRINT_SCHEMA, **hashed}))
 
 
 def config_fingerprint(loaded: LoadedPolicy, base_url: str, ragas_version: str) -> str:
@@ -142,6 +157,8 @@ COMPONENTS = (
     "temperature",
     "seed",
     "max_output_tokens",
+    "top_p",
+    "response_format",
     "ragas_version",
     "allowed_values",
     "label_aliases",
@@ -160,6 +177,8 @@ def record_components(r: Record) -> dict[str, object]:
         "temperature": UNKNOWN if s is None else float(s.temperature),
         "seed": UNKNOWN if s is None else s.seed,
         "max_output_tokens": UNKNOWN if s is None else s.max_output_tokens,
+        "top_p": UNKNOWN if s is None or s.top_p is None else s.top_p,
+        "response_format": UNKNOWN if s is None or s.response_format is None else s.response_format,
         "ragas_version": r.ragas_version or UNKNOWN,
         "allowed_values": tuple(r.allowed_values) if r.allowed_values else UNKNOWN,
         "label_aliases": r.label_aliases_sha256 or UNKNOWN,
@@ -179,6 +198,8 @@ def policy_components(loaded: LoadedPolicy) -> dict[str, object]:
         "temperature": float(ev.temperature),
         "seed": ev.seed,
         "max_output_tokens": ev.max_output_tokens,
+        "top_p": float(ev.top_p),
+        "response_format": ev.response_format,
         "ragas_version": UNKNOWN,
         "allowed_values": tuple(p.metric.allowed_values),
         "label_aliases": sha256_hex(canonical_json(p.metric.label_aliases)),

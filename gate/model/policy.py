@@ -131,6 +131,12 @@ class Evaluator(Strict):
     temperature: float = Field(default=0, ge=0, le=2)
     seed: int | None = None
     max_output_tokens: int = Field(default=256, ge=16)
+    # Sent on every request as written (ragas would send 0.1 unasked); part of the fingerprint.
+    top_p: float = Field(default=0.1, gt=0, le=1, allow_inf_nan=False)
+    # json_object: JSON mode, the schema in a system message (every OpenAI-compatible server);
+    # json_schema: the provider constrains decoding to the verdict's schema (small local models
+    # copy a schema back in JSON mode, but cannot leave it under json_schema).
+    response_format: Literal["json_object", "json_schema"] = "json_object"
     timeout_s: float = Field(default=60, gt=0)
     max_concurrency: int = Field(default=8, ge=1, le=256)
     retries: Retries = Field(default_factory=Retries)

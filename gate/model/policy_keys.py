@@ -79,7 +79,23 @@ RULES: dict[str, tuple[str, str]] = {
         "The reply's token cap, sent on every request; it is also what the budget reserves for each reply.",
         "max_output_tokens: 256",
     ),
-    "evaluator.timeout_s": ("Seconds for one HTTP attempt.", "timeout_s: 60"),
+    "evaluator.top_p": (
+        "Nucleus sampling, sent on every request as written (ragas would send 0.1 unasked). Part of the judge's "
+        "configuration: another value is another judge.",
+        "top_p: 0.1",
+    ),
+    "evaluator.response_format": (
+        "How the verdict is asked for. `json_object`: JSON mode, the verdict's schema in a system message "
+        "(every OpenAI-compatible server). `json_schema`: the schema is sent as `response_format` and the "
+        "provider constrains decoding to it (OpenAI, Azure, vLLM, llama.cpp); a small local model that copies "
+        "the schema back in JSON mode cannot under `json_schema`. Part of the judge's configuration.",
+        "response_format: json_object",
+    ),
+    "evaluator.timeout_s": (
+        "Seconds for one HTTP attempt, the wait in a server's queue included: against a local server keep "
+        "`max_concurrency` at or under its slots, or raise this.",
+        "timeout_s: 60",
+    ),
     "evaluator.max_concurrency": ("Judgments in flight at once (the pacer may send fewer).", "max_concurrency: 8"),
     "evaluator.retries": ("Retries of one judgment after a transient error.", "retries: {...}"),
     "evaluator.retries.max_attempts": (

@@ -70,6 +70,9 @@ class Sampling(BaseModel):
     seed: int | None = None
     max_output_tokens: int
     repeats: int = 1
+    # None in records written before they were policy keys (ragas sent top_p 0.1, JSON mode).
+    top_p: float | None = None
+    response_format: str | None = None
 
 
 class Record(BaseModel):
