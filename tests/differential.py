@@ -114,6 +114,9 @@ class Suite:
     max_total_cost: float = 1.0
     kill_at: float = 0.5  # where in the plain run's requests the kill path kills, as a fraction
     shards: int = 2
+    # A product lane: the cases (controls aside) carry no response and no label; their answers come
+    # from responses.jsonl (the same text, so the judge is scripted alike), judged by a calibrated judge.
+    product: bool = False
 
     @property
     def tight(self) -> bool:
@@ -151,14 +154,64 @@ def _case_dict(c: CaseSpec) -> dict[str, Any]:
     )
 
 
-def write(suite: Suite, root: Path, base_url: str) -> Path:
-    """The suite on disk; returns the policy path. Lanes: `pr` (plain) and `stop` (stop_when_decided)."""
-    lanes = {
-        "pr": {"partitions": ["sentinel"], "controls": suite.controls},
-        "stop": {"partitions": ["sentinel"], "controls": suite.controls, "stop_when_decided": True},
+RESPONSES = "responses.jsonl"
+PRODUCT_LIMIT = 0.3
+# The calibrated judge of a product suite, every slice: it catches 95 of 100 failing answers, passes 995 of 1000.
+PRODUCT_JUDGE = {"true_fail": 95, "false_pass": 5, "true_pass": 995, "false_fail": 5}
+
+
+def _lanes(suite: Suite) -> dict[str, Any]:
+    def lane(**more: Any) -> dict[str, Any]:  # each its own objects: YAML would write shared ones as aliases
+        made: dict[str, Any] = {"partitions": ["product" if suite.product else "sentinel"], "controls": suite.controls}
+        return {**made, **({"product": True} if suite.product else {}), **more}
+
+    return {"pr": lane(), "stop": lane(stop_when_decided=True)}
+
+
+def _productize(suite: Suite, root: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A product suite's cases without response or label, and its responses.jsonl with the answers."""
+    if not suite.product:
+        return cases
+    out, lines = [], []
+    for c in cases:
+        if "expected_control_role" not in c:
+            lines.append({"case_id": c["case_id"], "response": c["response"]})
+            c = {k: v for k, v in c.items() if k not in ("response", "response_sha256", "human_adjudication")}
+            c["partition"] = "product"
+        out.append(c)
+    (root / RESPONSES).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return out
+
+
+def write_product_calibration(policy: Path, slice_names: list[str]) -> None:
+    """calibration.json for the judge this policy makes (its config_sha256 as the gate computes it)."""
+    from gate.judge import installed_version
+    from gate.measure import certify
+    from gate.model.policy import load_policy
+    from gate.run.lineage import JudgeSettings
+
+    loaded = load_policy(policy)
+    judge = JudgeSettings.of(loaded, loaded.policy.evaluator.base_url or "")
+    ragas = installed_version("ragas") or ""
+    rate = {"value": 0.05, "low": 0.02, "high": 0.11, "n": 100}
+    tally = {**PRODUCT_JUDGE, "completed": 1100, "cohen_kappa": 0.9, "false_pass_rate": rate}
+    data = {
+        "config_sha256": certify.config_sha256(loaded, judge, ragas),
+        "config": certify.config_components(loaded, judge, ragas),
+        "calibrated_at": "2026-11-30T09:00:00Z",
+        "overall": tally,
+        "slices": dict.fromkeys(slice_names, tally),
     }
+    (policy.parent / "calibration.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def write(suite: Suite, root: Path, base_url: str) -> Path:
+    """The suite on disk; returns the policy path. Lanes: `pr` (plain) and `stop` (stop_when_decided),
+    product lanes for a product suite (with responses.jsonl and calibration.json beside the policy)."""
+    lanes = _lanes(suite)
+    rate = {"max_failure_rate": PRODUCT_LIMIT} if suite.product else {}
     slices = {
-        name: {"max_false_passes": fp, "priority": i, **({} if ff is None else {"max_false_fails": ff})}
+        name: {"max_false_passes": fp, "priority": i, **({} if ff is None else {"max_false_fails": ff}), **rate}
         for i, (name, fp, ff) in enumerate(suite.slices)
     }
     evaluator = {
@@ -191,9 +244,12 @@ def write(suite: Suite, root: Path, base_url: str) -> Path:
             }
             for i, (cid, blocker, expired) in enumerate(suite.overrides)
         ]
+    if suite.product:
+        extra.update(partitions=["product"], calibration={"file": "calibration.json", "min_kappa": 0.0})
+    root.mkdir(parents=True, exist_ok=True)
     policy = write_suite(
         root,
-        [_case_dict(c) for c in suite.cases],
+        _productize(suite, root, [_case_dict(c) for c in suite.cases]),
         evaluator=evaluator,
         slices=slices,
         lanes=lanes,
@@ -204,6 +260,8 @@ def write(suite: Suite, root: Path, base_url: str) -> Path:
     if suite.checks:
         (root / "checks").mkdir(exist_ok=True)
         (root / "checks" / "team.py").write_text(CHECKS_PY, encoding="utf-8")
+    if suite.product:
+        write_product_calibration(policy, [name for name, _, _ in suite.slices])
     return policy
 
 
@@ -265,8 +323,14 @@ class Lab:
     def out(self, name: str) -> Path:
         return self.tmp / name
 
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """`--responses FILE` for a product suite (every command is given it), else nothing."""
+        return ("--responses", str(self.policy.parent / RESPONSES)) if self.suite.product else ()
+
     def run(self, out: Path, *extra: str, lane: str = "pr") -> dict[str, Any]:
-        code, _ = gate("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache", *extra)
+        args = ("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache", *extra, *self.answers)
+        code, _ = gate(*args)
         res = load(out)
         assert code == res["exit_code"], (code, res["state"])
         return res
@@ -353,7 +417,7 @@ def decide(lab: Lab) -> Outcome | None:
     records = lab.out("plain") / "records.jsonl"
     if not records.exists() or not records.read_text().strip():
         return None  # blocked before any call: nothing recorded to decide (decide refuses an empty file)
-    code, _ = gate("decide", "--policy", lab.policy, "--records", records, "--out", out)
+    code, _ = gate("decide", "--policy", lab.policy, "--records", records, "--out", out, *lab.answers)
     res = load(out)
     assert code == res["exit_code"]
     assert lab.plain is not None
@@ -373,7 +437,7 @@ def shards_then_merge(lab: Lab) -> Outcome:
         seen += lab.fake.count()
         outs.append(out)
     merged = lab.out("merged")
-    code, _ = gate("merge", "--policy", lab.policy, *outs, "--out", merged)
+    code, _ = gate("merge", "--policy", lab.policy, *outs, "--out", merged, *lab.answers)
     res = load(merged)
     assert code == res["exit_code"]
     return Outcome(res, seen, boundary=lab.suite.max_total_cost)
@@ -399,7 +463,17 @@ def batch_submit_collect(lab: Lab) -> Outcome:
 def dry_run(lab: Lab) -> Outcome:
     lab.fake.reset()
     code, stdout = gate(
-        "run", "--policy", lab.policy, "--lane", "pr", "--out", lab.out("dry"), "--dry-run", "--format", "json"
+        "run",
+        "--policy",
+        lab.policy,
+        "--lane",
+        "pr",
+        "--out",
+        lab.out("dry"),
+        "--dry-run",
+        "--format",
+        "json",
+        *lab.answers,
     )
     res: dict[str, Any] = json.loads(stdout) if stdout.strip() else {}
     assert code in (0, 1), code
@@ -426,7 +500,7 @@ def kill_then_resume(lab: Lab) -> Outcome | None:
 
 
 def _run_until(lab: Lab, out: Path, kill_at: int) -> None:
-    args = ["run", "--policy", str(lab.policy), "--lane", "pr", "--out", str(out), "--no-cache"]
+    args = ["run", "--policy", str(lab.policy), "--lane", "pr", "--out", str(out), "--no-cache", *lab.answers]
     pid = os.fork()
     if pid == 0:  # the child: the real CLI, as a separate process the parent can SIGKILL
         code = 3
@@ -483,10 +557,16 @@ PATHS: dict[str, Path_] = {
 
 
 def projection(res: dict[str, Any]) -> dict[str, Any]:
-    """What every path must agree on: the state, the blockers (kind, slice, cases) and the counts."""
+    """What every path must agree on: the state, the blockers (kind, slice, cases) and the counts;
+    on a product lane also each slice's verdict, n and k."""
     counts = {k: v for k, v in res["counts"].items() if k != "cached"}
     blockers = sorted((b["kind"], b.get("slice") or "", tuple(sorted(b["case_ids"]))) for b in res["blockers"])
-    return {"state": res["state"], "blockers": blockers, "counts": counts}
+    out = {"state": res["state"], "blockers": blockers, "counts": counts}
+    if res.get("product"):
+        out["product"] = {
+            name: (row["verdict"], row["n"], row["judged_fail"]) for name, row in res["product"]["slices"].items()
+        }
+    return out
 
 
 def pre_call(res: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,9 @@ def check_same(name: str, lab: Lab, got: Outcome) -> None:
     if name in ("stop_when_decided", "workers_stop"):
         if s.tight and not s.order_free:
             return  # which cases fit the boundary depends on timing: nothing to compare
+        if s.product and got.result.get("stopped_early"):
+            _check_product_stop(got.result)
+            return
         if a != b or got.result.get("stopped_early"):
             assert (base["state"], got.result["state"]) == ("quality_failed", "quality_failed"), (
                 f"{name}: {b} where the full run has {a}"
@@ -222,6 +226,17 @@ def check_same(name: str, lab: Lab, got: Outcome) -> None:
         assert b == a, f"{name}: {b}\nwhere the plain run has {a}"
     else:
         assert b["state"] == a["state"], f"{name}: {b['state']} where the plain run has {a['state']}"
+
+
+def _check_product_stop(stopped: dict[str, Any]) -> None:
+    """A product lane stops once every slice is decided on bounds valid at every look: one slice
+    exceeded (quality_failed), or every slice passed. The full run may decide otherwise (answers
+    after the stop were never judged), so the stopped run is checked on its own."""
+    verdicts = {name: row["verdict"] for name, row in stopped["product"]["slices"].items()}
+    exceeded = "exceeded" in verdicts.values()
+    assert exceeded or stopped["state"] == "quality_failed" or set(verdicts.values()) == {"passed"}, (
+        f"stop_when_decided stopped a product lane with slices {verdicts}"
+    )
 
 
 def _control_errs(s: Suite) -> bool:
@@ -291,6 +306,18 @@ def test_every_path_reaches_the_plain_runs_decision(
     part: int, suite: Suite, chosen: set[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     run_example(suite, tmp_path_factory.mktemp("lanes"), chosen.__contains__)
+
+
+@pytest.mark.timeout(0 if os.environ.get(FUZZ_ENV) else 900)
+@settings(settings.get_profile(PROFILE))
+@given(suite=suites().map(lambda s: replace(s, product=True)))
+def test_every_path_of_a_product_lane_reaches_the_plain_runs_decision(
+    suite: Suite, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same suites as a product lane: the application's answers from --responses (given to every
+    command), judged by a calibrated judge; every path reaches the plain run's state, blockers,
+    counts and each slice's verdict, n and k."""
+    run_example(suite, tmp_path_factory.mktemp("product"))
 
 
 # -- regressions: each suite a failure Hypothesis shrank to ---------------------------------------
