@@ -87,7 +87,9 @@ def test_the_files_a_run_wrote_stay_in_their_column_at_100_columns(
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, color_system=None, width=100, markup=False)
     print_outcome(load_result(out / "result.json"), out, console)
-    files = buf.getvalue().split("\nFiles\n", 1)[1].splitlines()
+    files, last = buf.getvalue().split("\nFiles\n", 1)[1].split("\n\n", 1)  # then the state line again
+    assert last.startswith("quality_failed")
+    files = files.splitlines()
     assert files[0].startswith("  gate-out-release/result.json ")
     assert "  gate-out-release/certification-entry.json  append to the certification ledger" in buf.getvalue()
     assert all(line.startswith("  ") and len(line) <= 100 for line in files), files

@@ -12,6 +12,7 @@ in a case is shown as written and can never style the output or start a log line
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -58,7 +59,7 @@ def make_console(stream: IO[str]) -> Console:
     return Console(
         file=stream,
         force_terminal=tty,
-        no_color=not tty,
+        no_color=not tty or bool(os.environ.get("NO_COLOR")),  # no-color.org: set and not empty
         highlight=False,
         markup=False,
         emoji=False,
@@ -312,6 +313,9 @@ def print_outcome(
         for path, what in written:
             grid.add_row(Text.assemble("  ", (log_text(path), "cyan")), what)
         console.print(grid)
+        # On a screen the first line has scrolled away by now: the state again, last.
+        console.print()
+        console.print(headline(result))
 
 
 # What a finding of each state means before any run: a linter's words, not a pull request's verdict.
