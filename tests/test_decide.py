@@ -150,7 +150,7 @@ def test_errors_within_the_limit_do_not_block_but_are_counted(tmp_path: Path) ->
     assert d.result.written()["counts"]["errored"] == 1
 
 
-def test_failed_control_blocks_and_other_cases_are_unrun(tmp_path: Path) -> None:
+def test_failed_control_blocks_and_other_cases_are_not_needed(tmp_path: Path) -> None:
     records = [r for r in controls_ok() if r.case_id != "ctl-injection"]
     records.append(ok("ctl-injection", "pass", human="fail"))
     d = run_decide(tmp_path, records)
@@ -162,8 +162,9 @@ def test_failed_control_blocks_and_other_cases_are_unrun(tmp_path: Path) -> None
         "expected": "fail",
         "got": "pass",
     }
-    assert sorted(kinds(d)["unrun_cases"]) == ["c-1", "c-2", "g-1"]
-    assert d.result.written()["unrun_case_ids"] == ["c-1", "c-2", "g-1"]
+    # Never sent once a control failed (no other verdict could count): not_needed, not unrun.
+    assert "unrun_cases" not in kinds(d) and d.result.written()["unrun_case_ids"] == []
+    assert sorted(o.case.case_id for o in d.outcomes if o.bucket == "not_needed") == ["c-1", "c-2", "g-1"]
 
 
 def test_missing_evidence_control_fails_when_the_model_was_called(tmp_path: Path) -> None:

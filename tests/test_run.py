@@ -122,7 +122,9 @@ def test_failed_control_stops_scheduling(tmp_path: Path, fake: FakeOpenAI) -> No
     assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 1
     res = result(out)
     assert kinds(res)["control_failed"] == ["ctl-injection"]
-    assert sorted(res["unrun_case_ids"]) == ["c-1", "c-2", "g-1"]
+    # Never sent because no other verdict could count: not_needed, neither unrun nor control_error.
+    assert res["unrun_case_ids"] == [] and "control_error" not in kinds(res)
+    assert sorted(c["case_id"] for c in res["cases"] if c["bucket"] == "not_needed") == ["c-1", "c-2", "g-1"]
     assert fake.requests and all("ctl-" in r.prompt for r in fake.requests)  # only controls were sent
 
 

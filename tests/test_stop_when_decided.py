@@ -278,15 +278,17 @@ def test_a_judgment_that_agrees_can_complete_a_violated_pair(tmp_path: Path, fak
     assert fake.count() == SENT_CONTROLS + 2
 
 
-def test_a_lane_that_does_not_stop_when_decided_lists_what_it_left_unrun(tmp_path: Path, fake: FakeOpenAI) -> None:
-    # The full lane stops scheduling after a failed control too, but it never chose to stop once
-    # decided: the cases it did not judge are unrun (and say why), never `not_needed`.
+def test_a_lane_that_does_not_stop_when_decided_still_stops_after_a_failed_control(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    # The full lane never chose to stop once decided, but a failed control stops every lane: no
+    # other verdict could count, so the cases never sent are not_needed (neither unrun nor
+    # control_error), and the note says why.
     fake.script("ctl-positive", reply("fail"))
     policy = suite_with(tmp_path, fake, general(4))
     out = tmp_path / "out"
     assert run_lane(policy, out, "full") == 1
     res = result(out)
-    assert "stopped_early" not in res and "not_needed" not in res["counts"]
-    assert set(res["unrun_case_ids"]) >= {f"g-{i:03d}" for i in range(4)}
-    unrun = next(b for b in res["blockers"] if b["kind"] == "unrun_cases")
-    assert set(unrun["case_ids"]) >= {f"g-{i:03d}" for i in range(4)}
+    assert res["unrun_case_ids"] == [] and "unrun_cases" not in {b["kind"] for b in res["blockers"]}
+    assert {c["case_id"] for c in res["cases"] if c["bucket"] == "not_needed"} >= {f"g-{i:03d}" for i in range(4)}
+    assert any("once a control failed" in n for n in res["notes"])

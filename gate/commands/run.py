@@ -499,8 +499,12 @@ def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
         notes.append(f"the run was interrupted ({runner.stopped_by or 'SIGINT'}); resume it with --resume")
     elif runner.stop_reason == "budget":
         notes.append("the cost boundary stopped scheduling; completed evidence is kept")
-    elif runner.stop_reason in ("control_failed", "pair_violated"):
+    elif runner.stop_reason in ("control_failed", "control_error", "pair_violated"):
         notes.append(f"scheduling stopped: {runner.stop_reason.replace('_', ' ')}")
+    elif runner.stop_reason == "auth":
+        notes.append(
+            "scheduling stopped at the provider's first auth error (401/403): every later request would meet it"
+        )
     if resumed:
         notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {shown_path(records_path)}")
     return notes

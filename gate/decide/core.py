@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gate.decide.control_stop import settle_after_controls
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.decide.product import ProductEvidence, decide_product
 from gate.decide.rules import apply_rules, control_failures, unjudged_controls
@@ -113,6 +114,8 @@ def decide(
     )
     # A stop_when_decided lane whose verdict was already certain: the cases never sent are not_needed.
     ev = settle(ev, loaded, today, product)
+    # A failed or errored control stopped scheduling: what was never sent is not_needed, not unrun.
+    ev = settle_after_controls(ev)
     judged = decide_product(ev, product) if product is not None else None
     if judged is not None and judged.notes:
         ev = dataclasses.replace(ev, notes=(*ev.notes, *judged.notes))

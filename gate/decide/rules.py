@@ -101,7 +101,8 @@ def _control_error_ids(ev: Evidence) -> list[str]:
     return [
         o.case.case_id
         for o in unjudged_controls(ev)
-        if o.case.case_id not in named and not (stopped and o.bucket == "unrun")
+        # not_needed: never sent once a control failed or errored (gate.decide.control_stop); no error of its own
+        if o.case.case_id not in named and not (stopped and o.bucket == "unrun") and o.bucket != "not_needed"
     ]
 
 

@@ -263,8 +263,23 @@ class Runner:
         if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
             self.fail_writing(shown_path(journal.path), journal.error)
         self.progress.tick(j, self.budget.spent, self.budget.reserved)
-        if j.error_kind == "budget" and self.stop_reason is None:
-            self.stop_reason = "budget"
+        if self.stop_reason is None:
+            self.stop_reason = self._stop_after(case, j)
+
+    def _stop_after(self, case: Case, j: Judgment) -> str | None:
+        """Why this judgment stops scheduling, if it does: the boundary; an auth error (401, 403:
+        every later request would meet it); a control that failed or ended in an evaluator error
+        (no other verdict could count; what is never sent is `not_needed`, gate.decide.control_stop)."""
+        if j.error_kind == "budget":
+            return "budget"
+        if j.error_kind == "auth":
+            return "auth"
+        if case.is_control and j.status == "error":
+            return "control_error"
+        verdict = self.verdict(case) if case.is_control else None
+        if verdict is not None and verdict != case.human_label:
+            return "control_failed"
+        return None
 
     async def run_phase(self, items: Sequence[tuple[Case, int]], after_case: Callable[[Case], None]) -> None:
         queue: deque[tuple[Case, int]] = deque(items)

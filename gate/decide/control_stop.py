@@ -1,0 +1,38 @@
+"""A lane stops once a control has failed or ended in an evaluator error: no other verdict could
+count then, so nothing else is scheduled, and what was never sent for that reason is `not_needed`
+(neither `unrun` nor `control_error`: it has no error, and it was not wanted). Pure; the runner
+stops on the same condition (gate.run.runner), so `gate decide` on the records agrees with the
+run. `--resume` judges the `not_needed` cases like any case without a record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gate.decide.evidence import Evidence
+from gate.decide.rules import control_failures
+from gate.decide.settled import never_sent
+
+
+def controls_stopped(ev: Evidence) -> str | None:
+    """Why no other verdict could count: a control failed, or one ended in an evaluator error."""
+    if control_failures(ev):
+        return "a control failed"
+    errored = [o for o in ev.outcomes if o.case.expected_control_role is not None and o.bucket == "errored"]
+    return "a control ended in an evaluator error" if errored else None
+
+
+def settle_after_controls(ev: Evidence) -> Evidence:
+    """`ev` with the cases never sent `not_needed` once the controls cannot separate; else unchanged."""
+    if ev.blocked:
+        return ev
+    why = controls_stopped(ev)
+    unsent = never_sent(ev) if why is not None else set()
+    if not unsent:
+        return ev
+    outcomes = tuple(
+        dataclasses.replace(o, bucket="not_needed", outcome="not_needed") if o.case.case_id in unsent else o
+        for o in ev.outcomes
+    )
+    note = f"scheduling stopped once {why}: {len(unsent)} case(s) never sent are not needed (no verdict could count)"
+    return dataclasses.replace(ev, outcomes=outcomes, notes=(*ev.notes, note))
