@@ -270,14 +270,24 @@ def self_check(cell: Cell, cal: Calibration, th: dict[str, np.ndarray], rng: np.
 # --- the sequential design, simulated ---
 
 
-def sequential_sim(cell: Cell, sims: int, rng: np.random.Generator, block: int = 512) -> dict[str, float]:
+def sequential_sim(
+    cell: Cell,
+    sims: int,
+    rng: np.random.Generator,
+    block: int = 512,
+    given: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """Each path: calibration drawn, then answers judged one at a time; at each look the confidence
     sequence's bounds are compared with the thresholds (a threshold is outside the sequence exactly
     when the mixture's log evidence against it reaches log(1/a)). An upper bound can first drop
     below a threshold at any look, a lower bound first rise above one only at a look that added a
-    fail (between fails its evidence only falls), so the latter are evaluated at fails only."""
-    x_se = rng.binomial(cell.m, cell.se, size=sims)
-    x_sp = rng.binomial(cell.m, cell.sp, size=sims)
+    fail (between fails its evidence only falls), so the latter are evaluated at fails only.
+    `given` (caught, passed, paths) replaces the draws: the self-check replays them."""
+    if given is not None:
+        x_se, x_sp, paths = given
+    else:
+        x_se = rng.binomial(cell.m, cell.se, size=sims)
+        x_sp = rng.binomial(cell.m, cell.sp, size=sims)
     cal = calibration_of(x_se, x_sp, cell.m, np.ones(sims))
     c = math.log(1.0 / A)
     inf, dhi, dlo = cal.informative, cal.d_hi > 0, cal.d_lo > 0
@@ -304,7 +314,7 @@ def sequential_sim(cell: Cell, sims: int, rng: np.random.Generator, block: int =
     t0 = 0
     while active.size and t0 < cell.n:
         b = min(block, cell.n - t0)
-        x = rng.random((active.size, b)) < cell.q
+        x = paths[active, t0 : t0 + b] if given is not None else rng.random((active.size, b)) < cell.q
         t = t0 + np.arange(1, b + 1, dtype=float)[None, :]
         kc = k[active, None] + np.cumsum(x, axis=1)
         before = kc - x
@@ -348,7 +358,41 @@ def sequential_sim(cell: Cell, sims: int, rng: np.random.Generator, block: int =
         "s_pass": float((verdict == 1).mean()),
         "s_fail": float((verdict == 2).mean()),
         "s_judged": float((stopped_at / cell.n).mean()),
+        "stopped_at": stopped_at,
+        "verdict": verdict,
     }
+
+
+def check_sequential_against_module(rng: np.random.Generator, paths: int = 12) -> None:
+    """Replays simulated paths through the module itself, one look per judgment, on a few small
+    cells: the stop and the verdict must be the simulation's, path by path."""
+    seen: set[int] = set()
+    for cell in (Cell(0.10, 0.25, 0.9, 0.99, 100, 300), Cell(0.10, 3.0, 0.9, 0.99, 100, 300)):
+        x_se = rng.binomial(cell.m, cell.se, size=paths)
+        x_sp = rng.binomial(cell.m, cell.sp, size=paths)
+        x = rng.random((paths, cell.n)) < cell.q
+        sim = sequential_sim(cell, paths, rng, given=(x_se, x_sp, x))
+        for i in range(paths):
+            judge = judge_accuracy(
+                true_fail=int(x_se[i]),
+                false_pass=cell.m - int(x_se[i]),
+                true_pass=int(x_sp[i]),
+                false_fail=cell.m - int(x_sp[i]),
+                confidence=CONFIDENCE,
+            )
+            stop, verdict, k = cell.n, 0, 0
+            for t in range(1, cell.n + 1):
+                k += int(x[i, t - 1])
+                rate = failure_rate(judged_fail=k, n=t, judge=judge, confidence=CONFIDENCE, sequential=True)
+                decided = slice_verdict(rate, cell.limit)
+                if decided in ("passed", "exceeded"):
+                    stop, verdict = t, 1 if decided == "passed" else 2
+                    break
+            if (stop, verdict) != (int(sim["stopped_at"][i]), int(sim["verdict"][i])):
+                raise SystemExit(f"self-check failed (sequential) in {cell}, path {i}: module {stop, verdict}, sim")
+            seen.add(verdict)
+    if seen != {0, 1, 2}:
+        raise SystemExit(f"self-check: the replayed paths should pass, exceed and stay open; got {sorted(seen)}")
 
 
 def check_sequence_evidence(rng: np.random.Generator) -> None:
@@ -385,7 +429,8 @@ def run_cell(cell: Cell, sims: int, seed: int, index: int, checks: int) -> Row:
     row = Row(cell, exact["miss_hi"], exact["miss_lo"], exact["pass"], exact["fail"], exact["raw_pass"], pass_half)
     if sims:
         for name, value in sequential_sim(cell, sims, rng).items():
-            setattr(row, name, value)
+            if name.startswith("s_"):
+                setattr(row, name, value)
         row.sims = sims
     return row
 
@@ -493,6 +538,8 @@ def main() -> None:
     sims = 0 if args.no_sequential else (args.sims or (400 if args.quick else 1000))
     rng = np.random.default_rng(args.seed)
     check_sequence_evidence(rng)
+    if sims:
+        check_sequential_against_module(rng)
     todo = cells(grid)
     started = time.perf_counter()
     print(f"{len(todo)} cells, confidence {CONFIDENCE}, sequential paths per cell {sims}, seed {args.seed}")
