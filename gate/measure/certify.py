@@ -179,10 +179,11 @@ class Certification:
             )
         ]
 
-    def to_result(self, state: str, date: str, gate_version: str) -> dict[str, Any]:
-        """`certification` in result.json; `ledger_entry` is the line to append (None when refused)."""
+    def to_result(self, state: str, date: str, gate_version: str, *, judged: bool = True) -> dict[str, Any]:
+        """`certification` in result.json; `ledger_entry` is the line to append (None when refused,
+        or when not every held-out case was judged: an entry would spend cases nobody looked at)."""
         entry = None
-        if self.spent_by is None:
+        if self.spent_by is None and judged:
             entry = {
                 "config_sha256": self.config_sha256,
                 "held_out_sha256": self.held_out_sha256,
@@ -254,4 +255,12 @@ def attach(result: Result, cert: Certification | None, date: str, gate_version: 
     """The result with `certification: {...}` (unchanged when the lane certifies nothing)."""
     if cert is None:
         return result
-    return result.with_(certification=cert.to_result(result.state, date, gate_version))
+    unjudged = sorted({c.case_id for c in result.cases if c.bucket in ("unrun", "not_needed")} & set(cert.case_ids))
+    section = cert.to_result(result.state, date, gate_version, judged=not unjudged)
+    if not unjudged:
+        return result.with_(certification=section)
+    note = (
+        f"no certification entry: {len(unjudged)} of the {len(cert.case_ids)} held-out cases were not judged, "
+        "and an entry would spend them; run the lane to the end (--resume), then append its entry"
+    )
+    return result.with_(certification=section, notes=[*result.notes, note])
