@@ -85,7 +85,7 @@ def test_table_cells_escape_pipes_and_newlines() -> None:
 
 def test_unknown_state_is_an_error_naming_result_json(tmp_path: Path) -> None:
     (tmp_path / "result.json").write_text(json.dumps({**sample_result("passed"), "state": "fine"}))
-    with pytest.raises(ResultProblem, match=r"result\.json.*`state`.*fix: use one of the values listed"):
+    with pytest.raises(ResultProblem, match=r"result\.json.*`state`.*fix: write one of passed, quality_failed"):
         load_result(tmp_path / "result.json")
 
 

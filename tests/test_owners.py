@@ -23,7 +23,7 @@ from gate.model.records import Attempt, Record, write_records
 from gate.model.result import load_result
 from gate.report.checkrun import build_check_run
 
-OWNERS = {"product": "@app-team", "gold_set": "@labelers", "provider": "@platform"}
+OWNERS = {"product": "@app-team", "gold_set": "@labelers", "evaluator": "@ml-eval", "provider": "@platform"}
 FAST = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0)
 
 
@@ -48,7 +48,7 @@ def test_every_known_blocker_kind_has_a_group() -> None:
 
 
 def test_blockers_are_routed_to_their_owners_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # c-1: people failed it, the judge passed it (false pass -> product); c-2: evaluator error (provider);
+    # c-1: people failed it, the judge passed it (false pass -> evaluator: a frozen answer); c-2: evaluator error (provider);
     # c-3: people could not agree (label_conflict -> gold set); the rubric has no owner named.
     cases = [case("c-1", label="fail"), case("c-2"), case("c-3", label="review_required")]
     policy = write_suite(
@@ -68,16 +68,16 @@ def test_blockers_are_routed_to_their_owners_everywhere(tmp_path: Path, capsys: 
     )
     blockers = {b["kind"]: b for b in json.loads((out / "result.json").read_text())["blockers"]}
     routed = {k: (b["owner_group"], b["owner"]) for k, b in blockers.items()}
-    assert routed["false_pass_limit"] == ("product", "@app-team")
+    assert routed["false_pass_limit"] == ("evaluator", "@ml-eval")
     assert routed["evaluator_errors"] == ("provider", "@platform")
     assert routed["label_conflict"] == ("gold_set", "@labelers")
     # The comment names owners without @-mentioning them (the sticky comment is rewritten on every push).
     report = (out / "report.md").read_text()
-    assert f"**`false_pass_limit`** · slice `critical` · owner {markdown('@app-team')} (product):" in report
+    assert f"**`false_pass_limit`** · slice `critical` · owner {markdown('@ml-eval')} (evaluator):" in report
     assert f"owner {markdown('@platform')} (provider)" in report
     assert f"owner {markdown('@labelers')} (gold set)" in report
     terminal = capsys.readouterr().out
-    assert "owner @app-team (product)" in terminal and "owner @platform (provider)" in terminal
+    assert "owner @ml-eval (evaluator)" in terminal and "owner @platform (provider)" in terminal
 
     # The check run too (published through PyGithub to the fake GitHub): its summary's blocker table
     # has an owner column, each annotation names the owner.
@@ -88,9 +88,9 @@ def test_blockers_are_routed_to_their_owners_everywhere(tmp_path: Path, capsys: 
         (run,) = github.check_runs
     summary = run["output_data"]["summary"]
     assert "| state | kind | slice | owner | cases | message |" in summary
-    assert f"| {markdown('@app-team (product)')} |" in summary and f"| {markdown('@platform (provider)')} |" in summary
+    assert f"| {markdown('@ml-eval (evaluator)')} |" in summary and f"| {markdown('@platform (provider)')} |" in summary
     notes = {a["title"].split(": ", 1)[1].split(" ")[0]: a["message"] for a in run["annotations"]}
-    assert "Owner: @app-team (product)" in notes["false_pass_limit"]
+    assert "Owner: @ml-eval (evaluator)" in notes["false_pass_limit"]
     assert "Owner: @labelers (gold set)" in notes["label_conflict"]
 
 

@@ -52,7 +52,7 @@ def test_piped_decide_is_plain_text_with_the_state_first(
 ) -> None:
     assert main(_decide(failed_run)) == 1
     text = capsys.readouterr().out
-    assert text.startswith("quality_failed (exit 1): the change is wrong")
+    assert text.startswith("quality_failed (exit 1): blocked: each blocker below names whose fix it is")
     assert not ANSI.search(text)
     for marker in MARKDOWN_MARKERS:
         assert marker not in text.replace(HOSTILE_REASON.replace("\x1b", "\\x1b"), ""), marker

@@ -3,7 +3,8 @@
 `owners: {product: "@app-team", gold_set: "@labelers", ...}` in the policy; a blocker is routed to
 the owner of its kind's group (`KIND_GROUP`), in result.json (`owner_group`, `owner`), the report,
 the comment and the terminal. The mapping says where the fix most often lies, not who is to blame:
-a false pass is first the product's answer, an unstable verdict first the evaluator's.
+a false pass on a frozen, labelled answer is the judge's or the label's (never the product's: the
+answer did not change), a product lane's failure rate the product's.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ if TYPE_CHECKING:
 OWNER_GROUPS: tuple[str, ...] = ("product", "gold_set", "rubric", "evaluator", "provider", "gate_policy")
 
 KIND_GROUP: dict[str, str] = {
-    # The app's answers are wrong: the product team fixes the change.
-    "false_pass_limit": "product",
-    "false_fail_limit": "product",
+    # A false pass or false fail on a frozen, labelled answer: the answer did not change, so the
+    # judge disagrees with people; the judge is wrong, or the label is (the evaluator group checks).
+    "false_pass_limit": "evaluator",
+    "false_fail_limit": "evaluator",
     "check_failed": "product",
     # A product lane (its own answers, the calibrated judge): the rate, its interval, the base, the responses.
     "failure_rate_exceeded": "product",

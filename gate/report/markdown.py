@@ -31,7 +31,7 @@ STATE_ICON = {
 }
 STATE_MEANING = {
     "passed": "nothing blocks.",
-    "quality_failed": "the change is wrong (product or metric): fix it before merging.",
+    "quality_failed": "blocked: each blocker below names whose fix it is; fix them before merging.",
     "evaluation_incomplete": "the evidence is not complete: fix the run (key, provider, budget), not the product.",
     "review_required": "a person must look at the cases below before this can go ahead.",
 }

@@ -55,8 +55,9 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
         ]
     elif kinds & VERDICT_KINDS:
         steps += [
-            "Judge or product? Read the judge's reason on each case above: if the answer is wrong, fix the "
-            "product; if the reason is wrong, the judge is.",
+            "The answers are frozen and labelled, so a false pass or false fail is the judge's or the label's, "
+            "never the product's: read the judge's reason on each case above; if the label is wrong, add a "
+            "corrected case that supersedes it; if the reason is wrong, fix the judge (prompt, model, settings).",
             f"`gate compare --base BASE_RUN --head {out}`: against a base run (main's), the first input that "
             "differs for each changed verdict (a response points at the product; a prompt, model or provider at "
             "the judge).",
