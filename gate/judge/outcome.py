@@ -107,6 +107,22 @@ class ReplyReading:
     aliased_from: str | None = None
 
 
+def reply_evidence(content: str | None, finish_reason: str | None, n: int = 160) -> str:
+    """What a record keeps of a reply that gave no label: an escaped, clipped excerpt (JSON string
+    escapes: no newline or control character survives), its top-level keys when it is a JSON
+    object, and finish_reason. A model that echoes the response schema back is then visible."""
+    excerpt = "(no content)" if content is None else json.dumps(_clip(content, n), ensure_ascii=True)
+    keys = ""
+    try:
+        parsed = json.loads(content) if content else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        names = [json.dumps(_clip(str(k), 30), ensure_ascii=True) for k in list(parsed)[:6]]
+        keys = f"; top-level keys: {', '.join(names) or '(none)'}{', ...' if len(parsed) > 6 else ''}"
+    return f"; finish_reason: {json.dumps(finish_reason)}{keys}; the reply: {excerpt}"
+
+
 def _clip(text: str, n: int = 80) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 

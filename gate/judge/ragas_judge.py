@@ -40,7 +40,7 @@ from gate.judge.budget import Budget, Prices
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
-from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status
+from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status, reply_evidence
 from gate.judge.pacing import PACER
 from gate.judge.render import RenderedInput, RenderError, render_case
 from gate.model.cases import Case
@@ -443,11 +443,12 @@ class RagasEvaluator:
             reading = interpret_reply(
                 last.content, self.loaded.policy.metric.allowed_values, self.loaded.policy.metric.label_aliases
             )
+            seen = reply_evidence(last.content, last.finish_reason)
             if reading.error_kind is not None:
-                return _Outcome(kind=reading.error_kind, message=reading.message)
+                return _Outcome(kind=reading.error_kind, message=f"{reading.message}{seen}")
             if reading.aliased_from is not None:
                 return _Outcome(label=reading.label, reason=reading.reason)
-            return _Outcome(kind="parse_error", message=f"ragas rejected the reply: {type(exc).__name__}")
+            return _Outcome(kind="parse_error", message=f"ragas rejected the reply: {type(exc).__name__}{seen}")
         return _Outcome(kind="bad_request", message=f"unexpected evaluator error: {type(exc).__name__}: {exc}")
 
     @staticmethod
