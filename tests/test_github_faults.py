@@ -204,7 +204,7 @@ def test_github_fault_matrix(tmp_path: Path, fake: FakeGitHub, row: Row, state: 
     else:
         assert warnings and any(row.warned in w for w in warnings), log
     assert "ghs_FAKE" not in log
-    assert elapsed < 20  # every wait is bounded (Retry-After capped, retries counted)
+    assert elapsed < 60  # every wait is bounded (Retry-After capped, retries counted): seconds, not hours
 
 
 def test_retry_after_is_honoured_on_a_rate_limited_create(tmp_path: Path, fake: FakeGitHub) -> None:
@@ -223,7 +223,7 @@ def test_a_long_retry_after_is_capped(tmp_path: Path, fake: FakeGitHub) -> None:
     started = time.monotonic()
     code, log = publish_dir(tmp_path, fake, sample_result("quality_failed"))
     assert code == 1 and len(fake.comments(REPO, PR)) == 1, log
-    assert time.monotonic() - started < 10  # capped at OPTIONS.retry_after_cap, not an hour
+    assert time.monotonic() - started < 60  # capped at OPTIONS.retry_after_cap, not an hour
 
 
 def test_a_rate_limit_that_never_lifts_is_bounded(tmp_path: Path, fake: FakeGitHub) -> None:
@@ -248,7 +248,7 @@ def test_a_primary_rate_limit_far_away_is_not_waited_for(tmp_path: Path, fake: F
     started = time.monotonic()
     code, log = publish_dir(tmp_path, fake, sample_result("review_required"))
     assert code == 4 and len(fake.check_runs) == 1 and fake.comments(REPO, PR) == []
-    assert "could not list comments" in log and time.monotonic() - started < 10
+    assert "could not list comments" in log and time.monotonic() - started < 60  # not the hour to the reset
 
 
 def test_an_ambiguous_create_finds_our_run_though_a_newer_run_of_the_same_name_exists(

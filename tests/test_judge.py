@@ -141,7 +141,7 @@ def test_retry_after_is_capped(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     start = time.monotonic()
     j = judge_one(evaluator(policy(tmp_path, fake_openai), timing=timing), mkcase("c-cap"))
     assert j.status == "ok" and fake_openai.count("c-cap") == 2
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 60  # 0.2 s, not an hour (a loaded machine adds seconds, not 3600)
 
 
 def test_500_three_times_is_exactly_three_requests(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
@@ -188,8 +188,8 @@ def test_client_errors_are_one_request(tmp_path: Path, fake_openai: FakeOpenAI, 
 def test_timeout_on_slow_reply_is_retried_and_abandoned_attempts_stay_reserved(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("c-slow", slow(3.0))
-    loaded = policy(tmp_path, fake_openai, evaluator={"timeout_s": 0.3, "retries": {"max_attempts": 2}})
+    fake_openai.script("c-slow", slow(30.0))  # far past the timeout: no busy machine blurs the two
+    loaded = policy(tmp_path, fake_openai, evaluator={"timeout_s": 1.0, "retries": {"max_attempts": 2}})
     budget = Budget(1.0)
     start = time.monotonic()
     j = judge_one(evaluator(loaded), mkcase("c-slow"), budget)
@@ -197,8 +197,8 @@ def test_timeout_on_slow_reply_is_retried_and_abandoned_attempts_stay_reserved(
     assert (j.status, j.label, j.error_kind) == ("error", None, "timeout")
     assert fake_openai.count("c-slow") == 2
     assert [(a.status_code, a.error_kind) for a in j.attempts] == [(None, "timeout")] * 2
-    assert all(250 <= a.latency_ms < 1500 for a in j.attempts)
-    assert elapsed < 2.5
+    assert all(950 <= a.latency_ms < 15_000 for a in j.attempts)  # abandoned at the timeout, not answered
+    assert elapsed < 30
     # nothing reported, so the record costs 0; the budget keeps both reservations (conservative)
     assert j.cost == 0.0 and budget.reserved == pytest.approx(0.0, abs=1e-15)
     assert budget.spent > 0
@@ -206,7 +206,7 @@ def test_timeout_on_slow_reply_is_retried_and_abandoned_attempts_stay_reserved(
 
 def test_slow_reply_within_timeout_is_ok(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     fake_openai.script("c-slowok", slow(0.2, reply("fail")))
-    j = judge_one(evaluator(policy(tmp_path, fake_openai, evaluator={"timeout_s": 2})), mkcase("c-slowok"))
+    j = judge_one(evaluator(policy(tmp_path, fake_openai, evaluator={"timeout_s": 60})), mkcase("c-slowok"))
     assert (j.status, j.label) == ("ok", "fail") and j.attempts[0].latency_ms >= 190
 
 
@@ -322,7 +322,7 @@ def test_missing_or_empty_placeholder_field_is_an_error_without_a_call(
 
 
 def test_cancelled_judgment_keeps_its_sent_attempts(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    fake_openai.script("c-cancel", slow(3.0))
+    fake_openai.script("c-cancel", slow(30.0))  # still in flight when cancelled, however busy the machine
     ev = evaluator(policy(tmp_path, fake_openai))
     budget = Budget(1.0)
 
@@ -369,8 +369,8 @@ def test_budget_stops_retries_after_a_sent_attempt(tmp_path: Path, fake_openai: 
     bound = PRICES.cost(sizes.pop(), 64)  # body bytes as input tokens + max_output_tokens
     fake_openai.reset()
     # a timed-out attempt keeps its reservation (it may have been billed), so the retry does not fit
-    fake_openai.script("c-retry-poor", slow(3.0))
-    loaded = policy(tmp_path / "t", fake_openai, evaluator={"retries": {"max_attempts": 3}, "timeout_s": 0.3})
+    fake_openai.script("c-retry-poor", slow(30.0))
+    loaded = policy(tmp_path / "t", fake_openai, evaluator={"retries": {"max_attempts": 3}, "timeout_s": 1.0})
     budget = Budget(bound * 1.5)
     j = judge_one(evaluator(loaded), mkcase("c-retry-poor"), budget)
     assert (j.status, j.label, j.error_kind) == ("error", None, "budget")
@@ -398,15 +398,13 @@ def test_budget_is_a_hard_cap_under_concurrency(tmp_path: Path, fake_openai: Fak
 
 
 def test_forty_judgments_in_flight_are_matched_to_their_cases(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    fake_openai.latency = 0.1
+    fake_openai.latency = 0.3  # replies overlap however slowly a busy machine sends the requests
     loaded = policy(tmp_path, fake_openai, evaluator={"max_concurrency": 16})
     labels = ["pass" if i % 3 else "fail" for i in range(40)]
     cases = [mkcase(f"c-par-{i:02d}", label=lab) for i, lab in enumerate(labels)]  # oracle markers
     for i in range(0, 40, 7):  # some cases get a per-case reason to check attribution
         fake_openai.script(f"c-par-{i:02d}:", reply(labels[i], reason=f"reason for c-par-{i:02d}"))
-    start = time.monotonic()
     js = judge_all(evaluator(loaded), cases)
-    elapsed = time.monotonic() - start
     assert [j.label for j in js] == labels
     for i in range(0, 40, 7):
         assert js[i].reason == f"reason for c-par-{i:02d}"
@@ -414,8 +412,7 @@ def test_forty_judgments_in_flight_are_matched_to_their_cases(tmp_path: Path, fa
         assert len(j.attempts) == 1
         assert_metered(j, fake_openai, f"c-par-{i:02d}:")
     assert fake_openai.count() == 40
-    assert 1 < fake_openai.max_in_flight <= 16
-    assert elapsed < 40 * 0.1 / 2
+    assert 1 < fake_openai.max_in_flight <= 16  # in flight together, as the provider saw them
 
 
 # -- cache -----------------------------------------------------------------------------------------

@@ -240,7 +240,7 @@ def test_unknown_lane_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert "nightly" in capsys.readouterr().err
 
 
-def _wait_for(predicate: Any, timeout: float = 20.0) -> None:
+def _wait_for(predicate: Any, timeout: float = 120.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if predicate():
