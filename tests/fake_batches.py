@@ -20,6 +20,9 @@ Validation (as the provider does it, on the first status request): every line ne
 `custom_id`, `method: POST`, the `url` of this API's shape (`/v1/chat/completions`; Azure:
 `/chat/completions`) equal to the batch's `endpoint`, and one `body.model` on every line; a batch
 that breaks any is `failed` with `errors` and runs nothing. `fail_validation=True` fails it anyway.
+`duplicate` custom ids are run (and answered in the output file) twice, as a provider that
+retried a line may; `foreign` custom ids get an answer line of their own, copied from the first
+answered line (ids the batch was never sent).
 `status_errors=N`: the next N status requests answer HTTP 500 (the provider is down for a while).
 """
 
@@ -69,7 +72,11 @@ class FakeBatches:
         missing: set[str] | None = None,
         fail_validation: bool = False,
         status_errors: int = 0,
+        duplicate: set[str] | None = None,
+        foreign: list[str] | None = None,
     ) -> None:
+        self.duplicate = duplicate or set()
+        self.foreign = foreign or []
         self.fake = fake
         self.script = script
         self.seed = seed
@@ -236,25 +243,10 @@ class FakeBatches:
                 code = "batch_expired" if batch.status == "expired" else "batch_cancelled"
                 err.append({"id": rid, "custom_id": cid, "response": None, "error": {"code": code, "message": code}})
                 continue
-            self.lines_run += 1
-            status, payload = self.fake.judge_offline(line["body"], line["url"])
-            if status is None:
-                err.append(
-                    {
-                        "id": rid,
-                        "custom_id": cid,
-                        "response": None,
-                        "error": {"code": "server_error", "message": "dropped"},
-                    }
-                )
-            elif 200 <= status < 300:
-                out.append(
-                    {"id": rid, "custom_id": cid, "response": {"status_code": status, "body": payload}, "error": None}
-                )
-            else:
-                err.append(
-                    {"id": rid, "custom_id": cid, "response": {"status_code": status, "body": payload}, "error": None}
-                )
+            for _ in range(2 if cid in self.duplicate else 1):
+                self._answer(rid, cid, line, out, err)
+        if out:
+            out.extend({**out[0], "id": f"{out[0]['id']}_{n}", "custom_id": cid} for n, cid in enumerate(self.foreign))
         random.Random(self.seed).shuffle(out)
         batch.completed, batch.failed = len(out), len(err)
         if out:
@@ -263,6 +255,30 @@ class FakeBatches:
         if err:
             batch.error_file_id = self._id("file")
             self.files[batch.error_file_id] = ("batch_output", "errors.jsonl", _jsonl(err))
+
+    def _answer(
+        self, rid: str, cid: str, line: dict[str, Any], out: list[dict[str, Any]], err: list[dict[str, Any]]
+    ) -> None:
+        """One line run through the scripted judge, its answer into the output or the error file."""
+        self.lines_run += 1
+        status, payload = self.fake.judge_offline(line["body"], line["url"])
+        if status is None:
+            err.append(
+                {
+                    "id": rid,
+                    "custom_id": cid,
+                    "response": None,
+                    "error": {"code": "server_error", "message": "dropped"},
+                }
+            )
+        elif 200 <= status < 300:
+            out.append(
+                {"id": rid, "custom_id": cid, "response": {"status_code": status, "body": payload}, "error": None}
+            )
+        else:
+            err.append(
+                {"id": rid, "custom_id": cid, "response": {"status_code": status, "body": payload}, "error": None}
+            )
 
     def _object(self, b: FakeBatch) -> dict[str, Any]:
         return {

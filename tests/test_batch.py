@@ -466,3 +466,30 @@ def test_a_live_run_on_an_out_with_an_uncollected_batch_refuses_and_says_collect
     fake.reset()
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--resume") == 1
     assert live_requests(fake) == [] and result(out)["state"] == "quality_failed"
+
+
+def test_a_custom_id_answered_twice_is_billed_twice_and_disagreeing_goes_to_a_person(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    cases = [*controls(), case("c-1"), case("c-2", label="fail"), case("g-1", slice="general")]
+    policy = write(tmp_path / "s", fake, cases)
+    out = tmp_path / "out"
+    batches = FakeBatches(fake, script=("validating", "in_progress", "completed"))
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
+    ids = {j["case_id"]: j["custom_id"] for j in json.loads((out / "batch.json").read_text())["judgments"]}
+    # The provider answers c-1's line twice (pass, then fail) and sends a line nobody submitted.
+    fake.script("Answer for c-1:", reply("pass"), reply("fail"))
+    batches.duplicate, batches.foreign = {ids["c-1"]}, ["not-ours-1"]
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 4
+    res = result(out)
+    c1 = [r for r in records(out) if r["case_id"] == "c-1"]
+    assert sorted(r["judge_label"] for r in c1) == ["fail", "pass"]
+    assert all(r["batch_id"] and r["cost"] > 0 for r in c1)  # both answers billed
+    assert math.isclose(res["cost"]["total"], sum(r["cost"] for r in records(out)), rel_tol=1e-12)
+    row = {c["case_id"]: c for c in res["cases"]}["c-1"]
+    assert row["outcome"] == "review" and res["state"] == "review_required"
+    assert any("not-ours-1" in n and "custom_id it was not sent with" in n for n in res["notes"])
+    # Collecting again reads and pays nothing more.
+    before = len(records(out))
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 4
+    assert len(records(out)) == before

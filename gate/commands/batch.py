@@ -62,6 +62,7 @@ from gate.judge.checks import evaluate_checks
 from gate.judge.cost import boundary
 from gate.judge.vetting import vet_record
 from gate.model.errors import UsageError
+from gate.model.escape import visible
 from gate.model.loading import sha256_hex
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, today
@@ -78,7 +79,7 @@ from gate.validate.case_checks import CheckResults
 
 if TYPE_CHECKING:
     from gate.judge.batch_api import BatchProvider, BatchStatus
-    from gate.judge.batch_wire import LineReply
+    from gate.judge.batch_wire import LineReply, ReplayEvaluator
     from gate.model.cases import Case
 
 # -- entry ---------------------------------------------------------------------------------------
@@ -486,19 +487,31 @@ def _collect(lane: _Lane, bf: BatchFile, status: BatchStatus | None, provider: B
             case_ids=tuple(ids),
         )
         return _decided(lane, prior, [finding], bf)
-    replies = _download(lane, status, provider)
+    replies = _download(lane, status, provider, bf)
     checks, _ = evaluate_checks(lane.loaded, lane.plan.eligible)  # outside the loop: the team's checks run their own
     emitted = asyncio.run(_replay(lane, bf, prior, replies, checks))
     bf = bf.model_copy(update={"collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
     write_batch_file(lane.opts.out_dir, bf)
-    return _decided(lane, [*prior, *emitted], [], bf)
+    return _decided(lane, [*prior, *emitted], [], bf, _foreign_note(bf, replies.foreign))
 
 
-def _download(lane: _Lane, status: BatchStatus, provider: BatchProvider) -> dict[str, LineReply]:
-    """Every line of the output and error files, by custom_id (kept in --out as the evidence)."""
+@dataclass
+class _Replies:
+    """A collected batch's lines by custom_id: the one each judgment is read from (an answer wins over
+    an error), the further answers a duplicated custom_id carries, and ids the batch was not sent."""
+
+    first: dict[str, LineReply] = field(default_factory=dict)
+    again: dict[str, list[LineReply]] = field(default_factory=dict)
+    foreign: list[str] = field(default_factory=list)
+
+
+def _download(lane: _Lane, status: BatchStatus, provider: BatchProvider, bf: BatchFile) -> _Replies:
+    """Every line of the output and error files (kept in --out as the evidence). A custom_id answered
+    twice is evidence that may disagree: each answer is read and billed; an unknown one is noted."""
     from gate.judge.batch_wire import LineReply
 
-    replies: dict[str, LineReply] = {}
+    sent = {j.custom_id for j in bf.judgments}
+    got = _Replies()
     for file_id, name in ((status.error_file_id, ERRORS_FILE), (status.output_file_id, OUTPUT_FILE)):
         if not file_id:
             continue
@@ -511,18 +524,36 @@ def _download(lane: _Lane, status: BatchStatus, provider: BatchProvider) -> dict
                 continue  # a line we cannot read: its judgment stays without an answer (an error)
             if not isinstance(row, dict) or not isinstance(row.get("custom_id"), str):
                 continue
-            response = row.get("response")
+            cid, response = row["custom_id"], row.get("response")
             error = row["error"] if isinstance(row.get("error"), dict) else {}
-            if isinstance(response, dict) and isinstance(response.get("status_code"), int):
+            if cid not in sent:
+                got.foreign.append(cid)
+            elif isinstance(response, dict) and isinstance(response.get("status_code"), int):
                 reply = LineReply(response["status_code"], response.get("body"))
-            else:
-                reply = LineReply(None, None, str(error.get("code") or "error"), str(error.get("message") or ""))
-            replies[row["custom_id"]] = reply  # the output file is read last: an answer wins over an error
-    return replies
+                held = got.first.get(cid)
+                if held is not None and held.status_code is not None:
+                    got.again.setdefault(cid, []).append(reply)  # answered twice: both read, both billed
+                else:
+                    got.first[cid] = reply  # the output file is read last: an answer wins over an error
+            elif cid not in got.first:
+                got.first[cid] = LineReply(
+                    None, None, str(error.get("code") or "error"), str(error.get("message") or "")
+                )
+    return got
+
+
+def _foreign_note(bf: BatchFile, foreign: list[str]) -> list[str]:
+    if not foreign:
+        return []
+    shown = ", ".join(visible(cid, 40) for cid in foreign[:3]) + (" ..." if len(foreign) > 3 else "")
+    return [
+        f"batch {bf.batch_id}: {len(foreign)} line(s) of its output carry a custom_id it was not sent with ({shown}): "
+        "not read as any judgment; the provider may have billed them (see batch-output.jsonl / batch-errors.jsonl)"
+    ]
 
 
 async def _replay(
-    lane: _Lane, bf: BatchFile, prior: list[Record], replies: dict[str, LineReply], checks: CheckResults
+    lane: _Lane, bf: BatchFile, prior: list[Record], replies: _Replies, checks: CheckResults
 ) -> list[Record]:
     from gate.judge.batch_wire import BatchTransport, ReplayEvaluator
     from gate.judge.ragas_judge import make_evaluator
@@ -538,7 +569,7 @@ async def _replay(
             row = json.loads(raw)
             submitted[row["custom_id"]] = json.dumps(row["body"]).encode("utf-8")
     keys = {(j.case_id, j.repeat_index): j.custom_id for j in bf.judgments}
-    evaluator = ReplayEvaluator(inner, bf.batch_id or "", bf.status, keys, submitted, replies)
+    evaluator = ReplayEvaluator(inner, bf.batch_id or "", bf.status, keys, submitted, replies.first)
     batched = set(keys)
     reuse = {(r.case_id, r.repeat_index): r for r in prior if (r.case_id, r.repeat_index) not in batched or r.batch_id}
     stream = lane.opts.progress if lane.opts.progress is not None else sys.stderr
@@ -558,22 +589,48 @@ async def _replay(
     # paid already); the decision still reports it.
     runner.pair_members = {}
     try:
-        await judge_all(runner)
+        await judge_all(runner)  # closes `inner` when done
+        if replies.again:
+            again = make_evaluator(
+                loaded, api_key=lane.api_key, cache_dir=None, base_url_env=lane.base_url, transport=BatchTransport()
+            )
+            try:
+                await _replay_again(
+                    runner, ReplayEvaluator(again, bf.batch_id or "", bf.status, keys, submitted, {}), replies
+                )
+            finally:
+                await again.aclose()
     finally:
         writer.close()
     runner.progress.close(runner.stop_reason, runner.budget.spent)
     return runner.emitted
 
 
+async def _replay_again(runner: Runner, again: ReplayEvaluator, replies: _Replies) -> None:
+    """Each further answer of a duplicated custom_id, as one more record of its judgment: billed, and
+    when it disagrees with the first the decision's conflict rule sends the case to a person."""
+    cases = {c.case_id: c for c in runner.plan.scheduled}
+    for (case_id, repeat), custom_id in again.keys.items():
+        case = cases.get(case_id)
+        if case is None or (case_id, repeat) in runner.reuse:
+            continue  # not in the lane, or collected before: its lines were read then
+        for reply in replies.again.get(custom_id, []):
+            again.replies = {custom_id: reply}
+            judgment = await again.judge(case, repeat, runner.budget)
+            runner.emit(runner.to_record(case, repeat, judgment))
+
+
 # -- the decision --------------------------------------------------------------------------------
 
 
-def _decided(lane: _Lane, records: list[Record], extra: list[Finding], bf: BatchFile) -> Decision:
+def _decided(
+    lane: _Lane, records: list[Record], extra: list[Finding], bf: BatchFile, notes: list[str] | None = None
+) -> Decision:
     """The run's decision from its records, with the batch's blocker, reservation and section, through
     the one assembly; written."""
     checks, check_blockers = evaluate_checks(lane.loaded, lane.plan.eligible)
     earlier = _Earlier([], [], None, [], [], None, None, [])
-    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *check_blockers, *extra], notes=[])
+    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *check_blockers, *extra], notes=notes or [])
     got.new_records = records
     section = BatchRef(
         batch_id=bf.batch_id,
