@@ -54,3 +54,21 @@ def test_no_color_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     raw = screen_of_a_run(tmp_path, monkeypatch, "b")
     assert not COLOUR.search(raw)
     assert _plain(raw)[-1].startswith("passed")
+
+
+def test_a_budget_stop_names_the_case_that_did_not_fit_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-screen")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI() as fake:
+        policy = write_suite(tmp_path / "c", evaluator={"base_url": fake.base_url, "max_concurrency": 1})
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = gate("run", "--policy", policy, "--out", tmp_path / "c-out", "--no-cache", "--max-cost", "0.001")
+    text = " ".join(out.getvalue().split())  # the steps wrap at 100 columns
+    assert code == 3, text
+    assert "the cost boundary (0.001) stopped scheduling;" in text and "the first that did not fit: " in text
+    assert "The cost boundary stopped the run: raise limits.max_total_cost" in text.replace("`", "")
+    assert "shorten or drop the case that did not fit" in text

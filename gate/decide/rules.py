@@ -285,9 +285,12 @@ def budget_exhausted(ev: Evidence) -> tuple[Finding, ...]:
     if not _budget_hit(ev):
         return ()
     not_run = [o.case.case_id for o in _unnamed_unrun(ev)]
-    detail = next((r.error_message for r in ev.fresh if r.error_kind == "budget" and r.error_message), None)
-    message = f"the cost boundary ({ev.boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged" + (
-        f" ({detail})" if detail else ""
+    stopped = next((r for r in ev.fresh if r.error_kind == "budget"), None)
+    detail = stopped.error_message if stopped is not None and stopped.error_message else None
+    first = f"; the first that did not fit: {stopped.case_id}" if stopped is not None else ""
+    message = (
+        f"the cost boundary ({ev.boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged{first}"
+        + (f" ({detail})" if detail else "")
     )
     return (_finding(State.EVALUATION_INCOMPLETE, "budget_exhausted", message, not_run),)
 

@@ -93,6 +93,13 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
             "max_num_seqs): set evaluator.max_concurrency to at most the server's slots and evaluator.timeout_s "
             "to what one full reply takes there, then resume."
         )
+    if "budget_exhausted" in kinds:
+        # The cause is the boundary against what the cases cost: resuming alone meets it again.
+        steps.append(
+            "The cost boundary stopped the run: raise `limits.max_total_cost` (or pass a higher --max-cost, up to "
+            f"it), or shorten or drop the case that did not fit (named above; `gate validate --policy {policy}` "
+            "names a case dearer than its share), then resume."
+        )
     if kinds & RESUMABLE_KINDS:
         steps.append(
             f"`gate run --policy {policy} --out {out} --resume` judges only what is missing; nothing paid is paid "
