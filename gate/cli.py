@@ -229,6 +229,12 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", action="store_true", help="reuse the completed judgments in --out and the cache; pay for the rest"
     )
+    parser.add_argument(
+        "--rejudge-parse-errors",
+        action="store_true",
+        help="with --resume: send again the judgments whose reply could not be read (parse_error, invalid_label), "
+        "which --resume otherwise keeps: the same judge would likely answer the same",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the estimated cost; call no model")
     _path_flag(parser, "--cache-dir", "the judgment cache (default: the policy's cache_dir or .gate-cache)")
     parser.add_argument("--no-cache", action="store_true", help="judge without reading or writing the cache")
@@ -575,6 +581,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         out_dir=args.out,
         max_cost=args.max_cost,
         resume=args.resume,
+        rejudge_parse_errors=args.rejudge_parse_errors,
         dry_run=args.dry_run,
         cache_dir=args.cache_dir,
         use_cache=not args.no_cache,

@@ -91,6 +91,7 @@ class RunOptions:
     out_dir: Path
     max_cost: float | None = None
     resume: bool = False
+    rejudge_parse_errors: bool = False  # --resume sends parse_error / invalid_label judgments again
     dry_run: bool = False
     cache_dir: Path | None = None  # None: the policy's `cache_dir`, else .gate-cache
     use_cache: bool = True
@@ -438,7 +439,13 @@ def _make_runner(
 ) -> tuple[Runner, int]:
     """The runner of this plan under the run's boundary, and how many processes judge it."""
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
-    reuse = reusable_records(loaded, got.prior, plan, lane.judge.config_fingerprint) if opts.resume else {}
+    reuse = (
+        reusable_records(
+            loaded, got.prior, plan, lane.judge.config_fingerprint, rejudge_parse_errors=opts.rejudge_parse_errors
+        )
+        if opts.resume
+        else {}
+    )
     # All already paid for (in the cache or reused from --out): serve them without ragas.
     wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
     served = serve_from_cache(loaded, cache, wanted)

@@ -24,11 +24,18 @@ def current_input_sha256(loaded: LoadedPolicy, case: Case) -> str | None:
         return None
 
 
+# A reply the same judge would very likely give again: `--resume` keeps these errors (they were
+# paid for) unless asked to send them again (`--rejudge-parse-errors`).
+DETERMINISTIC_ERRORS = frozenset({"parse_error", "invalid_label"})
+
+
 def reusable_records(
-    loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan, fingerprint: str
+    loaded: LoadedPolicy, prior: Sequence[Record], plan: Plan, fingerprint: str, *, rejudge_parse_errors: bool = False
 ) -> dict[tuple[str, int], Record]:
-    """Completed judgments of an earlier run of the same judge (`gate.model.fingerprint`) that `--resume`
-    may keep; records older than the fingerprint need the same policy file."""
+    """Judgments of an earlier run of the same judge (`gate.model.fingerprint`) that `--resume` may
+    keep: completed ones, and those that failed deterministically (parse_error, invalid_label)
+    unless `rejudge_parse_errors`; records older than the fingerprint need the same policy file."""
+    keep = {"ok"} | (set() if rejudge_parse_errors else {"error"})
     cases = {c.case_id: c for c in plan.scheduled}
     out: dict[tuple[str, int], Record] = {}
     for r in prior:
@@ -36,7 +43,8 @@ def reusable_records(
         # Untrusted like any records file: a line outside the contract is judged again, not reused.
         r = vet_record(r, loaded.policy.metric, case)
         if (
-            r.status != "ok"
+            r.status not in keep
+            or (r.status == "error" and r.error_kind not in DETERMINISTIC_ERRORS)
             or not 0 <= r.repeat_index < plan.repeats
             or case is None
             or (r.config_fingerprint != fingerprint if r.config_fingerprint else r.policy_sha256 != loaded.sha256)
