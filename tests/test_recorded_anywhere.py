@@ -136,3 +136,25 @@ def test_calibrate_reads_the_configuration_from_the_records(tmp_path: Path, monk
     gate("calibrate", "--policy", policy, "--records", tmp_path / "out" / "records.jsonl", "--out", tmp_path / "cal")
     calibration = json.loads((tmp_path / "cal" / "calibration.json").read_text())
     assert calibration["lineage"]["config_fingerprint"] == recorded
+
+
+def test_a_record_is_billed_to_the_case_files_slice_not_the_one_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = suite(tmp_path / "s")
+    out = tmp_path / "run"
+    with FakeOpenAI() as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        gate("run", "--policy", policy, "--out", out, "--no-cache")
+    ran = result(out)["cost"]["by_slice"]
+    # A record that names another slice (edited, or written by an older case file) is still the
+    # case file's case: its cost stays in the case file's slice.
+    lines = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        if r["case_id"] == "c-1":
+            r["slice"] = "general"
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    decided_out = tmp_path / "decided"
+    gate("decide", "--policy", policy, "--records", out / "records.jsonl", "--out", decided_out)
+    assert result(decided_out)["cost"]["by_slice"] == ran and set(ran) == {"critical"}
