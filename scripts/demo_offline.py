@@ -15,7 +15,7 @@ in digits a number its reference does not contain (`digits_rule`). It reads no n
 words, so it misses a wrong figure written out ("a month" for 14 days): a judge that misses some
 failures, the same way on the labelled calibration answers as on the application's new answers.
 Controls are still answered as their reviewers did. `--responses FILE` passes a product lane's
-answers to `gate run`.
+answers to `gate run`, `--base-result DIR` a base run to compare with.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--flip", action="append", default=[], help="case id the fake judge gets wrong")
     ap.add_argument("--rule-judge", action="store_true", help="judge answers by the digits rule, not the labels")
     ap.add_argument("--responses", metavar="FILE", help="a product lane's answers (JSON Lines), passed to gate run")
+    ap.add_argument("--base-result", metavar="DIR", help="a base run's output directory, passed to gate run")
     ap.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds the provider takes per reply")
     ap.add_argument(
         "--port",
@@ -162,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             gate_args += ["--shard", args.shard]
         if args.responses:
             gate_args += ["--responses", args.responses]
+        if args.base_result:
+            gate_args += ["--base-result", args.base_result]
         if args.flip or args.rule_judge:
             gate_args.append("--no-cache")  # scripted answers never reach, or come from, the cache
         code = gate_main(gate_args)

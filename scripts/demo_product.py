@@ -4,9 +4,11 @@ Runs the real `gate run` on policies/example-product's `app` lane twice, each ti
 version's answers (`--responses`), judged by the offline provider's rule judge (scripts/demo_offline.py
 --rule-judge: it fails a figure written in digits that the reference lacks, and misses one written
 in words). Version 2.3 should pass; version 2.4, which quotes a 30-day refund window for annual
-plans, should be quality_failed with failure_rate_exceeded on billing-policy-critical. Prints both
-verdicts, then a summary per slice from each run's result.json; exits 0 when both verdicts are the
-expected ones, 1 otherwise (saying which), 2 on a usage error.
+plans, should be quality_failed with failure_rate_exceeded on billing-policy-critical. v2.4 runs with
+v2.3's run as its base (`--base-result`), so each slice also shows the answers that turned from
+pass to fail, with the exact McNemar p-value. Prints both verdicts, then a summary per slice from
+each run's result.json; exits 0 when both verdicts are the expected ones, 1 otherwise (saying
+which), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import demo_offline  # noqa: E402
 
 POLICY = Path("policies/example-product/policy.yaml")
-VERSIONS = (
-    ("v2.3", "responses/app-v2.3.jsonl", "passed"),
-    ("v2.4", "responses/app-v2.4.jsonl", "quality_failed"),
+VERSIONS = (  # version, its answers, the verdict expected, the version it is compared with
+    ("v2.3", "responses/app-v2.3.jsonl", "passed", None),
+    ("v2.4", "responses/app-v2.4.jsonl", "quality_failed", "v2.3"),
 )
 
 
@@ -47,6 +49,12 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
             f"[{_pct(s['low'])}, {_pct(s['high'])}] vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
             f"  (judge Se {judge['se']['x']}/{judge['se']['n']}, Sp {judge['sp']['x']}/{judge['sp']['n']})"
         )
+        base = s.get("base")
+        if base:
+            lines.append(
+                f"    {'':<24} against the base: {base['pass_to_fail']} turned pass -> fail, {base['fail_to_pass']} "
+                f"fail -> pass (exact McNemar p = {base['p_value']:.2g})"
+            )
     return lines
 
 
@@ -63,10 +71,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     policy_dir = Path(args.policy).parent
     summary: list[str] = []
     wrong: list[str] = []
-    for version, responses, expected in VERSIONS:
+    for version, responses, expected, base in VERSIONS:
         out = Path(args.out) / version
-        print(f"\n=== app {version}: gate run --lane app --responses {policy_dir / responses} ===\n", flush=True)
         extra = ["--port", str(args.port)] if args.port is not None else []
+        against = ""
+        if base is not None:
+            extra += ["--base-result", str(Path(args.out) / base)]
+            against = f" --base-result {Path(args.out) / base}"
+        print(
+            f"\n=== app {version}: gate run --lane app --responses {policy_dir / responses}{against} ===\n", flush=True
+        )
         run = ["--policy", args.policy, "--lane", "app", "--out", str(out), "--rule-judge"]
         code = demo_offline.main([*run, "--responses", str(policy_dir / responses), *extra])
         result_path = out / "result.json"

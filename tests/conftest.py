@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -23,6 +24,15 @@ from fake_openai import FakeOpenAI
 @pytest.fixture(autouse=True)
 def _own_working_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture(autouse=True)
+def _no_gate_process_left() -> Iterator[None]:
+    """A `gate_process` child a test left running (a failed assertion, a timeout) ends with the test."""
+    yield
+    started = sys.modules.get("gate_process")
+    if started is not None:
+        started.reap()
 
 
 @pytest.fixture

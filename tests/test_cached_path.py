@@ -1,6 +1,7 @@
 """The cached path: a re-run whose judgments are all in the cache, or reused from `--out`, pays
 nothing for ragas. Each re-run is a fresh `gate run` process that reports which modules it loaded;
-the fake provider counts the requests."""
+the fake provider counts the requests. The paid first runs only fill the cache or `--out`, so they
+run in-process; the one paid fresh process (a new case) shows the probe sees ragas when it loads."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_openai import FakeOpenAI
-from suite import case, controls, result, write_suite
+from suite import case, controls, gate, result, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
 HEAVY = ("ragas", "openai", "instructor", "httpx2", "litellm")
@@ -36,6 +38,12 @@ def gate_process(*args: str | Path) -> dict[str, Any]:
     return data
 
 
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-test-cached")  # for the in-process runs
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+
+
 def suite_cases(extra: int = 0) -> list[dict[str, Any]]:
     return [*controls(), *(case(f"c-{i}") for i in range(8 + extra)), case("f-1", label="fail")]
 
@@ -45,8 +53,7 @@ def test_all_cached_rerun_imports_no_ragas_and_sends_nothing(tmp_path: Path) -> 
         policy = write_suite(tmp_path / "s", suite_cases(), evaluator={"base_url": fake.base_url})
         cache = tmp_path / "cache"
         run = ("run", "--policy", policy, "--cache-dir", cache)
-        first = gate_process(*run, "--out", tmp_path / "first")
-        assert first["code"] == 0 and "ragas" in first["loaded"]
+        assert gate(*run, "--out", tmp_path / "first") == 0
         paid = fake.count()
         assert paid == 14  # 5 judged controls + 9 cases
 
@@ -77,8 +84,7 @@ def test_resumed_run_with_every_judgment_in_out_imports_no_ragas(tmp_path: Path)
     with FakeOpenAI() as fake:
         policy = write_suite(tmp_path / "s", suite_cases(), evaluator={"base_url": fake.base_url})
         out = tmp_path / "out"
-        first = gate_process("run", "--policy", policy, "--out", out, "--no-cache")
-        assert first["code"] == 0
+        assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 0
         paid = fake.count()
         resumed = gate_process("run", "--policy", policy, "--out", out, "--no-cache", "--resume")
         assert resumed == {"code": 0, "loaded": []}
@@ -97,8 +103,7 @@ def test_a_trend_policy_all_cached_or_in_out_imports_no_ragas_and_equals_the_pai
         policy = write_suite(tmp_path / "s", suite_cases(), evaluator={"base_url": fake.base_url}, trend=trend())
         cache = tmp_path / "cache"
         run = ("run", "--policy", policy, "--cache-dir", cache)
-        first = gate_process(*run, "--out", tmp_path / "first")
-        assert first["code"] == 0 and "ragas" in first["loaded"]
+        assert gate(*run, "--out", tmp_path / "first") == 0
         paid = fake.count()
         assert paid == 14 + 9  # the verdicts, then a grade for each of the 9 non-control cases
 

@@ -197,6 +197,8 @@ def test_a_killed_drift_run_leaves_a_journal_naming_every_request_sent(tmp_path:
     import sys
     import time
 
+    import gate_process
+
     from gate.judge.journal import DRIFT_STREAM, JOURNAL_FILE, recover
     from gate.model.records import read_records
 
@@ -204,7 +206,7 @@ def test_a_killed_drift_run_leaves_a_journal_naming_every_request_sent(tmp_path:
     policy = drift_suite(tmp_path, fake)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--lane", "scheduled", "--out", str(out)]
-    proc = subprocess.Popen([*cmd, "--no-cache"], env=dict(os.environ), stdout=subprocess.DEVNULL)
+    proc = gate_process.popen([*cmd, "--no-cache"], env=dict(os.environ), stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while fake.count() < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, reply
 from suite import PROMPT, case, controls, result, write_suite
 
 from gate.cli import main
@@ -304,3 +304,38 @@ def test_every_report_shows_the_calibration_beside_the_verdict(
     ):
         assert sentence in shown and kappa in shown
         assert "general: false-pass rate 0/2 = 0% (95% CI 0%–66%), bound 80%" in shown
+
+
+def test_decide_reads_the_judge_most_records_were_made_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Calibrated on host A; the release run starts there, then is resumed on host B, which re-judges
+    # every case: its verdicts are B's, so the run says judge_uncalibrated, and `gate decide` on the
+    # same records must say so too (it once read the first record's host: A, calibrated: passed).
+    monkeypatch.setenv(KEY_ENV, "sk-test-calibration")
+    with FakeOpenAI() as host_a, FakeOpenAI(host="127.0.0.2") as host_b:
+        policy = calibrated_suite(tmp_path / "suite", host_a)
+        data = yaml.safe_load(policy.read_text())
+        del data["evaluator"]["base_url"]  # OPENAI_BASE_URL names the judge, as in a workflow
+        policy.write_text(yaml.safe_dump(data, sort_keys=False))
+        monkeypatch.setenv("OPENAI_BASE_URL", host_a.base_url)
+        calibrate(policy, tmp_path)
+        host_a.script("ctl-positive", reply("fail"))  # A's run stops at a failed control: few records
+        out = tmp_path / "release"
+        run(policy, out)
+        monkeypatch.setenv("OPENAI_BASE_URL", host_b.base_url)
+        assert main(["run", "--policy", str(policy), "--lane", "release", "--out", str(out), "--resume"]) == 4
+        assert host_b.count() == 5 + 2  # B judged the whole lane again: 5 controls sent, 2 held-out cases
+    resumed = result(out)
+    assert [b["kind"] for b in resumed["blockers"]] == ["judge_uncalibrated"]
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    decided = tmp_path / "decided"
+    records = out / "records.jsonl"
+    code = main(
+        ["decide", "--policy", str(policy), "--lane", "release", "--records", str(records), "--out", str(decided)]
+    )
+    assert code == 4
+    res = result(decided)
+    assert [b["kind"] for b in res["blockers"]] == ["judge_uncalibrated"]
+    assert "127.0.0.2" in res["blockers"][0]["message"]
+    assert res["lineage"]["config_fingerprint"] == resumed["lineage"]["config_fingerprint"]

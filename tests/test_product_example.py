@@ -149,7 +149,8 @@ def test_make_calibrate_product_offline_measures_the_judge_the_example_ships(tmp
 def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_verdicts(tmp_path: Path) -> None:
     """`make demo-product` on a fresh checkout, no key: v2.3 passed, v2.4 quality_failed with
     failure_rate_exceeded on billing-policy-critical, its raw judged share (26 of 120) below the
-    corrected estimate; the figures the example's README states are the run's."""
+    corrected estimate, and against v2.3 the answers that turned; the figures the example's README
+    states are the run's."""
     from test_readme import checkout
 
     work, env = checkout(tmp_path)
@@ -188,8 +189,16 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     readme = (PRODUCT / "README.md").read_text(encoding="utf-8")
     shown = f"estimate of {100 * critical['estimate']:.1f}%, with\nan interval of {100 * critical['low']:.1f}% to "
     assert shown + f"{100 * critical['high']:.1f}% (95%)" in readme
+    # v2.4 ran against v2.3's run: the 25 newly judged-fail refund windows turned pass -> fail, and
+    # the lane does not set fail_on_regression, so that is shown, not a second blocker.
+    base = critical["base"]
+    assert (base["pass_to_fail"], base["fail_to_pass"], base["both_fail"], base["regressed"]) == (25, 0, 1, True)
+    assert len(base["turned_fail"]) == 25 and all(c.startswith("refund-window-app-") for c in base["turned_fail"])
+    assert "against the base: 25 turned pass -> fail, 0 fail -> pass" in summary
     for name in ("account-security", "shipping-general"):
-        assert failed["product"]["slices"][name] == passed["product"]["slices"][name]  # the same answers
+        head, before = failed["product"]["slices"][name], passed["product"]["slices"][name]
+        assert head["base"]["pass_to_fail"] == head["base"]["fail_to_pass"] == 0
+        assert {**head, "base": None} == before  # the same answers, the same figures
 
 
 def test_the_precision_tables_of_the_product_gate_doc_are_the_gates_own_bounds() -> None:

@@ -587,3 +587,45 @@ def test_a_dry_run_of_a_product_lane_plans_without_responses_and_calls_no_model(
     policy = app_suite(tmp_path / "suite", fake, n=5)
     assert run_app(policy, tmp_path / "out", None, "--dry-run") == 0
     assert "p-004" in capsys.readouterr().out and fake.count() == 0
+
+
+class _Clock:
+    """A clock the test drives: the pacer's waits advance it, nothing sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def test_the_pacer_keeps_a_product_lane_within_the_providers_rate_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fake_limits import BucketLimits
+
+    from gate.commands.run import RunOptions, run
+    from gate.judge.pacing import Pacer
+
+    monkeypatch.setenv(KEY_ENV, "sk-test-product")
+    clock = _Clock()
+    limits = BucketLimits(requests_per_minute=20, clock=clock)
+    with FakeOpenAI(limiter=limits) as fake:
+        policy = app_suite(tmp_path / "suite", fake)
+        responses = write_responses(tmp_path / "r.jsonl", verdicts(40, 0))
+        pacer = Pacer(None, None, clock=clock, sleep=clock.sleep)
+        opts = RunOptions(lane="app", out_dir=tmp_path / "out", use_cache=False, pacer=pacer, responses=responses)
+        decision = run(policy, opts)
+        requests = fake.count()
+    assert decision.state.value == "passed"
+    res = result(tmp_path / "out")
+    assert res["product"]["slices"]["critical"]["n"] == 40
+    assert limits.refused <= 4  # what went out before the first reply's headers said a word
+    assert res["cost"]["http_attempts"] == requests == 45 + limits.refused
+    assert clock.now >= (45 - 20) / (20 / 60) * 0.95  # it took as long as the limit says

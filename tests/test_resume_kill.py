@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_openai import FakeOpenAI, reply
 from suite import case, controls, write_suite
@@ -65,7 +66,7 @@ def comparable(res: dict[str, Any]) -> dict[str, Any]:
 
 def run_until(cmd: list[str], fake: FakeOpenAI, kill_at: int) -> None:
     """Start `cmd`; SIGKILL it once the provider has received `kill_at` requests in all."""
-    proc = subprocess.Popen(cmd, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = gate_process.popen(cmd, env=env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while fake.count() < kill_at and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -88,7 +89,7 @@ def test_sigkill_at_five_points_then_resume(
         run_until(command(policy, out, *(["--resume"] if n else [])), fake_openai, kill_at)
         for r in _ok_records(out):
             done_before.setdefault(r.case_id, fake_openai.count(f"Answer for {r.case_id}:"))
-    last = subprocess.run(command(policy, out, "--resume"), env=env(), cwd=ROOT, capture_output=True, text=True)
+    last = gate_process.run(command(policy, out, "--resume"), env=env(), cwd=ROOT, capture_output=True, text=True)
     assert last.returncode == 1, last.stderr
 
     with FakeOpenAI() as clean:  # the same suite, never interrupted
@@ -166,7 +167,7 @@ def test_sigkill_in_the_trend_then_resume_bills_every_trend_attempt_and_pays_non
     recorded = (out / "trend.jsonl").read_text().splitlines() if (out / "trend.jsonl").exists() else []
     before = fake_openai.count()
     assert fake_openai.count(BAND_ASK) > 0  # killed while the trend was judged
-    last = subprocess.run(command(policy, out, "--resume"), env=env(), cwd=ROOT, capture_output=True, text=True)
+    last = gate_process.run(command(policy, out, "--resume"), env=env(), cwd=ROOT, capture_output=True, text=True)
     assert last.returncode == 0, last.stderr
     res = load(out)
     assert res["trend"]["overall"]["n"] == 8 and fake_openai.count() - before == 8 - len(recorded)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_openai import FakeOpenAI, reply, server_error, slow
 from suite import case, controls, gate, result, write_suite
@@ -257,7 +258,7 @@ def test_sigint_then_resume_never_pays_twice(tmp_path: Path, fake: FakeOpenAI) -
     out = tmp_path / "out"
     env = {**os.environ, KEY_ENV: SECRET, "RAGAS_DO_NOT_TRACK": "true"}
     cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = gate_process.popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     rec_path = out / "records.jsonl"
     _wait_for(lambda: rec_path.exists() and len(rec_path.read_text().splitlines()) >= 8)
     proc.send_signal(signal.SIGINT)
@@ -275,7 +276,7 @@ def test_sigint_then_resume_never_pays_twice(tmp_path: Path, fake: FakeOpenAI) -
     assert fake.count() <= first["cost"]["http_attempts"] <= fake.count() + 2
     done_first = {r["case_id"] for r in recs if r["status"] == "ok"}
     assert first["unrun_case_ids"]
-    resumed = subprocess.run([*cmd, "--resume"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    resumed = gate_process.run([*cmd, "--resume"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert result(out)["state"] == "passed"
     for cid in done_first:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI, raw, reply
@@ -264,7 +265,7 @@ def test_a_shard_stopped_by_sigterm_names_its_share_and_merge_is_incomplete(
     stopped = tmp_path / "shard-1"
     cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(stopped), "--shard", "1/2"]
     env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = gate_process.popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while fake_openai.count() < 2 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_openai import FakeOpenAI, server_error, slow
 from suite import case, result, write_suite
@@ -66,7 +67,7 @@ def gate_env(**extra: str) -> dict[str, str]:
 
 
 def run_args(policy: Path, out: Path) -> list[str]:
-    """`gate run` of the lane without controls, in a fresh process, without the cache."""
+    """`gate run` of the lane without controls, in a process of its own (tests/gate_process.py), without the cache."""
     run = ["run", "--policy", str(policy), "--lane", "nocontrols", "--out", str(out), "--no-cache"]
     return [sys.executable, "-m", "gate.cli", *run]
 
@@ -80,7 +81,7 @@ def test_two_workers_judge_every_case_once(tmp_path: Path) -> None:
         cases = [case(f"k-{i:02d}", label="fail" if i % 3 == 0 else "pass") for i in range(24)]
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
         out = tmp_path / "out"
-        proc = subprocess.run(
+        proc = gate_process.run(
             run_args(policy, out),
             env=gate_env(GATE_WORKERS="2"),
             capture_output=True,
@@ -101,7 +102,7 @@ def test_a_killed_worker_leaves_its_cases_unrun_and_resume_judges_only_those(tmp
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
         out = tmp_path / "out"
         args = run_args(policy, out)
-        run = subprocess.Popen(
+        run = gate_process.popen(
             args, env=gate_env(GATE_WORKERS="2"), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )
         assert run.stderr is not None
@@ -131,7 +132,7 @@ def test_a_killed_worker_leaves_its_cases_unrun_and_resume_judges_only_those(tmp
         assert not list(out.glob("records.w*.jsonl"))  # folded into records.jsonl
         sent_before = fake.count()
 
-        resumed = subprocess.run(
+        resumed = gate_process.run(
             [*args, "--resume"], env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120
         )
         assert resumed.returncode == 0, resumed.stderr
@@ -147,7 +148,7 @@ def test_sigterm_to_the_run_stops_every_worker_and_resume_finishes(tmp_path: Pat
         cases = [case(f"k-{i:02d}") for i in range(32)]
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
         out = tmp_path / "out"
-        run = subprocess.Popen(
+        run = gate_process.popen(
             run_args(policy, out), env=gate_env(GATE_WORKERS="2"), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
         )
         assert run.stderr is not None
@@ -166,7 +167,7 @@ def test_sigterm_to_the_run_stops_every_worker_and_resume_finishes(tmp_path: Pat
         assert res["state"] == "evaluation_incomplete" and res["unrun_case_ids"]
         assert any("interrupted" in n for n in res["notes"])
         done = {r["case_id"] for r in records(out) if r["status"] == "ok"}
-        resumed = subprocess.run(
+        resumed = gate_process.run(
             [*run_args(policy, out), "--resume"], env=gate_env(GATE_WORKERS="2"), capture_output=True, timeout=120
         )
         assert resumed.returncode == 0 and result(out)["counts"]["completed"] == 32
@@ -185,7 +186,7 @@ def test_workers_never_spend_past_the_boundary_together(tmp_path: Path) -> None:
             limits={"max_evaluator_errors": 0, "max_total_cost": 0.0035},
         )
         out = tmp_path / "out"
-        proc = subprocess.run(run_args(policy, out), env=gate_env(GATE_WORKERS="2"), capture_output=True, timeout=120)
+        proc = gate_process.run(run_args(policy, out), env=gate_env(GATE_WORKERS="2"), capture_output=True, timeout=120)
         assert proc.returncode == 3, proc.stderr
         res = result(out)
         assert {b["kind"] for b in res["blockers"]} >= {"budget_exhausted"}
@@ -236,7 +237,7 @@ def test_a_worker_file_not_readable_whole_surfaces_keeps_what_it_can_and_resume_
         cases = [case(f"k-{i:02d}") for i in range(24)]
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 2})
         args = [*run_args(policy, out)[:-1], "--cache-dir", str(tmp_path / "cache")]
-        proc = subprocess.run(args, env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120)
+        proc = gate_process.run(args, env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 3, proc.stderr
         assert fake.count() == 24 and "records.w2.jsonl" in proc.stderr
         res = result(out)
@@ -255,7 +256,7 @@ def test_a_worker_file_not_readable_whole_surfaces_keeps_what_it_can_and_resume_
         assert res["cost"]["http_attempts"] == 24
         assert (out / "records.w2.jsonl.unreadable").exists() and not list(out.glob("records.w*.jsonl"))
 
-        resumed = subprocess.run(
+        resumed = gate_process.run(
             [*args, "--resume"], env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120
         )
         assert resumed.returncode == 0, resumed.stderr
@@ -273,14 +274,14 @@ def test_resume_folds_a_dead_runs_worker_file_with_a_corrupt_line_and_says_so(tm
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 2})
         out = tmp_path / "out"
         args = [*run_args(policy, out)[:-1], "--cache-dir", str(tmp_path / "cache")]
-        first = subprocess.run(args, env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120)
+        first = gate_process.run(args, env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
         # As if the run had died with its judgments still in a worker's file, one line mangled.
         lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
         lines[2] = lines[2][:40] + "\n"
         (out / "records.w1.jsonl").write_text("".join(lines))
         (out / "records.jsonl").unlink()
-        resumed = subprocess.run(
+        resumed = gate_process.run(
             [*args, "--resume"], env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120
         )
         assert resumed.returncode == 0, resumed.stderr
@@ -299,12 +300,12 @@ def test_resume_after_a_parent_died_between_folding_and_removing_bills_each_reco
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 2})
         out = tmp_path / "out"
         args = run_args(policy, out)
-        first = subprocess.run(args, env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120)
+        first = gate_process.run(args, env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
         lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
         (out / "records.w1.jsonl").write_text("".join(lines))  # the worker's file, still there
         (out / "records.jsonl").write_text("".join(lines[:-1]) + lines[-1][:30])  # the fold cut mid-line
-        resumed = subprocess.run(
+        resumed = gate_process.run(
             [*args, "--resume"], env=gate_env(GATE_WORKERS="1"), capture_output=True, text=True, timeout=120
         )
         assert resumed.returncode == 0, resumed.stderr
@@ -336,7 +337,7 @@ def test_workers_show_one_progress_with_errors_spend_against_the_boundary_and_re
         cases = [case(f"k-{i:02d}") for i in range(40)]
         policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "max_concurrency": 4})
         out = tmp_path / "out"
-        proc = subprocess.run(
+        proc = gate_process.run(
             run_args(policy, out), env=gate_env(GATE_WORKERS="2"), capture_output=True, text=True, timeout=120
         )
         assert proc.returncode == 3, proc.stderr
@@ -346,7 +347,7 @@ def test_workers_show_one_progress_with_errors_spend_against_the_boundary_and_re
         assert "gate: worker 1/2:" not in proc.stderr  # no worker of its own
 
         fake.reset()
-        resumed = subprocess.run(
+        resumed = gate_process.run(
             [*run_args(policy, out), "--resume"],
             env=gate_env(GATE_WORKERS="2"),
             capture_output=True,

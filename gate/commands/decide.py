@@ -21,10 +21,11 @@ from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.measure.product import product_evidence, read_base_verdicts
 from gate.model.policy import today
+from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
 from gate.plan.shard import Shard, lane_cases, select
-from gate.run.lineage import make_lineage
+from gate.run.lineage import make_lineage, recorded_judge
 
 
 def decide_from_records(
@@ -39,6 +40,9 @@ def decide_from_records(
 ) -> Decision:
     """The decision over the records (and what their runs left beside them); written into `out_dir` if given."""
     dirs = read_out_dirs(record_paths)
+    # One directory each, unless the same run was named twice (then the records are read once).
+    runs = [(p, d.records) for p, d in zip(record_paths, dirs, strict=True)] if len(dirs) == len(record_paths) else []
+    refuse_other_policy(policy_path, runs or [(record_paths[0], tuple(r for d in dirs for r in d.records))])
     records = [r for d in dirs for r in d.records]
     lanes = sorted({r.lane for r in records if r.lane})
     if lane is None:
@@ -57,6 +61,29 @@ def decide_from_records(
         policy_path, lane, dirs, max_cost, clock(), responses=responses, base_result=base_result
     )
     return assemble(evidence) if out_dir is None else write_assembled(out_dir, evidence)
+
+
+def refuse_other_policy(policy_path: str | Path, runs: Sequence[tuple[Path, Sequence[Record]]]) -> None:
+    """Records judged under another policy are not evidence for this one: a usage error naming both
+    policy ids (they would otherwise read as stale records, or as controls never judged)."""
+    from gate.model.errors import UsageError
+    from gate.model.escape import visible
+    from gate.model.paths import shown_path
+    from gate.model.policy import load_policy
+
+    policy_id: str | None = None
+    for where, records in runs:
+        others = sorted({r.policy_id for r in records if r.policy_id})
+        if not others:
+            continue
+        policy_id = policy_id or load_policy(policy_path).policy.policy_id
+        other = next((o for o in others if o != policy_id), None)
+        if other is not None:
+            raise UsageError(
+                f"{shown_path(where)}: these records were judged under policy {visible(other, 80)!r}, not under "
+                f"{shown_path(policy_path)}'s policy {policy_id!r}; fix: pass --policy with the policy whose "
+                f"policy_id is {visible(other, 80)!r}, or the records of a run of {policy_id!r}"
+            )
 
 
 def evidence_of_records(
@@ -88,9 +115,10 @@ def evidence_of_records(
     check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
     cert_findings = certification.findings if certification is not None else []
-    # Calibration on recorded judgments: the judge they were made by (the records' provider host).
-    judge = certify.recorded_judge(loaded, records)
-    calibration = requirement.check_calibration(loaded, lane, judge, lineage.ragas_version, today)
+    # Calibration on recorded judgments: the judge most of them were made by, the one whose records
+    # are the evidence (`recorded_judge`, as the lineage's fingerprint and the staleness check read it).
+    judge = recorded_judge(loaded, records)
+    calibration = requirement.check_calibration(loaded, lane, judge.settings, judge.ragas_version, today)
     cal_findings, cal_sections = requirement.evidence(calibration)
     base = read_base_verdicts(base_result, lane) if base_result is not None else None
     return RunEvidence(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.commands.assemble import RunEvidence, assemble, beside
-from gate.commands.decide import evidence_of_records
+from gate.commands.decide import evidence_of_records, refuse_other_policy
 from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision
 from gate.judge.journal import JOURNAL_FILE
@@ -157,6 +157,7 @@ def merge(
     if not directories:
         raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
     shards = sorted((read_shard_output(Path(d)) for d in directories), key=lambda s: s.shard.index)
+    refuse_other_policy(policy_path, [(s.directory, s.records) for s in shards])
     loaded, dataset, plan, _findings = load_inputs(policy_path, shards[0].lane, responses)
     lineage = make_lineage(loaded, dataset).to_dict()
     # A product lane's shards judged one responses file: the one given to merge, when it is given.

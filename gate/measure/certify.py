@@ -30,6 +30,7 @@ from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 from gate.model.states import Finding, State
 from gate.plan.selection import Plan
+from gate.run import lineage
 from gate.run.lineage import JudgeSettings
 from gate.validate.context import describe_locations
 
@@ -79,12 +80,9 @@ def config_components(loaded: LoadedPolicy, judge: JudgeSettings, ragas_version:
 
 
 def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> JudgeSettings:
-    """The judge settings of recorded judgments: the policy's, with the provider host the records
-    were made with; the policy's own when no record names one; never this shell's environment
-    (no provider environment is read where no call is made)."""
-    judge = JudgeSettings.of(loaded, loaded.policy.evaluator.base_url or "")
-    host = next((r.base_url_host for r in records if r.base_url_host), None)
-    return judge if host is None else replace(judge, base_url_host=host)
+    """The judge settings of recorded judgments (`gate.run.lineage.recorded_judge`, the one answer to
+    "which judge made these records"); never this shell's environment."""
+    return lineage.recorded_judge(loaded, records).settings
 
 
 def held_out_cases(plan: Plan) -> list[Case]:

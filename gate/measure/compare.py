@@ -55,6 +55,14 @@ class Run:
     rollback: Mapping[str, Any] | None = None  # rollback.json, when the run wrote one
 
     @property
+    def policy_id(self) -> str:
+        """The policy the run judged under ("" when neither its result nor its records say)."""
+        if self.result is not None and self.result.policy_id:
+            return self.result.policy_id
+        counted = Counter(r.policy_id for r in self.records if r.policy_id).most_common(1)
+        return counted[0][0] if counted else ""
+
+    @property
     def lineage(self) -> dict[str, Any]:
         if self.result is not None and self.result.lineage is not None:
             return dict(self.result.lineage.items())
@@ -122,6 +130,17 @@ class Comparison:
     def counts(self) -> dict[str, int]:
         return dict(Counter(t.kind for t in self.transitions).most_common())
 
+    @property
+    def across_policies(self) -> str | None:
+        """The sentence that must come first when the two runs judged under two policies."""
+        a, b = self.base.policy_id, self.head.policy_id
+        if not a or not b or a == b:
+            return None
+        return (
+            f"these runs are of two policies (base {a!r}, head {b!r}): their cases, limits and judge are not one "
+            "suite's, so a transition below is not a change of verdict; compare two runs of one policy"
+        )
+
     def lineage_changes(self) -> dict[str, tuple[Any, Any]]:
         """Lineage keys whose value differs between the two sides (either side's keys)."""
         a, b = self.base.lineage, self.head.lineage
@@ -133,6 +152,7 @@ class Comparison:
             "base": {"path": self.base.label, "lineage": self.base.lineage, "rollback": self.base.rollback},
             "head": {"path": self.head.label, "lineage": self.head.lineage, "rollback": self.head.rollback},
             "critical_slices": list(self.critical_slices) if self.critical_slices is not None else None,
+            "across_policies": self.across_policies,
             "cases": len(self.transitions) + self.unchanged,
             "unchanged": self.unchanged,
             "counts": self.counts,

@@ -72,6 +72,7 @@ def render_compare(c: Comparison) -> str:
     lines = [
         "## ragas-gate compare",
         "",
+        *([f"**Warning:** {escape.markdown(c.across_policies)}", ""] if c.across_policies else []),
         f"Base {escape.code(c.base.label)}{ARROW}head {escape.code(c.head.label)}",
         "",
         _counts_line(c),
@@ -129,6 +130,8 @@ def render_comment_section(c: Comparison) -> str:
 def print_compare(comparison: Comparison, files: Sequence[Path], console: Console) -> None:
     """`gate compare`: the counts first, then the critical transitions; compare.md has the rest."""
     c = comparison
+    if c.across_policies is not None:
+        console.print(Text(f"warning: {log_text(c.across_policies)}", style="bold"))
     console.print(
         Text.assemble(
             ("gate compare", "bold"), ": base ", safe_text(c.base.label), " -> head ", safe_text(c.head.label)

@@ -9,7 +9,7 @@ result.json names) is `make_lineage`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gate import __version__
@@ -89,21 +89,56 @@ class JudgeSettings:
         }
 
 
+@dataclass(frozen=True)
+class RecordedJudge:
+    """Which judge made a set of records: the one answer the decision's fingerprint (which records
+    are evidence), the calibration check and the certification all read (`recorded_judge`)."""
+
+    settings: JudgeSettings  # the policy's, with the provider host the records were made with
+    ragas_version: str
+    fingerprint: str
+
+
+def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> RecordedJudge:
+    """The judge of recorded judgments (`decide`, `merge`, `calibrate`, a crash note), read from the
+    records and the policy, never from this shell's environment: the configuration most records
+    carry (a resumed run on another host is mostly that host's), its host and ragas version. A
+    policy that names its base URL names the host; records of older runs without a fingerprint: the
+    first record that names a host and a ragas version."""
+    most = recorded_fingerprint(records)
+    made_by = next((r for r in reversed(records) if most and r.config_fingerprint == most), None)
+    host = (
+        made_by.base_url_host
+        if made_by is not None
+        else next((r.base_url_host for r in records if r.base_url_host), None)
+    )
+    ragas = (
+        made_by.ragas_version
+        if made_by is not None
+        else next((r.ragas_version for r in records if r.ragas_version), "")
+    )
+    ragas = ragas or installed_version("ragas") or ""
+    base_url = loaded.policy.evaluator.base_url
+    settings = JudgeSettings.of(loaded, base_url or "")
+    if base_url:
+        fingerprint = config_fingerprint(loaded, base_url, ragas)
+        return RecordedJudge(replace(settings, config_fingerprint=fingerprint), ragas, fingerprint)
+    if host is not None:
+        settings = replace(settings, base_url_host=host)
+    return RecordedJudge(replace(settings, config_fingerprint=most), ragas, most)
+
+
 def make_lineage(
     loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
 ) -> Lineage:
     """The run's lineage. `base_url`: the live provider's (a run), whose judge makes the fingerprint.
-    None for recorded judgments (`decide`, `merge`, `calibrate`, a crash note), which read no
-    provider environment: the judge of a policy that names its base URL, with the
-    records' ragas version, else the fingerprint most of `records` carry."""
-    installed = installed_version("ragas") or ""
-    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed
+    None for recorded judgments, which read no provider environment: `recorded_judge`."""
     if base_url is not None:
-        fingerprint = config_fingerprint(loaded, base_url, installed)
-    elif loaded.policy.evaluator.base_url:
-        fingerprint = config_fingerprint(loaded, loaded.policy.evaluator.base_url, ragas)
+        ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas") or ""
+        fingerprint = config_fingerprint(loaded, base_url, installed_version("ragas") or "")
     else:
-        fingerprint = recorded_fingerprint(records)
+        judge = recorded_judge(loaded, records)
+        ragas, fingerprint = judge.ragas_version, judge.fingerprint
     return Lineage(
         policy_sha256=loaded.sha256,
         dataset_sha256=dataset.sha256,

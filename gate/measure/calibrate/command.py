@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from gate.judge import installed_version
 from gate.measure.calibrate.causes import read_causes
 from gate.measure.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
 from gate.measure.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration
 from gate.measure.calibrate.svg import render_svg
-from gate.measure.certify import config_components, config_sha256, recorded_judge
+from gate.measure.certify import config_components, config_sha256
 from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
 from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import Record, read_records
 from gate.plan.selection import make_plan
+from gate.run.lineage import recorded_judge
 
 DEFAULT_OUT = Path("gate-calibration")
 OUTPUTS = ("calibration.json", "calibration.md", "calibration.svg")
@@ -36,7 +36,7 @@ def _check_configuration(
     loaded: LoadedPolicy, path: Path, records: Sequence[Record], measured: Mapping[str, Any]
 ) -> None:
     """Records judged under another policy, model, metric version, prompt or provider settings (or
-    by another judge than the first record's) measure another judge than the one calibration.json names."""
+    by another judge than the one most records were made by) measure another judge than the one calibration.json names."""
     policy = loaded.policy
     config = measured["config"]
     for r in records:
@@ -54,8 +54,8 @@ def _check_configuration(
         ):
             if got and got != want:
                 raise CalibrationInputError(
-                    f"{path}: case {r.case_id} was judged with {what} {got!r} but {loaded.path} (and the records' "
-                    f"first judge) has {want!r}: these records measure another judge; fix: calibrate with the policy "
+                    f"{path}: case {r.case_id} was judged with {what} {got!r} but {loaded.path} (and the judge most "
+                    f"records were made by) has {want!r}: these records measure another judge; fix: calibrate with the policy "
                     "that made them, pass records of one configuration only, or run this policy's calibration lane first"
                 )
 
@@ -63,8 +63,8 @@ def _check_configuration(
 def measured_judge(loaded: LoadedPolicy, records: Sequence[Record], now: dt.datetime) -> dict[str, Any]:
     """The configuration the records were judged with (`config_sha256` as certification hashes it,
     with the provider host and ragas version the records name) and the moment of this calibration."""
-    judge = recorded_judge(loaded, records)
-    ragas = next((r.ragas_version for r in records if r.ragas_version), "") or (installed_version("ragas") or "")
+    made_by = recorded_judge(loaded, records)
+    judge, ragas = made_by.settings, made_by.ragas_version
     return {
         "config_sha256": config_sha256(loaded, judge, ragas),
         "config": config_components(loaded, judge, ragas),

@@ -1,0 +1,296 @@
+"""`gate` in an OS process of its own, without paying the interpreter's and ragas's start each time.
+
+A fresh `python -m gate.cli run` spends seconds of CPU importing ragas (and its datasets, pandas,
+langchain and openai) before it sends anything; a suite that starts dozens of them spends most of
+its time there. A test that needs gate in a separate process (to SIGKILL or signal it, read its
+stderr while it runs, let it fork its workers, or share nothing with pytest's process) but is not
+about how that process starts, starts it here instead: a child forked from a server process
+(multiprocessing's forkserver, one per pytest process) that has imported gate and ragas once.
+
+The child is a real process: its own pid, its own file descriptors (the pipes or files given for
+stdin, stdout and stderr), the environment and working directory given, default signal handlers;
+it runs `gate.cli.main_entry()` with the arguments given and exits with its code, or dies of the
+signal it was sent (returncode -N, as with `subprocess`). The one difference from a fresh
+interpreter is what was imported before `main` ran. So tests about the start itself (what is
+imported, PYTHON* variables, `-P`, resource limits, a closed stdout at startup) keep
+`subprocess` with `sys.executable`.
+
+    proc = gate_process.popen(["run", "--policy", p, "--out", o], env=env, stderr=subprocess.PIPE, text=True)
+    done = gate_process.run(["run", ...], env=env, capture_output=True, text=True, timeout=120)
+
+The argument list may also start with `sys.executable, "-m", "gate.cli"` (as a subprocess
+command would), which is dropped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing import reduction
+from pathlib import Path
+from typing import IO, Any
+
+# What a `gate run` imports, in the server once; every child inherits it.
+PRELOAD = [
+    "gate.cli",
+    "gate.commands.run",
+    "gate.commands.steps",
+    "gate.report.terminal",
+    "gate.judge.ragas_judge",
+    "gate.judge.discrete",
+    "ragas",
+    "ragas.metrics",
+    "ragas.llms.adapters.instructor",
+    # What the judge's first call loads (the openai client's resources alone are seconds of models).
+    "openai.resources",
+    "instructor.v2.providers.openai",
+    "jinja2",
+    "docstring_parser",
+    "anyio._backends._asyncio",
+    "rich.table",
+]
+_CTX = multiprocessing.get_context("forkserver")
+_CTX.set_forkserver_preload(PRELOAD)
+_LIVE: list[GateProcess] = []
+
+
+class _Fd:
+    """A file descriptor that travels to the child with it (sent over the server's unix socket)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return _rebuild_fd, (reduction.DupFd(self.fd),)
+
+
+def _rebuild_fd(dup: Any) -> int:
+    return int(dup.detach())
+
+
+def _stdio(fd: int, write: bool, unbuffered: bool, encoding: str) -> IO[str]:
+    """A text stream over fd 0, 1 or 2 as the interpreter makes one at start."""
+    raw = io.FileIO(fd, "w" if write else "r", closefd=False)
+    if not write:
+        return io.TextIOWrapper(io.BufferedReader(raw), encoding=encoding)
+    return io.TextIOWrapper(
+        raw if unbuffered else io.BufferedWriter(raw),  # type: ignore[arg-type]
+        encoding=encoding,
+        errors="backslashreplace" if fd == 2 else "strict",
+        line_buffering=fd == 2 or os.isatty(fd),
+        write_through=unbuffered,
+    )
+
+
+def _child(argv: list[str], env: dict[str, str], cwd: str, fds: tuple[int, int, int]) -> None:
+    """In the forked child: become `gate ARGV` with these streams, environment and directory."""
+    high = [os.dup(fd) for fd in fds]  # out of 0-2 first, whatever numbers the fds arrived with
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+        os.close(fd)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    tempfile.tempdir = None  # TMPDIR is read again from this environment
+    unbuffered = bool(env.get("PYTHONUNBUFFERED"))
+    encoding = env.get("PYTHONIOENCODING", "").split(":")[0] or "utf-8"
+    sys.stdin = sys.__stdin__ = _stdio(0, False, unbuffered, encoding)
+    sys.stdout = sys.__stdout__ = _stdio(1, True, unbuffered, encoding)
+    sys.stderr = sys.__stderr__ = _stdio(2, True, unbuffered, encoding)
+    sys.argv = ["gate", *argv]
+    code = 1
+    try:
+        from gate.cli import main_entry
+
+        main_entry()
+        code = 0
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+    os._exit(code)
+
+
+def _gate_args(argv: Sequence[str | Path]) -> list[str]:
+    args = [str(a) for a in argv]
+    if args[:3] == [sys.executable, "-m", "gate.cli"]:
+        args = args[3:]
+    return args
+
+
+class GateProcess:
+    """The subset of `subprocess.Popen` the tests use."""
+
+    def __init__(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        stdin: int | None = None,
+        stdout: int | None = None,
+        stderr: int | None = None,
+        text: bool = False,
+    ) -> None:
+        opened: list[int] = []  # the parent's copies of the child's ends, closed once it has them
+        parent_ends: list[int | None] = [None, None, None]
+        child_fds: list[int] = []
+        for n, how in enumerate((stdin, stdout, stderr)):
+            if how == subprocess.PIPE:
+                r, w = os.pipe()
+                child, mine = (r, w) if n == 0 else (w, r)
+                parent_ends[n] = mine
+                opened.append(child)
+            elif how == subprocess.DEVNULL:
+                child = os.open(os.devnull, os.O_RDONLY if n == 0 else os.O_WRONLY)
+                opened.append(child)
+            elif how == subprocess.STDOUT and n == 2:
+                child = child_fds[1]
+            elif how is None:
+                child = n
+            else:
+                raise ValueError(f"stream {n}: {how!r} is not PIPE, DEVNULL, STDOUT or None")
+            child_fds.append(child)
+        self.args = _gate_args(argv)
+        self._process = _CTX.Process(
+            target=_child,
+            args=(
+                self.args,
+                dict(os.environ if env is None else env),
+                str(cwd or os.getcwd()),
+                tuple(map(_Fd, child_fds)),
+            ),
+            daemon=False,
+        )
+        try:
+            self._process.start()
+        finally:
+            for fd in opened:
+                os.close(fd)
+        self.pid: int = self._process.pid or 0
+        self.returncode: int | None = None
+
+        def wrap(fd: int | None, write: bool) -> Any:
+            if fd is None:
+                return None
+            f = os.fdopen(fd, "wb" if write else "rb")
+            return io.TextIOWrapper(f, encoding="utf-8", write_through=True) if text else f
+
+        self.stdin = wrap(parent_ends[0], True)
+        self.stdout = wrap(parent_ends[1], False)
+        self.stderr = wrap(parent_ends[2], False)
+        _LIVE.append(self)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._process.exitcode
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self.poll() is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """Both outputs read to their end (as `Popen.communicate`), then the exit."""
+        got: dict[int, Any] = {}
+        readers = [
+            threading.Thread(target=lambda n=n, s=s: got.__setitem__(n, s.read()), daemon=True)
+            for n, s in ((1, self.stdout), (2, self.stderr))
+            if s is not None
+        ]
+        if self.stdin is not None:
+            self.stdin.close()
+        for t in readers:
+            t.start()
+        end = None if timeout is None else time.monotonic() + timeout
+        for t in readers:
+            t.join(None if end is None else max(0.0, end - time.monotonic()))
+            if t.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.wait(None if end is None else max(0.0, end - time.monotonic()))
+        for s in (self.stdout, self.stderr):
+            if s is not None:
+                s.close()
+        return got.get(1), got.get(2)
+
+    def __enter__(self) -> GateProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.poll() is None:
+            self.kill()
+        self.wait()
+
+
+def popen(argv: Sequence[str | Path], **kw: Any) -> GateProcess:
+    return GateProcess(argv, **kw)
+
+
+def run(
+    argv: Sequence[str | Path],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    capture_output: bool = False,
+    text: bool = False,
+    timeout: float | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+) -> subprocess.CompletedProcess[Any]:
+    if capture_output:
+        stdout = stderr = subprocess.PIPE
+    proc = GateProcess(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode or 0, out, err)
+
+
+def reap() -> None:
+    """Kill and collect every child a test left running (its pytest-timeout, a failed assertion)."""
+    while _LIVE:
+        proc = _LIVE.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(60)
