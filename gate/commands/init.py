@@ -292,6 +292,8 @@ def _evaluator_text() -> list[str]:
     out += k("evaluator.api_key_env", "api_key_env: OPENAI_API_KEY", 2)
     out += k("evaluator.temperature", "temperature: 0", 2) + k("evaluator.seed", "seed: 7", 2)
     out += k("evaluator.max_output_tokens", "max_output_tokens: 256", 2) + k("evaluator.timeout_s", "timeout_s: 60", 2)
+    out += k("evaluator.top_p", "top_p: 0.1", 2, True)
+    out += k("evaluator.response_format", "response_format: json_object", 2, True)
     out += k("evaluator.max_concurrency", "max_concurrency: 8", 2) + k("evaluator.retries", "retries:", 2, True)
     out += k("evaluator.retries.max_attempts", "  max_attempts: 3", 2, True)
     out += k("evaluator.retries.retry_on", "  retry_on: [rate_limit, server_error, timeout, connection]", 2, True)

@@ -40,9 +40,8 @@ GOLD_SET_KINDS = frozenset(
 )
 
 
-def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") -> list[str]:
-    """The steps for this result's blockers, most telling first; none when nothing blocks."""
-    kinds = {b.kind for b in result.blockers}
+def _judge_steps(kinds: set[str], policy: str, out: str) -> list[str]:
+    """The steps for a failed control or a verdict blocker: the judge's or the label's to fix."""
     steps: list[str] = []
     if "control_failed" in kinds:
         # A control's answer and label are known: the judge missed it, not the product, and no other
@@ -69,6 +68,13 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
                 "A judge error people accept: an entry under the policy's `overrides:` (approver, expiry), then "
                 f"`gate decide --policy {policy} --records {out}` decides again without a model call."
             )
+    return steps
+
+
+def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") -> list[str]:
+    """The steps for this result's blockers, most telling first; none when nothing blocks."""
+    kinds = {b.kind for b in result.blockers}
+    steps: list[str] = _judge_steps(kinds, policy, out)
     if kinds & CALIBRATION_KINDS:
         steps.append(
             f"Calibrate this judge: `gate run --policy {policy} --lane calibration --out gate-out-calibration`, "
