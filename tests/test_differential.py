@@ -345,9 +345,6 @@ def controls_with(**scripts: Script) -> tuple[CaseSpec, ...]:
     )
 
 
-@pytest.mark.xfail(
-    reason="NEW defect (issue 28 report): a control error stops --batch submit, not the live lane", strict=False
-)
 def test_a_control_error_stops_the_live_lane_as_it_stops_the_batch(tmp_path: Path) -> None:
     """SPEC 8: once a control ended in an evaluator error nothing else is scheduled. The batch lane
     stops there (its cases unrun); the live lane judged every case anyway, so the two disagree on

@@ -333,7 +333,9 @@ def _provider(a: Record, b: Record) -> StepResult:
         return ("unknown", None, None)
     sa = {"base_url_host": a.base_url_host, **a.sampling.model_dump()}
     sb = {"base_url_host": b.base_url_host, **b.sampling.model_dump()}
-    changed = [k for k in sa if sa[k] != sb[k]]
+    # top_p and response_format are None in records written before they were recorded: unknown there
+    unknown_old = {k for k in ("top_p", "response_format") if sa.get(k) is None or sb.get(k) is None}
+    changed = [k for k in sa if sa[k] != sb[k] and k not in unknown_old]
     if changed:
         return ("differs", ", ".join(f"{k}={sa[k]}" for k in changed), ", ".join(f"{k}={sb[k]}" for k in changed))
     if _fingerprints_differ(a, b) and _same_judge_but_the_url(a, b):

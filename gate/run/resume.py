@@ -41,9 +41,14 @@ def reusable_records(
     for r in prior:
         case = cases.get(r.case_id)
         # Untrusted like any records file: a line outside the contract is judged again, not reused.
-        r = vet_record(r, loaded.policy.metric, case)
+        vetted = vet_record(r, loaded.policy.metric, case)
+        # Kept as an error only when the judge's reply itself failed; a verdict that vetting refused
+        # (an edited or foreign line) was never the judge's answer, so it is judged again.
+        refused = vetted.status != r.status
+        r = vetted
         if (
             r.status not in keep
+            or refused
             or (r.status == "error" and r.error_kind not in DETERMINISTIC_ERRORS)
             or not 0 <= r.repeat_index < plan.repeats
             or case is None
