@@ -290,6 +290,8 @@ def test_an_evaluator_error_is_never_counted_among_the_answers(tmp_path: Path, f
     assert kinds(out) == ["evaluator_errors"] and res["blockers"][0]["case_ids"] == ["p-005"]
     row = res["product"]["slices"]["critical"]
     assert row["n"] == 39 and row["judged_fail"] == 0 and "p-005" not in row["failing_cases"]
+    # The resume it suggests is one that works: a product lane needs its lane and its answers again.
+    assert "--lane app --responses RESPONSES.jsonl --out" in (out / "report.md").read_text()
 
 
 @pytest.mark.parametrize(

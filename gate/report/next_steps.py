@@ -107,8 +107,10 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
             "names a case dearer than its share), then resume."
         )
     if kinds & RESUMABLE_KINDS:
+        # A product lane's resume needs its lane and the same answers again (they are what was judged).
+        product = f" --lane {result.lane} --responses RESPONSES.jsonl" if result.product is not None else ""
         steps.append(
-            f"`gate run --policy {policy} --out {out} --resume` judges only what is missing; nothing paid is paid "
+            f"`gate run --policy {policy}{product} --out {out} --resume` judges only what is missing; nothing paid is paid "
             "again."
         )
     if "batch_pending" in kinds:
