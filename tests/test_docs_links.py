@@ -45,5 +45,6 @@ def test_the_docs_a_team_needs_are_linked_from_the_readme() -> None:
         "CERTIFICATION.md",
         "PRODUCT_GATE.md",
         "WORKFLOW.md",
+        "LOCAL_MODEL.md",
     ):
         assert f"(docs/{page})" in readme, page
