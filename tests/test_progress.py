@@ -55,7 +55,8 @@ def test_why_scheduling_stopped_is_said_once_on_a_terminal_and_with_the_figures_
         progress = Progress(4, stream, "USD", boundary=0.5)
         progress.tick(OK, 0.01)
         progress.close(reason, 0.01)
-    why = f"scheduling stopped: {reason.replace('_', ' ')}"
+    left = "not needed" if reason == "verdict_decided" else "unrun"
+    why = f"scheduling stopped: {reason.replace('_', ' ')}; 3 of 4 judgments {left}"
     # The bar already shows 1/4 and the spend: the terminal's last line is the reason alone.
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", tty.getvalue()).replace("\r", "\n").strip().splitlines()
     assert plain[-1] == why and sum(line.count("1/4") for line in plain[-2:]) == 1

@@ -126,6 +126,8 @@ class Progress:
         return self._bar, self._task
 
     def tick(self, judgment: Judgment, budget_used: float, reserved: float = 0.0) -> None:
+        if judgment.status == "skipped":  # never sent (the boundary refused it, or cancelled): unrun, not done
+            return
         self.advance(self.done + 1, self.errors + (judgment.status == "error"), budget_used, reserved)
 
     def advance(self, done: int, errors: int, budget_used: float, reserved: float = 0.0) -> None:
@@ -152,6 +154,15 @@ class Progress:
             self.last_plain = now
             self.stream.write(self.line(budget_used, reserved) + "\n")
             self.stream.flush()
+
+    def never_sent(self, stop_reason: str) -> str:
+        """The judgments a stop left unsent, named as result.json counts them: after a decided
+        verdict or a failed control they are not needed, otherwise they are unrun."""
+        left = self.total - self.done
+        if left <= 0:
+            return ""
+        word = "not needed" if stop_reason in ("verdict_decided", "control_failed", "control_error") else "unrun"
+        return f"; {left} of {self.total} judgments {word}"
 
     def waiting(self, status: str | None) -> None:
         """The pacer's state ("waiting 12 s for the token window"), so a slow run is explained: on a
@@ -184,5 +195,5 @@ class Progress:
             why = stop_reason.replace("_", " ")
             # On a terminal the bar above already shows the figures; a log gets them on this line.
             figures = "" if shown else f"{self.line(budget_used, reserved)}; "
-            self.stream.write(f"{figures}scheduling stopped: {why}\n")
+            self.stream.write(f"{figures}scheduling stopped: {why}{self.never_sent(stop_reason)}\n")
         self.stream.flush()

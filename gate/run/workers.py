@@ -211,7 +211,8 @@ def _work(
         """Counts into the shared tally; the parent draws the run's one bar (or plain line) from it."""
 
         def tick(self, judgment: Judgment, budget_used: float, reserved: float = 0.0) -> None:
-            tally.add(judgment.status == "error")
+            if judgment.status != "skipped":  # never sent: unrun, not done
+                tally.add(judgment.status == "error")
 
     writer = RecordWriter(path)
     if runner.pacer is not None:
@@ -423,7 +424,7 @@ def _take_records(runner: Runner, records: Sequence[Record]) -> None:
         runner.writer.write(r)
         runner.emitted.append(r)
         runner.remember(r)
-        progress.done += 1
+        progress.done += r.status != "skipped"  # never sent: unrun, not done
         progress.errors += r.status == "error"
         if r.error_kind == "budget" and runner.stop_reason is None:
             runner.stop_reason = "budget"
