@@ -200,8 +200,8 @@ def test_the_example_checks_run_clean_on_the_example_sentinel_lane(tmp_path: Pat
     from gate.plan.inputs import load_inputs
 
     loaded, _, plan, findings = load_inputs(ROOT / "policies" / "example" / "policy.yaml", "pr")
-    results, blocking = evaluate_checks(loaded, plan.eligible)
-    assert not findings and not blocking
+    results = evaluate_checks(loaded, plan.eligible)
+    assert not findings and not results.findings
     values = {
         cid: results.for_record(cid) for cid in ("refund-window-incorrect-002", "two-factor-recovery-injection-006")
     }

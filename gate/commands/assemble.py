@@ -58,10 +58,10 @@ class RunEvidence:
     lineage: Lineage
     today: dt.date
     records: tuple[Record, ...] = ()  # every verdict record paid for this result, in the lane or not
-    findings: tuple[Finding, ...] = ()  # the inputs', the checks', the certification's, a lane's, a failure's
+    findings: tuple[Finding, ...] = ()  # the inputs', the certification's, a lane's, a failure's
     notes: tuple[str, ...] = ()
     max_cost: float | None = None
-    checks: CheckResults = NO_CHECKS
+    checks: CheckResults = NO_CHECKS  # the team's checks on the plan's cases, with the blockers they raise
     certification: certify.Certification | None = None
     trend: TrendEvidence = TrendEvidence()
     # Attempts the journal holds that no record names (a killed run's): paid, so billed; never a verdict.
@@ -86,7 +86,7 @@ def assemble(ev: RunEvidence) -> Decision:
     decision = decide(
         loaded,
         plan,
-        ev.findings,
+        (*ev.findings, *ev.checks.findings),  # the checks' blockers join here, once, on every path
         ev.records,
         ev.lineage,
         ev.today,

@@ -238,8 +238,8 @@ def _submit(
     """Controls live, then the batch; a Decision when the run ends before anything is submitted."""
     earlier = dataclasses.replace(_take_stock(lane), trend_loaded=None)
     lineage = make_lineage(lane.loaded, lane.dataset, [], lane.base_url)
-    checks, check_blockers = evaluate_checks(lane.loaded, lane.plan.eligible)
-    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *check_blockers], notes=[])
+    checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
+    got = _Gathered(prior=[], prior_trend=[], findings=list(lane.findings), notes=[])
     if blocking_findings(got.findings) or not lane.api_key:
         return _finish(lane, earlier, got, checks)  # exactly `gate run`: nothing is judged or submitted
     controls_only = dataclasses.replace(lane.plan, eligible=tuple(c for c in lane.plan.eligible if c.is_control))
@@ -488,7 +488,7 @@ def _collect(lane: _Lane, bf: BatchFile, status: BatchStatus | None, provider: B
         )
         return _decided(lane, prior, [finding], bf)
     replies = _download(lane, status, provider, bf)
-    checks, _ = evaluate_checks(lane.loaded, lane.plan.eligible)  # outside the loop: the team's checks run their own
+    checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # outside the loop: the team's checks run their own
     emitted = asyncio.run(_replay(lane, bf, prior, replies, checks))
     bf = bf.model_copy(update={"collected_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
     write_batch_file(lane.opts.out_dir, bf)
@@ -628,9 +628,9 @@ def _decided(
 ) -> Decision:
     """The run's decision from its records, with the batch's blocker, reservation and section, through
     the one assembly; written."""
-    checks, check_blockers = evaluate_checks(lane.loaded, lane.plan.eligible)
+    checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
     earlier = _Earlier([], [], None, [], [], None, None, [])
-    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *check_blockers, *extra], notes=notes or [])
+    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *extra], notes=notes or [])
     got.new_records = records
     section = BatchRef(
         batch_id=bf.batch_id,

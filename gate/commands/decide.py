@@ -112,7 +112,7 @@ def evidence_of_records(
         plan = select(plan, shard)
     records = [r for d in found for r in d.records]
     lineage = make_lineage(loaded, dataset, records)
-    check_results, check_blockers = evaluate_checks(loaded, plan.eligible)
+    check_results = evaluate_checks(loaded, plan.eligible)  # their blockers come with them
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)
     cert_findings = certification.findings if certification is not None else []
     # Calibration on recorded judgments: the judge most of them were made by, the one whose records
@@ -128,7 +128,7 @@ def evidence_of_records(
         lineage=lineage,
         today=today,
         records=tuple(records),
-        findings=(*input_findings, *cert_findings, *cal_findings, *findings, *check_blockers),
+        findings=(*input_findings, *cert_findings, *cal_findings, *findings),
         notes=(*max_cost_notes(loaded, max_cost), *answers.notes, *notes),
         max_cost=max_cost,
         checks=check_results,

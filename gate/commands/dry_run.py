@@ -1,4 +1,7 @@
-"""What `gate run --dry-run` prints: the plan, its estimated cost against the boundary, the order."""
+"""What `gate run --dry-run` prints: the plan, its estimated cost against the boundary, the order.
+
+Its decision is not made here: `gate run` assembles it from the run's own evidence with no records
+(gate.commands.assemble), so the dry run's blockers are the run's before any call; this prints them."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from gate.plan.selection import Plan
 def print_plan(
     loaded: LoadedPolicy,
     plan: Plan,
-    findings: Sequence[Finding],
+    blockers: Sequence[Finding],  # the decision's, before any call
     max_cost: float | None,
     out: IO[str],
     has_key: bool = True,
@@ -64,12 +67,12 @@ def print_plan(
             f"  then the trend: {len(graded)} judgments, ~{t_typical:.4f} {cur} typical, at most {t_upper:.4f} {cur}, "
             "under the same boundary (verdicts are paid first)\n"
         )
-    blocking = blocking_findings(findings)
+    blocking = blocking_findings(blockers)
     if blocking:
         out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
     elif not has_key:
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
-    for f in findings:  # Known before any call; the run would judge, but could not pass
+    for f in blockers:  # Known before any call; the run would judge, but could not pass
         if f.kind in JUDGE_CALIBRATION_BLOCKERS:
             out.write(f"  cannot pass ({f.kind}, review_required): {log_text(f.message)}\n")
     out.write("  order:\n")

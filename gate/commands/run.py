@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
-from gate.commands.assemble import RunEvidence, TrendEvidence
+from gate.commands.assemble import RunEvidence, TrendEvidence, assemble
 from gate.commands.batch_file import refuse_uncollected
 from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide import settled
-from gate.decide.core import Decision, decide
+from gate.decide.core import Decision
 from gate.decide.product import ProductEvidence
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
@@ -67,7 +67,7 @@ from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
 from gate.run.stop import StopWhenDecided
 from gate.run.worker_records import discard_worker_records, fold_worker_records
 from gate.run.workers import judge_in_workers, make_budget, worker_count
-from gate.validate.case_checks import CheckResults
+from gate.validate.case_checks import CheckResults, load_checks, run_checks_plain
 
 if TYPE_CHECKING:
     from gate.model.result import Trend as BaseTrend
@@ -139,11 +139,11 @@ def run(
     earlier = _take_stock(lane)
     lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.
-    check_results, check_blockers = evaluate_checks(lane.loaded, lane.plan.eligible)
+    check_results = evaluate_checks(lane.loaded, lane.plan.eligible)
     got = _Gathered(
         prior=earlier.records,
         prior_trend=earlier.trend_records,
-        findings=[*lane.findings, *check_blockers],
+        findings=list(lane.findings),  # the checks' blockers come with `check_results`
         notes=[*max_cost_notes(lane.loaded, opts.max_cost), *lane.notes, *earlier.notes],
     )
     _gather(lane, earlier, got, lineage, check_results)
@@ -217,12 +217,14 @@ def _prepare(
 
 
 def _dry_run(lane: _Lane) -> Decision:
-    loaded, max_cost = lane.loaded, lane.opts.max_cost
-    print_plan(loaded, lane.plan, lane.findings, max_cost, sys.stdout, bool(lane.api_key))
-    lineage = make_lineage(loaded, lane.dataset, base_url=lane.base_url)
-    notes = ["dry run: no model call"]
-    decision = decide(loaded, lane.plan, lane.findings, [], lineage, lane.clock(), max_cost=max_cost, notes=notes)
-    return with_shard(decision, lane.opts.shard, lane.plan)
+    """The plan and its cost printed, and the decision a run of it has before any call: the run's own
+    evidence with no records, through the one assembly (the checks by a plain call: no ragas)."""
+    checks = run_checks_plain(load_checks(lane.loaded), lane.plan.eligible)
+    notes = [*max_cost_notes(lane.loaded, lane.opts.max_cost), *lane.notes, "dry run: no model call"]
+    got = _Gathered(prior=[], prior_trend=[], findings=list(lane.findings), notes=notes)
+    decision = assemble(_evidence(lane, _nothing_earlier(lane), got, checks))
+    print_plan(lane.loaded, lane.plan, decision.blockers, lane.opts.max_cost, sys.stdout, bool(lane.api_key))
+    return decision
 
 
 @dataclass(frozen=True)
@@ -272,10 +274,21 @@ def _take_stock(lane: _Lane) -> _Earlier:
     else:
         trend_path.unlink(missing_ok=True)
     unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if resume and trend_loaded else []
-    base_trend, base_problem = (None, None)
-    if lane.opts.base_result is not None and trend_loaded is not None:
-        base_trend, base_problem = read_base_trend(lane.opts.base_result)
+    base_trend, base_problem = _base_trend(lane, trend_loaded)
     return _Earlier(prior, unrecorded, trend_loaded, prior_trend, unrecorded_trend, base_trend, base_problem, folded)
+
+
+def _nothing_earlier(lane: _Lane) -> _Earlier:
+    """No earlier attempt (a dry run's), with the trend's settings and base read as a run reads them."""
+    trend_loaded = load_trend(lane.loaded)
+    return _Earlier([], [], trend_loaded, [], [], *_base_trend(lane, trend_loaded), [])
+
+
+def _base_trend(lane: _Lane, trend_loaded: LoadedPolicy | None) -> tuple[BaseTrend | None, str | None]:
+    """With --base-result and a trend: the base run's trend, or why it cannot be read."""
+    if lane.opts.base_result is None or trend_loaded is None:
+        return None, None
+    return read_base_trend(lane.opts.base_result)
 
 
 @dataclass
@@ -477,22 +490,23 @@ def _make_runner(
         RecordContext(loaded=loaded, dataset=lane.dataset, lineage=lineage, judge=lane.judge, check_results=checks),
         reuse=reuse,
         waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
-        stop_rule=_stop_rule(lane, workers),
+        stop_rule=_stop_rule(lane, workers, checks),
     )
     if runner.pacer is not None:
         runner.pacer.on_wait = progress.waiting
     return runner, workers
 
 
-def _stop_rule(lane: _Lane, workers: int) -> StopWhenDecided | None:
-    """The lane's `stop_when_decided`, or None when it judges every case."""
+def _stop_rule(lane: _Lane, workers: int, checks: CheckResults) -> StopWhenDecided | None:
+    """The lane's `stop_when_decided`, or None when it judges every case. It asks the rules over the
+    findings the decision will have: the inputs' and the checks'."""
     if not settled.stops_when_decided(lane.loaded, lane.plan):
         return None
     hopeless = functools.partial(
         settled.hopeless,
         lane.loaded,
         lane.plan,
-        lane.findings,
+        [*lane.findings, *checks.findings],
         today=lane.clock(),
         fingerprint=lane.judge.config_fingerprint,
         product=lane.product,
@@ -605,10 +619,3 @@ def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
         case_ids=tuple(undone),
         extra={"detail": runner.failure},
     )
-
-
-def with_shard(decision: Decision, shard: Shard | None, plan: Plan) -> Decision:
-    """A shard's result names its share (`shard: {index, count}`, and how many of the lane's cases)."""
-    if shard is not None and decision.result is not None:
-        decision.result = decision.result.with_(shard=shard.share_of(plan))
-    return decision

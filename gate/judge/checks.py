@@ -12,23 +12,21 @@ from typing import Any
 
 from gate.model.cases import Case
 from gate.model.policy import LoadedPolicy
-from gate.model.states import Finding
 from gate.validate.case_checks import (
     NO_CHECKS,
     CheckResults,
     CheckValue,
     LoadedCheck,
-    check_findings,
     checked,
+    checks_ran,
     load_checks,
     short_error,
 )
 
 
-def evaluate_checks(loaded: LoadedPolicy, cases: Sequence[Case]) -> tuple[CheckResults, list[Finding]]:
-    """Load and run the policy's checks on `cases`: their values and the blockers they raise."""
-    results = run_checks(load_checks(loaded), cases)
-    return results, check_findings(results, cases)
+def evaluate_checks(loaded: LoadedPolicy, cases: Sequence[Case]) -> CheckResults:
+    """Load and run the policy's checks on `cases`: their values and the blockers they raise (`findings`)."""
+    return run_checks(load_checks(loaded), cases)
 
 
 def run_checks(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> CheckResults:
@@ -58,7 +56,7 @@ def run_checks(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> CheckRes
             values[case.case_id] = row
         return values
 
-    return CheckResults(checks=tuple(checks), values=asyncio.run(score_all()))
+    return checks_ran(checks, asyncio.run(score_all()), cases)
 
 
 def _input_model_once(metric: Any) -> Any:

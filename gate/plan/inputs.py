@@ -82,7 +82,9 @@ def load_product_inputs(
         if problems:
             raise PolicyError(str(loaded.path), problems)
         plan = dataclasses.replace(plan, unanswered=frozenset(missing))
-    findings = run_validators(loaded, dataset, lane)
+    # Every command reading a lane's inputs runs the team's checks on the lane's cases itself (their
+    # blockers come with those results, gate/commands/assemble.py): the validators only read them.
+    findings = run_validators(loaded, dataset, lane, run_checks=False)
     if missing and read.responses is not None:
         findings.append(missing_response_finding(missing, read.responses, lane))
     return loaded, dataset, plan, findings, read

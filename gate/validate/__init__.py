@@ -65,17 +65,21 @@ VALIDATORS: tuple[Validator, ...] = (
 )
 
 
-def run_validators(loaded: LoadedPolicy, dataset: Dataset, lane: str | None = None) -> list[Finding]:
+def run_validators(
+    loaded: LoadedPolicy, dataset: Dataset, lane: str | None = None, *, run_checks: bool = True
+) -> list[Finding]:
     """The loader's findings, then every validator's, in a deterministic order.
 
     With `lane`, lane-specific checks (controls) look at that lane only; otherwise at every lane.
-    An unknown lane is a usage error.
+    An unknown lane is a usage error. `run_checks=False`: the team's checks are only loaded and
+    their signatures read; the caller (a run, decide, merge, a dry run) runs them on the lane's
+    cases, and their blockers reach the result once, with those results.
     """
     if lane is not None and lane not in loaded.policy.lanes:
         raise UsageError(
             f"--lane {lane}: {loaded.path} defines no lane {lane!r}; fix: use one of {sorted(loaded.policy.lanes)}"
         )
-    ctx = Context(loaded=loaded, dataset=dataset, lane=lane)
+    ctx = Context(loaded=loaded, dataset=dataset, lane=lane, run_checks=run_checks)
     findings = list(dataset.findings)
     # The validators build many small containers over a large, long-lived dataset: pausing the
     # cyclic collector spares it rescanning every case again and again.

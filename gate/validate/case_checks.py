@@ -15,6 +15,7 @@ check that fails a case is seen before a paid run; the run, through ragas, stays
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import inspect
 import sys
@@ -231,10 +232,13 @@ class CheckValue:
 
 @dataclass(frozen=True)
 class CheckResults:
-    """Every check's value on every eligible case."""
+    """Every check's value on every case it ran on, and the blockers those values raise."""
 
     checks: tuple[LoadedCheck, ...]
     values: Mapping[str, Mapping[str, CheckValue]]  # case id -> check name -> value
+    # `check_findings` of the values, built once where the checks ran (`checks_ran`). A result gets
+    # them only through the one assembly (gate/commands/assemble.py), so no command lists them itself.
+    findings: tuple[Finding, ...] = ()
 
     def for_record(self, case_id: str) -> dict[str, str | None] | None:
         got = self.values.get(case_id)
@@ -242,6 +246,14 @@ class CheckResults:
 
 
 NO_CHECKS = CheckResults(checks=(), values={})
+
+
+def checks_ran(
+    checks: Sequence[LoadedCheck], values: Mapping[str, Mapping[str, CheckValue]], cases: Sequence[Case]
+) -> CheckResults:
+    """The results of running `checks` on `cases`, with the blockers their values raise."""
+    values_only = CheckResults(checks=tuple(checks), values=values)
+    return dataclasses.replace(values_only, findings=tuple(check_findings(values_only, cases)))
 
 
 def checked(check: LoadedCheck, value: object, reason: object = None) -> CheckValue:
@@ -276,7 +288,7 @@ def run_checks_plain(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> Ch
                 continue
             row[check.name] = checked(check, value)
         values[case.case_id] = row
-    return CheckResults(checks=tuple(checks), values=values)
+    return checks_ran(checks, values, cases)
 
 
 async def _awaited(value: Any) -> Any:

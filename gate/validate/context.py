@@ -25,6 +25,8 @@ class Context:
     loaded: LoadedPolicy
     dataset: Dataset
     lane: str | None = None
+    # `gate validate` runs the team's checks on every case; a command that runs them itself does not.
+    run_checks: bool = True
 
     @property
     def policy(self) -> Policy:
