@@ -19,6 +19,7 @@ database); `make fuzz-lanes` runs thousands (profile `lanes-fuzz`, `GATE_FUZZ_LA
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,6 +36,7 @@ from differential import (
     Outcome,
     Script,
     Suite,
+    arm,
     key_env,
     plain,
     pre_call,
@@ -42,9 +44,13 @@ from differential import (
     write,
     write_product_calibration,
 )
+from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runner_env import runner_env
+
+from gate.action import main as action_main
 
 FUZZ_ENV = "GATE_FUZZ_LANES"
 _COMMON: dict[str, Any] = {
@@ -440,3 +446,24 @@ def test_the_dry_run_names_a_product_slice_the_calibration_has_no_figures_for(tm
     assert dry is not None
     assert ("judge_unfit", "s1", ()) in pre_call(lab.plain.result)
     assert pre_call(dry.result) == pre_call(lab.plain.result)
+
+
+def test_the_action_lists_a_check_blocker_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Action's run (the container entry point, publishing to the fake GitHub): each check blocker
+    once in result.json, in the check run's annotations and in the sticky comment."""
+    with key_env(), FakeOpenAI() as fake, FakeGitHub(user_status=403) as github:
+        env = runner_env(tmp_path, api_url=github.base_url, fail_on="")
+        write(CHECKED, tmp_path / "workspace" / "evals", fake.base_url)
+        arm(fake, CHECKED)
+        for name, value in {**env, "RAGAS_DO_NOT_TRACK": "true"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.chdir(tmp_path / "workspace")
+        assert action_main() == 1  # quality_failed is in the default fail-on
+        res = json.loads((tmp_path / "workspace" / "evals" / "gate-out" / "result.json").read_text())
+        (comment,) = github.comments("acme/support-bot", 17)
+        (run,) = github.check_runs
+    checks = sorted(b for b in projection(res)["blockers"] if b[0] in CHECK_KINDS)
+    assert checks == [("check_error", "", ("c-1",)), ("check_failed", "", ("c-0",))]
+    titles = sorted(a["title"] for a in run["annotations"])
+    assert titles == ["evaluation_incomplete: check_error", "quality_failed: check_failed"]
+    assert [comment["body"].count(f"**`{kind}`**") for kind in sorted(CHECK_KINDS)] == [1, 1]
