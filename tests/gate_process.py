@@ -19,7 +19,9 @@ imported, PYTHON* variables, `-P`, resource limits, a closed stdout at startup) 
     done = gate_process.run(["run", ...], env=env, capture_output=True, text=True, timeout=120)
 
 The argument list may also start with `sys.executable, "-m", "gate.cli"` (as a subprocess
-command would), which is dropped.
+command would), which is dropped; `[sys.executable, "-m", "gate.action"]` runs the Action's entry
+point (`python -m gate.action`, the container's process) instead. `rlimits={resource.RLIMIT_FSIZE:
+(n, n)}` sets resource limits in the child before gate starts (what a `preexec_fn` would).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import contextlib
 import io
 import multiprocessing
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -43,6 +46,7 @@ from typing import IO, Any
 # What a `gate run` imports, in the server once; every child inherits it.
 PRELOAD = [
     "gate.cli",
+    "gate.action",
     "gate.commands.run",
     "gate.commands.steps",
     "gate.report.terminal",
@@ -92,8 +96,11 @@ def _stdio(fd: int, write: bool, unbuffered: bool, encoding: str) -> IO[str]:
     )
 
 
-def _child(argv: list[str], env: dict[str, str], cwd: str, fds: tuple[int, int, int]) -> None:
-    """In the forked child: become `gate ARGV` with these streams, environment and directory."""
+def _child(
+    entry: str, argv: list[str], env: dict[str, str], cwd: str, fds: tuple[int, int, int], rlimits: dict[int, Any]
+) -> None:
+    """In the forked child: become `gate ARGV` (or `python -m gate.action`, `entry`) with these
+    streams, environment, directory and resource limits."""
     high = [os.dup(fd) for fd in fds]  # out of 0-2 first, whatever numbers the fds arrived with
     for fd in fds:
         if fd > 2:
@@ -112,9 +119,15 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, fds: tuple[int, int, 
     sys.stdin = sys.__stdin__ = _stdio(0, False, unbuffered, encoding)
     sys.stdout = sys.__stdout__ = _stdio(1, True, unbuffered, encoding)
     sys.stderr = sys.__stderr__ = _stdio(2, True, unbuffered, encoding)
+    for which, limit in rlimits.items():
+        resource.setrlimit(which, limit)
     sys.argv = ["gate", *argv]
     code = 1
     try:
+        if entry == ACTION:
+            from gate.action import main
+
+            sys.exit(main())
         from gate.cli import main_entry
 
         main_entry()
@@ -136,11 +149,14 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, fds: tuple[int, int, 
     os._exit(code)
 
 
-def _gate_args(argv: Sequence[str | Path]) -> list[str]:
+CLI, ACTION = "gate.cli", "gate.action"
+
+
+def _entry_and_args(argv: Sequence[str | Path]) -> tuple[str, list[str]]:
     args = [str(a) for a in argv]
-    if args[:3] == [sys.executable, "-m", "gate.cli"]:
-        args = args[3:]
-    return args
+    if args[:2] == [sys.executable, "-m"] and args[2:3] in ([CLI], [ACTION]):
+        return args[2], args[3:]
+    return CLI, args
 
 
 class GateProcess:
@@ -156,6 +172,7 @@ class GateProcess:
         stdout: int | None = None,
         stderr: int | None = None,
         text: bool = False,
+        rlimits: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         opened: list[int] = []  # the parent's copies of the child's ends, closed once it has them
         parent_ends: list[int | None] = [None, None, None]
@@ -176,14 +193,16 @@ class GateProcess:
             else:
                 raise ValueError(f"stream {n}: {how!r} is not PIPE, DEVNULL, STDOUT or None")
             child_fds.append(child)
-        self.args = _gate_args(argv)
+        entry, self.args = _entry_and_args(argv)
         self._process = _CTX.Process(
             target=_child,
             args=(
+                entry,
                 self.args,
                 dict(os.environ if env is None else env),
                 str(cwd or os.getcwd()),
                 tuple(map(_Fd, child_fds)),
+                dict(rlimits or {}),
             ),
             daemon=False,
         )
@@ -274,10 +293,13 @@ def run(
     timeout: float | None = None,
     stdout: int | None = None,
     stderr: int | None = None,
+    rlimits: Mapping[int, tuple[int, int]] | None = None,
 ) -> subprocess.CompletedProcess[Any]:
     if capture_output:
         stdout = stderr = subprocess.PIPE
-    proc = GateProcess(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text)
+    proc = GateProcess(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text, rlimits=rlimits
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -13,11 +13,11 @@ import os
 import re
 import resource
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_openai import FakeOpenAI
 from suite import case, gate, write_suite
@@ -128,13 +128,17 @@ def test_disk_full_in_a_subprocess_stops_paying_and_exits_3(tmp_path: Path, fake
     policy = suite_with(tmp_path, fake_openai, n, conc)
     out = tmp_path / "out"
     limit = 20 * 1024  # every file this process writes stops growing at 20 KB (EFBIG)
-
-    def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
     env = {**os.environ, KEY_ENV: "sk-test-failures", "RAGAS_DO_NOT_TRACK": "true"}
-    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
-    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, preexec_fn=small_files)
+    cmd = ["run", "--policy", str(policy), "--out", str(out), "--no-cache"]
+    done = gate_process.run(
+        cmd,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        rlimits={resource.RLIMIT_FSIZE: (limit, limit)},
+    )
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr
     assert "records.jsonl failed" in done.stderr and "--resume" in done.stderr

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI
@@ -27,17 +28,20 @@ KEY_ENV = "GATE_TEST_KEY"
 WAIT_S = 120  # how long the test waits for the run to reach the point it interrupts (load-proof)
 
 
-def wait_until(ready: Any, proc: subprocess.Popen[str]) -> None:
+def wait_until(ready: Any, proc: Any) -> None:
     deadline = time.monotonic() + WAIT_S
     while not ready() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     assert proc.poll() is None, "the run ended before it could be interrupted"
 
 
-def gate_run(policy: Path, out: Path, *extra: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache", *extra]
+def gate_run(policy: Path, out: Path, *, cold: bool = False) -> Any:
+    """`gate run` as a process of its own: forked warm (tests/gate_process.py), or `cold`, a fresh
+    interpreter (where the judge's lazy import still lies ahead when the run has opened its journal)."""
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
     env = {**os.environ, KEY_ENV: "sk-test-sighup", "RAGAS_DO_NOT_TRACK": "true"}
-    return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    start = subprocess.Popen if cold else gate_process.popen
+    return start(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def notes_and_blockers(res: dict[str, Any]) -> str:
@@ -69,7 +73,7 @@ def test_sighup_before_the_judge_is_loaded_writes_an_incomplete_result_naming_it
 ) -> None:
     policy = write_suite(tmp_path / "s", evaluator={"base_url": fake_openai.base_url})
     out = tmp_path / "out"
-    proc = gate_run(policy, out)
+    proc = gate_run(policy, out, cold=True)
     # The attempt journal is opened just before the judge is built: the run is past its checks.
     wait_until(lambda: (out / "attempts.jsonl").exists(), proc)
     proc.send_signal(signal.SIGHUP)
@@ -91,7 +95,7 @@ def test_the_actions_entry_point_handles_sighup_like_sigterm(tmp_path: Path) -> 
         cases = [*controls(), *(case(f"c-{i:02d}") for i in range(40))]
         write_suite(evals, cases, evaluator={"base_url": fake.base_url, "api_key_env": "JUDGE_KEY"})
         env.update(PATH=os.environ.get("PATH", ""), RAGAS_DO_NOT_TRACK="true", PYTHONPATH=str(ROOT))
-        proc = subprocess.Popen(
+        proc = gate_process.popen(
             [sys.executable, "-m", "gate.action"],
             cwd=tmp_path,
             env=env,
