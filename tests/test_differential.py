@@ -37,6 +37,7 @@ from differential import (
     Script,
     Suite,
     arm,
+    gate,
     key_env,
     plain,
     pre_call,
@@ -467,3 +468,34 @@ def test_the_action_lists_a_check_blocker_once(tmp_path: Path, monkeypatch: pyte
     titles = sorted(a["title"] for a in run["annotations"])
     assert titles == ["evaluation_incomplete: check_error", "quality_failed: check_failed"]
     assert [comment["body"].count(f"**`{kind}`**") for kind in sorted(CHECK_KINDS)] == [1, 1]
+
+
+def test_a_dry_run_blocked_before_any_call_is_the_run_whole_and_sharded(tmp_path: Path) -> None:
+    """Inputs that stop the run before any call (a case of an undeclared slice, missing evidence
+    under `block`) with the team's checks failing and erroring, an expired override: the dry run's
+    state, blockers and counts are the run's, for the lane and for one shard of it."""
+    suite = Suite(
+        slices=(("s0", 0, None),),
+        cases=(
+            *controls_with(),
+            CaseSpec("c-0", "s0", "pass", check="fail"),
+            CaseSpec("c-1", "zz-unknown", "pass", check="error"),
+            CaseSpec("c-2", "s0", "pass", reference=False),
+            CaseSpec("c-3", "s0", "fail"),
+        ),
+        checks=True,
+        overrides=(("c-3", "false_pass", True),),
+    )
+    with key_env(), FakeOpenAI() as fake:
+        lab = Lab(suite, write(suite, tmp_path / "suite", fake.base_url), fake, tmp_path)
+        lab.plain = plain(lab)
+        dry = PATHS["dry_run"](lab)
+        shard = lab.run(lab.out("shard"), "--shard", "1/2")
+        args = ("run", "--policy", lab.policy, "--lane", "pr", "--out", lab.out("dry-shard"), "--dry-run")
+        _, stdout = gate(*args, "--shard", "1/2", "--format", "json")
+        assert fake.count() == 0
+    assert dry is not None and BLOCKED in lab.plain.result["notes"] and BLOCKED in shard["notes"]
+    kinds = {b[0] for b in projection(lab.plain.result)["blockers"]}
+    assert {"unknown_slice", "missing_evidence", "check_failed", "check_error", "expired_override"} <= kinds
+    assert projection(dry.result) == projection(lab.plain.result)
+    assert projection(json.loads(stdout)) == projection(shard)
