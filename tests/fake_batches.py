@@ -24,6 +24,9 @@ that breaks any is `failed` with `errors` and runs nothing. `fail_validation=Tru
 retried a line may; `foreign` custom ids get an answer line of their own, copied from the first
 answered line (ids the batch was never sent).
 `status_errors=N`: the next N status requests answer HTTP 500 (the provider is down for a while).
+`hold_create=Event()`: `POST /batches` creates the batch, sets `create_arrived`, and answers only
+once the event is set (or after 60 s), so a test can kill the client after the provider created a
+batch and before the client learned its id; the server answers nothing else meanwhile.
 """
 
 from __future__ import annotations
@@ -74,7 +77,10 @@ class FakeBatches:
         status_errors: int = 0,
         duplicate: set[str] | None = None,
         foreign: list[str] | None = None,
+        hold_create: threading.Event | None = None,
     ) -> None:
+        self.hold_create = hold_create
+        self.create_arrived = threading.Event()
         self.duplicate = duplicate or set()
         self.foreign = foreign or []
         self.fake = fake
@@ -109,6 +115,8 @@ class FakeBatches:
         if not rec.path.startswith(prefix + "/"):
             return None
         tail = rec.path[len(prefix) :]
+        if rec.method == "POST" and tail == "/batches":
+            return self._create_held(rec.body)
         with self._lock:
             if rec.method == "POST" and tail == "/files":
                 return self._upload(rec, raw)
@@ -118,8 +126,6 @@ class FakeBatches:
                 if entry is None:
                     return _json(404, {"error": {"message": "no such file"}})
                 return 200, entry[2], "application/octet-stream"
-            if rec.method == "POST" and tail == "/batches":
-                return self._create(rec.body)
             if rec.method == "GET" and tail == "/batches":
                 data = [self._object(b) for b in reversed(list(self.batches.values()))]
                 return _json(200, {"object": "list", "data": data, "has_more": False})
@@ -163,6 +169,14 @@ class FakeBatches:
                 "status": "processed",
             },
         )
+
+    def _create_held(self, body: Any) -> tuple[int, bytes, str]:
+        with self._lock:
+            created = self._create(body)
+        if self.hold_create is not None and created[0] == 200:
+            self.create_arrived.set()
+            self.hold_create.wait(60)  # on the server's loop: nothing else is answered meanwhile
+        return created
 
     def _create(self, body: Any) -> tuple[int, bytes, str]:
         if not isinstance(body, dict) or body.get("input_file_id") not in self.files:
