@@ -26,6 +26,7 @@ to override the reported usage; `usage=False` omits `usage`):
   `unauthorized()`, `bad_request()`: an OpenAI-style error body with that status;
 - `drop(delay=0)`: read the request, then close the connection without answering;
 - `slow(seconds, then=reply("pass"))`: `then` after a delay;
+- `held(event, then=reply("pass"))`: `then` once the test sets `event` (other requests are answered meanwhile);
 - `reset_mid_body()`: a 200 with its headers and half its body, then a TCP reset;
 - `never_ends()`: a 200 whose body never finishes (headers, a first chunk, then silence);
 - `body(text, code=200)`: any HTTP body, sent as is (malformed JSON, `choices: []`, ...).
@@ -97,6 +98,7 @@ class Behaviour:
     completion_tokens: int | None = None
     usage: bool = True
     headers: tuple[tuple[str, str], ...] = ()  # extra reply headers, e.g. (("x-ratelimit-limit-tokens", "1"),)
+    until: threading.Event | None = None  # answered only once the test sets it (see `held`)
 
 
 def reply(label: str, reason: str = "The response matches the reference.", **kw: Any) -> Behaviour:
@@ -161,6 +163,12 @@ def body(text: str, code: int = 200, **kw: Any) -> Behaviour:
 def slow(seconds: float, then: Behaviour | None = None) -> Behaviour:
     """`then` (default: reply("pass")) after `seconds`."""
     return dataclasses.replace(then or reply("pass"), delay=seconds)
+
+
+def held(until: threading.Event, then: Behaviour | None = None) -> Behaviour:
+    """`then` (default: reply("pass")) once the test sets `until` (at most 60 s); other requests are
+    answered meanwhile: the test, not the clock, decides what the client has seen first."""
+    return dataclasses.replace(then or reply("pass"), until=until)
 
 
 _MARKER = re.compile(r"\[\[judge:([^\]\s]+)\]\]")
@@ -500,6 +508,8 @@ class FakeOpenAI:
             delay = behaviour.delay + self.latency
             if delay > 0:
                 await asyncio.sleep(delay)
+            if behaviour.until is not None:
+                await asyncio.get_running_loop().run_in_executor(None, behaviour.until.wait, 60)
             if behaviour.kind == "drop":
                 rec.finished = time.monotonic()
                 transport = writer.transport
