@@ -34,6 +34,7 @@ def sent_per_case(fake: FakeOpenAI) -> Counter[str]:
     return Counter(m.group(1) for r in fake.requests if (m := re.search(r"Answer for ([\w-]+):", r.prompt)))
 
 
+@pytest.mark.timeout(300)  # a gate process; a loaded machine's forkserver start counts too
 def test_a_killed_runs_journal_only_attempts_are_billed_as_the_provider_saw_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import gate_process
+import pytest
 from fake_openai import FakeOpenAI, held, reply
 from suite import case, controls, result, write_suite
 
@@ -34,6 +35,7 @@ def recorded_in_worker_files(out: Path, case_id: str) -> bool:
     return False
 
 
+@pytest.mark.timeout(300)  # a gate process; a loaded machine's forkserver start counts too
 def test_two_workers_stop_together_once_the_verdict_is_decided(tmp_path: Path) -> None:
     release = threading.Event()
     with FakeOpenAI() as fake:
