@@ -112,7 +112,7 @@ def test_the_action_reports_a_crashed_run_as_evaluation_incomplete(tmp_path: Pat
         )
         log = proc.stdout + proc.stderr
         assert "Traceback" not in log
-        # The README's table: evaluation_incomplete is exit-code 3 and fails the step (default fail-on).
+        # docs/STATES.md's table: evaluation_incomplete is exit-code 3 and fails the step (default fail-on).
         assert proc.returncode == 1, log
         outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
         assert outputs["state"] == "evaluation_incomplete" and outputs["exit-code"] == "3"

@@ -1,11 +1,12 @@
-"""The README's Quickstart and Commands sections match the program (issue 24).
+"""The README and docs/COMMANDS.md match the program (issues 24 and 29).
 
-Every `sh` block of those sections runs as written, one command a line, in a scratch directory that
-looks like a checkout (the example policy copied; the Makefile, scripts, tests and .venv linked),
-with the virtualenv on PATH and the offline provider on a free port ($GATE_DEMO_PORT). A trailing
-`# exit N` is the exit code a command must end with, else 0. A block whose first line starts with
-`# not run by tests/test_readme.py` is skipped; it must say why. The `text` block that opens the
-Commands section is the synopsis: its flags must be each command's flags, no more, no fewer.
+Every `sh` block of the README and of docs/COMMANDS.md runs as written, one command a line, in one
+scratch directory that looks like a checkout (the example policy copied; the Makefile, scripts,
+tests and .venv linked), README first, with the virtualenv on PATH and the offline provider on a
+free port ($GATE_DEMO_PORT). A trailing `# exit N` is the exit code a command must end with, else
+0. A block whose first line starts with `# not run by tests/test_readme.py` is skipped; it must say
+why, and every other `sh` block of docs/ must be so marked. The `text` block that opens
+docs/COMMANDS.md is the synopsis: its flags must be each command's flags, no more, no fewer.
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ from gate.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+COMMANDS = ROOT / "docs" / "COMMANDS.md"
+CALIBRATION = ROOT / "docs" / "CALIBRATION.md"
 SKIP = "# not run by tests/test_readme.py"
-SECTIONS = ("Quickstart", "Commands")
+RUN = (README, COMMANDS)  # the pages whose offline blocks run, in this order, in one checkout
 
 
-def section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+def page_text(page: Path) -> str:
+    return page.read_text(encoding="utf-8")
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -58,31 +58,56 @@ def commands(block: str) -> list[tuple[str, int]]:
     return out
 
 
-def runnable() -> list[list[tuple[str, int]]]:
-    """The commands of each block the test runs."""
-    found: list[list[tuple[str, int]]] = []
-    for title in SECTIONS:
-        for lang, body in blocks(section(title)):
-            if lang != "sh":
-                continue
+def sh_blocks(page: Path) -> list[str]:
+    return [body for lang, body in blocks(page_text(page)) if lang == "sh"]
+
+
+def says_why(body: str) -> bool:
+    return len(body.splitlines()[0]) > len(SKIP) + 5
+
+
+def runnable() -> list[tuple[Path, list[tuple[str, int]]]]:
+    """The page and commands of each block the test runs."""
+    found: list[tuple[Path, list[tuple[str, int]]]] = []
+    for page in RUN:
+        for body in sh_blocks(page):
             if body.startswith(SKIP):
-                assert len(body.splitlines()[0]) > len(SKIP) + 5, f"say why the block is not run: {body!r}"
+                assert says_why(body), f"say why the block is not run: {body!r}"
                 continue
-            found.append(commands(body))
+            found.append((page, commands(body)))
     return found
 
 
+def run_commands(page: Path) -> list[str]:
+    return [c for p, block in runnable() if p == page for c, _ in block]
+
+
 def test_the_readme_marks_what_it_does_not_run_and_runs_the_offline_workflows() -> None:
-    found = [c for block in runnable() for c, _ in block]
-    assert found[0] == "make demo"  # the Quickstart lists it first
+    readme = run_commands(README)
+    assert readme[0] == "make demo"  # the Quickstart lists it first
+    assert any(c.startswith("gate init ") for c in readme) and any(c.startswith("gate validate ") for c in readme)
+    found = run_commands(COMMANDS)
     for words in ("--shard 1/2", "gate merge", "gate decide", "gate compare", "gate calibrate", "gate publish"):
         assert any(words in c for c in found), words
-    skipped = [b for t in SECTIONS for lang, b in blocks(section(t)) if lang == "sh" and b.startswith(SKIP)]
+    skipped = [b for page in RUN for b in sh_blocks(page) if b.startswith(SKIP)]
     assert any("make test" in b for b in skipped) and any("OPENAI_API_KEY" in b for b in skipped)
 
 
+def test_every_other_command_block_of_the_docs_says_why_it_is_not_run() -> None:
+    """A page of docs/ other than COMMANDS.md is not run: each of its `sh` blocks says why, so a
+    command added there is either moved where it runs or marked on purpose."""
+    unmarked = [
+        f"{page.relative_to(ROOT)}: {body.splitlines()[0]!r}"
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        if page != COMMANDS
+        for body in sh_blocks(page)
+        if not (body.startswith(SKIP) and says_why(body))
+    ]
+    assert unmarked == []
+
+
 def test_the_synopsis_lists_each_commands_flags() -> None:
-    lang, synopsis = blocks(section("Commands"))[0]
+    lang, synopsis = blocks(page_text(COMMANDS))[0]
     assert lang == "text"
     documented: dict[str, set[str]] = {}
     current = ""
@@ -109,12 +134,14 @@ STOPPED = re.compile(
 
 
 def captures() -> dict[str, str]:
-    """The Quickstart's terminal captures (`text` blocks opening with `$ command`): command -> screen."""
+    """The terminal captures of the README and docs/COMMANDS.md (`text` blocks opening with
+    `$ command`): command -> screen."""
     found: dict[str, str] = {}
-    for lang, body in blocks(section("Quickstart")):
-        first, _, rest = body.partition("\n")
-        if lang == "text" and first.startswith("$ "):
-            found[first[2:].strip()] = rest
+    for page in RUN:
+        for lang, body in blocks(page_text(page)):
+            first, _, rest = body.partition("\n")
+            if lang == "text" and first.startswith("$ "):
+                found[first[2:].strip()] = rest
     return found
 
 
@@ -127,9 +154,10 @@ def screen_words(text: str) -> list[str]:
 
 
 def test_the_quickstart_captures_the_commands_it_runs() -> None:
-    commands_run = [c for block in runnable() for c, _ in block]
+    commands_run = [c for _, block in runnable() for c, _ in block]
     assert set(captures()) <= set(commands_run)
-    versions = set(re.findall(r"^Policy support-refunds version (\S+), lane", README.read_text(), re.M))
+    shown = "".join(page_text(page) for page in RUN)
+    versions = set(re.findall(r"^Policy support-refunds version (\S+), lane", shown, re.M))
     example = (ROOT / "policies" / "example" / "policy.yaml").read_text()
     assert versions and all(f'policy_version: "{v}"' in example for v in versions), versions
 
@@ -173,27 +201,28 @@ def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 # About ten processes that each start the gate (four of them load ragas): ~40 s on a quiet
 # machine, far more on a loaded one, so this test gets more than the suite's 120 s.
 @pytest.mark.timeout(600)
-def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> None:
+def test_every_offline_command_of_the_readme_and_commands_page_runs_as_written(tmp_path: Path) -> None:
     work, env = checkout(tmp_path)
     port = env["GATE_DEMO_PORT"]
-    previous: tuple[str, str] | None = None  # the last command run and the suffix of its files
-    for number, block in enumerate(runnable()):
+    ran: dict[str, str] = {}  # a command run already -> the suffix of its files
+    for number, (_, block) in enumerate(runnable()):
         # One shell a block, as a person types it (an `export` holds for the lines after it); each
         # command's output and exit code are kept apart. make must not reinstall the virtualenv it
         # is given (-o: take .venv/.installed as up to date); the offline provider's port is this test's.
         script = ["set +e"]
         for i, (command, _) in enumerate(block):
-            if i == 0 and previous is not None and previous[0] == command:
-                # The block opens with the command the one before ended with (`make demo`: the
-                # Quickstart's, then the Commands section's): run once, in the same directory.
-                script.append(" ".join(f"cp {k}.{previous[1]} {k}.{number}.{i};" for k in ("out", "err", "code")))
+            if command in ran:
+                # A command the pages run again (`make demo`: the README's Quickstart, then
+                # docs/COMMANDS.md) runs once, in the same directory: the pages never run one
+                # command twice to show that it prints something else the second time.
+                script.append(" ".join(f"cp {k}.{ran[command]} {k}.{number}.{i};" for k in ("out", "err", "code")))
                 continue
+            ran[command] = f"{number}.{i}"
             line = command.replace("127.0.0.1:8765", f"127.0.0.1:{port}")
             if line.startswith("make "):
                 line = line.replace("make ", "make -s -o .venv/.installed ", 1)
             script.append(f"{line} >out.{number}.{i} 2>err.{number}.{i} </dev/null; echo $? >code.{number}.{i}")
         subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env, timeout=900, check=False)
-        previous = (block[-1][0], f"{number}.{len(block) - 1}")
         for i, (command, expected) in enumerate(block):
             out, err = ((work / f"{kind}.{number}.{i}").read_text() for kind in ("out", "err"))
             code = int((work / f"code.{number}.{i}").read_text())
@@ -201,22 +230,29 @@ def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> 
             assert "Traceback" not in err, (command, err[-3000:])
             if command == "make demo":
                 assert out.startswith("No key needed: judging policies/example/policy.yaml (lane pr)"), out[:300]
-    # What the Quickstart shows a command printing, it prints (the captures drift as the program grows).
+    # What the pages show a command printing, it prints (the captures drift as the program grows).
     captured = captures()
     assert len(captured) >= 2
     for shown_command, shown in captured.items():
-        number, i = next((n, i) for n, b in enumerate(runnable()) for i, (c, _) in enumerate(b) if c == shown_command)
+        number, i = next(
+            (n, i) for n, (_, b) in enumerate(runnable()) for i, (c, _) in enumerate(b) if c == shown_command
+        )
         printed = (work / f"out.{number}.{i}").read_text().replace(f"127.0.0.1:{port}", "127.0.0.1:8765")
         assert screen_words(printed) == screen_words(shown), (shown_command, printed)
     # What the commands were to write, they wrote.
-    for path in ("gate-out/result.json", "gate-out-merged/records.jsonl", "gate-compare/compare.md"):
+    for path in (
+        "gate-out/result.json",
+        "gate-out-merged/records.jsonl",
+        "gate-compare/compare.md",
+        "suites/mine/policy.yaml",
+    ):
         assert (work / path).is_file(), path
     assert (work / "gate-calibration" / "calibration.svg").is_file()
 
 
 @pytest.mark.timeout(600)
 def test_make_calibrate_offline_measures_the_judge_the_example_ships(tmp_path: Path) -> None:
-    """`make calibrate-offline` ends as the README says: the calibration lane's run ends
+    """`make calibrate-offline` ends as docs/CALIBRATION.md says: the calibration lane's run ends
     quality_failed (the scripted false pass, exit 1), and the measurement still follows, writing the
     calibration the example's release lane requires. If the figures changed with the example's
     judge or cases, run `make calibrate-offline` and commit policies/example/calibration/."""
@@ -237,4 +273,4 @@ def test_make_calibrate_offline_measures_the_judge_the_example_ships(tmp_path: P
     assert measured["config_sha256"] == shipped["config_sha256"]  # the release lane's judge
     assert measured["overall"] == shipped["overall"]
     overall = measured["overall"]
-    assert f"(kappa {overall['cohen_kappa']:.2f} on {overall['completed']} cases)" in README.read_text()
+    assert f"(kappa {overall['cohen_kappa']:.2f} on {overall['completed']} cases)" in page_text(CALIBRATION)

@@ -78,8 +78,8 @@ def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") ->
     if kinds & CALIBRATION_KINDS:
         steps.append(
             f"Calibrate this judge: `gate run --policy {policy} --lane calibration --out gate-out-calibration`, "
-            f"then `gate calibrate --policy {policy} --records gate-out-calibration` (see the README's "
-            "Calibrate and certify)."
+            f"then `gate calibrate --policy {policy} --records gate-out-calibration` (see "
+            "docs/CALIBRATION.md)."
         )
     if "missing_credentials" in kinds:
         steps.append("Provide the judge's key (see the blocker), then run again: nothing was spent.")

@@ -52,7 +52,7 @@ class Progress:
         self.last_wait = 0.0
 
     def spend(self, spent: float, reserved: float = 0.0) -> str:
-        # Spent counts unanswered attempts at their reservation (see README), so it can read higher
+        # Spent counts unanswered attempts at their reservation (see docs/RUN.md), so it can read higher
         # than the cost result.json reports from provider usage. Reserved is what the attempts in
         # flight hold against the boundary: it falls back as they are answered, spent never does.
         of = f" of {self.boundary:g}" if self.boundary is not None else ""
