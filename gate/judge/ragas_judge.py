@@ -39,7 +39,7 @@ from gate.judge import (
 from gate.judge.budget import Budget, Prices
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
-from gate.judge.metering import SINK, JudgmentSink, WireExpectations, event_hooks
+from gate.judge.metering import SINK, JudgmentSink, WireAttempt, WireExpectations, event_hooks
 from gate.judge.outcome import RETRYABLE, RetryTiming, backoff_delay, interpret_reply, kind_for_status, reply_evidence
 from gate.judge.pacing import PACER
 from gate.judge.render import RenderedInput, RenderError, render_case
@@ -419,13 +419,7 @@ class RagasEvaluator:
         for e in _chain(exc):
             name = type(e).__name__
             if name == "IncompleteOutputException":
-                return _Outcome(
-                    kind="parse_error",
-                    message=(
-                        "finish_reason length: the reply was cut at max_output_tokens="
-                        f"{self.loaded.policy.evaluator.max_output_tokens}; fix: raise evaluator.max_output_tokens"
-                    ),
-                )
+                return _Outcome(kind="parse_error", message=self._cut_message(last))
             if isinstance(e, openai.APIStatusError):
                 code = e.status_code
                 kind = kind_for_status(code) or "bad_request"
@@ -439,7 +433,7 @@ class RagasEvaluator:
                 return _Outcome(kind="connection", message=f"connection error{detail}")
         if last is not None and last.status_code is not None and kind_for_status(last.status_code) is None:
             if last.finish_reason == "length":
-                return _Outcome(kind="parse_error", message="finish_reason length: the reply was cut off")
+                return _Outcome(kind="parse_error", message=self._cut_message(last))
             reading = interpret_reply(
                 last.content, self.loaded.policy.metric.allowed_values, self.loaded.policy.metric.label_aliases
             )
@@ -450,6 +444,17 @@ class RagasEvaluator:
                 return _Outcome(label=reading.label, reason=reading.reason)
             return _Outcome(kind="parse_error", message=f"ragas rejected the reply: {type(exc).__name__}{seen}")
         return _Outcome(kind="bad_request", message=f"unexpected evaluator error: {type(exc).__name__}: {exc}")
+
+    def _cut_message(self, last: WireAttempt | None) -> str:
+        """A reply cut at the length limit, with what the model had sent by then: a verdict cut
+        short wants more tokens; anything else (a small model copying the schema back) never ends."""
+        cap = self.loaded.policy.evaluator.max_output_tokens
+        seen = reply_evidence(last.content, last.finish_reason) if last is not None else ""
+        return (
+            f"finish_reason length: the reply was cut at max_output_tokens={cap}; fix: raise "
+            "evaluator.max_output_tokens if the reply is a verdict cut short; if it is not one, more "
+            f"tokens will not end it (try evaluator.response_format: json_schema){seen}"
+        )
 
     @staticmethod
     def _api_message(e: Any) -> str:
