@@ -379,6 +379,8 @@ def rehearse(reh: Rehearsal, scenario: Scenario, checks: Checks) -> int:
     last = [line for line in run.step_log if line.startswith("ragas-gate: ")]
     print(f"  ({run.seconds:.0f} s) {last[-1] if last else 'the step printed no ragas-gate line'}")
     check_job(checks, run, scenario)
+    plain = not any("\x1b" in line for line in run.step_log)
+    checks.expect(plain, "the log is plain text: no terminal control codes (docker run gives no terminal)")
     result_file = run.artifacts / "ragas-gate" / "result.json"
     if not checks.expect(result_file.is_file(), "gate-out/result.json was kept"):
         print("\n".join(run.step_log[-40:]))

@@ -11,17 +11,21 @@ Each call appends one JSON line to `$STUB_DOCKER_LOG`: the arguments, and for `r
   reference -> manifest text) holds for REF, else fails as a registry does for an unknown one.
 - `run`: exits `$STUB_RUN_STATUS` (default 0), after doing what the container would when
   `$STUB_RUN_EXEC` names a Python interpreter: it runs the entry point (`python -P -m gate.action`)
-  with the run's environment, its bind mounts (`-v HOST:CONTAINER`) mapped back to host paths.
+  with the run's environment, its bind mounts (`-v HOST:CONTAINER`) mapped back to host paths, and
+  pipes for its output (no terminal, as without `docker run -t`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 BUILT_IMAGE = "sha256:" + "b" * 64
 
@@ -64,6 +68,36 @@ def to_host(path: str, mounts: dict[str, str]) -> str:
     return path
 
 
+def pump(source: io.BufferedReader, sink: BinaryIO) -> None:
+    """Copy what arrives as it arrives (the log streams, as docker's attach does)."""
+    for chunk in iter(lambda: source.read1(65536), b""):
+        sink.write(chunk)
+        sink.flush()
+
+
+def run_entry_point(python: str, env: dict[str, str], cwd: str) -> int:
+    """`python -P -m gate.action` with pipes for its output, as `docker run` without `-t` gives the
+    container (never this process's terminal: under act's host mode a step's output is one)."""
+    proc = subprocess.Popen(
+        [python, "-P", "-m", "gate.action"],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [
+        threading.Thread(target=pump, args=(source, sink))
+        for source, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer))
+    ]
+    for thread in pumps:
+        thread.start()
+    for thread in pumps:
+        thread.join()
+    return proc.wait()
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
         env, mounts, workdir, image = parse_run(argv[1:])
@@ -76,10 +110,7 @@ def main(argv: list[str]) -> int:
             host_env["PATH"] = os.environ["PATH"]
             host_env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
             host_env["RAGAS_DO_NOT_TRACK"] = "true"
-            done = subprocess.run(
-                [python, "-P", "-m", "gate.action"], env=host_env, cwd=to_host(workdir, mounts), check=False
-            )
-            return done.returncode
+            return run_entry_point(python, host_env, to_host(workdir, mounts))
         killed = Path(os.environ["STUB_DOCKER_LOG"] + ".killed")
         deadline = time.monotonic() + float(os.environ.get("STUB_RUN_SECONDS", "0"))
         while time.monotonic() < deadline:  # a long run, until `docker kill` or the deadline
