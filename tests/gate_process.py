@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from multiprocessing import reduction
+from multiprocessing import forkserver, reduction, resource_tracker
 from pathlib import Path
 from typing import IO, Any
 
@@ -66,6 +66,30 @@ PRELOAD = [
 _CTX = multiprocessing.get_context("forkserver")
 _CTX.set_forkserver_preload(PRELOAD)
 _LIVE: list[GateProcess] = []
+# The address of a server the pytest-xdist controller started for all its workers (`share_server`).
+SHARED_SERVER_ENV = "GATE_TEST_PROCESS_SERVER"
+
+
+def share_server() -> None:
+    """Start the server now, in pytest-xdist's controller, and name its socket in the environment
+    the workers are started with: every worker then forks from this one server, and the suite pays
+    the server's imports (seconds of CPU) once instead of once per worker."""
+    forkserver._forkserver.ensure_running()
+    os.environ[SHARED_SERVER_ENV] = str(forkserver._forkserver._forkserver_address)
+
+
+def _use_shared_server(address: str) -> None:
+    """Connect to the controller's server instead of starting one. The server lives as long as the
+    controller, which outlives its workers. The fd every request carries as the server's 'alive'
+    pipe is only kept open by the child; any fd will do."""
+    server = forkserver._forkserver
+    server._forkserver_address = address
+    server._forkserver_alive_fd = os.open(os.devnull, os.O_RDONLY)
+    server.__dict__["ensure_running"] = resource_tracker.ensure_running  # never start one of our own
+
+
+if os.environ.get(SHARED_SERVER_ENV) and os.environ.get("PYTEST_XDIST_WORKER"):
+    _use_shared_server(os.environ[SHARED_SERVER_ENV])
 
 
 class _Fd:
