@@ -27,6 +27,8 @@ answered line (ids the batch was never sent).
 `hold_create=Event()`: `POST /batches` creates the batch, sets `create_arrived`, and answers only
 once the event is set (or after 60 s), so a test can kill the client after the provider created a
 batch and before the client learned its id; the server answers nothing else meanwhile.
+`create_errors=N`: the next N `POST /batches` create the batch, then answer HTTP 500 (the answer
+lost on the way, as a gateway's 502 or a dropped connection loses it).
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ class FakeBatches:
         duplicate: set[str] | None = None,
         foreign: list[str] | None = None,
         hold_create: threading.Event | None = None,
+        create_errors: int = 0,
     ) -> None:
+        self.create_errors = create_errors
         self.hold_create = hold_create
         self.create_arrived = threading.Event()
         self.duplicate = duplicate or set()
@@ -173,6 +177,9 @@ class FakeBatches:
     def _create_held(self, body: Any) -> tuple[int, bytes, str]:
         with self._lock:
             created = self._create(body)
+            if created[0] == 200 and self.create_errors > 0:
+                self.create_errors -= 1
+                return _json(500, {"error": {"message": "The server had an error (fake)"}})
         if self.hold_create is not None and created[0] == 200:
             self.create_arrived.set()
             self.hold_create.wait(60)  # on the server's loop: nothing else is answered meanwhile

@@ -20,7 +20,7 @@ import gate_process
 import pytest
 from fake_batches import FakeBatches
 from fake_openai import FakeOpenAI
-from suite import case, controls, result, write_suite
+from suite import case, controls, gate, result, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
 PRICE = {
@@ -70,3 +70,21 @@ def test_a_submit_killed_while_the_batch_is_created_never_creates_a_second_batch
     res = result(out)
     assert res["batch"]["batch_id"] == first and res["batch"]["collected"] is True
     assert batches.lines_run == len(batches.input_lines(first)) == 3
+
+
+def test_a_create_whose_answer_is_lost_is_not_sent_again_blind(
+    tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider created the batch and its answer was lost (a 500): the client must not simply
+    send the create again (openai's own retries would), which makes a second batch billed again;
+    it looks the batch up by its input file first."""
+    monkeypatch.setenv(KEY_ENV, "sk-test-batch-lost")
+    batches = FakeBatches(fake, script=("validating", "completed"), create_errors=1)
+    cases = [*controls(), case("c-1"), case("c-2", label="fail"), case("g-1", slice="general")]
+    policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake.base_url, "price": PRICE})
+    out = tmp_path / "out"
+    code = gate("run", "--policy", policy, "--out", out, "--batch", "submit")
+    assert len(batches.batches) == 1, "the create was sent again blind: a second batch, its lines billed twice"
+    assert code == 3 and result(out)["batch"]["batch_id"] == next(iter(batches.batches))
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 0
+    assert len(batches.batches) == 1 and batches.lines_run == 3

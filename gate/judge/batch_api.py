@@ -8,6 +8,7 @@ an `evaluation_incomplete` result, never a verdict.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
 COLLECTABLE = frozenset({"completed", "expired", "cancelled"})
 COMPLETION_WINDOW: Literal["24h"] = "24h"
+CREATE_ATTEMPTS = 3  # as the client's own retries (max_retries=2), each after a look for the batch
 
 
 class BatchProviderError(RuntimeError):
@@ -70,6 +72,12 @@ def _status(batch: Any) -> BatchStatus:
     )
 
 
+def _retryable(exc: Exception) -> bool:
+    """A failure another attempt may get past: no answer, a timeout, 408, 409, 429 or 5xx (the client's rule)."""
+    status = getattr(exc, "status_code", None)
+    return status is None or status in (408, 409, 429) or status >= 500
+
+
 class BatchProvider:
     """One provider endpoint's Files + Batches calls (synchronous: a handful per run)."""
 
@@ -97,16 +105,27 @@ class BatchProvider:
             raise self._fail("uploading the batch input file", exc) from None
 
     def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchStatus:
-        try:
-            batch = self._client.batches.create(
-                input_file_id=input_file_id,
-                endpoint=self.endpoint,  # type: ignore[arg-type]  # Azure's differs from OpenAI's literal
-                completion_window=COMPLETION_WINDOW,
-                metadata=metadata,
-            )
-        except self._openai.OpenAIError as exc:
-            raise self._fail("creating the batch", exc) from None
-        return _status(batch)
+        """Create the batch of this input file. The client never sends the create again on its own: a
+        create whose answer was lost (a 5xx, a dropped connection) may have made the batch, and a blind
+        retry makes a second one, run and billed too; the batch is looked up by its input file first."""
+        client = self._client.with_options(max_retries=0)
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                batch = client.batches.create(
+                    input_file_id=input_file_id,
+                    endpoint=self.endpoint,  # type: ignore[arg-type]  # Azure's differs from OpenAI's literal
+                    completion_window=COMPLETION_WINDOW,
+                    metadata=metadata,
+                )
+                return _status(batch)
+            except self._openai.OpenAIError as exc:
+                found = self.find(input_file_id)
+                if found is not None:
+                    return found
+                if attempt + 1 == CREATE_ATTEMPTS or not _retryable(exc):
+                    raise self._fail("creating the batch", exc) from None
+                time.sleep(0.5 * (attempt + 1))  # about the client's own backoff
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def find(self, input_file_id: str) -> BatchStatus | None:
         """The batch created from this input file, if any (a submit that died before recording it)."""
