@@ -1,9 +1,10 @@
 """The README and docs/COMMANDS.md match the program (issues 24 and 29).
 
-Every `sh` block of the README and of docs/COMMANDS.md runs as written, one command a line, in one
-scratch directory that looks like a checkout (the example policy copied; the Makefile, scripts,
-tests and .venv linked), README first, with the virtualenv on PATH and the offline provider on a
-free port ($GATE_DEMO_PORT). A trailing `# exit N` is the exit code a command must end with, else
+Every `sh` block of the README and of docs/COMMANDS.md runs as written, one command a line, the
+page's blocks in order in one scratch directory of the page's own that looks like a checkout (the
+example policy copied; the Makefile, scripts, tests and .venv linked), with the virtualenv on PATH
+and the offline provider on a free port ($GATE_DEMO_PORT). The two pages run as two tests, so
+they run side by side. A trailing `# exit N` is the exit code a command must end with, else
 0. A block whose first line starts with `# not run by tests/test_readme.py` is skipped; it must say
 why, and every other `sh` block of docs/ must be so marked. The `text` block that opens
 docs/COMMANDS.md is the synopsis: its flags must be each command's flags, no more, no fewer.
@@ -28,7 +29,7 @@ README = ROOT / "README.md"
 COMMANDS = ROOT / "docs" / "COMMANDS.md"
 CALIBRATION = ROOT / "docs" / "CALIBRATION.md"
 SKIP = "# not run by tests/test_readme.py"
-RUN = (README, COMMANDS)  # the pages whose offline blocks run, in this order, in one checkout
+RUN = (README, COMMANDS)  # the pages whose offline blocks run, each in a checkout of its own
 
 
 def page_text(page: Path) -> str:
@@ -133,11 +134,10 @@ STOPPED = re.compile(
 )
 
 
-def captures() -> dict[str, str]:
-    """The terminal captures of the README and docs/COMMANDS.md (`text` blocks opening with
-    `$ command`): command -> screen."""
+def captures(*pages: Path) -> dict[str, str]:
+    """The terminal captures of the pages (`text` blocks opening with `$ command`): command -> screen."""
     found: dict[str, str] = {}
-    for page in RUN:
+    for page in pages or RUN:
         for lang, body in blocks(page_text(page)):
             first, _, rest = body.partition("\n")
             if lang == "text" and first.startswith("$ "):
@@ -154,8 +154,8 @@ def screen_words(text: str) -> list[str]:
 
 
 def test_the_quickstart_captures_the_commands_it_runs() -> None:
-    commands_run = [c for _, block in runnable() for c, _ in block]
-    assert set(captures()) <= set(commands_run)
+    for page in RUN:
+        assert set(captures(page)) <= set(run_commands(page)), page
     shown = "".join(page_text(page) for page in RUN)
     versions = set(re.findall(r"^Policy support-refunds version (\S+), lane", shown, re.M))
     example = (ROOT / "policies" / "example" / "policy.yaml").read_text()
@@ -198,54 +198,61 @@ def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return work, env
 
 
-# About ten processes that each start the gate (four of them load ragas): ~40 s on a quiet
-# machine, far more on a loaded one, so this test gets more than the suite's 120 s.
-@pytest.mark.timeout(600)
-def test_every_offline_command_of_the_readme_and_commands_page_runs_as_written(tmp_path: Path) -> None:
+def run_page(page: Path, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    """Run the page's offline blocks in a fresh checkout; assert each command's exit code.
+    Returns the checkout and, for each command run, the stem of its out/err/code files."""
     work, env = checkout(tmp_path)
     port = env["GATE_DEMO_PORT"]
-    ran: dict[str, str] = {}  # a command run already -> the suffix of its files
-    for number, (_, block) in enumerate(runnable()):
+    ran: dict[str, Path] = {}  # a command run already -> the stem of its files
+    for number, (_, block) in enumerate(b for b in runnable() if b[0] == page):
         # One shell a block, as a person types it (an `export` holds for the lines after it); each
         # command's output and exit code are kept apart. make must not reinstall the virtualenv it
         # is given (-o: take .venv/.installed as up to date); the offline provider's port is this test's.
         script = ["set +e"]
+        stems: list[Path] = []
         for i, (command, _) in enumerate(block):
-            if command in ran:
-                # A command the pages run again (`make demo`: the README's Quickstart, then
-                # docs/COMMANDS.md) runs once, in the same directory: the pages never run one
-                # command twice to show that it prints something else the second time.
-                script.append(" ".join(f"cp {k}.{ran[command]} {k}.{number}.{i};" for k in ("out", "err", "code")))
+            if command in ran:  # a page never runs one command twice to show it prints something else
+                stems.append(ran[command])
                 continue
-            ran[command] = f"{number}.{i}"
+            stem = work / f"{number}.{i}"
+            stems.append(stem)
+            ran[command] = stem
             line = command.replace("127.0.0.1:8765", f"127.0.0.1:{port}")
             if line.startswith("make "):
                 line = line.replace("make ", "make -s -o .venv/.installed ", 1)
-            script.append(f"{line} >out.{number}.{i} 2>err.{number}.{i} </dev/null; echo $? >code.{number}.{i}")
+            script.append(f"{line} >{stem}.out 2>{stem}.err </dev/null; echo $? >{stem}.code")
         subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env, timeout=900, check=False)
-        for i, (command, expected) in enumerate(block):
-            out, err = ((work / f"{kind}.{number}.{i}").read_text() for kind in ("out", "err"))
-            code = int((work / f"code.{number}.{i}").read_text())
+        for (command, expected), stem in zip(block, stems, strict=True):
+            out, err = (Path(f"{stem}.{kind}").read_text() for kind in ("out", "err"))
+            code = int(Path(f"{stem}.code").read_text())
             assert code == expected, (command, code, out[-3000:], err[-3000:])
             assert "Traceback" not in err, (command, err[-3000:])
             if command == "make demo":
                 assert out.startswith("No key needed: judging policies/example/policy.yaml (lane pr)"), out[:300]
-    # What the pages show a command printing, it prints (the captures drift as the program grows).
-    captured = captures()
-    assert len(captured) >= 2
-    for shown_command, shown in captured.items():
-        number, i = next(
-            (n, i) for n, (_, b) in enumerate(runnable()) for i, (c, _) in enumerate(b) if c == shown_command
-        )
-        printed = (work / f"out.{number}.{i}").read_text().replace(f"127.0.0.1:{port}", "127.0.0.1:8765")
+    # What the page shows a command printing, it prints (the captures drift as the program grows).
+    for shown_command, shown in captures(page).items():
+        printed = Path(f"{ran[shown_command]}.out").read_text().replace(f"127.0.0.1:{port}", "127.0.0.1:8765")
         assert screen_words(printed) == screen_words(shown), (shown_command, printed)
+    return work, ran
+
+
+# Three processes, one of which loads ragas: ~15 s on a quiet machine.
+@pytest.mark.timeout(600)
+def test_every_offline_command_of_the_readme_runs_as_written(tmp_path: Path) -> None:
+    work, _ = run_page(README, tmp_path)
+    assert "make demo" in captures(README)
+    for path in ("gate-out/result.json", "suites/mine/policy.yaml"):
+        assert (work / path).is_file(), path
+
+
+# Eight processes that each start the gate (four of them load ragas): ~40 s on a quiet machine,
+# far more on a loaded one, so this test gets more than the suite's 120 s.
+@pytest.mark.timeout(600)
+def test_every_offline_command_of_the_commands_page_runs_as_written(tmp_path: Path) -> None:
+    work, _ = run_page(COMMANDS, tmp_path)
+    assert any("--flip" in c for c in captures(COMMANDS))
     # What the commands were to write, they wrote.
-    for path in (
-        "gate-out/result.json",
-        "gate-out-merged/records.jsonl",
-        "gate-compare/compare.md",
-        "suites/mine/policy.yaml",
-    ):
+    for path in ("gate-out-1/result.json", "gate-out/records.jsonl", "gate-compare/compare.md"):
         assert (work / path).is_file(), path
     assert (work / "gate-calibration" / "calibration.svg").is_file()
 
