@@ -56,8 +56,9 @@ def explodes(response: str) -> str:
         raise ValueError("cannot read the citation list")
     return "pass"
 """
-# Kinds known before any model call: the validators', the team's checks', the overrides' and the
-# calibration requirement's. The dry run must name exactly these.
+# Kinds known before any model call: the validators', the team's checks', the overrides', the
+# calibration requirement's and a product lane's (a slice with no judge figures, an answer missing).
+# The dry run must name exactly these.
 PRE_CALL_KINDS = frozenset(
     {
         "input_contract",
@@ -72,6 +73,7 @@ PRE_CALL_KINDS = frozenset(
         "judge_uncalibrated",
         "judge_unfit",
         "calibration_expired",
+        "missing_response",
     }
 )
 
@@ -117,6 +119,8 @@ class Suite:
     # A product lane: the cases (controls aside) carry no response and no label; their answers come
     # from responses.jsonl (the same text, so the judge is scripted alike), judged by a calibrated judge.
     product: bool = False
+    uncalibrated: tuple[str, ...] = ()  # product slices calibration.json has no figures for (judge_unfit)
+    unanswered: tuple[str, ...] = ()  # product cases responses.jsonl has no line for (missing_response)
 
     @property
     def tight(self) -> bool:
@@ -175,7 +179,8 @@ def _productize(suite: Suite, root: Path, cases: list[dict[str, Any]]) -> list[d
     out, lines = [], []
     for c in cases:
         if "expected_control_role" not in c:
-            lines.append({"case_id": c["case_id"], "response": c["response"]})
+            if c["case_id"] not in suite.unanswered:
+                lines.append({"case_id": c["case_id"], "response": c["response"]})
             c = {k: v for k, v in c.items() if k not in ("response", "response_sha256", "human_adjudication")}
             c["partition"] = "product"
         out.append(c)
@@ -261,7 +266,7 @@ def write(suite: Suite, root: Path, base_url: str) -> Path:
         (root / "checks").mkdir(exist_ok=True)
         (root / "checks" / "team.py").write_text(CHECKS_PY, encoding="utf-8")
     if suite.product:
-        write_product_calibration(policy, [name for name, _, _ in suite.slices])
+        write_product_calibration(policy, [name for name, _, _ in suite.slices if name not in suite.uncalibrated])
     return policy
 
 
