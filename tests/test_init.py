@@ -12,11 +12,12 @@ import io
 import json
 import os
 import socket
-import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from suite import gate
@@ -61,11 +62,15 @@ def write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
     return path
 
 
-def run(*args: str | Path) -> tuple[int, str, str]:
+def capture(main: Callable[[list[str]], int], args: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = gate(*args)
+        code = main(args)
     return code, out.getvalue(), err.getvalue()
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    return capture(lambda argv: gate(*argv), [str(a) for a in args])
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -100,7 +105,9 @@ def fill_controls(suite: Path) -> None:
     (suite / "cases" / "controls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in filled), encoding="utf-8")
 
 
-def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_offline(tmp_path: Path) -> None:
+def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source = write_csv(tmp_path / "answers.csv", answers())
     code, out, _ = run("init", "suite", "--from", source)
     assert code == 0
@@ -128,13 +135,18 @@ def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_of
     assert code == 0, out
     assert "note: suite/prompts/criterion.txt: the judge prompt still says `TO FILL`" in out
 
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "demo_offline.py"), "--policy", "suite/policy.yaml", "--port",
-         str(_free_port()), "--out", "gate-out"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "RAGAS_DO_NOT_TRACK": "true"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The offline demo the next steps name, in this process (it sets the provider's variables: put back after).
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import demo_offline
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    with mock.patch.dict(os.environ):
+        code, out, err = capture(
+            demo_offline.main, ["--policy", "suite/policy.yaml", "--port", str(_free_port()), "--out", "gate-out"]
+        )
+    assert code == 0, out + err
     result = json.loads((tmp_path / "gate-out" / "result.json").read_text())
     assert result["state"] == "passed"
 
