@@ -8,6 +8,7 @@ with a literal name), so a lazy import cannot hide a cycle from the test.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 GATE = Path(__file__).resolve().parent.parent / "gate"
@@ -60,6 +61,7 @@ def imported_names(module: str, node: ast.AST) -> list[str]:
     return []
 
 
+@functools.cache  # parsed once per test process: several tests read the same graph (none changes it)
 def import_graph(*, top_level_only: bool) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
