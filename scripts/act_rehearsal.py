@@ -68,6 +68,8 @@ EXAMPLE = ROOT / "examples" / "workflows" / "ragas-gate.yml"
 ACTION_FILES = ("action.yml", "Dockerfile", "scripts/action-run")
 REPOSITORY = "acme/support-bot"
 PR_NUMBER = 17
+# What scripts/action-run passes besides GITHUB_* and RUNNER_* (here: no proxy, GATE_DEBUG...).
+DOCUMENTED = {"CI", "HOME", "GATE_INPUTS", "OPENAI_API_KEY", "OPENAI_BASE_URL"}
 GATE_USES = "        uses: ragas-gate/ragas-gate@"  # then the ref the example pins
 UPLOAD_STEP = "      - name: Keep the full report\n"
 KEEP_STEP = """\
@@ -351,6 +353,14 @@ def check_docker_calls(checks: Checks, calls_file: Path) -> None:
     )
     argv = " ".join(a for c in calls for a in c["argv"])
     checks.expect(API_KEY not in argv and "-e OPENAI_API_KEY" in argv, "the key reaches docker by name, not in argv")
+    # Under host mode act's env context is the host's whole environment (here: LANG, TMPDIR,
+    # STUB_*, REHEARSAL_ARTIFACTS...): only the runner's and the documented names may pass.
+    run_argv = calls[-1]["argv"]
+    names = {run_argv[i + 1].partition("=")[0] for i, a in enumerate(run_argv) if a == "-e"}
+    others = sorted(n for n in names if not n.startswith(("GITHUB_", "RUNNER_")) and n not in DOCUMENTED)
+    checks.expect(
+        not others, f"the container gets {len(names)} variables: the runner's and the documented", str(others)
+    )
 
 
 def check_no_secret(checks: Checks, where: Path, github: FakeGitHub) -> None:

@@ -6,6 +6,7 @@ The rehearsal itself (two act runs, ~1.5 min) is `make act`, which .ci/run runs 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -14,7 +15,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from act_rehearsal import EXAMPLE, ActRun, Checks, check_derived, check_no_secret, derive_workflow
+from act_rehearsal import (
+    EXAMPLE,
+    ActRun,
+    Checks,
+    check_derived,
+    check_docker_calls,
+    check_no_secret,
+    derive_workflow,
+)
 from fake_github import FakeGitHub
 from runner_env import API_KEY
 from test_act_validate import ROOT, validate
@@ -89,3 +98,18 @@ def test_a_secret_in_any_file_the_runs_left_fails_the_rehearsal(
     check_no_secret(checks, tmp_path, FakeGitHub())
     assert checks.failed == 1
     assert "passed/artifacts/outputs.json holds the provider key" in capsys.readouterr().out
+
+
+def test_a_host_variable_passed_to_the_container_fails_the_rehearsal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under act's host mode the env context is the host's environment: the wrapper must not pass it."""
+    run = ["run", "-e", "GITHUB_WORKSPACE=/github/workspace", "-e", "OPENAI_API_KEY", "-e", "GATE_INPUTS"]
+    calls = tmp_path / "calls.jsonl"
+    for extra in ([], ["-e", "LANG"]):
+        lines = [{"argv": ["build", "."]}, {"argv": [*run, *extra, "sha256:b"]}]
+        calls.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        checks = Checks()
+        check_docker_calls(checks, calls)
+        assert checks.failed == (1 if extra else 0)
+    assert "got: ['LANG']" in capsys.readouterr().out
