@@ -81,8 +81,10 @@ migration-check: $(STAMP)
 # resume, the README) do not end up behind each other. `make test TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 3
 # A real model on llama.cpp's own server (127.0.0.1), in a venv of its own pinned by
-# requirements-real.lock: the example's pr lane judged with each response format, checked against
-# what the server counted (scripts/real_judge.py says what it asserts). Needs no key, no network.
+# requirements-real.lock: a lane of the example (its controls and two cases) judged with each
+# response format and once with a wrong key, checked against what the server counted
+# (scripts/real_judge.py says what it asserts). Needs no key; the network only for the install.
+# About a minute and a half on 2 quiet cores (docs/LOCAL_MODEL.md has the figures).
 REAL_VENV := .venv-real
 $(REAL_VENV)/.installed: requirements-real.lock
 	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)

@@ -53,6 +53,15 @@ EXPECTED = {
     "json-schema-extra-keys-cut-at-length.json": Expected(
         "json_schema", error_kind="parse_error", finish_reason="length", shows='\\"type_hint\\"'
     ),
+    # json_schema: a verdict with a key the schema does not name: the verdict counts.
+    "json-schema-extra-key-pass.json": Expected("json_schema", label="pass"),
+    # json_schema: the reason copies the reference and is cut before any `value`.
+    "json-schema-long-reason-cut-at-length.json": Expected(
+        "json_schema",
+        error_kind="parse_error",
+        finish_reason="length",
+        shows='{\\n  \\"reason\\": \\"Charges for a paid',
+    ),
     # llama.cpp's 401 body for a key it does not know (`--api-key` set on the server).
     "wrong-key-401.json": Expected("json_object", status=401, error_kind="auth", shows="Invalid API Key"),
 }
