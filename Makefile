@@ -109,8 +109,14 @@ $(ACT_VENV)/.installed: requirements-act.lock
 act: $(STAMP) $(ACT_VENV)/.installed
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/act_rehearsal.py --act $(ACT_VENV)/bin/act --out gate-out-act
 
+# PYTHONDONTWRITEBYTECODE (set on some machines, this project's among them) is cleared for the suite:
+# otherwise every worker, every gate process and every script the tests start compiles gate/, tests/
+# and scripts/ again, and pytest rewrites the asserts of every test module again (~10 CPU-s a
+# worker). The compiled files go to __pycache__/ (git-ignored). langsmith's pytest plugin (installed
+# with ragas) is not used here: not loading it saves its imports in every pytest process.
 test: $(STAMP)
-	RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	PYTHONDONTWRITEBYTECODE= RAGAS_DO_NOT_TRACK=true $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal \
+		-p no:langsmith_plugin
 
 # The generative differential test at length: FUZZ_EXAMPLES random suites (default 2000), each run
 # through the lane paths against the fake provider and compared with the plain run (`make test`
