@@ -53,3 +53,40 @@ def test_at_a_budget_stop_the_progress_totals_agree_with_the_result(
     assert lines[-1].endswith(f"scheduling stopped: budget; {counts['unrun']} of {total} judgments unrun"), lines[-3:]
     records = [json.loads(line) for line in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
     assert sum(r["status"] != "skipped" for r in records) == sent
+
+
+def _calibration_suite(root: Path, base_url: str) -> Path:
+    """Six calibration cases in the critical slice (one the judge passes against its fail label)
+    and a PR lane with three fail cases: too few to support the critical slice's limit of 0."""
+    cal = [case(f"k-{i}", partition="calibration", label="fail" if i < 3 else "pass") for i in range(6)]
+    cal[0] = case("k-0", partition="calibration", label="fail", response="Answer for k-0. [[judge:pass]]")
+    sentinel = [case(f"s-{i}", label="fail" if i < 3 else "pass") for i in range(6)]
+    return write_suite(
+        root,
+        [*controls(), *cal, *sentinel],
+        evaluator={"base_url": base_url},
+        lanes={"pr": {"partitions": ["sentinel"], "controls": True}, "cal": {"partitions": ["calibration"]}},
+    )
+
+
+def test_calibrate_on_a_terminal_gives_k_of_n_and_the_warning_calibration_md_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-messages")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI() as fake:
+        policy = _calibration_suite(tmp_path / "s", fake.base_url)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert gate("run", "--policy", policy, "--lane", "cal", "--out", "o", "--no-cache") in (0, 1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert gate("calibrate", "--policy", policy, "--records", "o/records.jsonl", "--out", "c") == 0
+    text = " ".join(out.getvalue().split())
+    md = (tmp_path / "c" / "calibration.md").read_text()
+    limits = md.split("## Suggested limits", 1)[1]
+    row = next(line for line in limits.splitlines() if line.startswith("| critical |"))
+    passes, fails = (re.search(r"\d+ of \d+", cell).group() for cell in row.split("|")[2:4])  # type: ignore[union-attr]
+    assert f"max_false_passes {passes} (policy 0" in text and f"max_false_fails {fails} (policy 1" in text, text
+    warning = "stricter than this judge supports: it may block on judge error alone"
+    assert warning in row and warning in text

@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from gate.measure.calibrate.causes import read_causes
 from gate.measure.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
-from gate.measure.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration
+from gate.measure.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration, stricter
 from gate.measure.calibrate.svg import render_svg
 from gate.measure.certify import config_components, config_sha256
 from gate.model.cases import Case, Dataset
@@ -184,16 +184,20 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
         lane = next(iter(sugg.values()))["scaled_to"]["lane"]
         out.write(f"suggested limits (calibration partition only, scaled to lane {lane}; rule in calibration.md):\n")
 
-        def show(v: int | None) -> str:
-            return "–" if v is None else str(v)
+        def show(v: int | None, cases: int | None = None) -> str:
+            if v is None:
+                return "– (no evidence)" if cases is not None else "–"
+            return str(v) if cases is None else f"{v} of {cases}"
 
         for n, s in sugg.items():
-            cur = s["current"]
+            cur, lane_cases = s["current"], s["scaled_to"]
             out.write(
-                f"  {n:{name_w}}  max_false_passes {show(s['max_false_passes'])} (policy "
-                f"{show(cur['max_false_passes'])}), max_false_fails {show(s['max_false_fails'])} (policy "
-                f"{show(cur['max_false_fails'])})\n"
+                f"  {n:{name_w}}  max_false_passes {show(s['max_false_passes'], lane_cases['fail_cases'])} (policy "
+                f"{show(cur['max_false_passes'])}), max_false_fails {show(s['max_false_fails'], lane_cases['pass_cases'])}"
+                f" (policy {show(cur['max_false_fails'])})\n"
             )
+            if stricter(s):  # calibration.md's warning, on its own line under the slice
+                out.write(f"  {'':{name_w}}  the policy is {stricter(s).strip(' ()')}\n")
     for note in d.get("notes", []):
         out.write(_paragraph(f"note: {note}"))
     out.write(

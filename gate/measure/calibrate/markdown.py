@@ -92,7 +92,8 @@ def _disagreements(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def _stricter(s: Mapping[str, Any]) -> str:
+def stricter(s: Mapping[str, Any]) -> str:
+    """The warning for a policy limit below the suggested one (calibration.md and the terminal)."""
     cur = s["current"]
     for key in ("max_false_passes", "max_false_fails"):
         now, suggested = cur[key], s[key]
@@ -125,7 +126,7 @@ def _limits(cal: Mapping[str, Any]) -> list[str]:
             f"| {escape(name)} | {show(s['max_false_passes'], s['scaled_to']['fail_cases'])} | "
             f"{show(s['max_false_fails'], s['scaled_to']['pass_cases'])} | "
             f"{cur['max_false_passes'] if cur['max_false_passes'] is not None else '–'} / "
-            f"{cur['max_false_fails'] if cur['max_false_fails'] is not None else '–'}{_stricter(s)} |"
+            f"{cur['max_false_fails'] if cur['max_false_fails'] is not None else '–'}{stricter(s)} |"
         )
     return lines
 
