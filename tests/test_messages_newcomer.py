@@ -57,10 +57,12 @@ def test_at_a_budget_stop_the_progress_totals_agree_with_the_result(
 
 def _calibration_suite(root: Path, base_url: str) -> Path:
     """Six calibration cases in the critical slice (one the judge passes against its fail label)
-    and a PR lane with three fail cases: too few to support the critical slice's limit of 0."""
+    and a PR lane with three fail cases (one of them passed by the judge too): too few to support
+    the critical slice's limit of 0."""
     cal = [case(f"k-{i}", partition="calibration", label="fail" if i < 3 else "pass") for i in range(6)]
     cal[0] = case("k-0", partition="calibration", label="fail", response="Answer for k-0. [[judge:pass]]")
     sentinel = [case(f"s-{i}", label="fail" if i < 3 else "pass") for i in range(6)]
+    sentinel[0] = case("s-0", label="fail", response="Answer for s-0. [[judge:pass]]")
     return write_suite(
         root,
         [*controls(), *cal, *sentinel],
@@ -90,3 +92,31 @@ def test_calibrate_on_a_terminal_gives_k_of_n_and_the_warning_calibration_md_giv
     assert f"max_false_passes {passes} (policy 0" in text and f"max_false_fails {fails} (policy 1" in text, text
     warning = "stricter than this judge supports: it may block on judge error alone"
     assert warning in row and warning in text
+
+
+def _run_screen(policy: Path, lane: str, out: str) -> tuple[int, str]:
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        code = gate("run", "--policy", policy, "--lane", lane, "--out", out, "--no-cache")
+    return code, " ".join(stdout.getvalue().split())
+
+
+def test_a_pr_runs_next_steps_calibrate_on_the_calibration_lane_not_on_its_own_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A false pass on the PR lane: calibration is measured on the calibration partition's records,
+    so the step runs the policy's calibration lane first; on that lane's own run, its records."""
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-messages")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI() as fake:
+        policy = _calibration_suite(tmp_path / "s", fake.base_url)
+        pr_code, pr = _run_screen(policy, "pr", "pr-out")
+        cal_code, cal = _run_screen(policy, "cal", "cal-out")
+    assert pr_code == 1 and cal_code == 1, (pr, cal)
+    assert "gate calibrate --policy s/policy.yaml --records pr-out" not in pr, pr
+    assert (
+        "gate run --policy s/policy.yaml --lane cal --out gate-out-calibration, then gate calibrate --policy "
+        "s/policy.yaml --records gate-out-calibration" in pr
+    ), pr
+    assert "gate calibrate --policy s/policy.yaml --records cal-out" in cal, cal

@@ -234,10 +234,13 @@ def test_after_a_failed_run_the_screen_and_report_say_it_once_and_say_what_next(
         assert re.findall(r"\d+ (?:cached|from cache)", text) == []
     steps = screen[screen.index("Next steps") :]
     policy = str(runs.policy)
-    assert f"gate calibrate --policy {policy} --records {runs.failed}" in steps
+    # Calibration is measured on the calibration partition, never on these (sentinel) records.
+    assert f"gate calibrate --policy {policy} --records {runs.failed}" not in steps
+    assert f"gate run --policy {policy} --lane LANE --out gate-out-calibration, then gate calibrate" in steps
+    assert "LANE: a lane over the calibration partition" in " ".join(steps.split())
     assert f"--head {runs.failed}" in steps and "gate compare" in steps and "overrides:" in steps
     assert "--resume" not in steps  # nothing is missing: judging again would not help
-    assert "### Next steps" in report and "`gate calibrate --policy POLICY --records gate-out`" in report
+    assert "### Next steps" in report and "`gate calibrate --policy POLICY --records gate-out-calibration`" in report
     assert "`" not in steps  # Markdown stays in the report
 
 

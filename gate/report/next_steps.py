@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from gate.model.overrides import WAIVABLE
 
+CALIBRATION_PARTITION = "calibration"  # where `gate calibrate` measures a judge (gate.measure.calibrate)
+
 if TYPE_CHECKING:
     from gate.model.result import Result
 
@@ -40,7 +42,24 @@ GOLD_SET_KINDS = frozenset(
 )
 
 
-def _judge_steps(kinds: set[str], policy: str, out: str) -> list[str]:
+def calibrate_step(result: Result, policy: str, out: str, lane: str | None) -> str:
+    """How to measure this judge against people: on the calibration partition's records (suggested
+    limits come from there only), so a run of another lane first runs the calibration lane."""
+    if any(row.partition == CALIBRATION_PARTITION for row in result.cases):
+        return f"`gate calibrate --policy {policy} --records {out}`: how often this judge disagrees with people, per slice."
+    which = (
+        ""
+        if lane is not None
+        else f" (LANE: a lane over the `{CALIBRATION_PARTITION}` partition; add one under `lanes:` if there is none)"
+    )
+    return (
+        f"How often this judge disagrees with people, per slice, is measured on the `{CALIBRATION_PARTITION}` "
+        f"partition, not on these records: `gate run --policy {policy} --lane {lane or 'LANE'} --out "
+        f"gate-out-calibration`, then `gate calibrate --policy {policy} --records gate-out-calibration`{which}."
+    )
+
+
+def _judge_steps(kinds: set[str], policy: str, out: str, calibrate: str) -> list[str]:
     """The steps for a failed control or a verdict blocker: the judge's or the label's to fix."""
     steps: list[str] = []
     if "control_failed" in kinds:
@@ -49,8 +68,7 @@ def _judge_steps(kinds: set[str], policy: str, out: str) -> list[str]:
         steps += [
             "A control failed: the judge got a case with a known answer wrong, so fix the judge (its prompt, "
             "model or provider settings), not the product, and run again; no override waives a control.",
-            f"`gate calibrate --policy {policy} --records {out}`: how often this judge disagrees with people, "
-            "per slice.",
+            calibrate,
         ]
     elif kinds & VERDICT_KINDS:
         steps += [
@@ -60,8 +78,7 @@ def _judge_steps(kinds: set[str], policy: str, out: str) -> list[str]:
             f"`gate compare --base BASE_RUN --head {out}`: against a base run (main's), the first input that "
             "differs for each changed verdict (a response points at the product; a prompt, model or provider at "
             "the judge).",
-            f"`gate calibrate --policy {policy} --records {out}`: how often this judge disagrees with people, "
-            "per slice.",
+            calibrate,
         ]
         if kinds & set(WAIVABLE):
             steps.append(
@@ -71,16 +88,16 @@ def _judge_steps(kinds: set[str], policy: str, out: str) -> list[str]:
     return steps
 
 
-def next_steps(result: Result, policy: str = "POLICY", out: str = "gate-out") -> list[str]:
-    """The steps for this result's blockers, most telling first; none when nothing blocks."""
+def next_steps(
+    result: Result, policy: str = "POLICY", out: str = "gate-out", calibration_lane: str | None = None
+) -> list[str]:
+    """The steps for this result's blockers, most telling first; none when nothing blocks.
+    `calibration_lane`: the policy's lane over the calibration partition, when known."""
     kinds = {b.kind for b in result.blockers}
-    steps: list[str] = _judge_steps(kinds, policy, out)
-    if kinds & CALIBRATION_KINDS:
-        steps.append(
-            f"Calibrate this judge: `gate run --policy {policy} --lane calibration --out gate-out-calibration`, "
-            f"then `gate calibrate --policy {policy} --records gate-out-calibration` (see "
-            "docs/CALIBRATION.md)."
-        )
+    calibrate = calibrate_step(result, policy, out, calibration_lane)
+    steps: list[str] = _judge_steps(kinds, policy, out, calibrate)
+    if kinds & CALIBRATION_KINDS and calibrate not in steps:
+        steps.append(f"Calibrate this judge (see docs/CALIBRATION.md). {calibrate}")
     if "missing_credentials" in kinds:
         steps.append("Provide the judge's key (see the blocker), then run again: nothing was spent.")
     if kinds & ERROR_KINDS:

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gate.model.escape import log_text
+from gate.model.loading import read_yaml_mapping
 from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.paths import shown_path
@@ -35,7 +36,7 @@ from gate.report.markdown import (
     shard_text,
     withheld_text,
 )
-from gate.report.next_steps import next_steps
+from gate.report.next_steps import CALIBRATION_PARTITION, next_steps
 from gate.report.product import VERDICT_TEXT, heading, method_line, slice_views
 from gate.report.sections import batch_line, calibration_lines, not_needed_term
 
@@ -234,6 +235,30 @@ OUTPUT_NOTES = (
 )
 
 
+# A step is our own text around the paths the user typed: clipped only against a runaway path, never
+# mid-command for an ordinary one (a clipped command copied into a shell does something else).
+MAX_STEP = 1500
+
+
+def calibration_lane(policy: str | Path | None) -> str | None:
+    """The policy's lane over the calibration partition (only it, if one does), for the steps that
+    say how to calibrate; None when the policy cannot be read or has none."""
+    if policy is None:
+        return None
+    try:
+        lanes = read_yaml_mapping(Path(policy), "policy").get("lanes")
+    except Exception:  # the steps then say LANE: a policy that cannot be read was reported already
+        return None
+    if not isinstance(lanes, dict):
+        return None
+    over = {
+        str(name): list(lane.get("partitions") or [])
+        for name, lane in lanes.items()
+        if isinstance(lane, dict) and CALIBRATION_PARTITION in (lane.get("partitions") or [])
+    }
+    return min(over, key=lambda name: (len(over[name]), name), default=None)
+
+
 def _next_steps(result: Result, out_dir: Path | None, policy: str | Path | None, console: Console) -> None:
     # The steps' commands are in backticks for Markdown; a terminal shows them plain.
     steps = [
@@ -242,6 +267,7 @@ def _next_steps(result: Result, out_dir: Path | None, policy: str | Path | None,
             result,
             policy=shown_path(policy) if policy is not None else "POLICY",
             out=shown_path(out_dir) if out_dir is not None else "RUN",
+            calibration_lane=calibration_lane(policy),
         )
     ]
     if not steps:
@@ -250,13 +276,13 @@ def _next_steps(result: Result, out_dir: Path | None, policy: str | Path | None,
     console.print(Text("Next steps", style="bold"))
     if not console.is_terminal:  # a log line stays one line
         for step in steps:
-            console.print(Text.assemble("  - ", safe_text(step, 400)))
+            console.print(Text.assemble("  - ", safe_text(step, MAX_STEP)))
         return
     grid = Table.grid(padding=(0, 1, 0, 0))  # wrapped lines hang under the step's text, not its dash
     grid.add_column(no_wrap=True)
     grid.add_column()
     for step in steps:
-        grid.add_row("  -", safe_text(step, 400))
+        grid.add_row("  -", safe_text(step, MAX_STEP))
     console.print(grid)
 
 
