@@ -177,6 +177,22 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
         + ("" if classified == len(dis) else " (fill `cause` and pass --causes FILE)")
         + "\n"
     )
+    _suggested_limits(d, name_w, out)
+    for note in d.get("notes", []):
+        out.write(_paragraph(f"note: {note}"))
+    out.write(
+        _paragraph(
+            f"judge measured: config_sha256 {d['config_sha256'][:12]} ({d['config']['evaluator_model']} at "
+            f"{d['config']['provider_settings']['base_url_host'] or 'an unrecorded host'}), calibrated_at "
+            f"{d['calibrated_at']}; a lane with require_calibration gates only with this judge (commit "
+            "calibration.json where the policy's calibration.file points)"
+        )
+    )
+    out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")
+
+
+def _suggested_limits(d: Mapping[str, Any], name_w: int, out: IO[str]) -> None:
+    """Each slice's suggested limits as "k of n" beside the policy's, with calibration.md's warning."""
     sugg = d.get("suggested_limits")
     if sugg is None:
         out.write("suggested limits: none (the calibration partition has no completed case)\n")
@@ -198,14 +214,3 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
             )
             if stricter(s):  # calibration.md's warning, on its own line under the slice
                 out.write(f"  {'':{name_w}}  the policy is {stricter(s).strip(' ()')}\n")
-    for note in d.get("notes", []):
-        out.write(_paragraph(f"note: {note}"))
-    out.write(
-        _paragraph(
-            f"judge measured: config_sha256 {d['config_sha256'][:12]} ({d['config']['evaluator_model']} at "
-            f"{d['config']['provider_settings']['base_url_host'] or 'an unrecorded host'}), calibrated_at "
-            f"{d['calibrated_at']}; a lane with require_calibration gates only with this judge (commit "
-            "calibration.json where the policy's calibration.file points)"
-        )
-    )
-    out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")
