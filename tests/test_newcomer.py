@@ -48,6 +48,13 @@ def _run(*args: str | Path) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test has the judge's key it expects (it relied on one another test's process leaked)."""
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-newcomer")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     root = tmp_path_factory.mktemp("newcomer")
