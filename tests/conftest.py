@@ -7,8 +7,8 @@
 - `fake_openai_env`: the same server, plus OPENAI_BASE_URL set to it and telemetry off
   (`RAGAS_DO_NOT_TRACK=true`) for the test, for code paths (`gate run` in-process or as a
   subprocess inheriting os.environ) that resolve the base URL from the environment.
-- Under pytest-xdist the controller starts the warm process server of tests/gate_process.py
-  once, for every worker.
+- Under pytest-xdist, on the whole suite, the controller starts the warm process server of
+  tests/gate_process.py once, for every worker.
 - Every test starts in an empty directory of its own (autouse `_own_working_directory`), so
   nothing a test writes by default (`.gate-cache/`, `gate-out/`, `.hypothesis/`) lands in the
   checkout, where another test, or another pytest-xdist worker (`make test` runs `-n`), reads it.
@@ -24,9 +24,11 @@ from fake_openai import FakeOpenAI
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist, one warm gate process server (tests/gate_process.py) for all workers,
-    started by the controller before it starts them."""
-    if not hasattr(config, "workerinput") and config.getoption("dist", default="no") != "no":
+    """Under pytest-xdist, on the whole suite (`make test`), one warm gate process server
+    (tests/gate_process.py) for all workers, started by the controller before it starts them. A run
+    of files named on the command line may not need one: each worker starts its own when it does."""
+    whole_suite = config.args_source != pytest.Config.ArgsSource.ARGS
+    if whole_suite and not hasattr(config, "workerinput") and config.getoption("dist", default="no") != "no":
         import gate_process
 
         gate_process.share_server()
