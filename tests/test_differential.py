@@ -523,3 +523,14 @@ def test_a_dry_run_blocked_before_any_call_is_the_run_whole_and_sharded(tmp_path
     assert {"unknown_slice", "missing_evidence", "check_failed", "check_error", "expired_override"} <= kinds
     assert projection(dry.result) == projection(lab.plain.result)
     assert projection(json.loads(stdout)) == projection(shard)
+
+
+def test_the_dry_run_says_the_check_blockers_stop_the_run_passing(tmp_path: Path) -> None:
+    """A person reading the dry run's plan sees what the team's checks already decided: the run
+    would judge, but could not pass."""
+    with key_env():
+        policy = write(CHECKED, tmp_path / "suite", "http://127.0.0.1:9/v1")
+        code, stdout = gate("run", "--policy", policy, "--lane", "pr", "--out", tmp_path / "dry", "--dry-run")
+    assert code == 0  # nothing stops the run before its calls
+    assert "cannot pass (check_failed, quality_failed): gating check no_forbidden" in stdout
+    assert "cannot pass (check_error, evaluation_incomplete): check explodes" in stdout

@@ -16,6 +16,9 @@ from gate.model.states import JUDGE_CALIBRATION_BLOCKERS, Finding, blocking_find
 from gate.model.trend_rubric import load_trend
 from gate.plan.selection import Plan
 
+# Blockers a run knows before any call that do not stop it: it judges, but cannot pass.
+CANNOT_PASS = JUDGE_CALIBRATION_BLOCKERS | {"check_failed", "check_error", "expired_override"}
+
 
 def print_plan(
     loaded: LoadedPolicy,
@@ -73,8 +76,8 @@ def print_plan(
     elif not has_key:
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
     for f in blockers:  # Known before any call; the run would judge, but could not pass
-        if f.kind in JUDGE_CALIBRATION_BLOCKERS:
-            out.write(f"  cannot pass ({f.kind}, review_required): {log_text(f.message)}\n")
+        if f.kind in CANNOT_PASS:
+            out.write(f"  cannot pass ({f.kind}, {f.state.value}): {log_text(f.message)}\n")
     out.write("  order:\n")
     held = {c.case_id for c in plan.withheld}
     for i, c in enumerate(plan.eligible, start=1):
