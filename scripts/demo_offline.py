@@ -148,11 +148,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.rule_judge
             else "a local fake that answers as the reviewers did"
         )
-        real = (
-            "The rule judge is offline only."
-            if args.rule_judge
-            else "With OPENAI_API_KEY set, `make demo` calls the real provider."
-        )
+        if args.rule_judge:
+            real = "The rule judge is offline only."
+        elif Path(args.policy).resolve() == (ROOT / example).resolve():
+            real = "With OPENAI_API_KEY set, `make demo` calls the real provider."
+        else:  # another team's suite: say what this run can show, and where the prompt is tried
+            real = (
+                "This checks the wiring (policy, cases, rendering, reports, exit codes), not the prompt: the "
+                f"offline judge answers with your labels. To try the prompt, set ${key_env} and run `gate run "
+                f"--policy {args.policy}`, or point evaluator.base_url at a local model (docs/LOCAL_MODEL.md)."
+            )
         said = (
             f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "
             f"{fake.base_url}, {how}. {real}"

@@ -149,6 +149,9 @@ def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_of
     assert code == 0, out + err
     result = json.loads((tmp_path / "gate-out" / "result.json").read_text())
     assert result["state"] == "passed"
+    banner = " ".join(out.split("\n\n")[0].split())  # what the demo says before gate's own output
+    assert "make demo" not in banner, banner  # the shipped example's command, not this suite's
+    assert "checks the wiring" in banner and "not the prompt" in banner and "docs/LOCAL_MODEL.md" in banner
 
 
 def _free_port() -> int:

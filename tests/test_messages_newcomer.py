@@ -120,3 +120,18 @@ def test_a_pr_runs_next_steps_calibrate_on_the_calibration_lane_not_on_its_own_r
         "s/policy.yaml --records gate-out-calibration" in pr
     ), pr
     assert "gate calibrate --policy s/policy.yaml --records cal-out" in cal, cal
+
+
+def test_without_a_key_the_next_steps_name_the_offline_check_of_this_policy_and_a_local_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GATE_TEST_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    policy = write_suite(tmp_path / "acme")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert gate("run", "--policy", policy, "--out", "o") == 3
+    steps = " ".join(out.getvalue()[out.getvalue().index("Next steps") :].split())
+    assert "python scripts/demo_offline.py --policy acme/policy.yaml" in steps, steps
+    assert "checks the wiring" in steps and "never the prompt" in steps
+    assert "docs/LOCAL_MODEL.md" in steps and "make demo" not in steps

@@ -100,6 +100,12 @@ def next_steps(
         steps.append(f"Calibrate this judge (see docs/CALIBRATION.md). {calibrate}")
     if "missing_credentials" in kinds:
         steps.append("Provide the judge's key (see the blocker), then run again: nothing was spent.")
+        steps.append(
+            f"No key yet: `python scripts/demo_offline.py --policy {policy}` runs this suite against an offline "
+            "judge that answers with your labels: it checks the wiring (policy, cases, rendering, reports, exit "
+            "codes), never the prompt. A small model on a local OpenAI-compatible server (docs/LOCAL_MODEL.md) "
+            "also shows whether replies keep the contract and what they cost, but not whether the prompt judges well."
+        )
     if kinds & ERROR_KINDS:
         steps.append(
             "Errors are the provider's or the reply's, never the product's: each case's error kind says which "
