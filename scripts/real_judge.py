@@ -332,6 +332,22 @@ def describe(run: LaneRun) -> str:
     )
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time a process has used (Linux /proc; None elsewhere): what a judgment costs whatever
+    else the machine is doing, unlike its latency."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_line(before: float | None, after: float | None, run: LaneRun) -> str:
+    if before is None or after is None or not run.judgments:
+        return ""
+    return f"  server CPU {after - before:.0f} s, {(after - before) / run.judgments:.1f} s per judgment"
+
+
 def since_now(port: int, tally: Tally) -> Counters:
     """Counters from this moment: requests forwarded and tokens the server counted since."""
     before, sent_before = server_metrics(port), tally.requests
@@ -393,7 +409,9 @@ def main() -> None:
                 )
                 tally.tag = fmt
                 print(f"{fmt}: gate run --lane {args.lane}", flush=True)
+                cpu_before = cpu_seconds(server.pid)
                 runs.append(check_run(fmt, policy, args.lane, args.out / fmt, env, since_now(port, tally)))
+                print(f"{describe(runs[-1])}{cpu_line(cpu_before, cpu_seconds(server.pid), runs[-1])}", flush=True)
             if args.lane == "real-judge":
                 policy = policy_copy(
                     Path(tmp),
