@@ -135,3 +135,17 @@ def test_without_a_key_the_next_steps_name_the_offline_check_of_this_policy_and_
     assert "python scripts/demo_offline.py --policy acme/policy.yaml" in steps, steps
     assert "checks the wiring" in steps and "never the prompt" in steps
     assert "docs/LOCAL_MODEL.md" in steps and "make demo" not in steps
+
+
+def test_validate_says_how_many_findings_first_and_talks_like_a_linter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_suite(tmp_path / "v", [*controls(), case("c-1", slice="mystery"), case("c-2", reference="")])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert gate("validate", "--policy", "v/policy.yaml") == 1
+    text = out.getvalue()
+    assert text.splitlines()[0] == "2 findings in v/policy.yaml (8 cases): 2 quality_failed", text
+    assert "v/cases.jsonl:7: case c-1 is in slice 'mystery'" in text  # file:line, relative as typed
+    assert "before merging" not in text and "the change is wrong" not in text and str(tmp_path) not in text
