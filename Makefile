@@ -144,4 +144,4 @@ bench: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/scale.py --quick
 
 clean:
-	rm -rf $(VENV) gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REAL_VENV) $(ACT_VENV) gate-out-real gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache

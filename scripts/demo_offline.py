@@ -150,7 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if args.rule_judge:
             real = "The rule judge is offline only."
-        elif Path(args.policy).resolve() == (ROOT / example).resolve():
+        elif Path(args.policy).resolve() in {example.resolve(), (ROOT / example).resolve()}:
+            # the shipped example, from this checkout's root or from the scripts' own checkout
             real = "With OPENAI_API_KEY set, `make demo` calls the real provider."
         else:  # another team's suite: say what this run can show, and where the prompt is tried
             real = (

@@ -94,7 +94,9 @@ def test_fault_burst(fault: str, tmp_path: Path, fake_openai: FakeOpenAI) -> Non
     ev = {
         "base_url": base_url,
         "max_concurrency": BURST,
-        "timeout_s": 0.5 if fault == TIMEOUT_ROW else 60.0,
+        # 3 s: long enough that a loaded machine still gets some requests to the provider before
+        # the timeout (at 0.5 s, load 13 timed out every attempt before its bytes were sent).
+        "timeout_s": 3.0 if fault == TIMEOUT_ROW else 60.0,
         "retries": {"max_attempts": 2, "retry_on": ["rate_limit", "server_error", "timeout", "connection"]},
     }
     lanes = {"pr": {"partitions": ["sentinel"], "controls": False}}

@@ -3,8 +3,9 @@ decided stops the other one too, at its next case (one flag in shared memory), s
 the judgments it needed, not for the other worker's whole share.
 
 The real CLI in a process of its own that forks its workers, real HTTP to the fake provider. The
-fake holds the other worker's first request until the false pass is in the first worker's records
-file (written after the stop flag is set), so the order is the test's, not the machine's load."""
+fake answers the false pass only once the other worker's first request has arrived, and holds that
+request until the false pass is in the first worker's records file (written after the stop flag is
+set), so the order is the test's, not the machine's load."""
 
 from __future__ import annotations
 
@@ -37,11 +38,13 @@ def recorded_in_worker_files(out: Path, case_id: str) -> bool:
 
 @pytest.mark.timeout(300)  # a gate process; a loaded machine's forkserver start counts too
 def test_two_workers_stop_together_once_the_verdict_is_decided(tmp_path: Path) -> None:
-    release = threading.Event()
+    release, k01_arrived = threading.Event(), threading.Event()
     with FakeOpenAI() as fake:
         # k-00, the first case of worker 1's share, is a false pass: quality_failed is certain once it
-        # is judged. k-01 is worker 2's first case (the shares are interleaved); its answer waits.
-        fake.script("Answer for k-00:", reply("pass"))
+        # is judged. k-01 is worker 2's first case (the shares are interleaved): k-00's answer waits
+        # until k-01 is in flight (a worker started late would otherwise see the flag and rightly
+        # never send it), and k-01's answer waits until k-00 is recorded.
+        fake.script("Answer for k-00:", held(k01_arrived, reply("pass")))
         fake.script("Answer for k-01:", held(release))
         cases = [case("k-00", label="fail"), *(case(f"k-{i:02d}") for i in range(1, 24))]
         policy = write_suite(
@@ -56,10 +59,16 @@ def test_two_workers_stop_together_once_the_verdict_is_decided(tmp_path: Path) -
         with gate_process.popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
             try:
                 deadline = time.monotonic() + 120
+                while not k01_arrived.is_set() and proc.poll() is None:
+                    assert time.monotonic() < deadline, "worker 2 never sent k-01"
+                    if fake.count("Answer for k-01:"):
+                        k01_arrived.set()
+                    time.sleep(0.02)
                 while not recorded_in_worker_files(out, "k-00") and proc.poll() is None:
                     assert time.monotonic() < deadline, "worker 1 never recorded k-00"
                     time.sleep(0.02)
             finally:
+                k01_arrived.set()
                 release.set()
             _, err = proc.communicate(timeout=120)
         assert proc.returncode == 1, err
