@@ -231,7 +231,7 @@ def test_a_mistyped_lane_or_run_names_what_was_typed_and_what_to_pass(
 
 def test_after_a_failed_run_the_screen_and_report_say_it_once_and_say_what_next(runs: Runs) -> None:
     screen = runs.failed_screen
-    assert "false_pass_limit in slice critical: 1 false pass(es)" in screen
+    assert "false_pass_limit in slice critical: 1 false pass, limit 0" in screen
     assert "slice critical: slice critical" not in screen
     assert "withheld (no reference evidence, never sent to the judge): ctl-missing" in screen
     report = (runs.failed / "report.md").read_text()
