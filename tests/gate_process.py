@@ -20,7 +20,8 @@ imported, PYTHON* variables, `-P`, resource limits, a closed stdout at startup) 
 
 The argument list may also start with `sys.executable, "-m", "gate.cli"` (as a subprocess
 command would), which is dropped; `[sys.executable, "-m", "gate.action"]` runs the Action's entry
-point (`python -m gate.action`, the container's process) instead. `rlimits={resource.RLIMIT_FSIZE:
+point (`python -m gate.action`, the container's process) instead, and `[sys.executable,
+"scripts/x.py", ...]` runs a script of the project as `python scripts/x.py` would (its `__main__`). `rlimits={resource.RLIMIT_FSIZE:
 (n, n)}` sets resource limits in the child before gate starts (what a `preexec_fn` would).
 """
 
@@ -68,6 +69,8 @@ _CTX.set_forkserver_preload(PRELOAD)
 _LIVE: list[GateProcess] = []
 # The address of a server the pytest-xdist controller started for all its workers (`share_server`).
 SHARED_SERVER_ENV = "GATE_TEST_PROCESS_SERVER"
+# Set for tests/warm_launch.py: a launcher (not a pytest process) that forks from the named server.
+LAUNCHER_ENV = "GATE_TEST_WARM_LAUNCHER"
 
 
 def share_server() -> None:
@@ -88,7 +91,7 @@ def _use_shared_server(address: str) -> None:
     server.__dict__["ensure_running"] = resource_tracker.ensure_running  # never start one of our own
 
 
-if os.environ.get(SHARED_SERVER_ENV) and os.environ.get("PYTEST_XDIST_WORKER"):
+if os.environ.get(SHARED_SERVER_ENV) and (os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(LAUNCHER_ENV)):
     _use_shared_server(os.environ[SHARED_SERVER_ENV])
 
 
@@ -145,9 +148,15 @@ def _child(
     sys.stderr = sys.__stderr__ = _stdio(2, True, unbuffered, encoding)
     for which, limit in rlimits.items():
         resource.setrlimit(which, limit)
-    sys.argv = ["gate", *argv]
+    sys.argv = [entry if entry.endswith(".py") else "gate", *argv]
     code = 1
     try:
+        if entry.endswith(".py"):
+            import runpy
+
+            sys.path[0] = str(Path(entry).resolve().parent)  # what `python script.py` puts first
+            runpy.run_path(entry, run_name="__main__")
+            sys.exit(0)
         if entry == ACTION:
             from gate.action import main
 
@@ -180,6 +189,8 @@ def _entry_and_args(argv: Sequence[str | Path]) -> tuple[str, list[str]]:
     args = [str(a) for a in argv]
     if args[:2] == [sys.executable, "-m"] and args[2:3] in ([CLI], [ACTION]):
         return args[2], args[3:]
+    if args[:1] == [sys.executable] and args[1:2] and args[1].endswith(".py"):
+        return args[1], args[2:]
     return CLI, args
 
 
@@ -331,6 +342,13 @@ def run(
         proc.wait()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode or 0, out, err)
+
+
+def server_address() -> str:
+    """The address of this process's server (the shared one, or its own, started now): what a
+    launcher outside pytest (tests/warm_launch.py) connects to."""
+    forkserver._forkserver.ensure_running()
+    return str(forkserver._forkserver._forkserver_address)
 
 
 def reap() -> None:

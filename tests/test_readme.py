@@ -20,6 +20,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import gate_process
 import pytest
 
 from gate.cli import build_parser
@@ -178,24 +179,43 @@ def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     work = tmp_path / "checkout"
     work.mkdir()
     shutil.copytree(ROOT / "policies", work / "policies")
-    for name in (
-        "Makefile",
-        "pyproject.toml",
-        "requirements.lock",
-        "requirements-dev.lock",
-        "scripts",
-        "tests",
-        ".venv",
-    ):
+    for name in ("Makefile", "pyproject.toml", "requirements.lock", "requirements-dev.lock", "scripts", "tests"):
         (work / name).symlink_to(ROOT / name)
+    warm_venv(venv, work / ".venv")
     env = {
-        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PATH": f"{work / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "HOME": str(tmp_path),
         "GATE_DEMO_PORT": str(_free_port()),
         "RAGAS_DO_NOT_TRACK": "true",
         "COLUMNS": "100",
+        gate_process.SHARED_SERVER_ENV: gate_process.server_address(),
+        gate_process.LAUNCHER_ENV: "1",
     }
     return work, env
+
+
+LAUNCHED = ("python", "python3", "gate")
+
+
+def warm_venv(venv: Path, into: Path) -> None:
+    """`into`: the virtualenv `venv` linked entry by entry, but for its `python` and `gate`, which are
+    tests/warm_launch.py: each command starts warm from the suite's process server, not from a fresh
+    interpreter that imports ragas first (seconds of CPU a command)."""
+    (into / "bin").mkdir(parents=True)
+    for entry in venv.iterdir():
+        if entry.name != "bin":
+            (into / entry.name).symlink_to(entry)
+    real = venv / "bin" / "python"
+    for entry in (venv / "bin").iterdir():
+        if entry.name not in LAUNCHED:
+            (into / "bin" / entry.name).symlink_to(entry)
+    for name in LAUNCHED:
+        launcher = into / "bin" / name
+        # `-c`, not a file: multiprocessing would run a main module's file again in every child.
+        code = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import warm_launch; "
+        code += f"warm_launch.main({'gate' if name == 'gate' else 'python'!r})"
+        launcher.write_text(f'#!/bin/sh\nexec {real} -c "{code}" "$@"\n')
+        launcher.chmod(0o755)
 
 
 def run_page(page: Path, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
