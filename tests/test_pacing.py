@@ -24,7 +24,7 @@ from gate.commands.run import RunOptions, run
 from gate.judge import Judgment
 from gate.judge.budget import Budget
 from gate.judge.outcome import RetryTiming
-from gate.judge.pacing import LimitHeaders, Pacer, pacing, parse_duration
+from gate.judge.pacing import LimitHeaders, Pacer, Ticket, pacing, parse_duration
 from gate.judge.ragas_judge import make_evaluator
 from gate.model.cases import Case
 from gate.model.policy import load_policy
@@ -373,3 +373,33 @@ def test_the_cli_runs_a_policy_with_a_rate_limit(tmp_path: Path, monkeypatch: py
         )
         assert gate("run", "--policy", policy, "--out", tmp_path / "out", "--no-cache") == 0
     assert os.path.exists(tmp_path / "out" / "result.json")
+
+
+def test_a_request_overtaken_on_the_wire_is_still_taken_off_the_window() -> None:
+    """Two requests admitted at once; the provider sees the second first and answers it with a
+    `remaining` that does not hold the first, still on its way. The first is taken off too, so the
+    third waits for the refill instead of meeting a window the first has emptied (a 429 seen at
+    load 8 in make test)."""
+    clock = Clock()
+    pacer = paced(clock, tpm=1000)
+    # (0 + 2000 overhead) / 4 + 0 = 500 tokens a request: two fill the window
+    first, second = asyncio.run(_admit_two(pacer))
+    headers = {"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "500"}
+    pacer.observe(second, 200, headers, None)  # the provider has counted the second only
+    assert admit_times(pacer, clock, 1, prompt_chars=0, max_out=0) == [pytest.approx(30.0)]
+    pacer.observe(first, 200, {**headers, "x-ratelimit-remaining-tokens": "0"}, None)  # older news
+
+
+async def _admit_two(pacer: Pacer) -> tuple[Ticket, Ticket]:
+    return await pacer.admit(0, 0), await pacer.admit(0, 0)
+
+
+def test_a_request_given_up_on_no_longer_holds_the_window() -> None:
+    """A request that timed out is never answered: once given up on, it no longer counts against
+    what later replies say is left, or the run would slow down for good after each timeout."""
+    clock = Clock()
+    pacer = paced(clock, tpm=1000)
+    lost, answered = asyncio.run(_admit_two(pacer))
+    pacer.give_up(lost)
+    pacer.observe(answered, 200, {"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "500"}, None)
+    assert admit_times(pacer, clock, 1, prompt_chars=0, max_out=0) == [0.0]

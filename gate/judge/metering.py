@@ -118,9 +118,12 @@ class JudgmentSink:
     def settle_pending(self, kind: RecordErrorKind) -> None:
         """Close every attempt that got no response; keep its reservation as spent."""
         now = time.monotonic()
+        pacer = PACER.get()
         for _req, attempt in list(self._pending.values()):
             if attempt.done:
                 continue
+            if pacer is not None and attempt.ticket is not None:
+                pacer.give_up(attempt.ticket)
             attempt.done = True
             attempt.latency_ms = (now - attempt.started) * 1000.0
             attempt.error_kind = attempt.error_kind or kind

@@ -14,9 +14,11 @@ A request is admitted when one request and its estimated tokens fit both windows
 of everything sent (every message, the response schema) / 4, scaled by what replies' `usage`
 reported for earlier requests, plus `max_output_tokens`. The estimate is made before the body
 exists (the prompt plus the overhead learned from earlier bodies) and corrected when the body is
-sent (`resize`). A reply's `remaining` is the provider's count when it answered: requests admitted
-after the one it answers may not be in it yet, so they are taken off again (a reply that arrives
-after a later one's is older news and ignored).
+sent (`resize`). A reply's `remaining` is the provider's count when it answered: a request still
+unanswered may not be in it yet, so every one is taken off again: those admitted after the one it
+answers, and those admitted before it that are still on their way (requests overtake each other on
+the wire; one admitted first can reach the provider last). A reply that arrives after a later
+one's is older news and ignored.
 
 No wait is longer than the provider says or than `max_pause_s` (a minute: a per-minute window is
 whole again after one), whatever the arithmetic believes:
@@ -82,9 +84,10 @@ _OVERHEAD = 15  # characters of a body beyond its prompt, learned from bodies
 _WAIT_UNTIL = 16  # when the current wait ends (0: nobody waits)
 _WAIT_WHY = 17  # 1 request window, 2 token window, 3 paused after a 429
 _RESET_AT = {_REQ: 18, _TOK: 19}  # when the newest reply said the window is whole again (0: unknown)
-_RESET_BASE = {_REQ: 20, _TOK: 21}  # admitted (requests, tokens) up to that reply's request
+_RESET_BASE = {_REQ: 20, _TOK: 21}  # admitted (requests, tokens) that reply's count holds
 _COUNTER = {_REQ: _SEQ, _TOK: _CUM_TOKENS}  # what each window counts
-_CELLS = 22
+_OUTSTANDING = {_REQ: 22, _TOK: 23}  # admitted and not yet answered, released or given up on
+_CELLS = 24
 
 _WHY = {1: "the request window", 2: "the token window", 3: "the provider's retry-after (after a 429)"}
 
@@ -170,6 +173,7 @@ class Ticket:
     prompt_estimate: float  # chars / 4 of its body (before scaling)
     cum_tokens: float  # tokens admitted up to and including this one
     released: bool = False
+    settled: bool = False  # answered, released or given up on: no longer outstanding
 
 
 class Pacer:
@@ -273,6 +277,8 @@ class Pacer:
             ticket.tokens, ticket.prompt_estimate = tokens, raw
             self._cells[_TOK + _LEVEL] -= delta
             self._cells[_CUM_TOKENS] += delta
+            if not ticket.settled:
+                self._cells[_OUTSTANDING[_TOK]] += delta
 
     def release(self, ticket: Ticket) -> None:
         """A request admitted but never sent (refused before the wire): give its share back."""
@@ -282,6 +288,19 @@ class Pacer:
             ticket.released = True
             self._cells[_REQ + _LEVEL] += 1.0
             self._cells[_TOK + _LEVEL] += ticket.tokens
+            self._settle(ticket)
+
+    def give_up(self, ticket: Ticket) -> None:
+        """A request sent that will get no reply (a timeout, a dropped connection): no longer
+        outstanding. Whether the provider counted it, its own window will say in later replies."""
+        with self._lock:
+            self._settle(ticket)
+
+    def _settle(self, ticket: Ticket) -> None:
+        if not ticket.settled:
+            ticket.settled = True
+            self._cells[_OUTSTANDING[_REQ]] -= 1.0
+            self._cells[_OUTSTANDING[_TOK]] -= ticket.tokens
 
     def observe(
         self, ticket: Ticket | None, status: int, headers: Mapping[str, str], prompt_tokens: int | None
@@ -290,6 +309,8 @@ class Pacer:
         said = LimitHeaders.read(headers, self.wall())
         with self._lock:
             now = self.clock()
+            if ticket is not None:
+                self._settle(ticket)
             if prompt_tokens is not None and ticket is not None and ticket.prompt_estimate > 0:
                 self._cells[_EST_PROMPT] += ticket.prompt_estimate
                 self._cells[_USED_PROMPT] += prompt_tokens
@@ -348,14 +369,16 @@ class Pacer:
             self._set_capacity(base, reading.limit, now)
         if self._cells[base + _CAP] <= 0:
             return
-        # Requests admitted after the one this reply answers may not be in its count yet.
-        admitted_since = self._cells[_COUNTER[base]] - counted
+        # What may not be in its count yet: every request still unanswered, whether admitted after
+        # the one it answers or before it (and overtaken on the wire); and those admitted after it
+        # that were answered without a word on the windows.
+        unseen = max(self._cells[_COUNTER[base]] - counted, self._cells[_OUTSTANDING[base]])
         if reading.remaining is not None:
-            self._cells[base + _LEVEL] = min(self._cells[base + _CAP], reading.remaining) - admitted_since
+            self._cells[base + _LEVEL] = min(self._cells[base + _CAP], reading.remaining) - unseen
             self._cells[base + _AT] = now
         if reading.reset_s is not None:
             self._cells[_RESET_AT[base]] = now + reading.reset_s
-            self._cells[_RESET_BASE[base]] = counted
+            self._cells[_RESET_BASE[base]] = self._cells[_COUNTER[base]] - unseen
 
     def _level(self, base: int, now: float) -> float:
         """The window's level now; once the provider's reset time has passed, whole again but for
@@ -403,6 +426,8 @@ class Pacer:
             self._cells[base + _LEVEL] -= amount
         self._cells[_SEQ] += 1
         self._cells[_CUM_TOKENS] += tokens
+        self._cells[_OUTSTANDING[_REQ]] += 1.0
+        self._cells[_OUTSTANDING[_TOK]] += tokens
         return Ticket(int(self._cells[_SEQ]), tokens, raw, float(self._cells[_CUM_TOKENS]))
 
     def _pause_for(self, said: LimitHeaders) -> float:
