@@ -29,6 +29,7 @@ its record shows 0 tokens and 0 cost because nothing was reported.
 from __future__ import annotations
 
 import enum
+import functools
 import importlib.metadata
 import os
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ def partial_judgment(exc: BaseException) -> Judgment | None:
     return j if isinstance(j, Judgment) else None
 
 
+@functools.cache  # a run asks often (every evaluator, lineage, calibration); a lookup reads files
 def installed_version(dist: str) -> str | None:
     """A distribution's installed version from package metadata (nothing is imported), None if absent."""
     try:
