@@ -62,10 +62,13 @@ _COMMON: dict[str, Any] = {
     "print_blob": True,
 }
 FUZZING = bool(os.environ.get(FUZZ_ENV))
-# make fuzz-lanes splits its examples over PARTS tests with their own random seeds, one per xdist worker.
+# make fuzz-lanes splits its examples in half, plain lanes and product lanes, and each half over PARTS
+# tests with their own random seeds (xdist runs them side by side): 2,000 examples is 2,000 in all.
 PARTS = max(1, int(os.environ.get("GATE_FUZZ_PARTS") or 2)) if FUZZING else 1
 settings.register_profile("lanes-ci", max_examples=10, derandomize=True, **_COMMON)
-settings.register_profile("lanes-fuzz", max_examples=-(-int(os.environ.get(FUZZ_ENV) or 2000) // PARTS), **_COMMON)
+settings.register_profile(
+    "lanes-fuzz", max_examples=-(-int(os.environ.get(FUZZ_ENV) or 2000) // (2 * PARTS)), **_COMMON
+)
 PROFILE = "lanes-fuzz" if FUZZING else "lanes-ci"
 
 EPS = 1e-12
@@ -351,16 +354,17 @@ def product_suites(draw: st.DrawFn) -> Suite:
     return replace(suite, product=True, uncalibrated=uncalibrated, unanswered=unanswered)
 
 
-@pytest.mark.timeout(0 if os.environ.get(FUZZ_ENV) else 900)
+@pytest.mark.timeout(0 if FUZZING else 900)
+@pytest.mark.parametrize("part", range(PARTS))
 @settings(settings.get_profile(PROFILE))
-@given(suite=product_suites())
+@given(suite=product_suites(), chosen=CHOSEN)
 def test_every_path_of_a_product_lane_reaches_the_plain_runs_decision(
-    suite: Suite, tmp_path_factory: pytest.TempPathFactory
+    part: int, suite: Suite, chosen: set[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The same suites as a product lane: the application's answers from --responses (given to every
     command), judged by a calibrated judge (now and then with no figures for a slice, or an answer missing); every path reaches the plain run's state, blockers,
     counts and each slice's verdict, n and k."""
-    run_example(suite, tmp_path_factory.mktemp("product"))
+    run_example(suite, tmp_path_factory.mktemp("product"), chosen.__contains__)
 
 
 # -- regressions: each suite a failure Hypothesis shrank to ---------------------------------------
