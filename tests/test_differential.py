@@ -48,7 +48,7 @@ from differential import (
 )
 from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from runner_env import runner_env
 
@@ -322,13 +322,18 @@ def run_example(suite: Suite, tmp: Path, only: Callable[[str], bool] = lambda na
                     check_path(name, lab, got)
 
 
-# `make test`: every path on each example. `make fuzz-lanes`: the cheap paths (decide, the dry run)
-# on each example and two of the others, drawn, so thousands of examples fit in a sitting.
+# `make fuzz-lanes`: the cheap paths (decide, the dry run) on each example and two of the others,
+# drawn, so thousands of examples fit in a sitting. `make test`: every path on each plain example;
+# a product example takes the cheap paths and one of three pairs that together are every dear path.
 DEAR = ("stop_when_decided", "workers", "workers_stop", "shards", "batch", "kill_resume")
+CHEAP = {"decide", "dry_run"}
 CHOSEN = (
-    st.sets(st.sampled_from(DEAR), min_size=2, max_size=2).map(lambda dear: {*dear, "decide", "dry_run"})
+    st.sets(st.sampled_from(DEAR), min_size=2, max_size=2).map(lambda dear: {*dear, *CHEAP})
     if FUZZING
     else st.just(set(PATHS))
+)
+CHOSEN_PRODUCT = (
+    CHOSEN if FUZZING else st.sampled_from([DEAR[0:2], DEAR[2:4], DEAR[4:6]]).map(lambda dear: {*dear, *CHEAP})
 )
 
 
@@ -339,6 +344,7 @@ CHOSEN = (
 def test_every_path_reaches_the_plain_runs_decision(
     part: int, suite: Suite, chosen: set[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    event("dear paths: " + ", ".join(sorted(chosen - CHEAP)))  # --hypothesis-show-statistics
     run_example(suite, tmp_path_factory.mktemp("lanes"), chosen.__contains__)
 
 
@@ -357,13 +363,14 @@ def product_suites(draw: st.DrawFn) -> Suite:
 @pytest.mark.timeout(0 if FUZZING else 900)
 @pytest.mark.parametrize("part", range(PARTS))
 @settings(settings.get_profile(PROFILE))
-@given(suite=product_suites(), chosen=CHOSEN)
+@given(suite=product_suites(), chosen=CHOSEN_PRODUCT)
 def test_every_path_of_a_product_lane_reaches_the_plain_runs_decision(
     part: int, suite: Suite, chosen: set[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The same suites as a product lane: the application's answers from --responses (given to every
     command), judged by a calibrated judge (now and then with no figures for a slice, or an answer missing); every path reaches the plain run's state, blockers,
     counts and each slice's verdict, n and k."""
+    event("dear paths: " + ", ".join(sorted(chosen - CHEAP)))
     run_example(suite, tmp_path_factory.mktemp("product"), chosen.__contains__)
 
 
