@@ -403,3 +403,18 @@ def test_a_request_given_up_on_no_longer_holds_the_window() -> None:
     pacer.give_up(lost)
     pacer.observe(answered, 200, {"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "500"}, None)
     assert admit_times(pacer, clock, 1, prompt_chars=0, max_out=0) == [0.0]
+
+
+def test_a_reply_of_an_earlier_count_is_older_news_whatever_its_order() -> None:
+    """Two requests in flight; the provider counts the second first and answers it with the window
+    holding only that one; the first's answer (both counted) is read before it. The second's answer
+    is older news even though its request is the later one: believing it would admit a third
+    request into the room the first already took (a 429 seen at load 8 in make test)."""
+    clock = Clock()
+    pacer = paced(clock, tpm=2000)  # 500 tokens a request, as below: four fit
+    first, second = asyncio.run(_admit_two(pacer))
+    limit = {"x-ratelimit-limit-tokens": "2000"}
+    pacer.observe(first, 200, {**limit, "x-ratelimit-remaining-tokens": "1000"}, None)  # both counted
+    pacer.observe(second, 200, {**limit, "x-ratelimit-remaining-tokens": "1500"}, None)  # only itself
+    times = admit_times(pacer, clock, 3, prompt_chars=0, max_out=0)
+    assert sum(t < 15.0 for t in times) <= 2  # 1000 tokens are left: two fit, the third waits 15 s

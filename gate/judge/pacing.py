@@ -17,8 +17,10 @@ exists (the prompt plus the overhead learned from earlier bodies) and corrected 
 sent (`resize`). A reply's `remaining` is the provider's count when it answered: a request still
 unanswered may not be in it yet, so every one is taken off again: those admitted after the one it
 answers, and those admitted before it that are still on their way (requests overtake each other on
-the wire; one admitted first can reach the provider last). A reply that arrives after a later
-one's is older news and ignored.
+the wire; one admitted first can reach the provider last). Older news is ignored: a reply that
+arrives after a later request's, and a reply whose count says the window is whole again sooner
+than a reading already taken said (a provider's count only grows; the reply is of an earlier
+moment, whatever its order).
 
 No wait is longer than the provider says or than `max_pause_s` (a minute: a per-minute window is
 whole again after one), whatever the arithmetic believes:
@@ -87,7 +89,8 @@ _RESET_AT = {_REQ: 18, _TOK: 19}  # when the newest reply said the window is who
 _RESET_BASE = {_REQ: 20, _TOK: 21}  # admitted (requests, tokens) that reply's count holds
 _COUNTER = {_REQ: _SEQ, _TOK: _CUM_TOKENS}  # what each window counts
 _OUTSTANDING = {_REQ: 22, _TOK: 23}  # admitted and not yet answered, released or given up on
-_CELLS = 24
+_FULL_AT = {_REQ: 24, _TOK: 25}  # the latest "whole again at" a reading implied (never cleared)
+_CELLS = 26
 
 _WHY = {1: "the request window", 2: "the token window", 3: "the provider's retry-after (after a 429)"}
 
@@ -367,7 +370,7 @@ class Pacer:
             return  # the provider just served more than this "limit": the header is wrong, not the window
         if reading.limit is not None:
             self._set_capacity(base, reading.limit, now)
-        if self._cells[base + _CAP] <= 0:
+        if self._cells[base + _CAP] <= 0 or self._older_news(base, reading, now):
             return
         # What may not be in its count yet: every request still unanswered, whether admitted after
         # the one it answers or before it (and overtaken on the wire); and those admitted after it
@@ -379,6 +382,23 @@ class Pacer:
         if reading.reset_s is not None:
             self._cells[_RESET_AT[base]] = now + reading.reset_s
             self._cells[_RESET_BASE[base]] = self._cells[_COUNTER[base]] - unseen
+
+    def _older_news(self, base: int, reading: WindowReading, now: float) -> bool:
+        """Whether this reading is of an earlier moment than one already taken: it implies the
+        window is whole again sooner (by more than the rounding of a count) than that one did. The
+        time a window is whole again only moves later as the provider counts requests."""
+        cap, rate = self._cells[base + _CAP], self._cells[base + _RATE]
+        if reading.remaining is not None:
+            full_at = now + (cap - min(cap, reading.remaining)) / rate
+        elif reading.reset_s is not None:
+            full_at = now + reading.reset_s
+        else:
+            return False
+        latest = self._cells[_FULL_AT[base]]
+        if full_at < latest - 1.0 / rate:  # a whole count (remaining is floored) is the rounding
+            return True
+        self._cells[_FULL_AT[base]] = max(latest, full_at)
+        return False
 
     def _level(self, base: int, now: float) -> float:
         """The window's level now; once the provider's reset time has passed, whole again but for
