@@ -319,3 +319,17 @@ def test_a_violated_pair_stops_scheduling(tmp_path: Path, fake: FakeOpenAI) -> N
     assert sorted(kinds(res)["pair_violated"]) == ["p-a", "p-b"]
     assert res["unrun_case_ids"] == ["z-0", "z-1", "z-2", "z-3"]
     assert fake.count("z-") == 0
+
+
+def test_a_run_leaves_no_temporary_directory_behind(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """ragas keeps its data in a private temporary directory while gate runs (no cache dir set):
+    gone when the process ends, so runs on a workstation or a reused runner do not pile them up."""
+    policy = write_suite(tmp_path / "s", [*controls(), case("c-1")], evaluator=evaluator(fake))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, KEY_ENV: SECRET, "RAGAS_DO_NOT_TRACK": "true", "TMPDIR": str(scratch)}
+    cmd = ["run", "--policy", str(policy), "--out", str(tmp_path / "out"), "--no-cache"]
+    done = gate_process.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert fake.count() == 6  # it judged, so ragas ran and used its directory
+    assert list(scratch.iterdir()) == []

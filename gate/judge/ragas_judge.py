@@ -17,12 +17,14 @@ One judgment = up to `evaluator.retries.max_attempts` HTTP requests, each one `a
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import logging
 import math
 import os
 import random
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +72,7 @@ def prepare_ragas_environment(data_dir: Path | None) -> Path:
     if data_dir is None:
         if not _PROCESS_DATA_DIR:
             _PROCESS_DATA_DIR.append(Path(tempfile.mkdtemp(prefix="ragas-gate-data-")))
+            atexit.register(_remove_data_dir, _PROCESS_DATA_DIR[0], os.getpid())
         data_dir = _PROCESS_DATA_DIR[0]
     data_dir.mkdir(parents=True, exist_ok=True)
     os.environ["XDG_DATA_HOME"] = str(data_dir)
@@ -82,6 +85,12 @@ def prepare_ragas_environment(data_dir: Path | None) -> Path:
     except AttributeError:
         pass
     return data_dir
+
+
+def _remove_data_dir(path: Path, owner_pid: int) -> None:
+    """At exit, the temporary data dir goes with the process that made it (not with a forked worker)."""
+    if os.getpid() == owner_pid:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @dataclass
