@@ -442,12 +442,13 @@ def test_batch_flags_that_do_not_combine_are_usage_errors(
     assert says in err and "Traceback" not in err and not fake.requests
 
 
-@pytest.mark.parametrize("again", [["--resume"], []])
+@pytest.mark.parametrize("again", [["--resume"], [], ["--dry-run"]])
 def test_a_live_run_on_an_out_with_an_uncollected_batch_refuses_and_says_collect_it(
     tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str], again: list[str]
 ) -> None:
     # A live run here would judge the batched cases again while the batch runs, and a later collect
-    # would bill both: it refuses before any call, naming the command that collects the batch.
+    # would bill both: it refuses before any call, naming the command that collects the batch. A
+    # dry run says the same: it shows what the run would do, and the run would refuse.
     batches = FakeBatches(fake, script=QUICK)
     policy = write(tmp_path / "s", fake)
     out = tmp_path / "out"

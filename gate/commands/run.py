@@ -131,11 +131,12 @@ def run(
     if stream.isatty():  # on a terminal the checks and the judge's loading take seconds: say so
         stream.write(f"checking {shown_path(policy_path)} (lane {opts.lane})\n")
     lane = _prepare(policy_path, opts, env, factory, clock)
+    # A batch submitted from this --out and not collected: judging its cases live would pay twice.
+    # The dry run says so too: the run it shows would refuse.
+    refuse_uncollected(lane.opts.out_dir, policy_path, lane.plan.lane)
     if lane.opts.dry_run:
         return _dry_run(lane)
     check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
-    # A batch submitted from this --out and not collected: judging its cases live would pay twice.
-    refuse_uncollected(lane.opts.out_dir, policy_path, lane.plan.lane)
     earlier = _take_stock(lane)
     lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.
