@@ -130,8 +130,22 @@ class Suite:
     @property
     def order_free(self) -> bool:
         """Whether the plain run's outcome cannot depend on timing: one request at a time, or
-        nothing that stops scheduling mid-lane (a violated pair, the boundary)."""
-        return self.concurrency == 1 or (not self.tight and not any(c.pair for c in self.cases))
+        nothing that stops scheduling mid-lane (a violated pair, the boundary, a control race)."""
+        return self.concurrency == 1 or (
+            not self.tight and not any(c.pair for c in self.cases) and not self.control_race
+        )
+
+    @property
+    def bad_controls(self) -> tuple[str, ...]:
+        """The controls the judge fails or errs on (a control without reference evidence is withheld,
+        never judged): each stops scheduling where it ends."""
+        return tuple(c.case_id for c in self.cases if c.role is not None and c.reference and c.script.final != "agree")
+
+    @property
+    def control_race(self) -> bool:
+        """Controls judged side by side, one of which fails or errs: it stops scheduling when it
+        ends, and which of the other controls were judged by then depends on timing."""
+        return self.concurrency > 1 and bool(self.bad_controls)
 
     @property
     def stateful(self) -> bool:
