@@ -125,7 +125,11 @@ def test_failed_control_stops_scheduling(tmp_path: Path, fake: FakeOpenAI) -> No
     assert kinds(res)["control_failed"] == ["ctl-injection"]
     # Never sent because no other verdict could count: not_needed, neither unrun nor control_error.
     assert res["unrun_case_ids"] == [] and "control_error" not in kinds(res)
-    assert sorted(c["case_id"] for c in res["cases"] if c["bucket"] == "not_needed") == ["c-1", "c-2", "g-1"]
+    # The controls judged beside the failed one may or may not have been sent before it ended (timing).
+    not_needed = {c["case_id"] for c in res["cases"] if c["bucket"] == "not_needed"}
+    assert {"c-1", "c-2", "g-1"} <= not_needed and all(
+        cid.startswith("ctl-") for cid in not_needed - {"c-1", "c-2", "g-1"}
+    )
     assert fake.requests and all("ctl-" in r.prompt for r in fake.requests)  # only controls were sent
 
 
