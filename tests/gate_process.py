@@ -69,8 +69,6 @@ _CTX.set_forkserver_preload(PRELOAD)
 _LIVE: list[GateProcess] = []
 # The address of a server the pytest-xdist controller started for all its workers (`share_server`).
 SHARED_SERVER_ENV = "GATE_TEST_PROCESS_SERVER"
-# Set for tests/warm_launch.py: a launcher (not a pytest process) that forks from the named server.
-LAUNCHER_ENV = "GATE_TEST_WARM_LAUNCHER"
 
 
 def share_server() -> None:
@@ -81,7 +79,7 @@ def share_server() -> None:
     os.environ[SHARED_SERVER_ENV] = str(forkserver._forkserver._forkserver_address)
 
 
-def _use_shared_server(address: str) -> None:
+def use_server(address: str) -> None:
     """Connect to the controller's server instead of starting one. The server lives as long as the
     controller, which outlives its workers. The fd every request carries as the server's 'alive'
     pipe is only kept open by the child; any fd will do."""
@@ -91,8 +89,8 @@ def _use_shared_server(address: str) -> None:
     server.__dict__["ensure_running"] = resource_tracker.ensure_running  # never start one of our own
 
 
-if os.environ.get(SHARED_SERVER_ENV) and (os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(LAUNCHER_ENV)):
-    _use_shared_server(os.environ[SHARED_SERVER_ENV])
+if os.environ.get(SHARED_SERVER_ENV) and os.environ.get("PYTEST_XDIST_WORKER"):
+    use_server(os.environ[SHARED_SERVER_ENV])
 
 
 class _Fd:

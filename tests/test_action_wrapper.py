@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 import yaml
 
@@ -32,6 +33,7 @@ from fake_openai import FakeOpenAI
 from runner_env import API_KEY, HEAD, MERGE, TOKEN, parse_github_output
 from stub_docker import BUILT_IMAGE
 from suite import case, controls, write_suite
+from warm_launch import write_launcher
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 ACTION_FILES = ("action.yml", "Dockerfile", "scripts/action-run")
@@ -362,7 +364,8 @@ def test_a_whole_run_through_the_wrapper_writes_only_gate_out_and_a_quiet_log(tm
                 root, cases, evaluator={"base_url": provider.base_url, "api_key_env": "JUDGE_KEY"}
             ),
             with_={"max-cost": "5"},
-            stub={"STUB_RUN_EXEC": sys.executable},
+            # The entry point forked warm (tests/warm_launch.py), as `python -P -m gate.action` runs it.
+            stub={"STUB_RUN_EXEC": str(write_launcher(tmp_path / "python", "python", gate_process.server_address()))},
             may_write=("gate-out", ".gate-cache"),
         )
         check_runs = github.check_runs

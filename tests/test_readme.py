@@ -22,6 +22,7 @@ from pathlib import Path
 
 import gate_process
 import pytest
+from warm_launch import write_launcher
 
 from gate.cli import build_parser
 
@@ -188,8 +189,6 @@ def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
         "GATE_DEMO_PORT": str(_free_port()),
         "RAGAS_DO_NOT_TRACK": "true",
         "COLUMNS": "100",
-        gate_process.SHARED_SERVER_ENV: gate_process.server_address(),
-        gate_process.LAUNCHER_ENV: "1",
     }
     return work, env
 
@@ -205,17 +204,12 @@ def warm_venv(venv: Path, into: Path) -> None:
     for entry in venv.iterdir():
         if entry.name != "bin":
             (into / entry.name).symlink_to(entry)
-    real = venv / "bin" / "python"
     for entry in (venv / "bin").iterdir():
         if entry.name not in LAUNCHED:
             (into / "bin" / entry.name).symlink_to(entry)
+    server = gate_process.server_address()
     for name in LAUNCHED:
-        launcher = into / "bin" / name
-        # `-c`, not a file: multiprocessing would run a main module's file again in every child.
-        code = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import warm_launch; "
-        code += f"warm_launch.main({'gate' if name == 'gate' else 'python'!r})"
-        launcher.write_text(f'#!/bin/sh\nexec {real} -c "{code}" "$@"\n')
-        launcher.chmod(0o755)
+        write_launcher(into / "bin" / name, "gate" if name == "gate" else "python", server)
 
 
 def run_page(page: Path, tmp_path: Path) -> tuple[Path, dict[str, Path]]:
