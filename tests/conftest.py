@@ -32,24 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
         import gate_process
 
         gate_process.share_server()
-        _warm_workers(config, gate_process.server_address())
-
-
-def _warm_workers(config: pytest.Config, server: str) -> None:
-    """Each pytest-xdist worker forked from the warm process server too (tests/warm_launch.py), not
-    started as a fresh interpreter: it then has gate and ragas imported already, where each worker
-    spent ~7 CPU-s importing ragas at its first judging test."""
-    import atexit
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from warm_launch import write_launcher
-
-    where = Path(tempfile.mkdtemp(prefix="gate-test-workers-"))
-    atexit.register(shutil.rmtree, where, True)
-    python = write_launcher(where / "python", "worker", server)
-    config.option.tx = [f"popen//python={python}" if spec == "popen" else spec for spec in config.option.tx]
 
 
 @pytest.fixture(autouse=True)

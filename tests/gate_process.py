@@ -149,13 +149,6 @@ def _child(
     sys.argv = [entry if entry.endswith(".py") else "gate", *argv]
     code = 1
     try:
-        if entry == PYTHON_C:  # `python -c CODE ARGS`: CODE runs as __main__ (a pytest-xdist worker's bootstrap)
-            import types
-
-            sys.argv = ["-c", *argv[1:]]
-            main = sys.modules["__main__"] = types.ModuleType("__main__")
-            exec(compile(argv[0], "<string>", "exec"), main.__dict__)
-            sys.exit(0)
         if entry.endswith(".py"):
             import runpy
 
@@ -187,7 +180,7 @@ def _child(
     os._exit(code)
 
 
-CLI, ACTION, PYTHON_C = "gate.cli", "gate.action", "-c"
+CLI, ACTION = "gate.cli", "gate.action"
 
 
 def _entry_and_args(argv: Sequence[str | Path]) -> tuple[str, list[str]]:
@@ -196,8 +189,6 @@ def _entry_and_args(argv: Sequence[str | Path]) -> tuple[str, list[str]]:
         return args[2], args[3:]
     if args[:1] == [sys.executable] and args[1:2] and args[1].endswith(".py"):
         return args[1], args[2:]
-    if args[:2] == [sys.executable, PYTHON_C]:
-        return PYTHON_C, args[2:]
     return CLI, args
 
 

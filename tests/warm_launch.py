@@ -40,13 +40,6 @@ def launch(kind: str, args: list[str]) -> list[str] | None:
     """The argument list for `gate_process.popen`, or None for a command line the real interpreter takes."""
     if kind == "gate":
         return args
-    if kind == "worker":  # pytest-xdist's `python -u -c BOOTSTRAP`: the worker, warm
-        flags = [a for a in args[: args.index("-c")] if a in ("-u", "-B")] if "-c" in args else None
-        if flags is None or len(flags) != args.index("-c"):
-            return None
-        if "-u" in flags:
-            os.environ["PYTHONUNBUFFERED"] = "1"
-        return [sys.executable, *args[len(flags) :]]
     if args[:1] == ["-P"]:  # no directory put first on sys.path: the warm process imported what it runs
         args = args[1:]
     if args[:2] == ["-m", "gate.cli"]:
