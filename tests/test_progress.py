@@ -62,6 +62,8 @@ def test_why_scheduling_stopped_is_said_once_on_a_terminal_and_with_the_figures_
     assert plain[-1] == why and sum(line.count("1/4") for line in plain[-2:]) == 1
     assert log.getvalue().splitlines()[-1].startswith("gate: 1/4 judgments, 0 errors, 0.0100 spent")
     assert log.getvalue().splitlines()[-1].endswith(f"; {why}")
+    # Nothing more is sent after a stop: no time left to estimate, on either screen.
+    assert "ETA" not in log.getvalue().splitlines()[-1] and "ETA" not in plain[-2]
 
 
 def test_resume_counts_reused_judgments_toward_the_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -70,11 +70,13 @@ class Progress:
         seconds = round(left * elapsed / fresh)
         return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
-    def line(self, budget_used: float, reserved: float = 0.0) -> str:
+    def line(self, budget_used: float, reserved: float = 0.0, *, eta: bool = True) -> str:
+        """The plain progress line; `eta=False` once scheduling stopped (nothing more is sent)."""
         reused = f" ({self.reused} reused)" if self.reused else ""
         return (
             f"gate: {self.done}/{self.total} judgments{reused}, {self.errors} errors, "
-            f"{self.spend(budget_used, reserved)}, {self.clock() - self.started:.0f}s, ETA {self.eta()}"
+            f"{self.spend(budget_used, reserved)}, {self.clock() - self.started:.0f}s"
+            + (f", ETA {self.eta()}" if eta else "")
         )
 
     def status(self, text: str) -> None:
@@ -113,14 +115,19 @@ class Progress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[errors]} errors"),
                 TextColumn("{task.fields[spend]}"),
-                TextColumn("ETA {task.fields[eta]}"),
+                TextColumn("{task.fields[eta]}"),
                 console=console,
                 auto_refresh=False,  # no thread: it redraws on each judgment, and a fork copies no lock
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
             self._task = self._bar.add_task(
-                self.phase_label, total=self.total, completed=self.done, errors=0, spend=self.spend(0.0), eta=self.eta()
+                self.phase_label,
+                total=self.total,
+                completed=self.done,
+                errors=0,
+                spend=self.spend(0.0),
+                eta=f"ETA {self.eta()}",
             )
             self._bar.start()
         return self._bar, self._task
@@ -144,7 +151,7 @@ class Progress:
         if self.tty:
             bar, task = self._live()
             spend = self.spend(budget_used, reserved)
-            bar.update(task, completed=self.done, errors=self.errors, spend=spend, eta=self.eta())
+            bar.update(task, completed=self.done, errors=self.errors, spend=spend, eta=f"ETA {self.eta()}")
             bar.refresh()
         elif (
             done // self.step != before // self.step
@@ -185,8 +192,9 @@ class Progress:
         shown = self._bar is not None and self._task is not None
         if self._bar is not None and self._task is not None:
             spend = self.spend(budget_used, reserved)
+            eta = "" if stop_reason is not None else f"ETA {self.eta()}"  # after a stop nothing more is sent
             self._bar.update(
-                self._task, description="judged", completed=self.done, errors=self.errors, spend=spend, eta=self.eta()
+                self._task, description="judged", completed=self.done, errors=self.errors, spend=spend, eta=eta
             )
             self._bar.refresh()
             self._bar.stop()
@@ -194,6 +202,6 @@ class Progress:
         if stop_reason is not None:
             why = stop_reason.replace("_", " ")
             # On a terminal the bar above already shows the figures; a log gets them on this line.
-            figures = "" if shown else f"{self.line(budget_used, reserved)}; "
+            figures = "" if shown else f"{self.line(budget_used, reserved, eta=False)}; "
             self.stream.write(f"{figures}scheduling stopped: {why}{self.never_sent(stop_reason)}\n")
         self.stream.flush()
