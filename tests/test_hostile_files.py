@@ -132,6 +132,8 @@ def test_deep_nesting_huge_numbers_and_complex_keys_in_a_policy_are_messages(
         ("huge: " + "9" * 5000 + "\n", "a number of 5000 digits is too long"),
         ("? [a, b]\n: 1\n", "a list or mapping is used as a key"),
         ("when: !!timestamp 2026-02-30\n", "cannot be read"),
+        ("when: !!timestamp 2026-02-28\n  and more\n", "cannot be read"),
+        ("blob: !!binary aGVsbG8=\n", "cannot be read"),
     ]:
         policy.write_text(good + extra)
         rc, text = _validate(policy, capsys)

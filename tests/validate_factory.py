@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from suite import CARD_YAML
+from suite import CARD_YAML, dump_yaml
 
 from gate.model.cases import Dataset, load_dataset
 from gate.model.policy import LoadedPolicy, load_policy
@@ -144,13 +143,13 @@ class Suite:
 
     def write(self) -> Path:
         files: dict[str, str] = {
-            "policy.yaml": yaml.safe_dump(self.policy, sort_keys=False),
+            "policy.yaml": dump_yaml(self.policy, sort_keys=False),
             "prompts/judge.txt": self.prompt,
             "cases/cases.jsonl": "".join(json.dumps(with_hash(c)) + "\n" for c in self.cases),
             "card.yaml": CARD_YAML,
         }
         if self.evidence is not None:
-            files["evidence/evidence.yaml"] = yaml.safe_dump(self.evidence)
+            files["evidence/evidence.yaml"] = dump_yaml(self.evidence)
         files.update(self.raw)
         for rel, text in files.items():
             path = self.root / rel
