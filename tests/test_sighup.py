@@ -116,3 +116,60 @@ def test_the_actions_entry_point_handles_sighup_like_sigterm(tmp_path: Path) -> 
     res = json.loads(Path(outputs["result-path"]).read_text()) if Path(outputs["result-path"]).is_absolute() else None
     res = res or json.loads((tmp_path / "workspace" / outputs["result-path"]).read_text())
     assert "SIGHUP" in notes_and_blockers(res)
+
+
+# A team's check file, loaded before any judgment, whose object's weakref callback hangs up the run.
+# Python runs a signal's handler at the callback's next loop turn, inside the callback, and prints
+# and drops an exception a weakref callback raises: the interruption the handler raised was lost.
+HANG_UP_IN_A_CALLBACK = """
+import os, signal, weakref
+
+
+def _hang_up(ref):
+    os.kill(os.getpid(), signal.SIGHUP)
+    for _ in range(10_000):
+        pass
+
+
+class _Held:
+    pass
+
+
+_held = _Held()
+_ref = weakref.ref(_held, _hang_up)
+del _held
+
+
+def always_pass(response: str) -> str:
+    return "pass"
+"""
+
+
+def test_a_sighup_lost_in_a_callback_still_stops_the_run_before_it_judges(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    check = {"name": "always_pass", "file": "checks.py", "function": "always_pass", "gate": True}
+    policy = write_suite(tmp_path / "s", evaluator={"base_url": fake_openai.base_url}, checks=[check])
+    (tmp_path / "s" / "checks.py").write_text(HANG_UP_IN_A_CALLBACK, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = gate_run(policy, out)
+    _, err = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 3, err
+    assert "Traceback" not in err and "SIGHUP" in err
+    res = result(out)
+    assert res["state"] == "evaluation_incomplete" and "SIGHUP" in notes_and_blockers(res)
+    assert fake_openai.count() == 0  # nothing judged, nothing paid after the hang-up
+
+
+def test_a_stop_signal_lost_in_a_callback_after_judging_interrupts_the_command_as_it_ends(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gate.commands.crash import Interrupted
+    from gate.commands.steps import sigterm_interrupts
+
+    namespace: dict[str, Any] = {}
+    with pytest.raises(Interrupted) as stopped, sigterm_interrupts():
+        exec(HANG_UP_IN_A_CALLBACK.replace("SIGHUP", "SIGTERM"), namespace)
+        namespace["after"] = "the code after the callback ran on"
+    assert stopped.value.signal_name == "SIGTERM" and namespace["after"]
+    assert "Traceback" not in capsys.readouterr().err  # the dropped exception is not printed either

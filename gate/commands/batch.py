@@ -602,7 +602,7 @@ async def _replay(
                 await again.aclose()
     finally:
         writer.close()
-    runner.progress.close(runner.stop_reason, runner.budget.spent)
+    runner.progress.close(runner.stop_reason, runner.budget.spent, signal_name=runner.stopped_by)
     return runner.emitted
 
 

@@ -417,7 +417,7 @@ def _judge(
         got.notes, got.findings = [*got.notes, *ended.notes], [*got.findings, *ended.findings]
     else:
         asyncio.run(judge_all(runner))
-    runner.progress.close(runner.stop_reason, budget.spent, budget.reserved)
+    runner.progress.close(runner.stop_reason, budget.spent, budget.reserved, signal_name=runner.stopped_by)
     trend_loaded = earlier.trend_loaded
     if trend_loaded is not None and runner.stop_reason is None:
         # Every grade in the cache (or in --out): served without ragas, as the verdicts are.

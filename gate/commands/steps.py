@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gate.model.errors import GateError, UsageError
 from gate.model.escape import log_text
@@ -90,20 +91,40 @@ def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (a cancelled CI job) and SIGHUP (what the docker CLI forwards when a runner kills
     the step, as nektos/act does on cancel) interrupt like SIGINT: the run stops and still writes
     a result saying so, naming the signal. The runner installs its own handlers while it judges
-    (gate.run.runner)."""
+    (gate.run.runner).
+
+    Each signal is written down before its handler raises (gate.run.signals): when Python drops
+    the exception (the handler ran inside a weakref callback or a `__del__`), the runner stops
+    before it judges, or the command stops here as it ends, never going on to a verdict."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    from gate.run import signals
 
     def interrupt(signum: int, frame: object) -> None:
         from gate.commands import crash
 
-        raise crash.Interrupted(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        signals.note(name)
+        raise crash.Interrupted(name) if signum != signal.SIGINT else KeyboardInterrupt()
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    def drop_noted(unraisable: Any) -> None:
+        # the interruption Python dropped: noted above and acted on later, so no stray traceback
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and signals.pending()):
+            previous_hook(unraisable)
+
+    signals.forget()
+    previous = {sig: signal.signal(sig, interrupt) for sig in signals.STOP_SIGNALS}
+    previous_hook, sys.unraisablehook = sys.unraisablehook, drop_noted
     try:
         yield
+        lost = signals.take()
+        if lost is not None:
+            from gate.commands import crash
+
+            raise crash.Interrupted(lost) if lost != "SIGINT" else KeyboardInterrupt()
     finally:
+        sys.unraisablehook = previous_hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

@@ -186,7 +186,9 @@ class Progress:
             self.stream.write(f"gate: {self.done}/{self.total} judgments, {status}\n")
             self.stream.flush()
 
-    def close(self, stop_reason: str | None, budget_used: float, reserved: float = 0.0) -> None:
+    def close(
+        self, stop_reason: str | None, budget_used: float, reserved: float = 0.0, *, signal_name: str | None = None
+    ) -> None:
         if self.stream is None:
             return
         shown = self._bar is not None and self._task is not None
@@ -200,7 +202,7 @@ class Progress:
             self._bar.stop()
             self._bar = None
         if stop_reason is not None:
-            why = stop_reason.replace("_", " ")
+            why = stop_reason.replace("_", " ") + (f" ({signal_name})" if signal_name else "")
             # On a terminal the bar above already shows the figures; a log gets them on this line.
             figures = "" if shown else f"{self.line(budget_used, reserved, eta=False)}; "
             self.stream.write(f"{figures}scheduling stopped: {why}{self.never_sent(stop_reason)}\n")

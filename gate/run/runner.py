@@ -30,12 +30,9 @@ from gate.run.lineage import JudgeSettings
 from gate.run.outdir import describe
 from gate.run.progress import Progress
 from gate.run.recording import make_record
+from gate.run.signals import STOP_SIGNALS, take
 from gate.run.stop import StopWhenDecided
 from gate.validate.case_checks import NO_CHECKS, CheckResults
-
-# The signals that stop a run and still write its result: Ctrl-C, a cancelled CI job, and the
-# SIGHUP the docker CLI forwards when a runner kills the step (nektos/act on cancel).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
@@ -373,6 +370,9 @@ async def judge_all(runner: Runner) -> None:
         with contextlib.suppress(RuntimeError, ValueError):  # no signal support here (e.g. Windows)
             loop.add_signal_handler(sig, runner.cancel, sig.name)
             installed.append(sig)
+    lost = take()
+    if lost is not None:  # it came before these handlers, and the exception it raised was dropped
+        runner.cancel(lost)
     try:
         with pacing(runner.pacer):  # the tasks execute starts copy the context: every judgment is paced
             await runner.execute()

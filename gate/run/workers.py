@@ -50,7 +50,8 @@ from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordsError, read_records
 from gate.model.states import Finding, State
-from gate.run.runner import STOP_SIGNALS, JudgingTools, Runner, judge_all
+from gate.run.runner import JudgingTools, Runner, judge_all
+from gate.run.signals import STOP_SIGNALS
 from gate.run.worker_records import WorkerFile, read_worker, set_aside
 
 if TYPE_CHECKING:
