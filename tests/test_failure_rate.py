@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binom, binomtest
 
 from gate.decide.failure_rate import (
     METHOD,
@@ -50,6 +49,8 @@ def rg(q: float, se: float, sp: float) -> float:
 )
 def test_one_sided_clopper_pearson_is_scipys_exact_interval_at_twice_the_level(x: int, n: int) -> None:
     """A one-sided bound at 1 - a is an end of the two-sided exact interval at 1 - 2a."""
+    from scipy.stats import binomtest  # imported here: a second of CPU for every worker that collects this file
+
     ci = binomtest(x, n).proportion_ci(confidence_level=1 - 2 * A, method="exact")
     assert float(cp_low(x, n, A)[()]) == pytest.approx(ci.low, abs=1e-12)
     assert float(cp_high(x, n, A)[()]) == pytest.approx(ci.high, abs=1e-12)
@@ -153,6 +154,8 @@ def test_mcnemar_exact_is_twice_the_binomial_tail(b: int, c: int, expected: floa
 
 
 def test_mcnemar_exact_on_a_large_table_agrees_with_scipy() -> None:
+    from scipy.stats import binomtest
+
     assert mcnemar_exact(560, 440) == pytest.approx(binomtest(440, 1000, 0.5).pvalue, rel=1e-9)
     assert mcnemar_exact(4000, 4000) == 1.0
 
@@ -250,6 +253,8 @@ def test_a_decided_or_unfit_slice_needs_nothing_more() -> None:
 def test_probabilities_of_the_binomial_used_here_are_scipys() -> None:
     """The bench's exact enumeration leans on this duality: the upper bound is at most u exactly
     when P(X <= k | u) <= a."""
+    from scipy.stats import binom
+
     for k, n, u in ((3, 200, 0.05), (3, 200, 0.06), (10, 1000, 0.0185), (10, 1000, 0.02)):
         assert (float(cp_high(k, n, A)[()]) <= u) == (binom.cdf(k, n, u) <= A)
 
