@@ -173,3 +173,20 @@ def test_a_stop_signal_lost_in_a_callback_after_judging_interrupts_the_command_a
         namespace["after"] = "the code after the callback ran on"
     assert stopped.value.signal_name == "SIGTERM" and namespace["after"]
     assert "Traceback" not in capsys.readouterr().err  # the dropped exception is not printed either
+
+
+def test_a_run_cancelled_before_any_error_gets_no_advice_about_errors(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its controls have no verdict (a `control_error` blocker) but no error either: the next step is
+    to resume, not to look for the provider's errors."""
+    from suite import gate
+
+    monkeypatch.setenv(KEY_ENV, "sk-test-sighup")
+    check = {"name": "always_pass", "file": "checks.py", "function": "always_pass", "gate": True}
+    policy = write_suite(tmp_path / "s", evaluator={"base_url": fake_openai.base_url}, checks=[check])
+    (tmp_path / "s" / "checks.py").write_text(HANG_UP_IN_A_CALLBACK.replace("SIGHUP", "SIGINT"), encoding="utf-8")
+    assert gate("run", "--policy", policy, "--out", tmp_path / "out", "--no-cache") == 3
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "interrupted (SIGINT)" in printed and "--resume judges only what is missing" in printed
+    assert "Errors are the provider's" not in printed and fake_openai.count() == 0

@@ -106,7 +106,7 @@ def next_steps(
             "codes), never the prompt. A small model on a local OpenAI-compatible server (docs/LOCAL_MODEL.md) "
             "also shows whether replies keep the contract and what they cost, but not whether the prompt judges well."
         )
-    if kinds & ERROR_KINDS:
+    if kinds & ERROR_KINDS and any(row.error_kind for row in result.cases):  # not for controls merely unrun
         steps.append(
             "Errors are the provider's or the reply's, never the product's: each case's error kind says which "
             "(connection or auth: check the evaluator's base_url and key; timeout: the server was too slow or "
