@@ -23,6 +23,7 @@ from gate.model.errors import UsageError
 from gate.model.escape import log_text
 from gate.model.process import exit_process, gc_paused, guarded_output, without_pydantic_plugins
 from gate.model.states import Finding, State, blocking_findings, exit_state
+from gate.model.wording import plural
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -454,10 +455,6 @@ def build_parser() -> argparse.ArgumentParser:
     for command in SUBCOMMANDS:
         command.add_flags(_command(sub, command))
     return p
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def validate_summary(policy: str, cases: int, findings: Sequence[Finding]) -> str:

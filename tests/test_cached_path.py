@@ -91,7 +91,7 @@ def test_resumed_run_with_every_judgment_in_out_imports_no_ragas(tmp_path: Path)
         assert fake.count() == paid
         res = result(out)
         assert res["state"] == "passed" and res["counts"]["completed"] == 14
-        assert any("resumed: 14 completed judgment(s)" in n for n in res["notes"])
+        assert any("resumed: 14 completed judgments" in n for n in res["notes"])
 
 
 def test_a_trend_policy_all_cached_or_in_out_imports_no_ragas_and_equals_the_paid_run(tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
 from gate.model.states import Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
 from gate.model.trend_rubric import load_trend
+from gate.model.wording import plural
 from gate.plan.inputs import cache_dir_for, load_product_inputs
 from gate.plan.responses import resumed_answers_problem
 from gate.plan.selection import Plan
@@ -528,7 +529,9 @@ def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
             "scheduling stopped at the provider's first auth error (401/403): every later request would meet it"
         )
     if resumed:
-        notes.append(f"resumed: {len(runner.reuse)} completed judgment(s) reused from {shown_path(records_path)}")
+        notes.append(
+            f"resumed: {plural(len(runner.reuse), 'completed judgment')} reused from {shown_path(records_path)}"
+        )
     return notes
 
 

@@ -12,6 +12,7 @@ import dataclasses
 from gate.decide.evidence import Evidence
 from gate.decide.rules import control_failures
 from gate.decide.settled import never_sent
+from gate.model.wording import agree, plural
 
 
 def controls_stopped(ev: Evidence) -> str | None:
@@ -34,5 +35,6 @@ def settle_after_controls(ev: Evidence) -> Evidence:
         dataclasses.replace(o, bucket="not_needed", outcome="not_needed") if o.case.case_id in unsent else o
         for o in ev.outcomes
     )
-    note = f"scheduling stopped once {why}: {len(unsent)} case(s) never sent are not needed (no verdict could count)"
+    are = agree(len(unsent), "is", "are")
+    note = f"scheduling stopped once {why}: {plural(len(unsent), 'case')} never sent {are} not needed (no verdict could count)"
     return dataclasses.replace(ev, outcomes=outcomes, notes=(*ev.notes, note))

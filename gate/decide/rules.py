@@ -13,6 +13,7 @@ from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence
 from gate.model.states import CONTROL_ERROR, NOT_JUDGED_YET, Finding, State
+from gate.model.wording import agree, plural
 
 Rule = Callable[[Evidence], tuple[Finding, ...]]
 
@@ -85,7 +86,7 @@ def control_errors(ev: Evidence) -> tuple[Finding, ...]:
         if o.case.case_id in ids
     )
     message = (
-        f"{len(ids)} control(s) have no verdict, so the controls did not separate and no other verdict counts: "
+        f"{plural(len(ids), 'control')} {agree(len(ids), 'has', 'have')} no verdict, so the controls did not separate and no other verdict counts: "
         f"{detail}; an evaluator error on a control is never absorbed by max_evaluator_errors; fix: see why each "
         "failed (the case rows' error_message), then run again"
     )
@@ -166,8 +167,8 @@ def unstable_verdicts(ev: Evidence) -> tuple[Finding, ...]:
     if not unstable:
         return ()
     message = (
-        f"the judge disagreed with itself (across {ev.plan.repeats} repeat(s), or between records of one judgment) "
-        f"on {len(unstable)} case(s); a person decides"
+        f"the judge disagreed with itself (across {plural(ev.plan.repeats, 'repeat')}, or between records of one "
+        f"judgment) on {plural(len(unstable), 'case')}; a person decides"
     )
     return (_finding(State.REVIEW_REQUIRED, "unstable_verdict", message, unstable),)
 
@@ -199,7 +200,7 @@ def evaluator_errors(ev: Evidence) -> tuple[Finding, ...]:
         return ()
     kinds = Counter(o.error_kind or "unknown" for o in errored)
     message = (
-        f"{len(errored)} evaluator error(s), limit {allowed} "
+        f"{plural(len(errored), 'evaluator error')}, limit {allowed} "
         f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items()))}); errors are neither pass nor fail"
     )
     return (_finding(State.EVALUATION_INCOMPLETE, "evaluator_errors", message, [o.case.case_id for o in errored]),)
@@ -248,7 +249,7 @@ def stale_records(ev: Evidence) -> tuple[Finding, ...]:
     if not stale_unrun:
         return ()
     message = (
-        f"{len(stale_unrun)} case(s) have records only from another configuration ({ev.stale[stale_unrun[0]]}); they "
+        f"{plural(len(stale_unrun), 'case')} {agree(len(stale_unrun), 'has', 'have')} records only from another configuration ({ev.stale[stale_unrun[0]]}); they "
         "are not evidence for this policy; fix: run `gate run` again (the cache serves whatever still matches)"
     )
     return (_finding(State.EVALUATION_INCOMPLETE, "stale_records", message, stale_unrun),)
@@ -290,7 +291,7 @@ def budget_exhausted(ev: Evidence) -> tuple[Finding, ...]:
     detail = stopped.error_message if stopped is not None and stopped.error_message else None
     first = f"; the first that did not fit: {stopped.case_id}" if stopped is not None else ""
     message = (
-        f"the cost boundary ({ev.boundary:g}) stopped scheduling; {len(not_run)} case(s) were not judged{first}"
+        f"the cost boundary ({ev.boundary:g}) stopped scheduling; {plural(len(not_run), 'case')} {agree(len(not_run), 'was', 'were')} not judged{first}"
         + (f" ({detail})" if detail else "")
     )
     return (_finding(State.EVALUATION_INCOMPLETE, "budget_exhausted", message, not_run),)
@@ -306,7 +307,8 @@ def unrun_cases(ev: Evidence) -> tuple[Finding, ...]:
         why = "not scheduled after a control or pair failed"
     if why is None and any(o.error_kind == "cancelled" for o in rest):
         why = "the run was interrupted before they were judged"
-    message = f"{len(rest)} eligible case(s) have no complete judgment" + (f": {why}" if why else "")
+    have = agree(len(rest), "has", "have")
+    message = f"{plural(len(rest), 'eligible case')} {have} no complete judgment" + (f": {why}" if why else "")
     return (_finding(State.EVALUATION_INCOMPLETE, "unrun_cases", message, [o.case.case_id for o in rest]),)
 
 

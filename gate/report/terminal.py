@@ -28,6 +28,7 @@ from gate.model.loading import read_yaml_mapping
 from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.paths import shown_path
+from gate.model.wording import plural
 from gate.report.markdown import (
     LIST_ONLY_KINDS,
     STATE_MEANING,
@@ -127,7 +128,7 @@ def _blockers(result: Result, console: Console) -> None:
                 print_indented(console, 6, Text.assemble(safe_text(i, style="cyan"), ": ", _case_detail(cases[i])))
             rest = [i for i in ids if i not in detailed]
             if rest:
-                label = f"{len(rest)} more case(s): " if detailed else "cases: "
+                label = f"{plural(len(rest), 'more case')}: " if detailed else "cases: "
                 print_indented(console, 6, Text.assemble(label, _ids(rest)))
 
 
@@ -376,7 +377,9 @@ def print_findings(
             console.print(Text.assemble((state, STATE_STYLE[state]), f" ({len(group)}): {LINT_MEANING.get(state, '')}"))
         else:
             console.print(
-                Text.assemble((state, STATE_STYLE[state]), f": {len(group)} finding(s); {STATE_MEANING.get(state, '')}")
+                Text.assemble(
+                    (state, STATE_STYLE[state]), f": {plural(len(group), 'finding')}; {STATE_MEANING.get(state, '')}"
+                )
             )
         for f in group:
             line = Text.assemble((log_text(f.get("kind")), "bold"), ": ", safe_text(f.get("message")))
