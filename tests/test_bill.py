@@ -49,7 +49,7 @@ def test_a_reply_without_usage_keeps_its_reservation_as_spent(tmp_path: Path, fa
     assert attempt["held"] >= (len(json.dumps(body)) * 0.9 + 64 * 2.0) / 1e6
     assert cost["budget_spent"] == pytest.approx(cost["total"] + attempt["held"], rel=1e-12)
     report = (out / "report.md").read_text()
-    assert "1 attempt(s) were answered without `usage`" in report and "Budget used" in report
+    assert "1 attempt was answered without `usage`" in report and "Budget used" in report
 
 
 def test_usage_missing_counts_against_the_boundary(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

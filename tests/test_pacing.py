@@ -352,7 +352,7 @@ def test_a_run_counts_429s_in_its_cost_and_its_report(tmp_path: Path, monkeypatc
     assert decision.state.value == "passed"
     res = json.loads((out / "result.json").read_text())
     assert res["cost"]["rate_limited"] == 1
-    assert "1 attempt(s) were answered 429" in (out / "report.md").read_text()
+    assert "1 attempt was answered 429" in (out / "report.md").read_text()
     assert clock.now >= 0.5  # the 429's retry-after paused the run (on the run's clock)
 
 

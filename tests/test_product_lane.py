@@ -419,7 +419,7 @@ def test_against_the_base_run_answers_that_turned_fail_are_paired_and_a_signific
         assert code == 1
         [b] = result(head)["blockers"]
         assert b["kind"] == "regressed" and b["state"] == "quality_failed" and b["case_ids"] == paired["turned_fail"]
-        assert "12 answer(s) the base run passed are judged fail now, against 1" in b["message"]
+        assert "12 answers the base run passed are judged fail now, against 1" in b["message"]
     else:
         assert code == 0 and result(head)["blockers"] == []
     # Recorded judgments are decided anywhere: gate decide re-decides the head with the calibration file,

@@ -70,6 +70,7 @@ from gate.model.records import RECORDS_FILE, Record, RecordWriter
 from gate.model.result import BatchCounts, BatchRef
 from gate.model.states import Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
+from gate.model.wording import agree, plural
 from gate.run.lineage import make_lineage
 from gate.run.outdir import check_out_dir
 from gate.run.progress import Progress
@@ -432,7 +433,7 @@ def _pending(lane: _Lane, bf: BatchFile, status: BatchStatus) -> Decision:
     when = "now: it has ended" if status.terminal else "later (the provider answers within 24h)"
     message = (
         f"batch {bf.batch_id} is {status.status} ({status.completed}/{status.total} lines answered, {status.failed} "
-        f"failed); {len(ids)} case(s) wait for it; fix: run `gate run --batch collect` with the same --out {when}"
+        f"failed); {plural(len(ids), 'case')} {agree(len(ids), 'waits', 'wait')} for it; fix: run `gate run --batch collect` with the same --out {when}"
     )
     finding = Finding(State.EVALUATION_INCOMPLETE, "batch_pending", message, case_ids=tuple(ids))
     return _decided(lane, prior, [finding], bf)
@@ -451,7 +452,7 @@ def _provider_failed(lane: _Lane, bf: BatchFile, message: str) -> Decision:
     finding = Finding(
         State.EVALUATION_INCOMPLETE,
         "batch_pending",
-        f"batch {bf.batch_id or '(not created yet)'}: {message}; {len(ids)} case(s) wait for it; fix: run the same "
+        f"batch {bf.batch_id or '(not created yet)'}: {message}; {plural(len(ids), 'case')} {agree(len(ids), 'waits', 'wait')} for it; fix: run the same "
         "--batch command again (nothing is submitted twice)",
         case_ids=tuple(ids),
     )
@@ -463,7 +464,7 @@ def _not_submitted(lane: _Lane, lines: _Lines, message: str) -> Finding:
     return Finding(
         State.EVALUATION_INCOMPLETE,
         "batch_failed",
-        f"--batch submit: {message}; {len(ids)} case(s) were not submitted and nothing was paid for them; fix: run "
+        f"--batch submit: {message}; {plural(len(ids), 'case')} {agree(len(ids), 'was', 'were')} not submitted and nothing was paid for them; fix: run "
         "the same command again",
         case_ids=tuple(ids),
     )
@@ -483,7 +484,7 @@ def _collect(lane: _Lane, bf: BatchFile, status: BatchStatus | None, provider: B
             State.EVALUATION_INCOMPLETE,
             "batch_failed",
             f"batch {bf.batch_id} failed validation at the provider ({errors}): nothing in it was run or billed; "
-            f"{len(ids)} case(s) were not judged; fix: correct the cause, then submit again into a new --out",
+            f"{plural(len(ids), 'case')} {agree(len(ids), 'was', 'were')} not judged; fix: correct the cause, then submit again into a new --out",
             case_ids=tuple(ids),
         )
         return _decided(lane, prior, [finding], bf)
@@ -547,7 +548,7 @@ def _foreign_note(bf: BatchFile, foreign: list[str]) -> list[str]:
         return []
     shown = ", ".join(visible(cid, 40) for cid in foreign[:3]) + (" ..." if len(foreign) > 3 else "")
     return [
-        f"batch {bf.batch_id}: {len(foreign)} line(s) of its output carry a custom_id it was not sent with ({shown}): "
+        f"batch {bf.batch_id}: {plural(len(foreign), 'line')} of its output {agree(len(foreign), 'carries', 'carry')} a custom_id it was not sent with ({shown}): "
         "not read as any judgment; the provider may have billed them (see batch-output.jsonl / batch-errors.jsonl)"
     ]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.model.states import Finding, State
+from gate.model.wording import agree, plural
 
 if TYPE_CHECKING:
     from gate.plan.shard import Shard
@@ -103,11 +104,16 @@ def internal_error_finding(exc: BaseException, unrun_ids: Sequence[str]) -> Find
         return Finding(
             State.EVALUATION_INCOMPLETE,
             INTERRUPTED_KIND,
-            f"the run was interrupted ({signal_name(exc)}) before it finished; {len(unrun_ids)} case(s) have no complete "
-            "judgment; fix: run again with --resume (every judgment already recorded is kept)",
+            f"the run was interrupted ({signal_name(exc)}) before it finished; {plural(len(unrun_ids), 'case')} "
+            f"{agree(len(unrun_ids), 'has', 'have')} no complete judgment; fix: run again with --resume (every judgment already recorded is kept)",
             case_ids=tuple(unrun_ids),
         )
-    tail = f"; {len(unrun_ids)} eligible case(s) have no complete judgment" if unrun_ids else "; every case was judged"
+    have = agree(len(unrun_ids), "has", "have")
+    tail = (
+        f"; {plural(len(unrun_ids), 'eligible case')} {have} no complete judgment"
+        if unrun_ids
+        else "; every case was judged"
+    )
     return Finding(
         State.EVALUATION_INCOMPLETE,
         INTERNAL_ERROR_KIND,

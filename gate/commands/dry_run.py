@@ -14,6 +14,7 @@ from gate.model.escape import log_text
 from gate.model.policy import LoadedPolicy
 from gate.model.states import JUDGE_CALIBRATION_BLOCKERS, Finding, blocking_findings
 from gate.model.trend_rubric import load_trend
+from gate.model.wording import plural
 from gate.plan.selection import Plan
 
 # Blockers a run knows before any call that do not stop it: it judges, but cannot pass.
@@ -72,7 +73,7 @@ def print_plan(
         )
     blocking = blocking_findings(blockers)
     if blocking:
-        out.write(f"  deterministic checks block ({len(blocking)} finding(s)): no model call would be made\n")
+        out.write(f"  deterministic checks block ({plural(len(blocking), 'finding')}): no model call would be made\n")
     elif not has_key:
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
     for f in blockers:  # Known before any call; the run would judge, but could not pass

@@ -25,6 +25,7 @@ from gate.model.policy import today
 from gate.model.records import RECORDS_FILE, Record, read_records, write_records
 from gate.model.result import Result, ResultProblem, load_result
 from gate.model.states import Finding, State
+from gate.model.wording import agree, plural
 from gate.plan.inputs import load_inputs
 from gate.plan.shard import Shard, owned_by, shard_of
 from gate.run.lineage import make_lineage
@@ -170,7 +171,7 @@ def merge(
         Finding(
             State.EVALUATION_INCOMPLETE,
             "missing_shard",
-            f"shard {i}/{count} is missing from the merge: its {len(owners[i])} case(s) were not judged; fix: re-run "
+            f"shard {i}/{count} is missing from the merge: its {plural(len(owners[i]), 'case')} {agree(len(owners[i]), 'was', 'were')} not judged; fix: re-run "
             f"that matrix job (gate run --shard {i}/{count}) and merge again",
             case_ids=tuple(owners[i]),
         )

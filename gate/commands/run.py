@@ -54,7 +54,7 @@ from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
 from gate.model.states import Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
 from gate.model.trend_rubric import load_trend
-from gate.model.wording import plural
+from gate.model.wording import agree, plural
 from gate.plan.inputs import cache_dir_for, load_product_inputs
 from gate.plan.responses import resumed_answers_problem
 from gate.plan.selection import Plan
@@ -362,7 +362,7 @@ def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWrite
         n = sum(len(u.attempts) for u in unrecorded)
         gone = sum(u.unanswered for u in unrecorded)
         got.notes.append(
-            f"recovered {n} attempt(s) from {shown_path(lane.opts.out_dir / JOURNAL_FILE)} that no record named "
+            f"recovered {plural(n, 'attempt')} from {shown_path(lane.opts.out_dir / JOURNAL_FILE)} that no record named "
             f"(sent before the run was killed); {gone} of them had no answer and count at their reserved upper bound"
         )
 
@@ -577,7 +577,7 @@ def _write(ev: RunEvidence, opts: RunOptions, failure: Finding | None) -> Decisi
             written = "result.json could not be written either"
         detail = str(failure.extra.get("detail", failure.message))
         raise OutputWriteError(
-            f"{detail}; {len(failure.case_ids)} case(s) were not judged and {written}. The run is "
+            f"{detail}; {plural(len(failure.case_ids), 'case')} {agree(len(failure.case_ids), 'was', 'were')} not judged and {written}. The run is "
             f"evaluation_incomplete, not a verdict; fix: free space in (or repair) {shown_path(out)}, then run again with "
             "--resume to keep the judgments already recorded"
         )
@@ -616,8 +616,8 @@ def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
     return Finding(
         State.EVALUATION_INCOMPLETE,
         kind,
-        f"the run stopped on its own failure, not a verdict: {runner.failure}; {len(undone)} case(s) were not "
-        "judged; fix: "
+        f"the run stopped on its own failure, not a verdict: {runner.failure}; {plural(len(undone), 'case')} {agree(len(undone), 'was', 'were')} "
+        "not judged; fix: "
         + ("free space in (or repair) the output directory" if kind == "output_failed" else "report this bug")
         + ", then run again with --resume",
         case_ids=tuple(undone),

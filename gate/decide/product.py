@@ -24,6 +24,7 @@ from typing import Any
 from gate.decide import failure_rate as fr
 from gate.decide.evidence import CaseOutcome, Evidence
 from gate.model.states import FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, Finding, State
+from gate.model.wording import agree, plural
 
 JUDGE_UNFIT = "judge_unfit"
 
@@ -201,7 +202,7 @@ def _base(
     if not (regressed and pe.fail_on_regression):
         return row, []
     message = (
-        f"slice {name}: {b} answer(s) the base run passed are judged fail now, against {c} that turned the other "
+        f"slice {name}: {plural(b, 'answer')} the base run passed {agree(b, 'is', 'are')} judged fail now, against {c} that turned the other "
         f"way (exact McNemar p = {p:.3g}, below {1 - pe.confidence:.3g}): the change made the application worse "
         f"here; first: {', '.join(turned[:5])}"
     )

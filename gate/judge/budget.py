@@ -22,6 +22,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from gate.model.wording import plural
+
 SETTLE_POLL_S = 0.01  # how often a refused attempt looks whether an attempt in flight settled
 
 
@@ -71,7 +73,7 @@ class Budget:
         if self.overruns:
             self.exhausted = True
             raise BudgetExhausted(
-                f"{self.overruns} attempt(s) reported a cost above their reserved upper bound, so the boundary "
+                f"{plural(self.overruns, 'attempt')} reported a cost above their reserved upper bound, so the boundary "
                 "can no longer be guaranteed; no further attempt is sent"
             )
         if self.limit is not None and self.spent + self.reserved + amount > self.limit:

@@ -15,6 +15,7 @@ from gate.model.escape import markdown as escape
 from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.textfit import head_bytes
+from gate.model.wording import agree, plural
 from gate.report import product, sections
 from gate.report.next_steps import next_steps
 
@@ -158,7 +159,7 @@ def _cost(result: Result) -> list[str]:
     if unanswered:
         lines.append("")
         lines.append(
-            f"{unanswered} attempt(s) got no answer (timeout, dropped connection, interrupt): no usage was "
+            f"{plural(unanswered, 'attempt')} got no answer (timeout, dropped connection, interrupt): no usage was "
             "reported, so they are not in the total, but the provider may bill them; the cost boundary "
             "counted each at its reserved upper bound."
         )
@@ -166,7 +167,7 @@ def _cost(result: Result) -> list[str]:
     if missing:
         lines.append("")
         lines.append(
-            f"{missing} attempt(s) were answered without `usage`: the provider billed them by an amount it did not "
+            f"{plural(missing, 'attempt')} {agree(missing, 'was', 'were')} answered without `usage`: the provider billed them by an amount it did not "
             "report, so each counts at its reserved upper bound against the cost boundary."
         )
     if missing or unanswered:
@@ -176,13 +177,13 @@ def _cost(result: Result) -> list[str]:
     if overrun:
         lines.append("")
         lines.append(
-            f"{overrun} attempt(s) reported a cost above their reserved upper bound: scheduling stopped, and the "
+            f"{plural(overrun, 'attempt')} reported a cost above their reserved upper bound: scheduling stopped, and the "
             "boundary holds only up to that excess."
         )
     if cost.rate_limited:
         lines.append("")
         lines.append(
-            f"{cost.rate_limited} attempt(s) were answered 429 (rate limited): paid nothing, retried within "
+            f"{plural(cost.rate_limited, 'attempt')} {agree(cost.rate_limited, 'was', 'were')} answered 429 (rate limited): paid nothing, retried within "
             "`max_attempts` after the provider's window reopened."
         )
     by_slice = cost.by_slice

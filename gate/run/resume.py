@@ -12,6 +12,7 @@ from gate.model.cases import Case, Dataset
 from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
+from gate.model.wording import plural
 from gate.plan.selection import Plan
 from gate.run.lineage import JudgeSettings
 from gate.run.recording import make_record
@@ -86,7 +87,7 @@ def recovered_records(
             status="error",
             error_kind="cancelled",
             error_message=(
-                f"recovered from the attempt journal: {len(u.attempts)} attempt(s) sent before the run was killed "
+                f"recovered from the attempt journal: {plural(len(u.attempts), 'attempt')} sent before the run was killed "
                 "and never recorded"
             ),
             attempts=list(u.attempts),

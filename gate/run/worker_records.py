@@ -17,6 +17,7 @@ from typing import Any
 
 from gate.model.paths import shown_path
 from gate.model.records import Record, RecordsError, RecordWriter, parse_record, read_records
+from gate.model.wording import plural
 
 WORKER_RECORDS_GLOB = "records.w*.jsonl"
 UNREADABLE_SUFFIX = ".unreadable"
@@ -65,7 +66,9 @@ def _salvage(path: Path, first: str) -> WorkerFile:
     with contextlib.suppress(UnicodeDecodeError, ValueError, RecursionError, RecordsError):
         if torn_tail.strip():
             kept.append(parse_record(json.loads(torn_tail.decode("utf-8")), f"{shown_path(path)}:{len(lines) + 1}"))
-    return WorkerFile(path, tuple(kept), f"{first}; {bad} unreadable line(s), {len(kept)} record(s) kept")
+    return WorkerFile(
+        path, tuple(kept), f"{first}; {plural(bad, 'unreadable line')}, {plural(len(kept), 'record')} kept"
+    )
 
 
 def set_aside(path: Path) -> Path | None:

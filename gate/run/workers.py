@@ -50,6 +50,7 @@ from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordsError, read_records
 from gate.model.states import Finding, State
+from gate.model.wording import plural
 from gate.run.runner import JudgingTools, Runner, judge_all
 from gate.run.signals import STOP_SIGNALS
 from gate.run.worker_records import WorkerFile, read_worker, set_aside
@@ -407,7 +408,10 @@ def _fold_worker(
     if died:
         exitcode = worker.proc.exitcode
         how = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit {exitcode}"
-        _say(log, f"gate: worker {label} pid {worker.proc.pid} died ({how}) after {len(found.records)} judgment(s)")
+        _say(
+            log,
+            f"gate: worker {label} pid {worker.proc.pid} died ({how}) after {plural(len(found.records), 'judgment')}",
+        )
         note = (
             f"worker {label} died ({how}): its unfinished cases are unrun; resume with --resume "
             "(completed judgments are kept, nothing is paid twice)"
@@ -464,8 +468,8 @@ def _unreadable(
     return Finding(
         State.EVALUATION_INCOMPLETE,
         "worker_records_unreadable",
-        f"worker {label}'s records file could not be read whole: {found.problem}; {len(affected)} case(s) "
-        f"unrun ({len(billed)} paid judgment(s) billed from the attempt journal); not a verdict; fix: run again "
+        f"worker {label}'s records file could not be read whole: {found.problem}; {plural(len(affected), 'case')} "
+        f"unrun ({plural(len(billed), 'paid judgment')} billed from the attempt journal); not a verdict; fix: run again "
         f"with --resume (readable judgments are kept, the cache serves what was paid){where}",
         case_ids=affected,
     )
