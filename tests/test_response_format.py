@@ -45,6 +45,8 @@ def test_json_schema_asks_the_provider_to_constrain_the_reply(tmp_path: Path, fa
         schema = fmt["json_schema"]["schema"]
         assert schema["properties"]["value"]["enum"] == ["pass", "fail"]
         assert set(schema["required"]) == {"value", "reason"}
+        # no other key: a constrained decoder cannot let a small model add keys until the cut
+        assert schema["additionalProperties"] is False
         # the schema travels in response_format, not as a system message the model could echo
         assert all(m["role"] != "system" for m in body["messages"])
         assert body["top_p"] == 0.9

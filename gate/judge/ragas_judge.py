@@ -145,6 +145,17 @@ def structured_client(client: Any, response_format: str) -> Any:
     return instructor.from_openai(client, mode=mode)
 
 
+def closed_schema(model: Any) -> Any:
+    """`model` (ragas' verdict model) whose JSON schema admits no other key (`additionalProperties:
+    false`). A provider that constrains decoding to the schema (llama.cpp, vLLM, OpenAI) then cannot
+    let a small model add keys until `max_output_tokens` cuts the reply; a reply that still carries
+    one is read as before (an extra key is ignored)."""
+    from pydantic import ConfigDict
+
+    config = ConfigDict(json_schema_extra={"additionalProperties": False})
+    return type(model.__name__, (model,), {"model_config": config, "__module__": model.__module__})
+
+
 class RagasEvaluator:
     """Implements `gate.judge.Evaluator`. Build it with `make_evaluator`."""
 
@@ -219,6 +230,8 @@ class RagasEvaluator:
                 allowed_values=list(loaded.policy.metric.allowed_values),
                 prompt=loaded.prompt_text,
             )
+            if ev.response_format == "json_schema":
+                self._metric._response_model = closed_schema(self._metric._response_model)
         finally:
             # ragas resolved its data dir when llm_factory built its first event; put ours back
             if prev_xdg is None:
