@@ -49,7 +49,8 @@ EXPECTED = {
     ),
     # json_schema: decoding constrained to the verdict's schema; a label.
     "json-schema-pass.json": Expected("json_schema", label="pass"),
-    # json_schema: the schema allows more keys, and the model adds them until the cut.
+    # json_schema, captured while the schema allowed more keys: the model adds them until the cut
+    # (the schema sent now forbids them; a server that does not enforce it may still answer so).
     "json-schema-extra-keys-cut-at-length.json": Expected(
         "json_schema", error_kind="parse_error", finish_reason="length", shows='\\"type_hint\\"'
     ),
@@ -118,6 +119,13 @@ def test_a_captured_reply_is_a_label_or_an_evaluator_error_and_is_metered(
     if expected.finish_reason is not None:
         assert f"finish_reason: {json.dumps(expected.finish_reason)}" in (j.error_message or "")
         assert "\n" not in (j.error_message or "")
+    if expected.finish_reason == "length":  # the advice fits the format: json_schema is already in use there
+        advice = (
+            "try evaluator.response_format: json_schema"
+            if expected.response_format == "json_object"
+            else "short reason"
+        )
+        assert advice in (j.error_message or "")
     usage = json.loads(text).get("usage") or {}
     billed = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
     assert (j.input_tokens, j.output_tokens) == billed

@@ -482,12 +482,18 @@ class RagasEvaluator:
     def _cut_message(self, last: WireAttempt | None) -> str:
         """A reply cut at the length limit, with what the model had sent by then: a verdict cut
         short wants more tokens; anything else (a small model copying the schema back) never ends."""
-        cap = self.loaded.policy.evaluator.max_output_tokens
+        ev = self.loaded.policy.evaluator
         seen = reply_evidence(last.content, last.finish_reason) if last is not None else ""
+        # Under json_schema the reply already has the verdict's shape: what never ends is its reason.
+        other = (
+            "a reason that never ends: ask for a short reason in the prompt, or use a larger model"
+            if ev.response_format == "json_schema"
+            else "try evaluator.response_format: json_schema"
+        )
         return (
-            f"finish_reason length: the reply was cut at max_output_tokens={cap}; fix: raise "
+            f"finish_reason length: the reply was cut at max_output_tokens={ev.max_output_tokens}; fix: raise "
             "evaluator.max_output_tokens if the reply is a verdict cut short; if it is not one, more "
-            f"tokens will not end it (try evaluator.response_format: json_schema){seen}"
+            f"tokens will not end it ({other}){seen}"
         )
 
     @staticmethod
