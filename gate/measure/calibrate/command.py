@@ -19,6 +19,7 @@ from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
 from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import Record, read_records
+from gate.model.wording import plural
 from gate.plan.selection import make_plan
 from gate.run.lineage import recorded_judge
 
@@ -132,8 +133,8 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
     d = result.data
     o = d["overall"]
     out.write(
-        f"gate calibrate: {d['policy_id']}: {o['cases']} case(s) from the records, "
-        f"{d['controls_left_out']} control(s) left out\n"
+        f"gate calibrate: {d['policy_id']}: {plural(o['cases'], 'case')} from the records, "
+        f"{plural(d['controls_left_out'], 'control')} left out\n"
     )
     name_w = max([len("all slices"), *(len(n) for n in d["slices"]), *(len(n) for n in d["partitions"])])
     header = f"  {'':{name_w}}  {'done':>4}  {'agree':>5}  {'kappa':>5}  {'false-pass (95% CI)':<22}  " + (
@@ -173,7 +174,7 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
     fp = sum(1 for x in dis if x["kind"] == "false_pass")
     classified = sum(d["causes"].values())
     out.write(
-        f"{len(dis)} disagreement(s): {fp} false pass, {len(dis) - fp} false fail; {classified} classified"
+        f"{plural(len(dis), 'disagreement')}: {fp} false pass, {len(dis) - fp} false fail; {classified} classified"
         + ("" if classified == len(dis) else " (fill `cause` and pass --causes FILE)")
         + "\n"
     )

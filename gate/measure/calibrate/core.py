@@ -24,6 +24,7 @@ from gate.model.policy import Policy
 from gate.model.records import Record, majority
 from gate.model.strata import Confusion, Weighting, weigh
 from gate.model.supersede import superseded_ids
+from gate.model.wording import plural
 
 SCHEMA_VERSION = 1
 CAUSES: tuple[str, ...] = (
@@ -250,7 +251,7 @@ def reduce_case(
     oks = sorted((r for r in judged if r.status == "ok"), key=lambda r: r.repeat_index)
     if len(oks) < repeats:
         kinds = sorted({r.error_kind or r.status for r in judged if r.status != "ok"})
-        why = f"{len(oks)} of {repeats} judgment(s) completed" + (f" ({', '.join(kinds)})" if kinds else "")
+        why = f"{len(oks)} of {plural(repeats, 'judgment')} completed" + (f" ({', '.join(kinds)})" if kinds else "")
         return replace(base, bucket="unrun", why=why)
     labels = [r.judge_label or "" for r in oks]
     verdict = majority(labels)
@@ -380,7 +381,7 @@ def calibrate(
     notes = list(vetted.notes)
     if superseded:
         shown = ", ".join(superseded[:5]) + (f" and {len(superseded) - 5} more" if len(superseded) > 5 else "")
-        notes.append(f"{len(superseded)} superseded case(s) left out (a corrected case replaces each): {shown}")
+        notes.append(f"{plural(len(superseded), 'superseded case')} left out (a corrected case replaces each): {shown}")
     priority = {name: s.priority for name, s in policy.slices.items()}
     reasons = {
         cid: c.human_adjudication.reason

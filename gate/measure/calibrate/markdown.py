@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.model.result import Strata
+from gate.model.wording import plural
 from gate.report.markdown import code_id, escape
 from gate.report.sections import strata_lines
 
@@ -138,13 +139,13 @@ def render_calibration(cal: Mapping[str, Any], *, picture: str | None = "calibra
         f"# Calibration: {escape(cal['policy_id'])} ({escape(cal.get('policy_version', ''))})",
         "",
         f"Judge `{escape(lin.get('evaluator_model', ''))}`, metric v{escape(lin.get('metric_version', ''))}, "
-        f"prompt sha256 `{str(lin.get('prompt_sha256', ''))[:12]}`. {o['cases']} case(s) from the records, "
-        f"{cal.get('controls_left_out', 0)} control(s) left out; repeats count by majority.",
+        f"prompt sha256 `{str(lin.get('prompt_sha256', ''))[:12]}`. {plural(o['cases'], 'case')} from the records, "
+        f"{plural(cal.get('controls_left_out', 0), 'control')} left out; repeats count by majority.",
         "",
         f"**Overall**: {o['completed']} completed; agreement {pct(o['agreement'])}, kappa {num(o['cohen_kappa'])}; "
         f"false-pass rate {rate_text(o['false_pass_rate'], o['false_pass'])}; "
         f"false-fail rate {rate_text(o['false_fail_rate'], o['false_fail'])}. "
-        f"Not in any rate: {o['errors']} error(s), {o['review']} review, {o['unrun']} unrun.",
+        f"Not in any rate: {plural(o['errors'], 'error')}, {o['review']} review, {o['unrun']} unrun.",
         "",
         "## Slices, worst first",
         "",
