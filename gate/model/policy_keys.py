@@ -88,7 +88,10 @@ RULES: dict[str, tuple[str, str]] = {
         "How the verdict is asked for. `json_object`: JSON mode, the verdict's schema in a system message "
         "(every OpenAI-compatible server). `json_schema`: the schema is sent as `response_format` and the "
         "provider constrains decoding to it (OpenAI, Azure, vLLM, llama.cpp); a small local model that copies "
-        "the schema back in JSON mode cannot under `json_schema`. Part of the judge's configuration.",
+        "the schema back in JSON mode cannot under `json_schema`. The schema names `value` and `reason` and no "
+        "other key (`additionalProperties: false`), so the model cannot add keys until the token limit cuts it; "
+        "a reply with an extra key from a server that does not enforce the schema still counts. Part of the "
+        "judge's configuration.",
         "response_format: json_object",
     ),
     "evaluator.timeout_s": (
