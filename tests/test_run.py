@@ -134,6 +134,28 @@ def test_failed_control_stops_scheduling(tmp_path: Path, fake: FakeOpenAI) -> No
 
 
 @pytest.mark.usefixtures("with_key")
+def test_a_control_cut_between_its_repeats_by_a_control_stop_is_not_needed_like_one_never_sent(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """Three repeats, two at a time: the boundary control's third and the injection control's first
+    are out together. The boundary control fails and stops scheduling while the injection control's
+    first repeat is still out (it takes 2 s), so its others are never sent. Both it and the controls
+    never started were not wanted: `not_needed`, and no `unrun_cases` blocker for one of them."""
+    fake.script("ctl-boundary", reply("pass"), reply("pass"), reply("pass"))
+    fake.script("ctl-injection", slow(2.0, then=reply("fail")))
+    ev = {**evaluator(fake), "repeats": 3, "max_concurrency": 2}
+    policy = write_suite(tmp_path / "s", evaluator=ev)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 1
+    res = result(out)
+    assert kinds(res)["control_failed"] == ["ctl-boundary"] and "unrun_cases" not in kinds(res)
+    assert fake.count("ctl-injection") == 1  # cut between its repeats
+    buckets = {c["case_id"]: c["bucket"] for c in res["cases"]}
+    assert buckets["ctl-injection"] == buckets["ctl-negative"] == "not_needed"
+    assert res["unrun_case_ids"] == []
+
+
+@pytest.mark.usefixtures("with_key")
 def test_false_pass_fails_quality_with_reason_in_report(tmp_path: Path, fake: FakeOpenAI) -> None:
     fake.script("c-2", reply("pass", "Looks right <img src=x onerror=alert(1)> [click](https://evil.example)"))
     policy = write_suite(tmp_path / "s", evaluator=evaluator(fake))
