@@ -192,4 +192,4 @@ def test_an_unknown_kind_and_an_unknown_case_id_are_both_said_in_one_pass(
         err_text = capsys.readouterr().err
         assert "overrides.0.blocker" in err_text and "unknown blocker kind 'false_passes'" in err_text
         assert "overrides.0.case_ids" in err_text and "c-99 is not a case of the dataset" in err_text
-        assert "2 problem(s)" in err_text and "Traceback" not in err_text
+        assert "2 problems" in err_text and "Traceback" not in err_text

@@ -19,6 +19,7 @@ from gate.judge.outcome import read_label
 from gate.model.cases import Case
 from gate.model.policy import Metric
 from gate.model.records import Record
+from gate.model.wording import agree, plural
 
 _MAX_IDS_SHOWN = 5
 
@@ -108,17 +109,17 @@ def vet_records(records: Sequence[Record], metric: Metric, cases: Mapping[str, C
         )
     if errors:
         notes.append(
-            f"{len(errors)} recorded judgment(s) outside the contract (a label not allowed, no reason, no "
+            f"{plural(len(errors), 'recorded judgment')} outside the contract (a label not allowed, no reason, no "
             f"answered attempt or cache hit, a contradiction) count as evaluator errors: {_ids(errors)}"
         )
     if relabelled:
         notes.append(
-            f"{len(relabelled)} record(s) carry a human label or control role that differs from the case file "
+            f"{plural(len(relabelled), 'record')} {agree(len(relabelled), 'carries', 'carry')} a human label or control role that differs from the case file "
             f"({_ids(relabelled)}); the case file is the answer key"
         )
     if out_of_range:
         notes.append(
-            f"{len(out_of_range)} record(s) have a repeat_index outside 0..{repeats - 1} ({_ids(out_of_range)}); "
+            f"{plural(len(out_of_range), 'record')} {agree(len(out_of_range), 'has', 'have')} a repeat_index outside 0..{repeats - 1} ({_ids(out_of_range)}); "
             "they are not evidence for this policy"
         )
     return Vetted(out, notes)

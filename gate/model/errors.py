@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from gate.model.wording import plural
+
 
 class GateError(Exception):
     """Base for errors shown to the user as a message, never as a traceback."""
@@ -28,7 +30,7 @@ class PolicyError(UsageError):
         more = len(problems) - len(shown)
         from gate.model.paths import shown_path
 
-        lines = [f"{shown_path(path)}: the policy file is invalid ({len(problems)} problem(s)):"]
+        lines = [f"{shown_path(path)}: the policy file is invalid ({plural(len(problems), 'problem')}):"]
         lines += [f"  - {p}" for p in shown]
         if more:
             lines.append(f"  ... and {more} more")

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from gate.model.states import Finding, State
 from gate.model.strict import Strict
+from gate.model.wording import plural
 
 
 class Override(Strict):
@@ -158,7 +159,7 @@ def apply_overrides(blockers: Sequence[Finding], overrides: Sequence[Override], 
         still_blocks = len(counted) > limit if isinstance(limit, int) else bool(counted)
         if still_blocks:
             by = ", ".join(o.id for o in matching)
-            note = f" ({len(off)} case(s) waived by {by}; {len(counted)} still count)"
+            note = f" ({plural(len(off), 'case')} waived by {by}; {len(counted)} still count)"
             kept.append(dataclasses.replace(f, case_ids=tuple(counted), message=f.message + note))
     for o in overrides:
         if o.expires < today:

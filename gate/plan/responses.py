@@ -27,6 +27,7 @@ from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
 from gate.model.states import MISSING_RESPONSE, Finding, State
 from gate.model.supersede import superseded_ids
+from gate.model.wording import agree, plural
 
 MAX_RESPONSES_BYTES = 512 * 1024 * 1024
 _KEYS = ("case_id", "response", "generation")
@@ -169,7 +170,7 @@ def missing_response_finding(missing: Sequence[str], responses: Responses, lane:
     return Finding(
         State.EVALUATION_INCOMPLETE,
         MISSING_RESPONSE,
-        f"{len(missing)} case(s) of lane {lane} have no answer in {shown_path(responses.path)} ({shown}), so they "
+        f"{plural(len(missing), 'case')} of lane {lane} {agree(len(missing), 'has', 'have')} no answer in {shown_path(responses.path)} ({shown}), so they "
         "were not judged; fix: have the application's step write one line per case of the lane, then run again",
         case_ids=tuple(missing),
         location=shown_path(responses.path),
@@ -179,7 +180,7 @@ def missing_response_finding(missing: Sequence[str], responses: Responses, lane:
 def outside_note(outside: Sequence[str], responses: Responses, lane: str) -> str:
     shown = ", ".join(outside[:5]) + (f" and {len(outside) - 5} more" if len(outside) > 5 else "")
     return (
-        f"{len(outside)} line(s) of {shown_path(responses.path)} answer cases lane {lane} does not hold ({shown}); "
+        f"{plural(len(outside), 'line')} of {shown_path(responses.path)} {agree(len(outside), 'answers', 'answer')} cases lane {lane} does not hold ({shown}); "
         "they were not judged"
     )
 

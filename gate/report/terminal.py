@@ -211,7 +211,7 @@ def _cost(result: Result, console: Console) -> None:
     unanswered, missing = cost.unanswered_attempts, cost.usage_missing
     if unanswered or missing:
         console.print(
-            f"  {unanswered} attempt(s) unanswered and {missing} answered without usage count at their reserved "
+            f"  {plural(unanswered, 'attempt')} unanswered and {missing} answered without usage count at their reserved "
             f"upper bound: budget used {money(cost.spent, cur)}"
         )
 

@@ -31,6 +31,7 @@ from gate.model.errors import PolicyError
 from gate.model.loading import sha256_hex
 from gate.model.policy import LEAKING_FIELDS, Check, LoadedPolicy
 from gate.model.states import Finding, State
+from gate.model.wording import agree, plural
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -214,7 +215,7 @@ def input_findings(checks: Sequence[LoadedCheck], cases: Sequence[Case]) -> list
                 Finding(
                     State.EVALUATION_INCOMPLETE,
                     "check_error",
-                    f"check {check.name} {check.where} needs `{name}`, which {len(ids)} case(s) leave empty; "
+                    f"check {check.name} {check.where} needs `{name}`, which {plural(len(ids), 'case')} {agree(len(ids), 'leaves', 'leave')} empty; "
                     f"fix: fill `{name}` in those cases, or give the parameter a default",
                     case_ids=tuple(ids),
                     location=check.spec.file,
@@ -321,7 +322,7 @@ def check_findings(results: CheckResults, cases: Sequence[Case]) -> list[Finding
                     State.EVALUATION_INCOMPLETE,
                     "check_error",
                     f"check {check.name} ({check.spec.file}:{check.spec.function}) gave no allowed value on "
-                    f"{len(errors)} case(s), so they are not checked (first, {first_id}: {first_error}); "
+                    f"{plural(len(errors), 'case')}, so they are not checked (first, {first_id}: {first_error}); "
                     "fix the check or the case",
                     case_ids=tuple(i for i, _ in errors),
                 )
@@ -331,8 +332,8 @@ def check_findings(results: CheckResults, cases: Sequence[Case]) -> list[Finding
                 Finding(
                     State.QUALITY_FAILED,
                     "check_failed",
-                    f"gating check {check.name} ({check.spec.file}:{check.spec.function}) failed {len(failed)} "
-                    "case(s) that people did not label fail",
+                    f"gating check {check.name} ({check.spec.file}:{check.spec.function}) failed "
+                    f"{plural(len(failed), 'case')} that people did not label fail",
                     case_ids=tuple(failed),
                 )
             )
