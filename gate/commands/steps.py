@@ -86,6 +86,13 @@ def exit_on_error(
     return crash.INTERNAL_ERROR_EXIT
 
 
+def interruption(signal_name: str) -> KeyboardInterrupt:
+    """What a stop signal raises: SIGINT a bare KeyboardInterrupt (Ctrl-C), the others naming themselves."""
+    from gate.commands import crash
+
+    return KeyboardInterrupt() if signal_name == "SIGINT" else crash.Interrupted(signal_name)
+
+
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
     """SIGTERM (a cancelled CI job) and SIGHUP (what the docker CLI forwards when a runner kills
@@ -102,11 +109,9 @@ def sigterm_interrupts() -> Iterator[None]:
     from gate.run import signals
 
     def interrupt(signum: int, frame: object) -> None:
-        from gate.commands import crash
-
         name = signal.Signals(signum).name
         signals.note(name)
-        raise crash.Interrupted(name) if signum != signal.SIGINT else KeyboardInterrupt()
+        raise interruption(name)
 
     def drop_noted(unraisable: Any) -> None:
         # the interruption Python dropped: noted above and acted on later, so no stray traceback
@@ -120,9 +125,7 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
         lost = signals.take()
         if lost is not None:
-            from gate.commands import crash
-
-            raise crash.Interrupted(lost) if lost != "SIGINT" else KeyboardInterrupt()
+            raise interruption(lost)
     finally:
         sys.unraisablehook = previous_hook
         for sig, handler in previous.items():

@@ -26,6 +26,7 @@ from yaml.scanner import Scanner
 
 MAX_DEPTH = 64
 MAX_NUMBER_CHARS = 40
+TOO_DEEP = f"the file nests deeper than {MAX_DEPTH} levels; fix: flatten it"
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -110,7 +111,7 @@ class _Yaml12Rules(Composer, SafeConstructor, Resolver):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise YamlProblem(f"the file nests deeper than {MAX_DEPTH} levels; fix: flatten it", self._here())
+                raise YamlProblem(TOO_DEEP, self._here())
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -275,9 +276,7 @@ def load_yaml12(text: str, loader_class: Callable[[str], _Yaml12Rules] | None = 
     except yaml.MarkedYAMLError as exc:
         # libyaml stops at 1,000 levels while scanning ahead, before the composer counts to ours.
         if exc.problem == "exceeded maximum nesting depth":
-            raise YamlProblem(
-                f"the file nests deeper than {MAX_DEPTH} levels; fix: flatten it", exc.problem_mark
-            ) from None
+            raise YamlProblem(TOO_DEEP, exc.problem_mark) from None
         raise
     finally:
         loader.dispose()
