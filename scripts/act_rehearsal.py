@@ -332,14 +332,18 @@ def check_github(
     """One new check run on the PR's head commit, one sticky comment; the comment's id."""
     new = github.check_runs[runs_before:]
     conclusion = conclusion_for(scenario.state)
-    name = check_run_name(result["policy_id"])
+    name = check_run_name(result["policy_id"], result["lane"])
     ok = [(r["name"], r["head_sha"], r["status"], r["conclusion"]) for r in new] == [
         (name, HEAD, "completed", conclusion)
     ]
     checks.expect(ok, f"check run '{name}' on the PR's head {HEAD[:7]}: completed, {conclusion}", str(new))
     comments = github.comments(REPOSITORY, PR_NUMBER)
     body = comments[-1]["body"] if comments else ""
-    ok = len(comments) == 1 and body.startswith(comment_marker(result["policy_id"])) and f"`{scenario.state}`" in body
+    ok = (
+        len(comments) == 1
+        and body.startswith(comment_marker(result["policy_id"], result["lane"]))
+        and f"`{scenario.state}`" in body
+    )
     author = comments[0]["user"]["login"] if comments else "?"
     checks.expect(ok, f"one sticky comment on PR #{PR_NUMBER} (by {author}), saying {scenario.state}", body[:300])
     return int(comments[0]["id"]) if comments else 0

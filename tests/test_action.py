@@ -153,9 +153,9 @@ def test_publish_and_report_per_state(tmp_path: Path, fake: FakeGitHub, state: s
     assert ctx.summary_file is not None
     assert ctx.summary_file.read_text(encoding="utf-8").startswith(f"## ragas-gate: {state}")
     (run,) = fake.check_runs
-    assert run["head_sha"] == HEAD and run["name"] == "ragas-gate / refund-answer"
+    assert run["head_sha"] == HEAD and run["name"] == "ragas-gate / refund-answer / pr"
     (comment,) = fake.comments("acme/support-bot", 17)
-    assert comment["body"].startswith(comment_marker("refund-answer"))
+    assert comment["body"].startswith(comment_marker("refund-answer", "pr"))
     assert comment["user"]["login"] == BOT_LOGIN
     annotations = run["annotations"]
     assert all(a["path"] == "evals/policy.yaml" for a in annotations)

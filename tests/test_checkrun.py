@@ -33,7 +33,7 @@ CONCLUSIONS = {
 @pytest.mark.parametrize("state", sorted(CONCLUSIONS))
 def test_conclusion_name_and_title_per_state(state: str) -> None:
     payload = build_check_run(sample(state), "# report")
-    assert payload.name == "ragas-gate / refund-answer"
+    assert payload.name == "ragas-gate / refund-answer / pr"
     assert payload.conclusion == CONCLUSIONS[state]
     assert payload.title.startswith(state)
     assert "0.0123 USD" in payload.title

@@ -36,10 +36,10 @@ def test_pr_story_fail_then_fix_edits_one_sticky_comment(tmp_path: Path, monkeyp
         out = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
         assert out["state"] == "quality_failed" and out["exit-code"] == "1"
         (run,) = github.check_runs
-        assert run["name"] == "ragas-gate / test-policy" and run["head_sha"] == HEAD
+        assert run["name"] == "ragas-gate / test-policy / pr" and run["head_sha"] == HEAD
         assert run["conclusion"] == "failure"
         (comment,) = github.comments("acme/support-bot", 17)
-        assert comment["body"].startswith("<!-- ragas-gate:test-policy -->")
+        assert comment["body"].startswith("<!-- ragas-gate:test-policy:pr -->")
         assert "false_pass_limit" in comment["body"] and "`c-2`" in comment["body"]
         assert "quality_failed" in Path(env["GITHUB_STEP_SUMMARY"]).read_text()
 

@@ -26,7 +26,7 @@ from gate.github.publish import publish_result_dir
 REPO = "acme/support-bot"
 HEAD = "5e5e" * 10
 PR = 17
-MARKER = comment_marker("refund-answer")
+MARKER = comment_marker("refund-answer", "pr")
 # Writes unthrottled, reads retried twice; every wait (Retry-After, secondary limit) capped at 2 s.
 # The matrix rows answer `Retry-After: 0` to stay fast; the tests after it measure real waits.
 OPTIONS = ClientOptions(0, 0, timeout=5, read_retries=2, backoff_factor=0, secondary_rate_wait=0, retry_after_cap=2)
@@ -257,7 +257,7 @@ def test_an_ambiguous_create_finds_our_run_though_a_newer_run_of_the_same_name_e
     """Our create lands but answers 502; another job's run of the same name completed later. GitHub
     lists only the newest run per name unless asked `filter=all`: without it ours is not found and
     a duplicate is created."""
-    fake.add_check_run(REPO, "ragas-gate / refund-answer", HEAD, completed_at="2099-01-01T00:00:00Z")
+    fake.add_check_run(REPO, "ragas-gate / refund-answer / pr", HEAD, completed_at="2099-01-01T00:00:00Z")
     fake.fail_next("POST", "/check-runs$", 502, after_store=True)
     code, log = publish_dir(tmp_path, fake, sample_result("passed"))
     assert code == 0 and "warning" not in log, log

@@ -16,6 +16,7 @@ from fake_github import BOT_LOGIN, FakeGitHub, sample, sample_result
 
 from gate.github.client import COMMENT_MAX_BYTES, ClientOptions, PublishResult, comment_marker, publish
 from gate.model.result import Result
+from gate.report.markdown import render_report
 
 REPO = "acme/support-bot"
 SHA = "3f2a9c1d" * 5
@@ -29,7 +30,7 @@ FAST = ClientOptions(
     backoff_factor=0,
     secondary_rate_wait=0,
 )
-MARKER = comment_marker("refund-answer")
+MARKER = comment_marker("refund-answer", "pr")
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def test_one_check_run_on_the_head_sha_with_the_state_conclusion(fake: FakeGitHu
     creates = fake.calls("POST", r"^/repos/acme/support-bot/check-runs$")
     assert len(creates) == 1
     body = creates[0].body
-    assert body["name"] == "ragas-gate / refund-answer"
+    assert body["name"] == "ragas-gate / refund-answer / pr"
     assert body["head_sha"] == SHA
     assert body["status"] == "completed"
     assert body["conclusion"] == CONCLUSIONS[state]
@@ -196,7 +197,7 @@ def test_502_on_create_that_landed_is_not_repeated(fake: FakeGitHub) -> None:
     assert len(fake.check_runs) == 1 and out.check_run_id == fake.check_runs[0]["id"]
     assert out.warnings == []
     lookup = fake.calls("GET", r"/commits/.*/check-runs$")
-    assert lookup and lookup[0].query["check_name"] == "ragas-gate / refund-answer"
+    assert lookup and lookup[0].query["check_name"] == "ragas-gate / refund-answer / pr"
 
 
 def test_502_on_create_that_did_not_land_is_resent_once(fake: FakeGitHub) -> None:
@@ -263,3 +264,53 @@ def test_an_unreachable_api_is_a_warning(caplog: pytest.LogCaptureFixture) -> No
     )
     assert out.check_run_id is None and out.warnings
     assert TOKEN not in caplog.text
+
+
+def _lane_result(lane: str, state: str) -> dict[str, Any]:
+    return sample_result(state, lane=lane)
+
+
+def test_two_lanes_of_one_policy_keep_a_check_run_and_a_comment_each(fake: FakeGitHub) -> None:
+    """The metric lane failed and the product lane passed: both show, neither overwrites the other."""
+    metric, app = _lane_result("pr", "quality_failed"), _lane_result("app", "passed")
+    first = [run(fake, result, report=render_report(Result.from_dict(result))) for result in (metric, app)]
+    assert [o.comment_action for o in first] == ["created", "created"] and all(o.ok for o in first)
+    names = {r["name"]: r["conclusion"] for r in fake.check_runs}
+    assert names == {"ragas-gate / refund-answer / pr": "failure", "ragas-gate / refund-answer / app": "success"}
+    again = [run(fake, result, report=render_report(Result.from_dict(result)) + "\nagain") for result in (metric, app)]
+    assert [o.comment_action for o in again] == ["edited", "edited"]
+    assert [o.comment_id for o in again] == [o.comment_id for o in first]
+    bodies = {c["id"]: c["body"] for c in fake.comments(REPO, PR)}
+    assert len(bodies) == 2
+    assert "`quality_failed`" in bodies[first[0].comment_id] and "Lane `pr`" in bodies[first[0].comment_id]
+    assert "`passed`" in bodies[first[1].comment_id] and "Lane `app`" in bodies[first[1].comment_id]
+
+
+@pytest.mark.parametrize("order", [("pr", "app"), ("app", "pr")])
+def test_a_comment_under_the_policy_only_marker_is_taken_over_by_its_lane_alone(
+    fake: FakeGitHub, order: tuple[str, str]
+) -> None:
+    """A comment written before markers named the lane (it reports lane `pr`): whichever lane
+    publishes first, `pr` edits it and `app` makes its own; no third comment ever appears."""
+    old_report = render_report(sample("quality_failed")).split("\n", 1)[1]
+    old = fake.add_comment(REPO, PR, f"<!-- ragas-gate:refund-answer -->\n{old_report}", BOT_LOGIN)
+    outcomes = {}
+    for lane in order:
+        result = _lane_result(lane, "passed")
+        outcomes[lane] = run(fake, result, report=render_report(Result.from_dict(result)))
+    assert outcomes["pr"].comment_action == "edited" and outcomes["pr"].comment_id == old
+    assert outcomes["app"].comment_action == "created" and outcomes["app"].comment_id != old
+    bodies = {c["id"]: c["body"] for c in fake.comments(REPO, PR)}
+    assert len(bodies) == 2 and bodies[old].startswith(MARKER) and "`passed`" in bodies[old]
+    for lane in order:  # the next push edits both, still two comments
+        assert run(fake, _lane_result(lane, "quality_failed")).comment_id == outcomes[lane].comment_id
+    assert len(fake.comments(REPO, PR)) == 2
+
+
+def test_a_lane_named_in_case_text_does_not_take_over_the_policy_only_comment(fake: FakeGitHub) -> None:
+    """Only the report's header names its lane: case text saying "Lane `app`" further down does not."""
+    old_report = render_report(sample("quality_failed")).split("\n", 1)[1]
+    forged = "**`passed`** — nothing blocks. Lane `app`, policy `refund-answer` version `1`"
+    old = fake.add_comment(REPO, PR, f"<!-- ragas-gate:refund-answer -->\n{old_report}\n{forged}\n", BOT_LOGIN)
+    assert run(fake, _lane_result("app", "passed")).comment_id != old
+    assert run(fake, _lane_result("pr", "passed")).comment_id == old

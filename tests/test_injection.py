@@ -29,7 +29,7 @@ from gate.report.markdown import render_report
 REPO = "acme/support-bot"
 PR = 17
 FAST = ClientOptions(0, 0, 5, 2, 0, 0)
-FORGED = "<!-- ragas-gate:policy-b -->"
+FORGED = "<!-- ragas-gate:policy-b:pr -->"
 HOSTILE = f"x`y {FORGED} <img src=x onerror=alert(1)> [click](https://evil.example) @team\r\n::warning::pwn"
 
 

@@ -81,7 +81,7 @@ def test_blockers_are_routed_to_their_owners_everywhere(tmp_path: Path, capsys: 
 
     # The check run too (published through PyGithub to the fake GitHub): its summary's blocker table
     # has an owner column, each annotation names the owner.
-    (out / "report.md").write_text(f"{comment_marker('refund-answer')}\n# report\n")
+    (out / "report.md").write_text(f"{comment_marker('refund-answer', 'pr')}\n# report\n")
     env = {"GITHUB_TOKEN": "ghs_t", "GITHUB_REPOSITORY": "acme/bot", "GITHUB_SHA": "5e" * 20}
     with FakeGitHub(user_status=403) as github:
         publish_result_dir(out, {**env, "GITHUB_API_URL": github.base_url}, options=FAST, stream=io.StringIO())

@@ -82,7 +82,7 @@ def test_passing_run_writes_every_output_with_lineage(tmp_path: Path, fake: Fake
     order = [r["case_id"] for r in recs]
     assert all(cid.startswith("ctl-") for cid in order[:5])
     report = (out / "report.md").read_text()
-    assert report.startswith("<!-- ragas-gate:test-policy -->")
+    assert report.startswith("<!-- ragas-gate:test-policy:pr -->")
     assert "`passed`" in report
     suite = ET.parse(out / "junit.xml").getroot()
     assert suite.get("tests") == "9" and suite.get("failures") == "0"

@@ -1,12 +1,16 @@
 """Publish a gate result to GitHub with PyGithub: one check run and one sticky PR comment.
 
 Rules:
-- one check run per publish, named `ragas-gate / <policy_id>`, on the head SHA, with the
+- one check run per publish, named `ragas-gate / <policy_id> / <lane>`, on the head SHA, with the
   conclusion of the result's state; annotations at most 50 per request (the rest appended by PATCH);
-- one sticky PR comment, found by the hidden marker `<!-- ragas-gate:<policy_id> -->` as its first
-  line (never anywhere else, where case text could forge it), on any page of the PR's comments, and edited only when its author is the token's own login (`GET /user`), or
-  `github-actions[bot]` when `GET /user` answers 403 (the workflow's GITHUB_TOKEN), or the login the
-  caller names (`comment_author`); otherwise a new comment is created;
+- one sticky PR comment per policy and lane, found by the hidden marker
+  `<!-- ragas-gate:<policy_id>:<lane> -->` as its first line (never anywhere else, where case text
+  could forge it), on any page of the PR's comments, and edited only when its author is the token's
+  own login (`GET /user`), or `github-actions[bot]` when `GET /user` answers 403 (the workflow's
+  GITHUB_TOKEN), or the login the caller names (`comment_author`); otherwise a new comment is
+  created. A comment written under the older policy-only marker `<!-- ragas-gate:<policy_id> -->`
+  is taken over by the lane its report names (its header line), and by no other: of two lanes
+  publishing at once, exactly that one edits it, and the other creates its own;
 - a refused or failed write (a fork PR's read-only token answers 403) is a warning: `publish` never
   raises and never changes the result's state;
 - retries: reads (GET/HEAD) are retried on 5xx and rate limits; writes never are. A create that
@@ -35,6 +39,7 @@ from gate.model.result import Result
 from gate.model.textfit import head_bytes
 from gate.report.checkrun import CheckRunPayload, annotation_batches, build_check_run
 from gate.report.markdown import marker as comment_marker
+from gate.report.markdown import policy_marker, reports_lane
 
 log = logging.getLogger(__name__)
 
@@ -269,16 +274,23 @@ class _Publisher:
             self.warn(f"could not tell the token's own login (GET /user: {_describe(exc)}).")
             return set()
 
-    def sticky_comment(self, pr_number: int, marker: str, body: str, comment_author: str | None) -> None:
+    def sticky_comment(self, pr_number: int, policy_id: str, lane: str, body: str, comment_author: str | None) -> None:
         authors = self.editable_authors(comment_author)
         issue = self.repo.get_issue(pr_number)
-        existing = None
+        marker, older = comment_marker(policy_id, lane), policy_marker(policy_id)
+        existing = inherited = None
         try:
             for comment in issue.get_comments():
                 user = comment.user
-                if carries_marker(comment.body, marker) and user is not None and user.login in authors:
+                if user is None or user.login not in authors:
+                    continue
+                if carries_marker(comment.body, marker):
                     existing = comment
                     break
+                older_lane = inherited is None and carries_marker(comment.body, older)
+                if older_lane and reports_lane(comment.body or "", policy_id, lane):
+                    inherited = comment  # written before markers named the lane, reporting this lane
+            existing = existing or inherited
         except Exception as exc:
             self.out.comment_action = "failed"
             self.warn(
@@ -320,9 +332,9 @@ class _Publisher:
             comment.edit(body)
 
 
-def comment_body(policy_id: str, report_md: str, *, limit: int = COMMENT_MAX_BYTES) -> str:
+def comment_body(policy_id: str, lane: str, report_md: str, *, limit: int = COMMENT_MAX_BYTES) -> str:
     """The sticky comment: the marker, then the report, trimmed to `limit` bytes with a note."""
-    marker = comment_marker(policy_id)
+    marker = comment_marker(policy_id, lane)
     body = report_md if carries_marker(report_md, marker) else f"{marker}\n{report_md}"
     if len(body.encode("utf-8")) <= limit:
         return body
@@ -365,10 +377,9 @@ def publish(
         elif pr_number is None:
             out.comment_action = "skipped"
         else:
-            policy_id = result.policy_id
-            publisher.sticky_comment(
-                pr_number, comment_marker(policy_id), comment_body(policy_id, report_md), comment_author
-            )
+            policy_id, lane = result.policy_id, result.lane
+            body = comment_body(policy_id, lane, report_md)
+            publisher.sticky_comment(pr_number, policy_id, lane, body, comment_author)
     except Exception as exc:  # publishing must never change the outcome
         message = scrub(f"publishing failed: {_describe(exc)}")
         log.warning("%s", message)

@@ -30,7 +30,7 @@ MAPPING_KEYS = {"slices": "<slice>", "lanes": "<lane>", "strata": "<stratum>"}
 RULES: dict[str, tuple[str, str]] = {
     "version": ("The policy format's version. Only 1 exists.", "version: 1"),
     "policy_id": (
-        "Names the suite: the check run is `ragas-gate / <policy_id>`, every record carries it, and "
+        "Names the suite: each lane's check run is `ragas-gate / <policy_id> / <lane>`, every record carries it, and "
         "`gate decide` refuses another policy's records. Letters, digits and `. _ -`.",
         "policy_id: support-refunds",
     ),

@@ -64,8 +64,9 @@ class CheckRunPayload:
         return out
 
 
-def check_run_name(policy_id: str) -> str:
-    return f"ragas-gate / {policy_id}"
+def check_run_name(policy_id: str, lane: str) -> str:
+    """`ragas-gate / <policy_id> / <lane>`: two lanes of one policy on one commit are two check runs."""
+    return f"ragas-gate / {policy_id} / {escape.visible(lane, 100)}"
 
 
 def conclusion_for(state: str) -> str:
@@ -223,7 +224,7 @@ def build_check_run(
     policy file, when the caller knows it). `report_md` becomes the check run's `text`.
     """
     return CheckRunPayload(
-        name=check_run_name(result.policy_id),
+        name=check_run_name(result.policy_id, result.lane),
         conclusion=conclusion_for(result.state),
         title=_title(result),
         summary=trim_to_bytes(_summary(result), hint=artifact_hint),

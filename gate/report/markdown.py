@@ -8,6 +8,7 @@ so a response that says `<img src=x>` or `[click](http://evil)` cannot break or 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from gate.model.escape import code as code_id
 from gate.model.escape import id_list
@@ -42,9 +43,36 @@ MAX_REASON_CHARS = 280
 MAX_REPORT_BYTES = 60_000
 
 
-def marker(policy_id: str) -> str:
-    """The sticky comment's marker: its whole first line (`gate.github.client` finds the comment by it)."""
+def marker(policy_id: str, lane: str) -> str:
+    """The sticky comment's marker: its whole first line (`gate.github.client` finds the comment by it).
+
+    Keyed on the policy and the lane, so two lanes of one policy keep a comment each. The lane is
+    percent-encoded (a policy id never holds `:` or `%`), so no lane name can end the HTML comment
+    or read as another policy's marker.
+    """
+    return f"<!-- ragas-gate:{policy_id}:{quote(lane, safe='')} -->"
+
+
+def policy_marker(policy_id: str) -> str:
+    """The marker of a comment written before markers named the lane: one comment per policy."""
     return f"<!-- ragas-gate:{policy_id} -->"
+
+
+def lane_line(policy_id: str, lane: str) -> str:
+    """What the report's first paragraph says of the lane and the policy (`Lane `pr`, policy ...`)."""
+    return f"Lane {code_id(lane)}, policy {code_id(policy_id)} version "
+
+
+def reports_lane(report_md: str, policy_id: str, lane: str) -> bool:
+    """Whether a report (a sticky comment's body) is `lane`'s: its first bold paragraph, the header
+    written before any case text, names the lane and the policy."""
+    for line in report_md.split("\n"):
+        if line.startswith("**"):
+            return any(
+                line.startswith(f"**{code_id(state)}** — {meaning} {lane_line(policy_id, lane)}")
+                for state, meaning in STATE_MEANING.items()
+            )
+    return False
 
 
 def shard_text(result: Result) -> str | None:
@@ -199,12 +227,12 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
     counts = result.counts
     lines: list[str] = []
     if with_marker:
-        lines.append(marker(policy_id))
+        lines.append(marker(policy_id, result.lane))
     lines += [
         f"## {STATE_ICON[state]} ragas-gate / {escape(policy_id)}: {code_id(state)}",
         "",
-        f"**{code_id(state)}** — {STATE_MEANING[state]} Lane {code_id(result.lane)}, policy "
-        f"{code_id(policy_id)} version {code_id(result.policy_version)}, exit code "
+        f"**{code_id(state)}** — {STATE_MEANING[state]} {lane_line(policy_id, result.lane)}"
+        f"{code_id(result.policy_version)}, exit code "
         f"{result.exit_code}.",
         "",
         *([f"**{escape(shard)}**", ""] if (shard := shard_text(result)) else []),
