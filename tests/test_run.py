@@ -254,6 +254,30 @@ def test_dry_run_prints_plan_and_calls_nobody(
     assert fake.count() == 0 and not (tmp_path / "out" / "records.jsonl").exists()
 
 
+@pytest.mark.usefixtures("with_key")
+def test_a_case_missing_evidence_under_review_goes_to_a_person_and_the_run_judges_the_rest(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`missing_evidence: review` and a case with no reference that cites no evidence: it goes to a
+    person, as the policy says; it is not also an input_contract blocker stopping every model call.
+    The run, `gate decide` on its records and the dry run agree."""
+    bare = case("c-3", reference="")
+    bare["human_adjudication"]["evidence"] = []
+    cases = [*controls(), case("c-1"), case("c-2", label="fail"), bare]
+    policy = write_suite(tmp_path / "s", cases, evaluator=evaluator(fake), missing_evidence="review")
+    out, again = tmp_path / "out", tmp_path / "again"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 4
+    assert gate("decide", "--policy", policy, "--records", out, "--out", again) == 4
+    for res in (result(out), result(again)):
+        assert res["state"] == "review_required"
+        assert kinds(res) == {"missing_evidence": ["c-3"]}
+        assert res["counts"]["completed"] == 7 and res["counts"]["review"] == 1
+    assert fake.count() == 7
+    capsys.readouterr()
+    assert gate("run", "--policy", policy, "--out", tmp_path / "dry", "--dry-run") == 0
+    assert "block" not in capsys.readouterr().out
+
+
 def test_invalid_policy_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = write_suite(tmp_path / "s", limits={"max_total_cost": 1.0, "max_false_pases": 2})
     assert gate("run", "--policy", policy, "--out", tmp_path / "o") == 2

@@ -231,6 +231,21 @@ def test_missing_reference_routed_to_review(suite: Suite) -> None:
     assert blocking_findings([f]) == []
 
 
+@pytest.mark.parametrize("mode", ["review", "block"])
+def test_a_case_with_no_reference_and_no_evidence_ids_is_the_missing_evidence_rule_s_alone(
+    suite: Suite, mode: str
+) -> None:
+    """The case `missing_evidence` routes is not also an input_contract defect for citing no evidence
+    (nor for lacking a reason): the rule the team chose decides it."""
+    suite.policy["missing_evidence"] = mode
+    suite.case("s-1")["reference"] = ""
+    suite.case("s-1")["human_adjudication"] = {"label": "pass", "reason": "", "evidence": []}
+    (f,) = suite.findings()
+    state = State.REVIEW_REQUIRED if mode == "review" else State.QUALITY_FAILED
+    assert (f.state, f.kind, f.case_ids) == (state, "missing_evidence", ("s-1",))
+    assert blocking_findings([f]) == ([] if mode == "review" else [f])
+
+
 def test_missing_evidence_control_with_empty_reference_is_expected(suite: Suite) -> None:
     assert suite.case("ctl-missing_evidence")["reference"] == ""
     assert suite.findings() == []

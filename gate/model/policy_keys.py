@@ -178,7 +178,8 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "missing_evidence": (
         "A non-control case with an empty reference is never judged: `block` fails the gate, `review` sends it "
-        "to a person (`review_required`).",
+        "to a person (`review_required`). This rule alone decides such a case: it is not also an input-contract "
+        "defect for citing no evidence or giving no reason (`gated_cases`).",
         "missing_evidence: block",
     ),
     "lanes": ("Which partitions each lane runs (`gate run --lane NAME`).", "lanes: {pr: {...}}"),
@@ -318,7 +319,8 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "gated_cases": (
         "What a non-control case in a partition a lane gates on (not `dev`, `calibration` or a product lane's) "
-        "must carry; `gate validate` names each case that lacks it.",
+        "must carry; `gate validate` names each case that lacks it. A case with no reference is left to "
+        "`missing_evidence`.",
         "gated_cases: {...}",
     ),
     "gated_cases.evidence_ids": ("`human_adjudication.evidence` not empty.", "evidence_ids: true"),

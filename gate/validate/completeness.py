@@ -2,14 +2,17 @@
 reviewer's reason and the hash of the response that was labelled.
 
 The gated partitions are those of every lane but `dev` and `calibration` (never gated on) and a
-product lane's (its cases carry no label). Controls are checked by their own rules. A policy may
-relax each requirement with `gated_cases` (docs/POLICY.md).
+product lane's (its cases carry no label). Controls are checked by their own rules, and so is a case
+with no reference: it is never judged, and the policy's `missing_evidence` decides what it does (block
+the gate, or go to a person), so it is not also an input-contract defect. A policy may relax each
+requirement with `gated_cases` (docs/POLICY.md).
 """
 
 from __future__ import annotations
 
 from gate.model.states import Finding
 from gate.validate.context import Context, contract
+from gate.validate.references import withheld
 
 NEVER_GATED = frozenset({"dev", "calibration"})
 
@@ -25,7 +28,7 @@ def incomplete_gated_cases(ctx: Context) -> list[Finding]:
     missing: dict[str, list[int]] = {"evidence": [], "reason": [], "hash": []}
     for i, case in enumerate(ctx.cases):
         adj = case.human_adjudication
-        if case.is_control or case.partition not in gated or adj is None:
+        if case.is_control or case.partition not in gated or adj is None or withheld(case):
             continue
         if rules.evidence_ids and not [e for e in adj.evidence if e.strip()]:
             missing["evidence"].append(i)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gate.model.cases import Case
 from gate.model.states import Finding, State
 from gate.validate.context import Context, contract, grouped
 
@@ -10,6 +11,11 @@ MISSING_EVIDENCE_ROLE = "missing_evidence"
 
 def _blank(value: str | None) -> bool:
     return value is None or not value.strip()
+
+
+def withheld(case: Case) -> bool:
+    """A non-control case with no reference: never judged, handled by the policy's `missing_evidence`."""
+    return case.expected_control_role is None and _blank(case.reference)
 
 
 def missing_references(ctx: Context) -> list[Finding]:
@@ -21,7 +27,7 @@ def missing_references(ctx: Context) -> list[Finding]:
     for i, case in enumerate(ctx.cases):
         role = case.expected_control_role
         blank = _blank(case.reference)
-        if role is None and blank:
+        if withheld(case):
             by_slice.setdefault(case.slice, []).append(i)
         elif role == MISSING_EVIDENCE_ROLE and not blank:
             referenced_withheld.append(i)
