@@ -1,0 +1,8 @@
+"""People's labels: the review queue, the append-only ledger, the final labels, agreement, export.
+
+What it holds: pure functions and frozen types over the files people label with (the queue, the
+ledger a reviewer appends to, the seeded draw order an audit shares with its queue), the final
+label of an item, agreement figures, and the cases and Label Studio files made from them.
+What it may import: `gate.model` only, so every later stage (the decision's audit, the commands,
+the review page) reads labels through it.
+"""

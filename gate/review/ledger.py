@@ -1,0 +1,386 @@
+"""The review ledger: append-only JSON Lines, one line per act (a label, an adjudication, a retraction).
+
+A line is written whole under an exclusive lock, flushed and fsynced before `append_line` returns,
+and never rewritten: a correction is a retraction that names the `line_sha256` it withdraws, and
+a new line. A ledger may be a directory: each reviewer then appends to a file of their own
+(`<reviewer>.jsonl`), so people who label apart commit without merge conflicts, and every reader
+takes the union of the directory's `*.jsonl` files. Reading checks every line; a line that does
+not parse, a label outside the policy's, a missing reason or an item of no queue given is a usage
+error naming the file and line, never skipped. `final_labels` turns the lines into each item's
+final label: K independent labels that agree, or an adjudication.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from gate.model.errors import UsageError
+from gate.model.escape import NAME_RULE, is_name, visible
+from gate.model.loading import FileProblem, canonical_json, open_binary, sha256_hex
+from gate.model.paths import from_working_directory, shown_path
+from gate.review.queue import ABSTAIN, Queue
+
+Kind = Literal["label", "adjudication", "retraction"]
+KINDS: tuple[Kind, ...] = ("label", "adjudication", "retraction")
+Status = Literal["unanimous", "adjudicated", "disagreement", "abstain", "pending"]
+MAX_LEDGER_BYTES = 1024 * 1024 * 1024
+_REQUIRED = (
+    "kind",
+    "item_id",
+    "response_sha256",
+    "reviewer",
+    "label",
+    "reason",
+    "at",
+    "queue_sha256",
+    "rubric_version",
+    "blind",
+)
+# `case_id` and `evidence` may be absent; the rest are written only when they say something:
+# `retracts` on a retraction, `self_adjudication` when --allow-self-adjudication let an adjudicator
+# settle an item they labelled, `external_id` the act's id in another tool (a Label Studio annotation).
+_OPTIONAL = ("case_id", "evidence", "retracts", "self_adjudication", "external_id")
+_FIX = "fix: restore the line from git (the ledger is append-only; a correction is a retraction and a new line)"
+
+
+class LedgerError(UsageError):
+    """A ledger the gate cannot use (exit 2): names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    kind: Kind
+    item_id: str
+    case_id: str | None
+    response_sha256: str
+    reviewer: str
+    label: str
+    reason: str
+    evidence: tuple[str, ...]
+    at: str
+    queue_sha256: str
+    rubric_version: str
+    blind: bool
+    retracts: str | None
+    line_sha256: str  # sha256 of the line's bytes as written (without its newline)
+    file: Path
+    line_no: int
+    self_adjudication: bool = False
+    external_id: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{shown_path(self.file)}:{self.line_no}"
+
+
+def ledger_file(ledger: Path, reviewer: str) -> Path:
+    """The file a reviewer's line goes to: `<reviewer>.jsonl` in a ledger directory, else the file itself."""
+    if from_working_directory(ledger).is_dir():
+        return ledger / (re.sub(r"[^A-Za-z0-9._-]", "_", reviewer) + ".jsonl")
+    return ledger
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _line_object(fields: Mapping[str, object]) -> dict[str, object]:
+    obj = {k: v for k, v in fields.items() if v is not None}
+    obj.setdefault("at", now())
+    obj.setdefault("evidence", [])
+    if isinstance(obj["evidence"], tuple):
+        obj["evidence"] = list(obj["evidence"])
+    if obj.get("self_adjudication") is False:
+        del obj["self_adjudication"]
+    return obj
+
+
+def append_line(ledger: Path, fields: Mapping[str, object]) -> LedgerLine:
+    """Append one act: checked, one whole line under an exclusive lock, flushed and fsynced.
+
+    `ledger` a directory: the reviewer's own file inside it. Returns the line as a reader sees it.
+    """
+    obj = _line_object(fields)
+    target = ledger_file(ledger, str(obj.get("reviewer", "")))
+    text = canonical_json(obj)
+    line = _parse(text.encode("utf-8"), f"{shown_path(target)} (the line to append)", target, 0)
+    data = text.encode("utf-8") + b"\n"
+    try:
+        fd = os.open(
+            from_working_directory(target), os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644
+        )
+    except OSError as exc:
+        raise LedgerError(
+            f"{shown_path(target)}: the ledger cannot be opened for appending ({exc.strerror}); fix: pass a writable --ledger"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # never glue a line onto one a killed writer left unfinished
+        line_no = _count_lines(fd, size) + 1
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as exc:
+        raise LedgerError(
+            f"{shown_path(target)}: the label was not written ({exc.strerror}); fix: free space or permissions, then label again"
+        ) from None
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    return _replace_position(line, target, line_no)
+
+
+def _count_lines(fd: int, size: int) -> int:
+    count, offset = 0, 0
+    while offset < size:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        offset += len(chunk)
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        count += 1  # the unfinished last line is a line of its own
+    return count
+
+
+def _replace_position(line: LedgerLine, file: Path, line_no: int) -> LedgerLine:
+    return replace(line, file=file, line_no=line_no)
+
+
+def _fail(where: str, problem: str) -> LedgerError:
+    return LedgerError(f"{where} (review ledger): {problem}")
+
+
+def _field_problem(obj: dict[str, Any]) -> str | None:
+    missing = [k for k in _REQUIRED if k not in obj]
+    if missing:
+        return f"`{missing[0]}` is missing"
+    unknown = [k for k in obj if k not in _REQUIRED and k not in _OPTIONAL]
+    if unknown:
+        return f"unknown key `{visible(unknown[0], 40)}`"
+    texts = ("item_id", "response_sha256", "reviewer", "label", "reason", "at", "queue_sha256", "rubric_version")
+    bad = next((k for k in texts if not isinstance(obj[k], str)), None)
+    if bad is not None:
+        return f"`{bad}` must be text"
+    if obj["kind"] not in KINDS:
+        return f"`kind` must be one of {', '.join(KINDS)}"
+    if not isinstance(obj["blind"], bool) or not isinstance(obj.get("self_adjudication", False), bool):
+        return "`blind` and `self_adjudication` must be true or false"
+    evidence = obj.get("evidence", [])
+    if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
+        return "`evidence` must be a list of evidence ids"
+    for key in ("case_id", "retracts", "external_id"):
+        if key in obj and not isinstance(obj[key], str):
+            return f"`{key}` must be text"
+    if not is_name(obj["reviewer"]):
+        return f"`reviewer` must be a name ({NAME_RULE})"
+    if not obj["reason"].strip():
+        return "`reason` is empty: every label says why"
+    if (obj["kind"] == "retraction") != ("retracts" in obj):
+        return "a retraction names the line it withdraws in `retracts` (its line_sha256), and only a retraction does"
+    return None
+
+
+def _parse(raw: bytes, where: str, file: Path, line_no: int) -> LedgerLine:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise _fail(where, f"not a JSON object (a line cut off or edited); {_FIX}") from None
+    if not isinstance(obj, dict):
+        raise _fail(where, f"not a JSON object; {_FIX}")
+    problem = _field_problem(obj)
+    if problem is not None:
+        raise _fail(where, f"{problem}; {_FIX}")
+    return LedgerLine(
+        kind=obj["kind"],
+        item_id=obj["item_id"],
+        case_id=obj.get("case_id"),
+        response_sha256=obj["response_sha256"],
+        reviewer=obj["reviewer"],
+        label=obj["label"],
+        reason=obj["reason"],
+        evidence=tuple(obj.get("evidence", [])),
+        at=obj["at"],
+        queue_sha256=obj["queue_sha256"],
+        rubric_version=obj["rubric_version"],
+        blind=obj["blind"],
+        retracts=obj.get("retracts"),
+        line_sha256=sha256_hex(raw.rstrip(b"\r")),
+        file=file,
+        line_no=line_no,
+        self_adjudication=obj.get("self_adjudication", False),
+        external_id=obj.get("external_id"),
+    )
+
+
+def ledger_files(ledger: Path) -> list[Path]:
+    """The files a ledger is: a directory's `*.jsonl` (sorted), else the file itself."""
+    if from_working_directory(ledger).is_dir():
+        return sorted(ledger / p.name for p in from_working_directory(ledger).glob("*.jsonl"))
+    return [ledger]
+
+
+def _read_file(path: Path) -> list[LedgerLine]:
+    shown = shown_path(path)
+    try:
+        with open_binary(path, "review ledger", MAX_LEDGER_BYTES) as fh:
+            data = fh.read()
+    except FileProblem as exc:
+        raise LedgerError(f"{exc.message}; fix: pass the --ledger your reviewers append to") from None
+    lines = data.split(b"\n")
+    out: list[LedgerLine] = []
+    for line_no, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        if line_no == len(lines) and data and not data.endswith(b"\n"):
+            try:
+                json.loads(raw)
+            except ValueError:
+                raise _fail(
+                    f"{shown}:{line_no}",
+                    "the last line was cut off mid-write (its writer was stopped before it confirmed the label); "
+                    "fix: delete that unfinished line",
+                ) from None
+        out.append(_parse(raw, f"{shown}:{line_no}", path, line_no))
+    return out
+
+
+def _check_against_queue(line: LedgerLine, queue: Queue) -> None:
+    labels = queue.header.labels
+    if line.label not in labels:
+        raise _fail(line.where, f"label `{visible(line.label, 40)}` is not one of {', '.join(labels)}; {_FIX}")
+    item = queue.by_id.get(line.item_id)
+    if item is None:
+        raise _fail(
+            line.where,
+            f"item {visible(line.item_id[:12])} is in no queue given (this line labels another queue: "
+            f"{visible(line.queue_sha256[:12])}); fix: pass the queue this ledger labels, or a ledger of this queue",
+        )
+    if line.response_sha256 != item.response_sha256 or line.case_id != item.case_id:
+        raise _fail(
+            line.where, f"the case id or answer hash differs from item {line.item_id[:12]} in the queue; {_FIX}"
+        )
+    if line.rubric_version != queue.header.rubric_version:
+        raise _fail(
+            line.where,
+            f"labelled under rubric {visible(line.rubric_version, 40)}, the queue is under "
+            f"{visible(queue.header.rubric_version, 40)}; fix: build a queue for the new rubric and label it again",
+        )
+
+
+def _check_retractions(lines: Sequence[LedgerLine]) -> None:
+    by_sha = {line.line_sha256: line for line in lines}
+    for line in lines:
+        if line.retracts is None:
+            continue
+        target = by_sha.get(line.retracts)
+        if target is None or target.kind == "retraction" or target.item_id != line.item_id:
+            raise _fail(line.where, f"`retracts` names no label or adjudication of this item in the ledger; {_FIX}")
+        if target.reviewer != line.reviewer:
+            raise _fail(
+                line.where, f"{line.reviewer} retracts a line of {target.reviewer}: only its author may; {_FIX}"
+            )
+
+
+def read_ledger(ledger: Path, queue: Queue | None = None, *, missing_ok: bool = False) -> tuple[LedgerLine, ...]:
+    """Every line of the ledger (a directory: the union of its files), each checked (against `queue`
+    when given). A missing ledger is an error unless `missing_ok` (a page about to write its first line)."""
+    if missing_ok and not from_working_directory(ledger).exists():
+        return ()
+    lines = [line for path in ledger_files(ledger) for line in _read_file(path)]
+    if queue is not None:
+        for line in lines:
+            _check_against_queue(line, queue)
+    _check_retractions(lines)
+    return tuple(lines)
+
+
+@dataclass(frozen=True)
+class FinalLabel:
+    item_id: str
+    label: str | None  # None while pending or in disagreement; `abstain` for a final abstention
+    status: Status
+    reviewers: tuple[str, ...]  # those whose independent labels count, sorted
+    adjudicator: str | None
+    lines: tuple[str, ...]  # the line_sha256 of every line the final label rests on
+    blind: bool = True  # every line it rests on was made blind
+
+    @property
+    def final(self) -> bool:
+        """A label the gate may use: unanimous or adjudicated (a final abstention is listed, not used)."""
+        return self.status in ("unanimous", "adjudicated")
+
+
+def active_lines(lines: Iterable[LedgerLine]) -> list[LedgerLine]:
+    """The labels and adjudications no retraction withdrew, in ledger order."""
+    kept = list(lines)
+    withdrawn = {line.retracts for line in kept if line.retracts is not None}
+    return [line for line in kept if line.kind != "retraction" and line.line_sha256 not in withdrawn]
+
+
+def _final(item: str, labels: list[LedgerLine], adjudication: LedgerLine | None, k: int) -> FinalLabel:
+    latest: dict[str, LedgerLine] = {}
+    for line in labels:  # a reviewer's later label of the same item replaces their earlier one
+        latest[line.reviewer] = line
+    reviewers = tuple(sorted(latest))
+    used = [latest[r] for r in reviewers]
+    if adjudication is not None:
+        used.append(adjudication)
+        status: Status = "abstain" if adjudication.label == ABSTAIN else "adjudicated"
+        return FinalLabel(
+            item, adjudication.label, status, reviewers, adjudication.reviewer,
+            tuple(x.line_sha256 for x in used), all(x.blind for x in used),
+        )  # fmt: skip
+    given = {line.label for line in used}
+    if len(used) < k:
+        status, label = "pending", None
+    elif given == {ABSTAIN}:
+        status, label = "abstain", ABSTAIN
+    elif len(given) == 1:
+        status, label = "unanimous", next(iter(given))
+    else:
+        status, label = "disagreement", None
+    return FinalLabel(
+        item, label, status, reviewers, None, tuple(x.line_sha256 for x in used), all(x.blind for x in used)
+    )
+
+
+def final_labels(lines: Iterable[LedgerLine], queue: Queue | None, k: int) -> dict[str, FinalLabel]:
+    """Each item's final label: K independent labels that agree (unanimous), or the adjudicator's.
+
+    Items of the queue with no line are `pending`. Labels that disagree, or that mix `abstain` with
+    a label, are a `disagreement` awaiting adjudication; K abstentions are a final `abstain`. An
+    adjudication by someone who labelled the item counts only when recorded as `self_adjudication`.
+    """
+    labels: dict[str, list[LedgerLine]] = {}
+    adjudications: dict[str, LedgerLine] = {}
+    for line in active_lines(lines):
+        if line.kind == "label":
+            labels.setdefault(line.item_id, []).append(line)
+        else:
+            adjudications[line.item_id] = line  # the latest adjudication settles the item
+    for item, adjudication in adjudications.items():
+        labellers = {line.reviewer for line in labels.get(item, [])}
+        if adjudication.reviewer in labellers and not adjudication.self_adjudication:
+            raise _fail(
+                adjudication.where,
+                f"{adjudication.reviewer} adjudicates an item they labelled; fix: let another person adjudicate it "
+                "(or record it with --allow-self-adjudication)",
+            )
+    items = (
+        [item.item_id for item in queue.items] if queue is not None else list(dict.fromkeys([*labels, *adjudications]))
+    )
+    return {item: _final(item, labels.get(item, []), adjudications.get(item), k) for item in items}

@@ -1,0 +1,198 @@
+"""The review queue and ledger: what a reviewer's acts become, and every bad file refused by line."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gate.review.draw import draw_order
+from gate.review.ledger import LedgerError, append_line, final_labels, read_ledger
+from gate.review.queue import Queue, QueueError, QueueHeader, item_id, make_item, read_queue, write_queue
+
+HEADER = QueueHeader(
+    policy_id="support-bot",
+    policy_path="policy.yaml",
+    policy_sha256="0" * 64,
+    rubric_version="1",
+    allowed_values=("pass", "fail"),
+    sources=({"kind": "file", "path": "answers.jsonl", "sha256": "1" * 64},),
+)
+
+
+def make_queue(tmp_path: Path, n: int = 3, name: str = "queue.jsonl") -> Queue:
+    items = [
+        make_item(case_id=f"c{i}", slice="billing", user_input=f"q{i}", reference="ref", evidence=["doc:1"],
+                  response=f"answer {i}", source="file")
+        for i in range(n)
+    ]  # fmt: skip
+    write_queue(tmp_path / name, HEADER, items)
+    return read_queue(tmp_path / name)
+
+
+def act(queue: Queue, i: int, reviewer: str, label: str, **more: Any) -> dict[str, Any]:
+    item = queue.items[i]
+    fields: dict[str, Any] = {
+        "kind": "label", "item_id": item.item_id, "case_id": item.case_id, "response_sha256": item.response_sha256,
+        "reviewer": reviewer, "label": label, "reason": f"{reviewer} read it", "queue_sha256": queue.sha256,
+        "rubric_version": "1", "blind": True,
+    }  # fmt: skip
+    fields.update(more)
+    return fields
+
+
+def test_two_cases_with_the_same_text_are_two_items_and_an_edit_is_a_new_one() -> None:
+    assert item_id("a", "q", "r", "x") != item_id("b", "q", "r", "x")
+    assert item_id("a", "q", "r", "x") != item_id("a", "q", "r", "x ")
+    assert item_id("a", "q", "r", "x") == item_id("a", "q", "r", "x")
+
+
+def test_the_draw_depends_on_the_seed_alone_so_a_larger_sample_extends_a_smaller_one() -> None:
+    ids = [f"c{i}" for i in range(50)]
+    order = draw_order("seed", "billing", "judged_pass", ids)
+    assert order == draw_order("seed", "billing", "judged_pass", list(reversed(ids)))
+    assert draw_order("seed", "billing", "judged_pass", ids[:30]) == [c for c in order if c in set(ids[:30])]
+    assert order != sorted(ids) and order != draw_order("other", "billing", "judged_pass", ids)
+
+
+def test_a_queue_round_trips_and_is_never_overwritten(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path)
+    assert [i.case_id for i in queue.items] == ["c0", "c1", "c2"] and queue.header == HEADER
+    with pytest.raises(QueueError, match="already exists"):
+        write_queue(tmp_path / "queue.jsonl", HEADER, queue.items)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda obj: {**obj, "verdict": "fail"}, "unknown key `verdict`"),
+        (lambda obj: {**obj, "response": obj["response"] + "!"}, "`response_sha256` is not the sha256"),
+        (lambda obj: {**obj, "draw": -1}, "`draw` must be"),
+    ],
+)
+def test_a_queue_holding_the_judge_or_an_edited_answer_is_refused_by_line(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    make_queue(tmp_path)
+    lines = (tmp_path / "queue.jsonl").read_text().splitlines()
+    lines[2] = json.dumps(edit(json.loads(lines[2])))
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(QueueError, match=r"bad\.jsonl:3 \(review queue\): " + message.replace("(", r"\(")):
+        read_queue(tmp_path / "bad.jsonl")
+
+
+def test_labels_agree_disagree_abstain_and_an_adjudication_settles(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=4)
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    for i, (a, b) in enumerate([("pass", "pass"), ("pass", "fail"), ("abstain", "abstain")]):
+        append_line(ledger, act(queue, i, "ana", a))
+        append_line(ledger, act(queue, i, "ben", b))
+    assert sorted(p.name for p in ledger.iterdir()) == ["ana.jsonl", "ben.jsonl"]
+    final = final_labels(read_ledger(ledger, queue), queue, k=2)
+    shown = [(f.status, f.label) for f in final.values()]
+    assert shown == [("unanimous", "pass"), ("disagreement", None), ("abstain", "abstain"), ("pending", None)]
+    append_line(ledger, {**act(queue, 1, "cy", "fail"), "kind": "adjudication"})
+    settled = final_labels(read_ledger(ledger, queue), queue, k=2)[queue.items[1].item_id]
+    assert (settled.status, settled.label, settled.adjudicator, settled.reviewers) == (
+        "adjudicated",
+        "fail",
+        "cy",
+        ("ana", "ben"),
+    )
+    assert len(settled.lines) == 3
+
+
+def test_a_retraction_withdraws_its_line_and_a_new_label_follows(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    first = append_line(ledger, act(queue, 0, "ana", "fail"))
+    append_line(ledger, act(queue, 0, "ben", "pass"))
+    assert final_labels(read_ledger(ledger, queue), queue, k=2)[first.item_id].status == "disagreement"
+    append_line(ledger, {**act(queue, 0, "ana", "fail"), "kind": "retraction", "retracts": first.line_sha256})
+    assert final_labels(read_ledger(ledger, queue), queue, k=2)[first.item_id].status == "pending"
+    append_line(ledger, act(queue, 0, "ana", "pass"))
+    assert final_labels(read_ledger(ledger, queue), queue, k=2)[first.item_id].label == "pass"
+    assert len(ledger.read_text().splitlines()) == 4  # nothing rewritten
+
+
+def test_an_adjudicator_may_not_settle_an_item_they_labelled_unless_recorded(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "fail"))
+    append_line(ledger, act(queue, 0, "ben", "pass"))
+    append_line(ledger, {**act(queue, 0, "ana", "fail"), "kind": "adjudication"})
+    with pytest.raises(LedgerError, match=r"ledger\.jsonl:3 \(review ledger\): ana adjudicates an item they labelled"):
+        final_labels(read_ledger(ledger, queue), queue, k=2)
+    append_line(ledger, {**act(queue, 0, "ana", "fail"), "kind": "adjudication", "self_adjudication": True})
+    assert final_labels(read_ledger(ledger, queue), queue, k=2)[queue.items[0].item_id].status == "adjudicated"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "not a JSON object"),
+        ('{"kind": "label"}', "`item_id` is missing"),
+    ],
+)
+def test_a_ledger_line_that_does_not_parse_is_refused_naming_file_and_line(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "fail"))
+    with ledger.open("a") as fh:
+        fh.write(line + "\n")
+    with pytest.raises(LedgerError, match=r"ledger\.jsonl:2 \(review ledger\): " + message):
+        read_ledger(ledger, queue)
+
+
+def test_a_label_outside_the_policy_a_missing_reason_and_another_queue_are_refused(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    other = make_queue(tmp_path, n=2, name="other.jsonl")
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "maybe"))
+    with pytest.raises(
+        LedgerError, match=r"ledger\.jsonl:1 \(review ledger\): label `maybe` is not one of pass, fail, abstain"
+    ):
+        read_ledger(ledger, queue)
+    with pytest.raises(LedgerError, match="`reason` is empty"):
+        append_line(tmp_path / "l2.jsonl", act(queue, 0, "ana", "pass", reason=" "))
+    append_line(tmp_path / "l3.jsonl", act(other, 1, "ana", "pass"))
+    with pytest.raises(LedgerError, match=r"l3\.jsonl:1 \(review ledger\): item \w+ is in no queue given"):
+        read_ledger(tmp_path / "l3.jsonl", queue)
+
+
+def test_an_unfinished_last_line_is_named_and_the_next_label_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "fail"))
+    with ledger.open("a") as fh:
+        fh.write('{"kind": "lab')
+    with pytest.raises(LedgerError, match=r"ledger\.jsonl:2 \(review ledger\): the last line was cut off mid-write"):
+        read_ledger(ledger, queue)
+    line = append_line(ledger, act(queue, 0, "ben", "fail"))
+    assert line.line_no == 3 and ledger.read_text().splitlines()[2] == ledger.read_bytes().decode().splitlines()[-1]
+
+
+def _append_many(ledger: str, queue_path: str, reviewer: str, n: int) -> None:
+    queue = read_queue(Path(queue_path))
+    for _ in range(n):
+        append_line(Path(ledger), act(queue, 0, reviewer, "pass", reason="x" * 5000))
+
+
+def test_two_writers_at_once_never_interleave_or_lose_a_line(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_append_many, args=(str(ledger), str(queue.path), r, 60)) for r in ("ana", "ben")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(30)
+    assert [w.exitcode for w in writers] == [0, 0]
+    lines = read_ledger(ledger, queue)
+    assert len(lines) == 120 and {line.reviewer for line in lines} == {"ana", "ben"}
