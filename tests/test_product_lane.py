@@ -210,6 +210,19 @@ def test_good_answers_pass_with_the_judge_corrected_rate_below_the_limit(tmp_pat
     assert control["human_label"] == "pass" and "response_sha256" not in control
 
 
+def test_a_product_run_keeps_the_answers_it_judged_unless_clear_text_is_off(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = app_suite(tmp_path / "suite", fake)
+    responses = write_responses(tmp_path / "responses.jsonl", verdicts(40, 0))
+    out = tmp_path / "out"
+    assert run_app(policy, out, responses) == 0
+    kept = (out / "responses.jsonl").read_bytes()
+    assert kept == responses.read_bytes()
+    assert hashlib.sha256(kept).hexdigest() == result(out)["lineage"]["responses_sha256"]
+    hidden = app_suite(tmp_path / "hidden", fake, records={"clear_text": False})
+    assert run_app(hidden, out, responses) == 0  # the same --out: the earlier copy goes too
+    assert not (out / "responses.jsonl").exists()
+
+
 def test_too_many_failing_answers_fail_the_slice(tmp_path: Path, fake: FakeOpenAI) -> None:
     policy = app_suite(tmp_path / "suite", fake)
     out = tmp_path / "out"
@@ -469,6 +482,7 @@ def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_o
     collected = result(out)
     assert collected["cost"]["batch"] is True
     assert collected["product"]["slices"] == result(live)["product"]["slices"]
+    assert (out / "responses.jsonl").read_bytes() == (live / "responses.jsonl").read_bytes() == responses.read_bytes()
 
 
 def test_shards_of_a_product_lane_merge_into_the_whole_lanes_verdict(
@@ -491,6 +505,7 @@ def test_shards_of_a_product_lane_merge_into_the_whole_lanes_verdict(
     args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
     assert main(args) == 4
     assert result(merged)["product"] == result(whole)["product"]
+    assert (merged / "responses.jsonl").read_bytes() == responses.read_bytes()
     assert kinds(merged) == kinds(whole) == ["failure_rate_inconclusive"]
 
 

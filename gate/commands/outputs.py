@@ -18,19 +18,21 @@ from gate.commands.assemble import RunEvidence, assemble
 from gate.decide.core import Decision
 from gate.measure import certify
 from gate.measure.rollback import write_rollback
+from gate.model.loading import FileProblem, read_bytes, sha256_hex
 from gate.model.paths import shown_path
 from gate.model.result import Result
 from gate.model.states import OUTPUT_WRITE_FAILED, Finding, State, overall_state
+from gate.plan.responses import MAX_RESPONSES_BYTES
 from gate.report.junit import render_junit
 from gate.report.markdown import render_report, render_summary
 from gate.report.product import product_svg
 from gate.run.outdir import OutputWriteError, describe
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str | bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -38,13 +40,14 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None) -> Decision:
+def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None, kept: Sequence[Kept] = ()) -> Decision:
     """Write the reports, then result.json last (atomically); the decision result.json holds.
 
     When a report, the ledger line or the rollback bundle cannot be written, result.json says so:
     `redo` assembles the decision again with blocker `output_write_failed` naming the
     files (evaluation_incomplete, exit 3). Only a result.json that cannot be written raises
-    OutputWriteError (naming every file that failed)."""
+    OutputWriteError (naming every file that failed). `kept`: files the run keeps beside its outputs
+    (a product run's answers), written with the reports."""
     result = decision.result
     if result is None:
         return decision  # a plan: nothing was decided, so nothing is written
@@ -52,12 +55,12 @@ def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None) -
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputWriteError(f"{out_dir}: cannot create the output directory ({describe(exc)})") from None
-    failed = _write_reports(out_dir, result)
+    failed = _write_reports(out_dir, result, kept)
     if failed:
         finding = output_write_failed(out_dir, failed)
         decision = redo(finding) if redo is not None else _with_failure(decision, finding)
         assert decision.result is not None
-        _write_reports(out_dir, decision.result)  # what can be written says what result.json says
+        _write_reports(out_dir, decision.result, kept)  # what can be written says what result.json says
     assert decision.result is not None
     try:
         write_text_atomic(out_dir / "result.json", decision.result.to_json())
@@ -68,16 +71,42 @@ def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None) -
 
 
 Redo = Callable[[Finding], Decision]
+Kept = tuple[str, Callable[[], str | bytes]]
+RESPONSES_FILE = "responses.jsonl"
 
 
 def write_assembled(out_dir: Path, ev: RunEvidence) -> Decision:
     """`assemble(ev)` written into `out_dir`; a failed output is one more finding of the same evidence."""
-    return write_outputs(out_dir, assemble(ev), lambda finding: assemble(ev.adding(finding)))
+    return write_outputs(
+        out_dir, assemble(ev), lambda finding: assemble(ev.adding(finding)), kept_responses(out_dir, ev)
+    )
 
 
-def _write_reports(out_dir: Path, result: Result) -> list[str]:
+def kept_responses(out_dir: Path, ev: RunEvidence) -> list[Kept]:
+    """A product run keeps the answers it judged: the --responses file's bytes as `responses.jsonl`
+    (their sha256 is lineage's `responses_sha256`), so the audit's review queue and `gate decide`
+    need nothing else. Under `records.clear_text: false` it keeps none (and removes an older copy)."""
+    source = ev.dataset.responses_path
+    if source is None:
+        return []  # not a product run, or a decision of its records without --responses: the run's copy stays
+    if not ev.loaded.policy.records.clear_text:
+        (out_dir / RESPONSES_FILE).unlink(missing_ok=True)
+        return []
+    expected = ev.dataset.responses_sha256
+
+    def copy() -> bytes:
+        data = read_bytes(source, "responses file (--responses)", MAX_RESPONSES_BYTES)
+        if sha256_hex(data) != expected:
+            raise OSError(0, f"{shown_path(source)} changed while the run read it")
+        return data
+
+    return [(RESPONSES_FILE, copy)]
+
+
+def _write_reports(out_dir: Path, result: Result, kept: Sequence[Kept] = ()) -> list[str]:
     """Every output but result.json; each that fails, named with why."""
-    files: list[tuple[str, Callable[[], str]]] = [
+    files: list[tuple[str, Callable[[], str | bytes]]] = [
+        *kept,
         ("report.md", lambda: render_report(result)),
         ("summary.md", lambda: render_summary(result)),
         ("junit.xml", lambda: render_junit(result)),
@@ -92,6 +121,8 @@ def _write_reports(out_dir: Path, result: Result) -> list[str]:
     for name, text in files:
         try:
             write_text_atomic(out_dir / name, text())
+        except FileProblem as exc:
+            failed.append(f"{name} ({exc.message})")
         except OSError as exc:
             failed.append(f"{name} ({describe(exc)})")
     try:

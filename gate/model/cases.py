@@ -144,6 +144,7 @@ class Dataset:
     case_locations: list[str] = field(default_factory=list)
     # A product lane's --responses file (gate/plan/responses.py), whose answers the cases now hold.
     responses_sha256: str = ""
+    responses_path: Path | None = None  # that file: the run keeps a copy of it (gate/commands/outputs.py)
 
     def by_id(self) -> dict[str, Case]:
         return {c.case_id: c for c in self.cases}

@@ -314,7 +314,8 @@ RULES: dict[str, tuple[str, str]] = {
     "owners.gate_policy": ("Owner of this policy.", 'gate_policy: "@release-eng"'),
     "records": ("What records.jsonl keeps.", "records: {...}"),
     "records.clear_text": (
-        "`false`: the judge's reason only as `sha256:<hex>` (it often quotes the response).",
+        "`false`: the judge's reason only as `sha256:<hex>` (it often quotes the response), and a product "
+        "run keeps no copy of the answers it judged.",
         "clear_text: true",
     ),
     "gated_cases": (

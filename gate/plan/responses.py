@@ -161,7 +161,9 @@ def answer_cases(loaded: LoadedPolicy, dataset: Dataset, lane: str, responses: R
         cases.append(c.model_copy(update=update))
     missing = tuple(sorted(i for i in in_lane if i not in answers))
     outside = tuple(i for i in answers if i not in in_lane)
-    answered = dataclasses.replace(dataset, cases=cases, responses_sha256=responses.sha256)
+    answered = dataclasses.replace(
+        dataset, cases=cases, responses_sha256=responses.sha256, responses_path=responses.path
+    )
     return Answered(answered, missing, outside)
 
 
