@@ -1,44 +1,69 @@
-"""Run the example suite end to end without a key or network: `make demo` (no key), `make demo-offline`.
+"""Run a suite end to end without a key or network: `make demo` (no key), `make demo-offline`.
 
-Starts the fake OpenAI-compatible provider the tests use at a fixed address (127.0.0.1:8765, or
-$GATE_DEMO_PORT), scripted to answer each case the way its human reviewers did (a careful judge),
-then runs the real `gate run` (real ragas, real HTTP, metering, reports) against it and exits with
-gate's exit code. The address is fixed so that runs share one judge configuration: shards merge,
-`gate decide` and `gate compare` read their records, and the judgment cache serves a re-run.
-Pass `--flip CASE_ID` to make the fake judge disagree on a case and watch the gate block (such a
-run reads and writes no cache: its answers are not the careful judge's), `--shard I/N` to judge
-one shard, `--latency S` to see the progress bar move.
+Starts the fake OpenAI-compatible provider the tests use (tests/fake_openai.py) at a fixed address
+(127.0.0.1:8765, or $GATE_DEMO_PORT, or --port), scripted to answer each case the way its human
+reviewers did (a careful judge), then runs the real `gate run` (real ragas, real HTTP, metering,
+reports) against it and exits with gate's exit code. The address is fixed so that runs share one
+judge configuration: shards merge, and `gate decide` and `gate compare` read their records.
+
+The judge knows a case exactly: it renders every case of the policy with the policy's prompt, as
+gate does, and answers a request by the sha256 of its prompt, never by a piece of text two cases
+can share (a reference quoted by one case's answer). A prompt it cannot tie to one answer (no case
+renders it; two cases render it with different answers; an application's answer it has no answer
+for) gets an HTTP 400 saying why, which gate records as an evaluator error, never a verdict. Its
+answers are never cached: gate runs with --no-cache (the demo says where gate's cache is, and
+takes --no-cache too). A crash of the demo is exit 3 with one paragraph, never a verdict's code.
+
+`--flip CASE_ID` makes the fake judge disagree on a case, to watch the gate block; `--shard I/N`
+judges one shard; `--latency S` lets the progress bar move.
 
 `--rule-judge` (the product example, `make demo-product`) swaps the careful judge for one that
 judges by a rule instead of by the reviewers' labels: it passes an answer unless the answer writes
-in digits a number its reference does not contain (`digits_rule`). It reads no number written in
-words, so it misses a wrong figure written out ("a month" for 14 days): a judge that misses some
-failures, the same way on the labelled calibration answers as on the application's new answers.
-Controls are still answered as their reviewers did. `--responses FILE` passes a product lane's
-answers to `gate run`, `--base-result DIR` a base run to compare with.
+in digits a number its reference does not contain (`digits_rule`). It reads the prompt's REFERENCE
+and RESPONSE blocks (a line naming each, its text between a line `<<<` and a line `>>>`, as the
+prompt `gate init` writes delimits them). It reads no number written in words, so it misses a wrong
+figure written out ("a month" for 14 days): a judge that misses some failures, the same way on the
+labelled calibration answers as on the application's new answers. Controls are still answered as
+their reviewers did. `--answers FILE` answers the cases it names instead (one JSON line each:
+`case_id`, `label`, `reason`), a product lane's among them. `--responses FILE` passes a product
+lane's answers to `gate run` (and to the judge, which renders them), `--base-result DIR` a base run
+to compare with. A metric lane leaves a policy's product cases alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
 import socket
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_openai import FakeOpenAI, RecordedRequest, reply  # noqa: E402
+from fake_openai import Behaviour, FakeOpenAI, RecordedRequest, bad_request, reply  # noqa: E402
 
 from gate.cli import main as gate_main  # noqa: E402
+from gate.judge.render import RenderError, render_case  # noqa: E402
+from gate.model.cases import Case, load_dataset  # noqa: E402
+from gate.model.errors import GateError, UsageError  # noqa: E402
+from gate.model.paths import shown_path  # noqa: E402
+from gate.model.policy import LoadedPolicy, load_policy  # noqa: E402
+from gate.plan.inputs import DEFAULT_CACHE_DIR, cache_dir_for  # noqa: E402
+from gate.plan.responses import answer_cases, read_responses  # noqa: E402
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# The blocks the rule judge reads: a line naming the field (`REFERENCE`, `RESPONSE (untrusted ...)`)
+# ending in a colon, then the text between a line `<<<` and a line `>>>`. The prompt `gate init`
+# writes (gate/commands/init.py PROMPT) and the shipped examples' prompts delimit them so.
 _BLOCK = r"{name}[^\n]*:\n<<<\n(.*?)\n>>>"
+NO_ANSWER = "offline judge: "  # how every answer the offline judge cannot give begins
 
 
 def digits_rule(reference: str, response: str) -> tuple[str, str]:
@@ -51,54 +76,172 @@ def digits_rule(reference: str, response: str) -> tuple[str, str]:
     return "pass", "Every figure the response states in digits is in the reference."
 
 
-def rule_judge(req: RecordedRequest) -> object:
+def cannot_answer(why: str) -> Behaviour:
+    """What the offline judge sends when it cannot judge a prompt: a refusal (HTTP 400), never a
+    verdict, so gate records an evaluator error (`bad_request`, not retried) whose message is `why`.
+    Keep `why` short: the terminal shows a case's error message cut at 120 characters."""
+    return bad_request(message=NO_ANSWER + why)
+
+
+def rule_judge(req: RecordedRequest) -> Behaviour:
     """Judge one rendered prompt by `digits_rule` on its REFERENCE and RESPONSE blocks."""
     reference = re.search(_BLOCK.format(name="REFERENCE"), req.prompt, re.S)
     response = re.search(_BLOCK.format(name="RESPONSE"), req.prompt, re.S)
     if reference is None or response is None:
-        return reply("fail", "Could not find the reference and the response in the prompt.")
+        return cannot_answer("the prompt has no REFERENCE: and RESPONSE: blocks in <<< >>> lines")
     return reply(*digits_rule(reference.group(1), response.group(1)))
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the offline judge answers for one case: a label and its reason; `rule`: judged by
+    `digits_rule` on the prompt; `label` None: no answer, `reason` says why."""
+
+    label: str | None
+    reason: str
+    rule: bool = False
+
+
+def verdict_for(case: Case, flips: Collection[str], by_rule: bool, answers: Mapping[str, tuple[str, str]]) -> Verdict:
+    """The careful judge's answer on one case: the answer table's, else the rule's (`by_rule`, but
+    for controls), else its reviewers' label; `flips` turn the label over."""
+    if case.case_id in answers:
+        label, reason = answers[case.case_id]
+    elif by_rule and not case.is_control:
+        return Verdict(None, "", rule=True)
+    elif case.human_adjudication is None:
+        return Verdict(None, "no label for an application's answer: pass --rule-judge or --answers FILE")
+    else:
+        label = case.human_adjudication.label
+        reason = case.human_adjudication.reason or "Matches the reviewed reading of the reference."
+    if case.case_id in flips:
+        label = "pass" if label == "fail" else "fail"
+        reason = f"Scripted disagreement (--flip): the fake judge answers {label} on this case."
+    return Verdict(label, reason)
+
+
+class OfflineJudge:
+    """The offline provider's judge. It knows each case by the sha256 of its rendered prompt (gate
+    renders a case into exactly the user message the provider receives), never by a piece of text
+    two cases can share; a prompt it cannot tie to one answer gets an answer that is not a verdict,
+    saying why, which gate records as an evaluator error."""
+
+    def __init__(self, verdicts: Mapping[str, Sequence[tuple[str, Verdict]]], problem: str | None = None) -> None:
+        self.verdicts = verdicts  # prompt sha256 -> (case id, verdict) of each case rendering it
+        self.problem = problem  # why no case could be read (the policy's error), or None
+
+    def __call__(self, req: RecordedRequest) -> Behaviour:
+        try:
+            return self._judge(req)
+        except Exception as exc:  # the fake's thread must answer: a bug here is an error, not a verdict
+            return cannot_answer(f"it failed on this prompt ({type(exc).__name__}: {exc})"[:100])
+
+    def _judge(self, req: RecordedRequest) -> Behaviour:
+        if self.problem is not None:
+            return cannot_answer(self.problem)
+        digest = hashlib.sha256(req.prompt.encode("utf-8")).hexdigest()
+        found = self.verdicts.get(digest)
+        if not found:
+            return cannot_answer(f"no case renders this prompt (sha256 {digest[:12]}): was a file edited?")
+        if len({(v.label, v.rule) for _, v in found}) > 1:
+            ids = ", ".join(case_id for case_id, _ in found)
+            return cannot_answer(f"cases {ids} render one prompt with different answers")
+        verdict = found[0][1]
+        if verdict.rule:
+            return rule_judge(req)
+        if verdict.label is None:
+            return cannot_answer(verdict.reason)
+        return reply(verdict.label, verdict.reason)
+
+
+def _policy_cases(policy_path: Path, lane: str | None, responses: Path | None) -> tuple[LoadedPolicy, list[Case]]:
+    """The policy and its cases as `gate run` reads them, a product lane's with the answers of
+    `responses` in place."""
+    loaded = load_policy(policy_path)
+    dataset = load_dataset(loaded)
+    spec = loaded.policy.lanes.get(lane) if lane is not None else None
+    if responses is not None and spec is not None and spec.product:
+        dataset = answer_cases(loaded, dataset, lane or "", read_responses(responses)).dataset
+    return loaded, dataset.cases
+
+
 def careful_judge(
-    policy_path: Path, flips: Sequence[str] = (), *, by_rule: bool = False
+    policy_path: Path,
+    flips: Sequence[str] = (),
+    *,
+    by_rule: bool = False,
+    lane: str | None = None,
+    responses: Path | None = None,
+    answers: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[Callable[[RecordedRequest], object], str]:
     """The fake judge that answers each case as its human reviewers did (except `flips`), and the
     name of the variable the policy reads its key from. `by_rule`: only controls are answered as
-    reviewed; every other answer is judged by `digits_rule`."""
-    import yaml
+    reviewed; every other answer is judged by `digits_rule`. `answers` (case id -> label, reason)
+    answers the cases it names, a product lane's among them (their answers come from `responses`)."""
+    key_env = "OPENAI_API_KEY"
+    try:
+        loaded, cases = _policy_cases(Path(policy_path), lane, responses)
+    except GateError as exc:  # gate run refuses the same policy, and says why
+        return OfflineJudge({}, f"it could not read the policy ({exc.message})"), key_env
+    verdicts: dict[str, list[tuple[str, Verdict]]] = {}
+    for case in cases:
+        try:
+            rendered = render_case(loaded.prompt_text, loaded.placeholders, case)
+        except RenderError:
+            continue  # never sent: gate withholds or refuses the case
+        verdict = verdict_for(case, flips, by_rule, answers or {})
+        verdicts.setdefault(rendered.prompt_sha256, []).append((case.case_id, verdict))
+    return OfflineJudge(verdicts), loaded.policy.evaluator.api_key_env or key_env
 
-    policy = yaml.safe_load(policy_path.read_text())
-    answers: list[tuple[str, str, str]] = []
-    for rel in policy["cases"]:
-        for line in (policy_path.parent / rel).read_text().splitlines():
-            if line.strip():
-                c = json.loads(line)
-                if by_rule and not c.get("expected_control_role"):
-                    continue
-                label = c["human_adjudication"]["label"]
-                reason = c["human_adjudication"].get("reason", "")
-                if c["case_id"] in flips:
-                    label = "pass" if label == "fail" else "fail"
-                    reason = f"Scripted disagreement (--flip): the fake judge answers {label} on this case."
-                answers.append((c["response"], label, reason))
 
-    def judge(req: RecordedRequest) -> object:
-        for response, label, reason in answers:
-            if response and response in req.prompt:
-                return reply(label, reason or "Matches the reviewed reading of the reference.")
-        if by_rule:
-            return rule_judge(req)
-        return reply("fail", "Could not verify the response against the reference.")
-
-    return judge, str(policy["evaluator"].get("api_key_env", "OPENAI_API_KEY"))
+def read_answer_table(path: Path) -> dict[str, tuple[str, str]]:
+    """--answers FILE: one JSON object per line, `case_id`, `label` and optionally `reason`."""
+    table: dict[str, tuple[str, str]] = {}
+    problems: list[str] = []
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--answers {path}: cannot read it ({exc}); fix: pass a UTF-8 JSON Lines file") from None
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not (isinstance(row, dict) and isinstance(row.get("case_id"), str) and isinstance(row.get("label"), str)):
+            problems.append(f"{path}:{n}")
+            continue
+        table[row["case_id"]] = (row["label"], str(row.get("reason") or f"Answered from {path.name}."))
+    if problems:
+        shown = ", ".join(problems[:5]) + (f" and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise UsageError(
+            f"--answers: {shown}: not a JSON object with a `case_id` and a `label`; fix: write one line per case, "
+            'e.g. {"case_id": "app-001", "label": "pass", "reason": "why"}'
+        )
+    return table
 
 
 DEFAULT_PORT = 8765
+EXAMPLE = Path("policies/example/policy.yaml")  # as the README writes it, from a checkout's root
+
+
+def _default_port() -> int:
+    """$GATE_DEMO_PORT, else DEFAULT_PORT."""
+    given = os.environ.get("GATE_DEMO_PORT", "").strip()
+    if not given:
+        return DEFAULT_PORT
+    if not given.isdigit():
+        raise UsageError(
+            f"GATE_DEMO_PORT={given!r} is not a port; fix: set it to a number from 1 to 65535, or unset it"
+        )
+    return int(given)
 
 
 def _port_problem(port: int) -> str | None:
     """Why the offline provider could not listen on `port` (another demo holds it), or None."""
+    if not 0 < port < 65536:
+        return "a port is a number from 1 to 65535"
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -108,27 +251,96 @@ def _port_problem(port: int) -> str | None:
     return None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    example = Path("policies/example/policy.yaml")  # as the README writes it, from a checkout's root
-    ap.add_argument("--policy", default=str(example if example.is_file() else ROOT / example))
+    ap.add_argument("--policy", default=str(EXAMPLE if EXAMPLE.is_file() else ROOT / EXAMPLE))
     ap.add_argument("--lane", default="pr")
     ap.add_argument("--out", default="gate-out")
     ap.add_argument("--shard", metavar="I/N", help="judge shard I of N (then `gate merge` the outputs)")
     ap.add_argument("--flip", action="append", default=[], help="case id the fake judge gets wrong")
     ap.add_argument("--rule-judge", action="store_true", help="judge answers by the digits rule, not the labels")
+    ap.add_argument(
+        "--answers",
+        metavar="FILE",
+        help='the judge\'s answers by case id, one JSON line each: {"case_id": ..., "label": ..., "reason": ...}',
+    )
     ap.add_argument("--responses", metavar="FILE", help="a product lane's answers (JSON Lines), passed to gate run")
     ap.add_argument("--base-result", metavar="DIR", help="a base run's output directory, passed to gate run")
     ap.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds the provider takes per reply")
     ap.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="the judgment cache is neither read nor written (always so: the offline judge's answers are never cached)",
+    )
+    ap.add_argument(
         "--port",
         type=int,
-        default=int(os.environ.get("GATE_DEMO_PORT", DEFAULT_PORT)),
+        default=_default_port(),
         help=f"the offline provider's port (default $GATE_DEMO_PORT or {DEFAULT_PORT})",
     )
-    args = ap.parse_args(argv)
+    return ap
 
-    judge, key_env = careful_judge(Path(args.policy), args.flip, by_rule=args.rule_judge)
+
+def _banner(args: argparse.Namespace, base_url: str, key_env: str) -> str:
+    """What the demo says before gate's own output: which judge answers, and what the run can show."""
+    shard = f", shard {args.shard}" if args.shard else ""
+    how = (
+        "a local fake that judges by a rule (it fails a figure in digits the reference lacks, and misses "
+        "one written in words)"
+        if args.rule_judge
+        else "a local fake that answers as the reviewers did"
+    )
+    if args.rule_judge:
+        real = "The rule judge is offline only."
+    elif Path(args.policy).resolve() in {EXAMPLE.resolve(), (ROOT / EXAMPLE).resolve()}:
+        # the shipped example, from this checkout's root or from the scripts' own checkout
+        real = "With OPENAI_API_KEY set, `make demo` calls the real provider."
+    else:  # another team's suite: say what this run can show, and where the prompt is tried
+        real = (
+            "This checks the wiring (policy, cases, rendering, reports, exit codes), not the prompt: the "
+            f"offline judge answers with your labels. To try the prompt, set ${key_env} and run `gate run "
+            f"--policy {args.policy}`, or point evaluator.base_url at a local model (docs/LOCAL_MODEL.md)."
+        )
+    said = (
+        f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "
+        f"{base_url}, {how}. {real} {_cache_said(Path(args.policy))}"
+    )
+    return textwrap.fill(said, 100, break_long_words=False, break_on_hyphens=False)
+
+
+def _cache_said(policy: Path) -> str:
+    """Where gate run's judgment cache is for this policy, and that this run leaves it alone."""
+    try:
+        where = shown_path(cache_dir_for(load_policy(policy), True, None) or Path(DEFAULT_CACHE_DIR))
+    except GateError:
+        where = DEFAULT_CACHE_DIR
+    return f"Its answers are never cached: this run neither reads nor writes the judgment cache ({where}/)."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The demo; a crash is exit 3 with one paragraph, never a verdict's code."""
+    try:
+        return _main(argv)
+    except UsageError as exc:
+        print(f"demo_offline: {exc.message}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        print(
+            f"demo_offline: the offline demo crashed ({type(exc).__name__}: {exc}). This is a bug of the offline "
+            "provider, not a verdict on your cases (exit 3); fix: run `gate validate --policy` on the policy, and "
+            "report the error with the command you ran",
+            file=sys.stderr,
+        )
+        return 3
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    answers = read_answer_table(Path(args.answers)) if args.answers else None
+    responses = Path(args.responses) if args.responses else None
+    judge, key_env = careful_judge(
+        Path(args.policy), args.flip, by_rule=args.rule_judge, lane=args.lane, responses=responses, answers=answers
+    )
     problem = _port_problem(args.port)
     if problem is not None:
         print(
@@ -141,38 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         os.environ["OPENAI_BASE_URL"] = fake.base_url
         os.environ[key_env] = "sk-offline-demo"
-        shard = f", shard {args.shard}" if args.shard else ""
-        how = (
-            "a local fake that judges by a rule (it fails a figure in digits the reference lacks, and misses "
-            "one written in words)"
-            if args.rule_judge
-            else "a local fake that answers as the reviewers did"
-        )
-        if args.rule_judge:
-            real = "The rule judge is offline only."
-        elif Path(args.policy).resolve() in {example.resolve(), (ROOT / example).resolve()}:
-            # the shipped example, from this checkout's root or from the scripts' own checkout
-            real = "With OPENAI_API_KEY set, `make demo` calls the real provider."
-        else:  # another team's suite: say what this run can show, and where the prompt is tried
-            real = (
-                "This checks the wiring (policy, cases, rendering, reports, exit codes), not the prompt: the "
-                f"offline judge answers with your labels. To try the prompt, set ${key_env} and run `gate run "
-                f"--policy {args.policy}`, or point evaluator.base_url at a local model (docs/LOCAL_MODEL.md)."
-            )
-        said = (
-            f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "
-            f"{fake.base_url}, {how}. {real}"
-        )
-        print(textwrap.fill(said, 100, break_long_words=False, break_on_hyphens=False) + "\n", flush=True)
-        gate_args = ["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out]
+        print(_banner(args, fake.base_url, key_env) + "\n", flush=True)
+        gate_args = ["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out, "--no-cache"]
         if args.shard:
             gate_args += ["--shard", args.shard]
         if args.responses:
             gate_args += ["--responses", args.responses]
         if args.base_result:
             gate_args += ["--base-result", args.base_result]
-        if args.flip or args.rule_judge:
-            gate_args.append("--no-cache")  # scripted answers never reach, or come from, the cache
         code = gate_main(gate_args)
         print(f"\n{fake.count()} HTTP requests reached the offline provider; gate exited {code}")
     finally:

@@ -274,6 +274,7 @@ def test_the_example_release_lane_passes_with_its_shipped_calibration_and_not_af
         assert shown["ok"] and shown["file"] == "calibration/calibration.json" and shown["completed"] == 12
         prompt = example / "prompts" / "refund-answer.txt"
         prompt.write_text(prompt.read_text() + "\nBe strict about refund windows.\n")
+        fake.default = careful_judge(policy)[0]  # type: ignore[assignment]  # it knows cases by their prompt
         assert run(policy, tmp_path / "tuned") == 4
     tuned = result(tmp_path / "tuned")
     assert [b["kind"] for b in tuned["blockers"]] == ["judge_uncalibrated"]
