@@ -292,3 +292,24 @@ def test_a_lane_that_does_not_stop_when_decided_still_stops_after_a_failed_contr
     assert res["unrun_case_ids"] == [] and "unrun_cases" not in {b["kind"] for b in res["blockers"]}
     assert {c["case_id"] for c in res["cases"] if c["bucket"] == "not_needed"} >= {f"g-{i:03d}" for i in range(4)}
     assert any("once a control failed" in n for n in res["notes"])
+
+
+def test_a_judgment_waiting_for_budget_room_is_not_sent_once_the_verdict_is_decided(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """Three in flight, room for two reservations: the third waits for room. The first answer is a
+    false pass that decides the verdict and costs nearly its whole reservation, so the waiter waits on
+    for the second, slow one; when that settles the lane has stopped and the waiter sends nothing."""
+    # Whichever case goes first is the false pass (all three are failed by people).
+    fake.script("Answer for f-", reply("pass", completion_tokens=990), slow(0.6, reply("fail")), reply("fail"))
+    cases = [case(f"f-{i}", label="fail") for i in range(3)]
+    price = {"input_per_mtok": 0.001, "output_per_mtok": 1.0, "currency": "USD"}  # a bound of ~0.001 each
+    policy = suite_with(tmp_path, fake, cases, concurrency=3, price=price, max_output_tokens=1000)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--lane", "pr", "--out", out, "--no-cache", "--max-cost", "0.0026") == 1
+    res = result(out)
+    assert fake.count() == SENT_CONTROLS + 2  # the waiter never reached the provider
+    assert res["state"] == "quality_failed" and res["counts"]["unrun"] == 0
+    assert len(res["stopped_early"]["not_needed"]) == 1
+    recorded = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(recorded) == SENT_CONTROLS + 2 and res["cost"]["http_attempts"] == fake.count()

@@ -19,8 +19,10 @@ run stopped by the boundary has spent at least the limit minus the reservation i
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from gate.model.wording import plural
 
@@ -115,3 +117,18 @@ class Budget:
                 return False
             await asyncio.sleep(SETTLE_POLL_S)
         return True
+
+
+@dataclass
+class SendGate:
+    """The run's say over one judgment that waited for budget room: the lane may have stopped
+    meanwhile (a decided verdict, a failed control, the boundary), and then the request it was
+    about to send is not wanted. Set per judgment by the runner (`SEND_GATE`); `may_send` is asked
+    after the wait, before sending; `sent` is told of each request that goes out."""
+
+    may_send: Callable[[], bool]
+    sent: Callable[[], None] = field(default=lambda: None)
+    refused: bool = False  # the judgment was not sent because the lane had stopped
+
+
+SEND_GATE: contextvars.ContextVar[SendGate | None] = contextvars.ContextVar("gate_send_gate", default=None)

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 import httpx2 as httpx
 
-from gate.judge.budget import Budget, BudgetBusy, BudgetExhausted, Prices, Reservation
+from gate.judge.budget import SEND_GATE, Budget, BudgetBusy, BudgetExhausted, Prices, Reservation
 from gate.judge.journal import CURRENT as JOURNAL
 from gate.judge.outcome import kind_for_status, parse_retry_after
 from gate.judge.pacing import PACER, Ticket
@@ -108,7 +108,7 @@ class JudgmentSink:
     prices: Prices
     expect: WireExpectations
     attempts: list[WireAttempt] = field(default_factory=list)
-    refused: Literal["budget", "busy", "contract", "output"] | None = None
+    refused: Literal["budget", "busy", "contract", "output", "stopped"] | None = None
     refusal_message: str | None = None
     busy_settles: int = 0  # a `busy` refusal: the budget's settle count it must wait to move past
     # The pacer's admission of the attempt about to be sent (taken by the request hook).
@@ -227,6 +227,9 @@ async def on_request(request: httpx.Request) -> None:
         _refused(ticket)
         raise
     attempt = WireAttempt(started=time.monotonic(), reservation=reservation, attempt_id=uuid.uuid4().hex)
+    gate = SEND_GATE.get()
+    if gate is not None:
+        gate.sent()
     ctx = JOURNAL.get()
     if ctx is not None:
         # Written ahead: a run killed after this line still knows the attempt may have been paid.

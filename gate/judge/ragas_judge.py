@@ -39,7 +39,7 @@ from gate.judge import (
     ragas_version,
     resolve_base_url,
 )
-from gate.judge.budget import Budget, Prices
+from gate.judge.budget import SEND_GATE, Budget, Prices
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireAttempt, WireExpectations, event_hooks
@@ -427,6 +427,12 @@ class RagasEvaluator:
         is the boundary reached (False)."""
         sink.refused = None
         if await sink.budget.settled_since(sink.busy_settles, 2 * timeout_s + 10.0):
+            gate = SEND_GATE.get()
+            if gate is not None and not gate.may_send():  # the lane stopped while this one waited
+                gate.refused = True
+                sink.refused = "stopped"
+                sink.refusal_message = "not sent: the lane stopped while this judgment waited for budget room"
+                return False
             sink.refusal_message = None
             return True
         sink.refused = "budget"
@@ -447,7 +453,7 @@ class RagasEvaluator:
             return _Outcome(kind="budget", message=sink.refusal_message)
         if sink.refused == "contract":
             return _Outcome(kind="bad_request", message=f"wire contract: {sink.refusal_message}")
-        if sink.refused == "output":
+        if sink.refused in ("output", "stopped"):
             return _Outcome(kind="cancelled", message=sink.refusal_message)
         last = sink.attempts[-1] if len(sink.attempts) > sent_before else None
         for e in _chain(exc):

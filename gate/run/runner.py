@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gate.judge import Evaluator, Judgment, partial_judgment
-from gate.judge.budget import Budget
+from gate.judge.budget import SEND_GATE, Budget, SendGate
 from gate.judge.journal import CURRENT as JOURNAL_CONTEXT
 from gate.judge.journal import AttemptJournal, JournalContext
 from gate.judge.pacing import Pacer, pacing
@@ -92,6 +92,7 @@ class Runner:
             if c.pair is not None:
                 self.pair_members.setdefault(c.pair.id, []).append(c)
         self.stop_reason: str | None = None
+        self.sent_cases: set[str] = set()  # cases a request of which went out (in this process)
         self.stopped_by: str | None = None  # the signal that cancelled the run (SIGINT, SIGTERM, SIGHUP)
         self.tasks: set[asyncio.Task[None]] = set()
         # Why the run stopped on a failure of its own (outputs not writable, a bug in a worker).
@@ -245,6 +246,8 @@ class Runner:
             return
         journal = self.journal
         token = JOURNAL_CONTEXT.set(JournalContext(journal, case.case_id, repeat)) if journal is not None else None
+        gate = SendGate(lambda: self.may_still_send(case), lambda: self.sent_cases.add(case.case_id))
+        gate_token = SEND_GATE.set(gate)
         try:
             j = await self.evaluator.judge(case, repeat, self.budget)
         except asyncio.CancelledError as exc:
@@ -254,8 +257,11 @@ class Runner:
             self.emit(self.to_record(case, repeat, partial))
             raise
         finally:
+            SEND_GATE.reset(gate_token)
             if token is not None:
                 JOURNAL_CONTEXT.reset(token)
+        if gate.refused and not j.attempts:
+            return  # never sent: the lane stopped while it waited for budget room, as if never scheduled
         self.emit(self.to_record(case, repeat, j))
         if journal is not None and journal.error is not None and self.failure_kind != "output_failed":
             self.fail_writing(shown_path(journal.path), journal.error)
@@ -312,6 +318,15 @@ class Runner:
             and self.stop_rule is not None
             and self.stop_rule.may_send(case.case_id)
         )
+
+    def may_still_send(self, case: Case) -> bool:
+        """Whether a judgment of `case` that waited (for budget room) may still send its request: not
+        after a stop; after `stop_when_decided`'s, only when a request of its case already went out,
+        so that no case is cut between its repeats (gate.run.stop)."""
+        decided = self.stop_rule is not None and self.stop_rule.decided
+        if self.stop_reason is None and not decided:
+            return True
+        return self.stop_reason in (None, "verdict_decided") and case.case_id in self.sent_cases
 
     def verdict(self, case: Case) -> str | None:
         labels = self.ok_labels.get(case.case_id, [])
