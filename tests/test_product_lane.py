@@ -419,7 +419,9 @@ def test_against_the_base_run_answers_that_turned_fail_are_paired_and_a_signific
     base, head = tmp_path / "base", tmp_path / "head"
     base_lines = verdicts(40, 0)
     base_lines[39] = answer("p-039", "fail")  # one answer the base failed and the head fixes
-    assert run_app(policy, base, write_responses(tmp_path / "base.jsonl", base_lines)) == 0
+    # The base branch's own run has nothing to compare with: under fail_on_regression it cannot pass.
+    expected = 4 if fail_on_regression else 0
+    assert run_app(policy, base, write_responses(tmp_path / "base.jsonl", base_lines)) == expected
     # The head's app: 12 answers the base passed now fail; still under the generous 60% limit.
     code = run_app(policy, head, write_responses(tmp_path / "head.jsonl", verdicts(40, 12)), "--base-result", str(base))
     row = result(head)["product"]["slices"]["critical"]
@@ -444,6 +446,73 @@ def test_against_the_base_run_answers_that_turned_fail_are_paired_and_a_signific
     args = ["decide", "--policy", str(policy), "--records", str(head), "--base-result", str(base), "--out", str(again)]
     assert main(args) == code
     assert result(again)["product"] == result(head)["product"] and fake.count() == before
+
+
+def regression_suite(root: Path, fake: FakeOpenAI, n: int, **app: Any) -> Path:
+    """A product lane `app` under a generous limit, and a second product lane `app2` on the same questions."""
+    lanes = {
+        "calibration": {"partitions": ["calibration"], "controls": True},
+        "app": {"partitions": ["product"], "controls": True, "product": True, **app},
+        "app2": {"partitions": ["product"], "controls": True, "product": True},
+    }
+    policy = app_suite(root, fake, n=n, limit=0.6, lanes=lanes)
+    write_calibration(policy, {"critical": GOOD_JUDGE})
+    return policy
+
+
+@pytest.mark.parametrize("fail_on_regression", [False, True])
+def test_a_base_run_of_another_lane_is_never_compared_and_under_fail_on_regression_the_run_cannot_pass(
+    tmp_path: Path, fake: FakeOpenAI, fail_on_regression: bool
+) -> None:
+    """The base is the product run of lane app2, whose answers all passed; the head's app fails 12 of
+    its 40. Paired, that would read as a regression. It is another lane's run, so no slice is compared;
+    a lane that asked for the regression check sees it did not happen (review_required, naming why),
+    on the run and on `gate decide`."""
+    policy = regression_suite(tmp_path / "suite", fake, 40, fail_on_regression=fail_on_regression)
+    base, head, again = tmp_path / "base", tmp_path / "head", tmp_path / "again"
+    base_args = ["run", "--policy", str(policy), "--lane", "app2", "--out", str(base), "--no-cache"]
+    assert main([*base_args, "--responses", str(write_responses(tmp_path / "b.jsonl", verdicts(40, 0)))]) == 0
+    head_responses = write_responses(tmp_path / "h.jsonl", verdicts(40, 12))
+    code = run_app(policy, head, head_responses, "--base-result", str(base))
+    decide = ["decide", "--policy", str(policy), "--records", str(head), "--base-result", str(base)]
+    assert main([*decide, "--out", str(again)]) == code == (4 if fail_on_regression else 0)
+    for res in (result(head), result(again)):
+        assert res["product"]["slices"]["critical"]["base"] is None
+        why = f"{base} is a run of lane app2, not app"
+        if fail_on_regression:
+            [b] = res["blockers"]
+            assert (b["kind"], b["state"]) == ("regression_unchecked", "review_required")
+            assert "sets fail_on_regression, but no slice was compared with the base run" in b["message"]
+            assert why in b["message"] and "fix:" in b["message"]
+        else:
+            assert res["blockers"] == [] and any(why in note for note in res["notes"])
+
+
+def test_fail_on_regression_with_no_base_or_a_base_on_other_inputs_cannot_pass(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """No --base-result at all, a base run of another policy, and a base run of this lane on other
+    questions: the check the lane asked for did not happen, and the run says so."""
+    policy = regression_suite(tmp_path / "suite", fake, 10, fail_on_regression=True)
+    good = write_responses(tmp_path / "good.jsonl", verdicts(10, 0))
+    other = app_suite(tmp_path / "other-policy", fake, n=10, limit=0.6, policy_id="another-policy")
+    assert run_app(other, tmp_path / "other", good) == 0
+    elsewhere = app_suite(tmp_path / "elsewhere", fake, n=10, limit=0.6)
+    renamed = [{**line, "case_id": line["case_id"].replace("p-", "q-")} for line in verdicts(10, 0)]
+    cases = (elsewhere.parent / "cases.jsonl").read_text().replace('"p-', '"q-')
+    (elsewhere.parent / "cases.jsonl").write_text(cases, encoding="utf-8")
+    assert run_app(elsewhere, tmp_path / "questions", write_responses(tmp_path / "q.jsonl", renamed)) == 0
+    whys = {
+        "alone": "(no --base-result was given)",
+        "other": "is a run of policy another-policy, not test-policy",
+        "questions": "the base run judged none of this lane's questions (a run on other inputs)",
+    }
+    for name, why in whys.items():
+        out = tmp_path / f"head-{name}"
+        extra = [] if name == "alone" else ["--base-result", str(tmp_path / name)]
+        assert run_app(policy, out, good, *extra) == 4, name
+        [b] = result(out)["blockers"]
+        assert b["kind"] == "regression_unchecked" and why in b["message"], (name, b["message"])
 
 
 # --- every lane's machinery on a product lane -----------------------------------------------------

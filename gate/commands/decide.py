@@ -120,7 +120,7 @@ def evidence_of_records(
     judge = recorded_judge(loaded, records)
     calibration = requirement.check_calibration(loaded, lane, judge.settings, judge.ragas_version, today)
     cal_findings, cal_sections = requirement.evidence(calibration)
-    base = read_base_verdicts(base_result, lane) if base_result is not None else None
+    base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,

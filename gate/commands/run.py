@@ -198,7 +198,11 @@ def _prepare(
         # N shards each spend at most 1/N of the boundary, so together they never exceed it.
         opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count, shard=shard)
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
-    base = read_base_verdicts(opts.base_result, opts.lane) if opts.base_result is not None else None
+    base = (
+        read_base_verdicts(opts.base_result, opts.lane, loaded.policy.policy_id)
+        if opts.base_result is not None
+        else None
+    )
     product = product_evidence(loaded, opts.lane, calibration, base)
     return _Lane(
         loaded,

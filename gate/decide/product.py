@@ -23,7 +23,14 @@ from typing import Any
 
 from gate.decide import failure_rate as fr
 from gate.decide.evidence import CaseOutcome, Evidence
-from gate.model.states import FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, Finding, State
+from gate.model.states import (
+    FAILURE_RATE_EXCEEDED,
+    FAILURE_RATE_INCONCLUSIVE,
+    REGRESSED,
+    REGRESSION_UNCHECKED,
+    Finding,
+    State,
+)
 from gate.model.wording import agree, plural
 
 JUDGE_UNFIT = "judge_unfit"
@@ -44,7 +51,7 @@ class BaseVerdicts:
     """The base branch's product run (`--base-result`): each answer's verdict, or why there is none."""
 
     verdicts: Mapping[str, str] = field(default_factory=dict)  # case id -> "pass" | "fail"
-    problem: str | None = None  # the base could not be compared (said in a note)
+    problem: str | None = None  # the base could not be compared (a note; under fail_on_regression a blocker)
 
 
 @dataclass(frozen=True)
@@ -212,22 +219,53 @@ def _base(
 def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     """The product lane's findings and result.json's `product` section."""
     slices: dict[str, Any] = {}
-    findings: list[Finding] = []
     notes: list[str] = []
-    if pe.base is not None and pe.base.problem:
-        notes.append(f"--base-result: {pe.base.problem}; no slice is compared with the base")
+    why_not = _why_not_compared(ev, pe)
+    unchecked = _unchecked(ev, pe, why_not)
+    findings: list[Finding] = [] if unchecked is None else [unchecked]
+    if why_not is not None and pe.base is not None and unchecked is None:
+        notes.append(f"--base-result: {why_not}; no slice is compared with the base")
     for name, answers in answers_by_slice(ev).items():
         limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
         if limit is None:
             continue  # an unknown slice: its validator blocks
         row, found = _slice(name, answers, limit, pe)
-        if pe.base is not None and not pe.base.problem:
+        if pe.base is not None and why_not is None:
             row["base"], regressed = _base(name, answers, pe.base, pe)
             found += regressed
         slices[name] = row
         findings += found
     section = {"confidence": pe.confidence, "method": _method(pe), "sequential": pe.sequential, "slices": slices}
     return ProductDecision(tuple(findings), section, tuple(notes))
+
+
+def _why_not_compared(ev: Evidence, pe: ProductEvidence) -> str | None:
+    """Why no slice can be compared with the base run (None: it can, or no base was asked for)."""
+    if pe.base is None:
+        return None
+    if pe.base.problem:
+        return pe.base.problem
+    if not any(o.case.case_id in pe.base.verdicts for o in ev.outcomes if not o.case.is_control):
+        return "the base run judged none of this lane's questions (a run on other inputs)"
+    return None
+
+
+def _unchecked(ev: Evidence, pe: ProductEvidence, why_not: str | None) -> Finding | None:
+    """Under `fail_on_regression`, a run that could not look for a regression says so: it cannot pass."""
+    if not pe.fail_on_regression:
+        return None
+    if pe.base is None:
+        why_not = "no --base-result was given"
+    elif why_not is None:
+        return None
+    else:
+        why_not = f"--base-result: {why_not}"
+    message = (
+        f"lane {ev.plan.lane} sets fail_on_regression, but no slice was compared with the base run ({why_not}), "
+        "so a regression would go unseen; fix: pass the base branch's run of this lane (its --out) with "
+        "--base-result (the Action's base-result input)"
+    )
+    return Finding(State.REVIEW_REQUIRED, REGRESSION_UNCHECKED, message)
 
 
 def _method(pe: ProductEvidence) -> str:

@@ -42,8 +42,9 @@ def product_evidence(
     )
 
 
-def read_base_verdicts(base_dir: Path, lane: str) -> BaseVerdicts:
-    """The base branch's product run in `base_dir` (its --out): each answer's verdict, or why not."""
+def read_base_verdicts(base_dir: Path, lane: str, policy_id: str) -> BaseVerdicts:
+    """The base branch's product run in `base_dir` (its --out) of `lane` of policy `policy_id`: each
+    answer's verdict, or why it cannot be compared."""
     shown = shown_path(base_dir)
     try:
         base = load_result(base_dir / "result.json", "base result (--base-result)")
@@ -53,6 +54,8 @@ def read_base_verdicts(base_dir: Path, lane: str) -> BaseVerdicts:
         return BaseVerdicts(problem=f"{shown} is not a product lane's run (its result.json has no `product`)")
     if base.lane != lane:
         return BaseVerdicts(problem=f"{shown} is a run of lane {base.lane}, not {lane}")
+    if base.policy_id != policy_id:
+        return BaseVerdicts(problem=f"{shown} is a run of policy {base.policy_id}, not {policy_id}")
     verdicts = {
         row.case_id: row.verdict
         for row in base.cases

@@ -76,6 +76,7 @@ NOT_WAIVABLE = frozenset(
         "failure_rate_exceeded",
         "failure_rate_inconclusive",
         "regressed",
+        "regression_unchecked",
         "missing_response",
     }
 )

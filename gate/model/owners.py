@@ -27,6 +27,7 @@ KIND_GROUP: dict[str, str] = {
     "failure_rate_exceeded": "product",
     "failure_rate_inconclusive": "product",
     "regressed": "product",
+    "regression_unchecked": "product",
     "missing_response": "product",
     # The labelled cases, their evidence, partitions and card: the people who keep the gold set.
     "input_contract": "gold_set",

@@ -83,10 +83,15 @@ NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed", MI
 # (review_required); `regressed`: significantly more answers turned pass -> fail than back since the
 # base run (quality_failed, with `fail_on_regression`). A slice whose judge cannot tell a failing
 # answer from a good one is `judge_unfit` (review_required), the calibration's kind.
+# `regression_unchecked`: the lane sets `fail_on_regression` but no slice could be compared with a
+# base run (none given, or one of another lane, policy or set of questions): review_required.
 FAILURE_RATE_EXCEEDED = "failure_rate_exceeded"
 FAILURE_RATE_INCONCLUSIVE = "failure_rate_inconclusive"
 REGRESSED = "regressed"
-PRODUCT_BLOCKERS = frozenset({FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, MISSING_RESPONSE})
+REGRESSION_UNCHECKED = "regression_unchecked"
+PRODUCT_BLOCKERS = frozenset(
+    {FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, REGRESSION_UNCHECKED, MISSING_RESPONSE}
+)
 
 
 def exit_state(run_exit: int | None, result_state: State | None) -> tuple[State | None, int]:
