@@ -220,6 +220,15 @@ def _validate_flags(parser: argparse.ArgumentParser) -> None:
     _format_flag(parser, "the findings")
 
 
+def _order_seed(text: str) -> str:
+    """--order-seed: any short printable text (it is hashed with each case id)."""
+    if not text or len(text) > 100 or not text.isprintable():
+        raise argparse.ArgumentTypeError(
+            "the seed must be 1 to 100 printable characters (a number or a word); fix: pass e.g. --order-seed 7"
+        )
+    return text
+
+
 def _run_flags(parser: argparse.ArgumentParser) -> None:
     _policy_flag(parser)
     parser.add_argument(
@@ -246,6 +255,14 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
         "paired with the base's)",
     )
     _responses_flag(parser, "a product lane's answers: one JSON line per case {case_id, response, generation}")
+    parser.add_argument(
+        "--order-seed",
+        default=None,
+        metavar="S",
+        type=_order_seed,
+        help="a product lane: the seed of the random order its answers are judged in (default: derived from the "
+        "policy's and the answers file's sha256)",
+    )
     parser.add_argument(
         "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"
     )
@@ -586,6 +603,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shard=parse_shard(args.shard) if args.shard is not None else None,
         batch=BatchOptions(args.batch, args.batch_timeout, args.batch_poll) if args.batch else None,
         responses=args.responses,
+        order_seed=args.order_seed,
     )
     with _stdout_for(args.format):
         decision = run_into(args.policy, opts)

@@ -264,3 +264,29 @@ def test_importing_the_module_loads_neither_numpy_nor_scipy() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     loaded = set(json.loads(out.stdout))
     assert "numpy" not in loaded and "scipy" not in loaded
+
+
+def test_the_sequential_interval_is_defined_at_every_count_up_to_twenty_thousand_answers() -> None:
+    # Near k = n the bisection's midpoint rounds onto 1 (from n = 77 at k = n - 1, from about
+    # n = 1,459 at k = n - 2), where the log-likelihood is undefined: it must stop there, not raise.
+    grid = [
+        (k, n)
+        for n in (1, 2, 3, 10, 76, 77, 78, 200, 1000, 1458, 1459, 1460, 5000, 20_000)
+        for k in sorted({0, 1, 2, n // 7, n // 2, n - 2, n - 1, n})
+        if 0 <= k <= n
+    ]
+    ks, ns = np.array([k for k, _ in grid]), np.array([n for _, n in grid])
+    lows, highs = cs_low(ks, ns, A), cs_high(ks, ns, A)
+    j = judge(95, 5, 995, 5)
+    for (k, n), low, high in zip(grid, lows, highs, strict=True):
+        rate = failure_rate(judged_fail=k, n=n, judge=j, confidence=0.95, sequential=True)
+        assert 0.0 <= rate.low <= rate.estimate <= rate.high <= 1.0, (k, n)
+        assert low <= k / n <= high
+        # the scalar edges the decision uses are the vectorised ones, to double precision
+        fixed = failure_rate(judged_fail=k, n=n, judge=j, confidence=0.95)
+        assert rate.high >= fixed.high - 1e-12 and rate.low <= fixed.low + 1e-12, (k, n)
+    from gate.decide.failure_rate import _cs_edge
+
+    for (k, n), low, high in zip(grid, lows, highs, strict=True):
+        assert _cs_edge(k, n, A, up=False) == pytest.approx(low, abs=1e-12)
+        assert _cs_edge(k, n, A, up=True) == pytest.approx(high, abs=1e-12)

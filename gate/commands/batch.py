@@ -362,6 +362,7 @@ async def _build_lines(lane: _Lane, opts: RunOptions, controls: list[Record], ch
                     lineage.ragas_version,
                     lane.judge,
                     checks.for_record(case.case_id),
+                    lane.plan.order_seed,
                 )
                 lines.settled.append(vet_record(rec, lane.loaded.policy.metric, case))
     finally:

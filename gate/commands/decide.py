@@ -24,6 +24,7 @@ from gate.model.policy import today
 from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
+from gate.plan.selection import recorded_order_seed
 from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import make_lineage, recorded_judge
 
@@ -106,11 +107,12 @@ def evidence_of_records(
     A product lane's records are decided with the policy's calibration file; `responses` (optional
     here: the records say what they judged) puts the answers back into the cases, so a record of
     another answer is stale and a case with no line is `missing_response`, as on the run."""
-    loaded, dataset, plan, input_findings, answers = load_product_inputs(policy_path, lane, responses)
+    records = [r for d in found for r in d.records]
+    seed = recorded_order_seed(r for r in records if r.lane == lane)
+    loaded, dataset, plan, input_findings, answers = load_product_inputs(policy_path, lane, responses, order_seed=seed)
     if shard is not None:
         shard = dataclasses.replace(shard, lane_cases=lane_cases(plan))  # as the run says its share
         plan = select(plan, shard)
-    records = [r for d in found for r in d.records]
     lineage = make_lineage(loaded, dataset, records)
     check_results = evaluate_checks(loaded, plan.eligible)  # their blockers come with them
     certification = certify.assess_records(loaded, plan, records, lineage.ragas_version)

@@ -103,6 +103,7 @@ class RunOptions:
     # None: the policy's (gate/judge/pacing.py). Tests and benches give their own (a clock they control).
     pacer: Pacer | None = None
     responses: Path | None = None  # `--responses FILE`: a product lane's answers (gate/plan/responses.py)
+    order_seed: str | None = None  # `--order-seed S`: a product lane's shuffle (None: derived from the inputs)
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
@@ -180,7 +181,7 @@ def _prepare(
     clock: Callable[[], dt.date],
 ) -> _Lane:
     loaded, dataset, plan, findings, answers = load_product_inputs(
-        policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run
+        policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run, order_seed=opts.order_seed
     )
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)

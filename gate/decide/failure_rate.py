@@ -197,6 +197,10 @@ def _cs_edge(k: int, n: int, alpha: float, up: bool) -> float:
     inside, outside = k / n, (1.0 if up else 0.0)
     for _ in range(64):
         mid = (inside + outside) / 2.0
+        if mid in (inside, outside):
+            # No float lies between the two: the edge is found. (Near 1 or 0 the midpoint rounds onto
+            # the bracket's end, where the logarithm below is undefined: at k = n - 1 from n = 77 on.)
+            break
         at_mid = (k * math.log(mid) if k else 0.0) + ((n - k) * math.log1p(-mid) if n - k else 0.0)
         if mixture - at_mid < c:
             inside = mid

@@ -84,7 +84,7 @@ def answers_by_slice(ev: Evidence) -> dict[str, SliceAnswers]:
         judged = tuple(o for o in outcomes if o.bucket == "completed" and o.verdict in ("pass", "fail"))
         out[name] = SliceAnswers(
             judged=judged,
-            failing=tuple(o.case.case_id for o in judged if o.verdict == "fail"),
+            failing=tuple(sorted(o.case.case_id for o in judged if o.verdict == "fail")),
             unjudged=tuple(o.case.case_id for o in outcomes if o.bucket == "unrun"),
         )
     return out
@@ -189,7 +189,7 @@ def _base(
     """The slice's answers paired with the base run's verdicts of the same cases."""
     table = {"both_pass": 0, "both_fail": 0, "pass_to_fail": 0, "fail_to_pass": 0}
     turned: list[str] = []
-    for o in answers.judged:
+    for o in sorted(answers.judged, key=lambda o: o.case.case_id):
         before = base.verdicts.get(o.case.case_id)
         if before not in ("pass", "fail"):
             continue
@@ -235,7 +235,13 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
             found += regressed
         slices[name] = row
         findings += found
-    section = {"confidence": pe.confidence, "method": _method(pe), "sequential": pe.sequential, "slices": slices}
+    section = {
+        "confidence": pe.confidence,
+        "method": _method(pe),
+        "sequential": pe.sequential,
+        "order_seed": ev.plan.order_seed,
+        "slices": slices,
+    }
     return ProductDecision(tuple(findings), section, tuple(notes))
 
 

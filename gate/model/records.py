@@ -130,6 +130,9 @@ class Record(BaseModel):
     # `generation` (model, app version, commit; None when the line had none). Written on those only.
     response_sha256: str | None = None
     generation: dict[str, Any] | None = None
+    # A product lane's answer: the seed of the random order its lane judged in (gate/plan/selection.py),
+    # so `gate decide` on these records reports the run's order. Written on those only.
+    order_seed: str | None = Field(default=None, max_length=100)
 
     @model_serializer(mode="wrap")
     def _without_unset_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -139,6 +142,8 @@ class Record(BaseModel):
         if data.get("response_sha256") is None and data.get("generation") is None:
             data.pop("response_sha256", None)
             data.pop("generation", None)
+        if data.get("order_seed") is None:
+            data.pop("order_seed", None)
         return data
 
     @property

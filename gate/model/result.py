@@ -504,6 +504,9 @@ class Product(Part):
     confidence: float
     method: str
     sequential: bool
+    # The seed of the random order the lane's answers were judged in (`--order-seed`, else derived
+    # from the policy's and the answers file's sha256); None in a result written before it existed.
+    order_seed: str | None = None
     slices: dict[str, ProductSlice]
 
 

@@ -50,9 +50,15 @@ def load_inputs(
 
 
 def load_product_inputs(
-    policy_path: str | Path, lane: str, responses: Path | None = None, *, need_responses: bool = False
+    policy_path: str | Path,
+    lane: str,
+    responses: Path | None = None,
+    *,
+    need_responses: bool = False,
+    order_seed: str | None = None,
 ) -> tuple[LoadedPolicy, Dataset, Plan, list[Finding], ProductInputs]:
-    """`load_inputs`, with what the product lane's answers add (the responses read, their notes)."""
+    """`load_inputs`, with what the product lane's answers add (the responses read, their notes);
+    `order_seed` (`--order-seed`) shuffles a product lane's answers in place of the default seed."""
     loaded = load_policy(policy_path)
     dataset = load_dataset(loaded)
     spec = loaded.policy.lanes.get(lane)
@@ -68,6 +74,11 @@ def load_product_inputs(
             "which no case file holds; fix: pass --responses FILE (one JSON line per case: case_id, response, "
             "generation), the same file again on --resume and --batch collect"
         )
+    if order_seed is not None and spec is not None and not product:
+        raise UsageError(
+            f"--order-seed: lane {lane} of {shown_path(loaded.path)} is not a product lane, and only a product "
+            "lane judges its answers in a seeded order; fix: drop --order-seed, or pass a lane with `product: true`"
+        )
     read = ProductInputs()
     missing: tuple[str, ...] = ()
     if product and responses is not None:
@@ -76,7 +87,7 @@ def load_product_inputs(
         dataset, missing = answered.dataset, answered.missing
         notes = (outside_note(answered.outside, answers, lane),) if answered.outside else ()
         read = ProductInputs(answers, notes)
-    plan = make_plan(loaded, dataset, lane)
+    plan = make_plan(loaded, dataset, lane, order_seed)
     if product:
         problems = unanswered_limits(loaded, plan.eligible, lane)
         if problems:

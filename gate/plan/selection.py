@@ -2,17 +2,25 @@
 
 Order: controls first (they must separate before any other verdict counts), then cases by slice
 priority (critical slices first, so a budget stop leaves the cheap volume unrun, not the risk),
-then case id for a stable order.
+then case id for a stable order. A product lane orders each slice by a seeded shuffle instead of
+by case id: case ids group topics (a wrong topic would sort last), and its interval may be read
+after every answer (`stop_when_decided`), which is only valid over an order unrelated to the
+answers. The seed is `order_seed` (`--order-seed`; by default derived from the policy's and the
+answers file's sha256), so the same inputs give the same order.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
+from gate.model.records import Record
 from gate.model.supersede import superseded_ids
 
 UNKNOWN_SLICE_PRIORITY = 10**9
@@ -27,6 +35,8 @@ class Plan:
     repeats: int
     # A product lane's cases its --responses left unanswered: never sent, unrun (`missing_response`).
     unanswered: frozenset[str] = frozenset()
+    # A product lane's shuffle seed (None on other lanes: they judge in case-id order).
+    order_seed: str | None = None
 
     @property
     def scheduled(self) -> tuple[Case, ...]:
@@ -47,7 +57,29 @@ def is_withheld(case: Case) -> bool:
     return not (case.reference or "").strip()
 
 
-def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str) -> Plan:
+def default_order_seed(policy_sha256: str, responses_sha256: str) -> str:
+    """A product lane's default shuffle seed: fixed by the policy and the answers judged, so a
+    re-run (or `gate decide` given the same answers) orders the cases the same way, and nobody
+    chooses an order after seeing the answers."""
+    return hashlib.sha256(f"{policy_sha256}:{responses_sha256}".encode()).hexdigest()[:16]
+
+
+def shuffled_rank(seed: str, case_id: str) -> str:
+    """A case's place in the seeded order: depends on the seed and the case id alone."""
+    return hashlib.sha256(f"{seed}\0{case_id}".encode()).hexdigest()
+
+
+def recorded_order_seed(records: Iterable[Record]) -> str | None:
+    """The order seed a product lane's records say they were judged under (the one most of them
+    carry), so `gate decide` reports the run's order; None when no record carries one. It only
+    orders the plan: the verdict never depends on it."""
+    seeds = Counter(r.order_seed for r in records if r.order_seed)
+    return min(seeds, key=lambda s: (-seeds[s], s)) if seeds else None
+
+
+def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str, order_seed: str | None = None) -> Plan:
+    """The lane's plan. On a product lane the non-control cases of each slice come in the order
+    `order_seed` shuffles them into (the default seed when None)."""
     policy = loaded.policy
     if lane not in policy.lanes:
         raise LaneError(
@@ -73,10 +105,19 @@ def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str) -> Plan:
             others.append(case)
             seen.add(case.case_id)
 
+    seed = None
+    if spec.product:
+        seed = order_seed if order_seed is not None else default_order_seed(loaded.sha256, dataset.responses_sha256)
+
     def key(c: Case) -> tuple[int, str]:
         limit = policy.slices.get(c.slice)
         return (limit.priority if limit else UNKNOWN_SLICE_PRIORITY, c.case_id)
 
-    eligible = tuple(sorted(controls, key=key) + sorted(others, key=key))
+    def shuffled(c: Case) -> tuple[int, str, str]:
+        assert seed is not None
+        return (key(c)[0], shuffled_rank(seed, c.case_id), c.case_id)
+
+    ordered = sorted(others, key=shuffled if seed is not None else key)
+    eligible = tuple(sorted(controls, key=key) + ordered)
     withheld = tuple(c for c in eligible if is_withheld(c))
-    return Plan(lane=lane, eligible=eligible, withheld=withheld, repeats=policy.evaluator.repeats)
+    return Plan(lane=lane, eligible=eligible, withheld=withheld, repeats=policy.evaluator.repeats, order_seed=seed)

@@ -23,8 +23,10 @@ def make_record(
     ragas_version: str,
     judge: JudgeSettings,
     checks: dict[str, str | None] | None = None,
+    order_seed: str | None = None,
 ) -> Record:
-    """One records.jsonl line: the judgment plus the lineage that explains it."""
+    """One records.jsonl line: the judgment plus the lineage that explains it (`order_seed`: a
+    product lane's, kept on its answers)."""
     return Record(
         case_id=case.case_id,
         slice=case.slice,
@@ -57,13 +59,17 @@ def make_record(
         **judge.for_case(case, loaded.placeholders),
         checks=checks,
         batch_id=j.batch_id,
-        **product_fields(case),
+        **product_fields(case, order_seed),
     )
 
 
-def product_fields(case: Case) -> dict[str, object]:
-    """A product lane's answer (no person labelled it): the sha256 of the response judged and the
-    `generation` its --responses line gave; nothing for a labelled case."""
+def product_fields(case: Case, order_seed: str | None = None) -> dict[str, object]:
+    """A product lane's answer (no person labelled it): the sha256 of the response judged, the
+    `generation` its --responses line gave and the lane's order seed; nothing for a labelled case."""
     if case.labelled:
         return {}
-    return {"response_sha256": sha256_hex(case.response or ""), "generation": case.generation or None}
+    return {
+        "response_sha256": sha256_hex(case.response or ""),
+        "generation": case.generation or None,
+        "order_seed": order_seed,
+    }

@@ -194,6 +194,7 @@ class Runner:
             self.evaluator.ragas_version,
             self.judge,
             self.check_results.for_record(case.case_id),
+            self.plan.order_seed,
         )
 
     def emit(self, record: Record) -> None:
