@@ -372,6 +372,75 @@ INIT_EXIT = exit_table(
 )
 
 
+REVIEW_EXIT = exit_table(
+    (
+        (0, "done", "the file is written (or the figures shown)"),
+        USAGE_ROW,
+        (3, "error", "an unexpected error"),
+    )
+)
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {value!r}")
+    return n
+
+
+def _review_queue_flags(parser: argparse.ArgumentParser) -> None:
+    _policy_flag(parser, "the policy the labels are for (its allowed labels and rubric)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        type=Path,
+        metavar="SOURCE",
+        help="a product run's --out (the audit), a drift run's --out, a metric run's --out, or a CSV/JSONL of answers",
+    )
+    parser.add_argument(
+        "--sample",
+        type=_positive,
+        metavar="N",
+        help="draw the first N of each stratum's seeded order (product run default: every judged-fail answer "
+        "and 100 judged-pass ones per slice; other sources: all)",
+    )
+    parser.add_argument(
+        "--seed", help="the draw's seed (default: the product run's responses_sha256, else the source's)"
+    )
+    _path_flag(
+        parser, "--responses", "the answers a product run judged, when it kept no copy (records.clear_text false)"
+    )
+    parser.add_argument(
+        "--out", required=True, type=Path, metavar="QUEUE.jsonl", help="the queue to write (a new file)"
+    )
+
+
+REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` lists them
+    Subcommand(
+        "queue",
+        "build a queue of answers for people to label, with nothing of the judge",
+        "Build a review queue (JSON Lines) from a product run (the audit), a drift run, a metric run, or a "
+        "file of answers; the queue never holds the judge's verdict, reason or model, nor any label.",
+        _review_queue_flags,
+        examples=examples(
+            "gate review queue --policy policies/example/policy.yaml --from gate-out --out queue.jsonl",
+            "gate review queue --policy policies/example/policy.yaml --from answers.csv --out queue.jsonl",
+        ),
+        exits=REVIEW_EXIT,
+    ),
+)
+
+
+def _review_flags(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="review_command", required=True, parser_class=_Parser, metavar="ACTION")
+    for action in REVIEW_ACTIONS:
+        action.add_flags(_command(sub, action))
+
+
 SUBCOMMANDS = (  # in the order `gate --help` lists them
     Subcommand(
         "init",
@@ -455,6 +524,18 @@ SUBCOMMANDS = (  # in the order `gate --help` lists them
         PUBLISH_ENV,
         examples("GITHUB_TOKEN=... GITHUB_REPOSITORY=owner/name gate publish --result gate-out"),
         PUBLISH_EXIT,
+    ),
+    Subcommand(
+        "review",
+        "people's labels: queue, status, export, import",
+        "Where people label answers, blind to the judge and to each other, and where the gate reads their labels "
+        "back. Run `gate review ACTION --help` for an action's flags.",
+        _review_flags,
+        examples=examples(
+            "gate review queue --policy policies/example/policy.yaml --from gate-out --out queue.jsonl",
+            "gate review status queue.jsonl --ledger labels/",
+        ),
+        exits=REVIEW_EXIT,
     ),
 )
 
@@ -702,6 +783,26 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_review_queue(args: argparse.Namespace) -> int:
+    from gate.commands.review import QueueRequest, build_queue, summary_lines
+
+    written = build_queue(
+        QueueRequest(Path(args.policy), args.source, args.out, args.sample, args.seed, args.responses)
+    )
+    for line in summary_lines(written):
+        print(line)
+    return 0
+
+
+REVIEW_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "queue": cmd_review_queue,
+}
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    return REVIEW_COMMANDS[args.review_command](args)
+
+
 COMMANDS = {
     "init": cmd_init,
     "validate": cmd_validate,
@@ -711,6 +812,7 @@ COMMANDS = {
     "calibrate": cmd_calibrate,
     "compare": cmd_compare,
     "publish": cmd_publish,
+    "review": cmd_review,
 }
 
 

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import gate_process
 import pytest
@@ -117,15 +118,23 @@ def test_the_synopsis_lists_each_commands_flags() -> None:
     for line in synopsis.splitlines():
         words = line.split("#")[0].split()
         if words[:1] == ["gate"]:
-            current = words[1]
-            documented[current] = set()
+            nested = words[1] == "review"  # `gate review ACTION`: each action is a command of its own
+            current = " ".join(words[1:3] if nested else words[1:2])
+            documented.setdefault(current, set())
         documented[current] |= {w.strip("[]|") for w in words if w.strip("[").startswith("--")}
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert isinstance(sub.choices, dict)
-    assert set(documented) == set(sub.choices)
-    for name, parser in sub.choices.items():
+    commands: dict[str, Any] = {}
+    for name, parser in subcommands(build_parser()).items():
+        actions = subcommands(parser)
+        commands.update({f"{name} {a}": p for a, p in actions.items()} if actions else {name: parser})
+    assert set(documented) == set(commands)
+    for name, parser in commands.items():
         flags = {o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
         assert documented[name] == flags, name
+
+
+def subcommands(parser: Any) -> dict[str, Any]:
+    found = [a for a in parser._actions if isinstance(a.choices, dict) and not a.option_strings]
+    return dict(found[0].choices) if found else {}
 
 
 # Said on a terminal only (on stderr, or in place of the plain progress lines a pipe gets).

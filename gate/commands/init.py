@@ -69,16 +69,20 @@ class InitReport:
 
 
 # ---- reading the answers -----------------------------------------------------------------------
-def read_answers(path: Path) -> list[Answer]:
+def read_answers(path: Path, *, labelled: bool = True) -> list[Answer]:
+    """The answers of a CSV or JSON Lines file; `labelled=False` (a review queue's): no `label` needed,
+    and one given is not read."""
     shown = shown_path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--from {shown}: cannot read it ({exc}); fix: pass a UTF-8 CSV or JSON Lines file") from None
-    rows = _jsonl_rows(text, shown) if path.suffix.lower() in (".jsonl", ".ndjson") else _csv_rows(text, shown)
+    required = REQUIRED_COLUMNS if labelled else tuple(c for c in REQUIRED_COLUMNS if c != "label")
+    jsonl = path.suffix.lower() in (".jsonl", ".ndjson")
+    rows = _jsonl_rows(text, shown) if jsonl else _csv_rows(text, shown, required)
     if not rows:
         raise UsageError(f"--from {shown}: it holds no answers; fix: one labelled answer per row, with a header row")
-    answers = [_answer(shown, n, row, k) for k, (n, row) in enumerate(rows, start=1)]
+    answers = [_answer(shown, n, row, k, required) for k, (n, row) in enumerate(rows, start=1)]
     seen: dict[str, int] = {}
     for a in answers:
         if a.case_id in seen:
@@ -90,13 +94,13 @@ def read_answers(path: Path) -> list[Answer]:
     return answers
 
 
-def _csv_rows(text: str, shown: str) -> list[tuple[int, dict[str, Any]]]:
+def _csv_rows(text: str, shown: str, required: Sequence[str] = REQUIRED_COLUMNS) -> list[tuple[int, dict[str, Any]]]:
     reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
     if missing:
         raise UsageError(
             f"--from {shown}: the header has no column {', '.join(missing)}; fix: name the columns "
-            f"{', '.join(REQUIRED_COLUMNS)} (and optionally case_id, reference, evidence, group) in the first row"
+            f"{', '.join(required)} (and optionally case_id, reference, evidence, group) in the first row"
         )
     return [(n, dict(row)) for n, row in enumerate(reader, start=2) if any((v or "").strip() for v in row.values())]
 
@@ -121,15 +125,15 @@ def _text(row: dict[str, Any], key: str) -> str:
     return "" if value is None else str(value).strip() if key != "response" else str(value)
 
 
-def _answer(shown: str, n: int, row: dict[str, Any], ordinal: int) -> Answer:
+def _answer(
+    shown: str, n: int, row: dict[str, Any], ordinal: int, required: Sequence[str] = REQUIRED_COLUMNS
+) -> Answer:
     where = f"{shown}:{n}"
-    for key in REQUIRED_COLUMNS:
+    for key in required:
         if not _text(row, key).strip():
-            raise UsageError(
-                f"{where}: `{key}` is empty; fix: fill it (every answer needs {', '.join(REQUIRED_COLUMNS)})"
-            )
-    label = _text(row, "label")
-    if label not in LABELS:
+            raise UsageError(f"{where}: `{key}` is empty; fix: fill it (every answer needs {', '.join(required)})")
+    label = _text(row, "label") if "label" in required else ""
+    if "label" in required and label not in LABELS:
         hint = f" (did you mean {label.lower()!r}?)" if label.lower() in LABELS else ""
         raise UsageError(f"{where}: label {visible(label, 40)!r} is not pass or fail{hint}; fix: write pass or fail")
     slice_name = _text(row, "slice")

@@ -17,7 +17,7 @@ An `exceeded` slice stands even when some answers are unjudged: what was judged 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +75,13 @@ class SliceAnswers:
 
 def answers_by_slice(ev: Evidence) -> dict[str, SliceAnswers]:
     """The application's answers of each slice the lane holds (controls are the judge's, not the app's)."""
+    return answers_of(ev.outcomes)
+
+
+def answers_of(outcomes_of_cases: Iterable[CaseOutcome]) -> dict[str, SliceAnswers]:
+    """`answers_by_slice` over a decision's outcomes (the review queue draws its audit strata from them)."""
     found: dict[str, list[CaseOutcome]] = {}
-    for o in ev.outcomes:
+    for o in outcomes_of_cases:
         if not o.case.is_control:
             found.setdefault(o.case.slice, []).append(o)
     out: dict[str, SliceAnswers] = {}

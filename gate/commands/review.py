@@ -1,0 +1,363 @@
+"""`gate review queue`: the answers people should label, from a run or a file, with nothing of the judge.
+
+`--from` takes a product run's output directory (the audit: per slice the answers the judge failed
+and those it passed, each stratum in the seeded draw order of `gate.review.draw`), a drift run's
+directory (its proposed cases), a metric run's directory (its review_required cases and every case
+where the judge and the gold label disagree: the gold label is reviewed again, blind), or a CSV or
+JSON Lines file with `gate init --from`'s columns. The queue holds the question, the evidence text
+and the answer; never the judge's verdict, reason or model, nor any label.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gate.model.cases import Case
+from gate.model.errors import UsageError
+from gate.model.escape import visible
+from gate.model.loading import FileProblem, read_bytes, read_run_json, sha256_hex
+from gate.model.paths import from_working_directory, shown_path
+from gate.model.policy import LoadedPolicy, load_policy
+from gate.model.records import RECORDS_FILE
+from gate.model.states import State
+from gate.review.draw import draw_order
+from gate.review.queue import QueueHeader, QueueItem, make_item, write_queue
+
+JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
+DEFAULT_PASS_SAMPLE = 100  # judged-pass answers drawn per slice unless --sample says
+ALL = "all"  # the one stratum of a sample that is not an audit's
+RESPONSES_FILE = "responses.jsonl"
+PROPOSED_CASES = "proposed-cases.jsonl"
+
+
+@dataclass(frozen=True)
+class QueueRequest:
+    policy: Path
+    source: Path
+    out: Path
+    sample: int | None = None
+    seed: str | None = None
+    responses: Path | None = None  # a product run kept no answers (records.clear_text: false)
+
+
+@dataclass
+class Built:
+    kind: str
+    items: list[QueueItem]
+    sources: list[dict[str, Any]]
+    design: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Written:
+    path: Path
+    sha256: str
+    built: Built
+
+
+def build_queue(req: QueueRequest) -> Written:
+    """Read the source, build its items, and write the queue (never over an existing file)."""
+    if from_working_directory(req.out).exists():
+        raise UsageError(
+            f"--out {shown_path(req.out)}: the file exists, and ledgers name a queue by its sha256, so it is never "
+            "overwritten; fix: pass a new path"
+        )
+    if req.sample is not None and req.sample < 1:
+        raise UsageError(f"--sample {req.sample}: draw at least one answer per stratum; fix: pass --sample 1 or more")
+    loaded = load_policy(req.policy)
+    built = _built(loaded, req)
+    if not built.items:
+        raise UsageError(f"--from {shown_path(req.source)}: it holds no answer to review; nothing was written")
+    header = QueueHeader(
+        policy_id=loaded.policy.policy_id,
+        policy_path=os.path.relpath(
+            os.path.abspath(from_working_directory(req.policy)), os.path.abspath(from_working_directory(req.out).parent)
+        ),
+        policy_sha256=loaded.sha256,
+        rubric_version=loaded.policy.rubrics[-1],
+        allowed_values=tuple(loaded.policy.metric.allowed_values),
+        sources=tuple(built.sources),
+        design=built.design,
+    )
+    sha = write_queue(req.out, header, built.items)
+    return Written(req.out, sha, built)
+
+
+def _built(loaded: LoadedPolicy, req: QueueRequest) -> Built:
+    source = req.source
+    where = from_working_directory(source)
+    if where.is_dir():
+        if (where / PROPOSED_CASES).exists():
+            return _drift(req)
+        try:
+            result = read_run_json(where, "result.json", "run's result")
+        except FileProblem as exc:
+            raise UsageError(f"--from {shown_path(source)}: {exc.message}") from None
+        responses_sha = (result.get("lineage") or {}).get("responses_sha256")
+        if isinstance(responses_sha, str) and responses_sha:
+            return _product(loaded, req, result, responses_sha)
+        return _metric(loaded, req, result)
+    if not where.is_file():
+        raise UsageError(
+            f"--from {shown_path(source)}: no such file or directory; fix: pass a run's --out directory, or a CSV or "
+            "JSON Lines file of answers"
+        )
+    return _file(req)
+
+
+def _records_sha(run: Path) -> str:
+    try:
+        return sha256_hex(read_bytes(run / RECORDS_FILE, "run's records"))
+    except FileProblem as exc:
+        raise UsageError(f"--from {shown_path(run)}: {exc.message}") from None
+
+
+# ---- a product run: the audit ------------------------------------------------------------------
+def _answers_file(req: QueueRequest, expected: str) -> Path:
+    """The answers the run judged: its kept copy, or --responses, checked against the run's lineage."""
+    path = req.responses if req.responses is not None else req.source / RESPONSES_FILE
+    if not from_working_directory(path).exists():
+        raise UsageError(
+            f"--from {shown_path(req.source)}: the product run kept no copy of the answers it judged "
+            f"({RESPONSES_FILE}; its policy says `records: {{clear_text: false}}`); fix: pass the answers file the "
+            "run judged with --responses FILE"
+        )
+    try:
+        got = sha256_hex(read_bytes(path, "responses file", 512 * 1024 * 1024))
+    except FileProblem as exc:
+        raise UsageError(exc.message) from None
+    if got != expected:
+        raise UsageError(
+            f"{shown_path(path)}: its sha256 {got[:12]} is not the {expected[:12]} the run judged (lineage "
+            f"responses_sha256 in {shown_path(req.source / 'result.json')}); fix: pass the answers file the run judged"
+        )
+    return path
+
+
+def _run_outcomes(req: QueueRequest, lane: str | None, responses: Path | None) -> Any:
+    from gate.commands.decide import decide_from_records
+
+    return decide_from_records(req.policy, [req.source / RECORDS_FILE], lane, responses=responses)
+
+
+def _lane_of(result: dict[str, Any]) -> str | None:
+    lane = result.get("lane")
+    return lane if isinstance(lane, str) and lane else None
+
+
+def _product(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any], responses_sha: str) -> Built:
+    from gate.decide.product import answers_of
+
+    responses = _answers_file(req, responses_sha)
+    decision = _run_outcomes(req, _lane_of(result), responses)
+    seed = req.seed if req.seed is not None else responses_sha
+    items: list[QueueItem] = []
+    strata: dict[str, dict[str, dict[str, int]]] = {}
+    for slice_name, answers in answers_of(decision.outcomes).items():
+        cases = {o.case.case_id: o.case for o in answers.judged}
+        failing = set(answers.failing)
+        population = {
+            JUDGED_FAIL: [c for c in cases if c in failing],
+            JUDGED_PASS: [c for c in cases if c not in failing],
+        }
+        strata[slice_name] = {}
+        for stratum, ids in population.items():
+            order = draw_order(seed, slice_name, stratum, ids)
+            default = len(order) if stratum == JUDGED_FAIL else DEFAULT_PASS_SAMPLE
+            drawn = order[: req.sample if req.sample is not None else default]
+            strata[slice_name][stratum] = {"population": len(order), "sample": len(drawn)}
+            items += [_case_item(cases[c], "product-audit", stratum, i) for i, c in enumerate(drawn)]
+    sources = [
+        {
+            "kind": "product-run",
+            "path": shown_path(req.source),
+            "sha256": _records_sha(req.source),
+            "lane": _lane_of(result),
+            "responses_sha256": responses_sha,
+        }
+    ]
+    design = {"seed": seed, "strata": strata}
+    return Built("product-audit", items, sources, design)
+
+
+def _case_item(case: Case, source: str, stratum: str | None = None, draw: int | None = None) -> QueueItem:
+    return make_item(
+        case_id=case.case_id,
+        slice=case.slice,
+        user_input=case.user_input,
+        reference=case.reference or "",
+        evidence=case.evidence_ids,
+        response=case.response or "",
+        source=source,
+        stratum=stratum,
+        draw=draw,
+    )
+
+
+# ---- a metric run: what people must look at, and where the judge and the gold label disagree ---
+def _metric(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any]) -> Built:
+    if not from_working_directory(req.source / RECORDS_FILE).exists():
+        raise UsageError(
+            f"--from {shown_path(req.source)}: no {RECORDS_FILE} beside result.json; fix: pass a run's --out directory"
+        )
+    decision = _run_outcomes(req, _lane_of(result), None)
+    review_ids = {c for b in decision.blockers if b.state == State.REVIEW_REQUIRED for c in b.case_ids}
+    chosen: dict[str, tuple[Case, str]] = {}
+    for o in decision.outcomes:
+        case = o.case
+        if case.response is None:
+            continue
+        judged = o.bucket == "completed" and o.verdict in ("pass", "fail")
+        if judged and case.human_label is not None and o.verdict != case.human_label and not case.is_control:
+            chosen[case.case_id] = (case, "disagreement")
+        elif case.case_id in review_ids or o.needs_review:
+            chosen.setdefault(case.case_id, (case, "review"))
+    picked = _sampled([(c.slice, c.case_id) for c, _ in chosen.values()], req, seed=_records_sha(req.source))
+    items = [
+        _case_item(case, source, *picked[case.case_id]) for case, source in chosen.values() if case.case_id in picked
+    ]
+    sources = [
+        {
+            "kind": "metric-run",
+            "path": shown_path(req.source),
+            "sha256": _records_sha(req.source),
+            "lane": _lane_of(result),
+        }
+    ]
+    return Built("metric-run", items, sources, _design(req, _records_sha(req.source)))
+
+
+def _sampled(
+    keys: Sequence[tuple[str | None, str]], req: QueueRequest, seed: str
+) -> dict[str, tuple[str | None, int | None]]:
+    """key -> (stratum, draw): every key without --sample; with it, the first N of each slice's draw."""
+    if req.sample is None:
+        return {key: (None, None) for _, key in keys}
+    seed = req.seed if req.seed is not None else seed
+    by_slice: dict[str, list[str]] = {}
+    for slice_name, key in keys:
+        by_slice.setdefault(slice_name or "", []).append(key)
+    out: dict[str, tuple[str | None, int | None]] = {}
+    for slice_name, ids in by_slice.items():
+        for i, key in enumerate(draw_order(seed, slice_name, ALL, ids)[: req.sample]):
+            out[key] = (ALL, i)
+    return out
+
+
+def _design(req: QueueRequest, seed: str) -> dict[str, Any]:
+    if req.sample is None:
+        return {}
+    return {"seed": req.seed if req.seed is not None else seed, "sample": req.sample}
+
+
+# ---- a drift run's proposed cases --------------------------------------------------------------
+def _drift(req: QueueRequest) -> Built:
+    path = req.source / PROPOSED_CASES
+    try:
+        data = read_bytes(path, "drift run's proposed cases")
+    except FileProblem as exc:
+        raise UsageError(exc.message) from None
+    proposals: list[tuple[str, dict[str, Any]]] = []
+    for n, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"{shown_path(path)}:{n}"
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise UsageError(f"{where}: not a JSON object; fix: pass the directory a drift run wrote") from None
+        if (
+            not isinstance(obj, dict)
+            or not isinstance(obj.get("response"), str)
+            or not isinstance(obj.get("user_input"), str)
+        ):
+            raise UsageError(
+                f"{where}: the proposal holds no question and answer text (the drift run's policy says `records: "
+                "{clear_text: false}`, so people read them in the traces file); fix: build the queue from a CSV or "
+                "JSON Lines file of those traces"
+            )
+        proposals.append((where, obj))
+    seed = sha256_hex(data)
+    items = [_drift_item(where, obj) for where, obj in proposals]
+    picked = _sampled([(i.slice, i.item_id) for i in items], req, seed)
+    kept = [_with_draw(i, *picked[i.item_id]) for i in items if i.item_id in picked]
+    sources = [{"kind": "drift-run", "path": shown_path(req.source), "sha256": seed}]
+    return Built("drift", kept, sources, _design(req, seed))
+
+
+def _drift_item(where: str, obj: dict[str, Any]) -> QueueItem:
+    contexts = obj.get("retrieved_contexts") or []
+    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+        raise UsageError(
+            f"{where}: `retrieved_contexts` must be a list of text; fix: pass the directory a drift run wrote"
+        )
+    slice_name = obj.get("slice")
+    return make_item(
+        case_id=None,
+        slice=slice_name if isinstance(slice_name, str) else None,
+        user_input=obj["user_input"],
+        reference="\n\n".join(contexts),
+        evidence=(),
+        response=obj["response"],
+        source="drift",
+    )
+
+
+def _with_draw(item: QueueItem, stratum: str | None, draw: int | None) -> QueueItem:
+    from dataclasses import replace
+
+    return replace(item, stratum=stratum, draw=draw)
+
+
+# ---- a file of answers (gate init --from's columns) --------------------------------------------
+def _file(req: QueueRequest) -> Built:
+    from gate.commands.init import read_answers
+
+    answers = read_answers(from_working_directory(req.source), labelled=False)
+    seed = sha256_hex(read_bytes(req.source, "answers file", 512 * 1024 * 1024))
+    picked = _sampled([(a.slice, a.case_id) for a in answers], req, seed)
+    items = [
+        make_item(
+            case_id=a.case_id,
+            slice=a.slice,
+            user_input=a.user_input,
+            reference=a.reference,
+            evidence=a.evidence,
+            response=a.response,
+            source="file",
+            stratum=picked[a.case_id][0],
+            draw=picked[a.case_id][1],
+        )
+        for a in answers
+        if a.case_id in picked
+    ]
+    sources = [{"kind": "file", "path": shown_path(req.source), "sha256": seed}]
+    return Built("file", items, sources, _design(req, seed))
+
+
+def summary_lines(written: Written) -> list[str]:
+    """What `gate review queue` prints: the file, its items per slice (and stratum), and what next."""
+    built = written.built
+    counts: dict[str, int] = {}
+    for item in built.items:
+        key = item.slice or "(no slice)"
+        if item.stratum in (JUDGED_FAIL, JUDGED_PASS):
+            key += f" {item.stratum}"
+        counts[key] = counts.get(key, 0) + 1
+    lines = [
+        f"wrote {shown_path(written.path)}: {len(built.items)} items from {built.kind} (sha256 {written.sha256[:12]})"
+    ]
+    lines += [f"  {visible(key, 120)}: {n}" for key, n in sorted(counts.items())]
+    for slice_name, strata in sorted((built.design.get("strata") or {}).items()):
+        shown = ", ".join(f"{s} {v['sample']} of {v['population']}" for s, v in strata.items())
+        lines.append(f"  audit draw {visible(slice_name, 80)}: {shown} (seed {str(built.design['seed'])[:12]})")
+    lines.append(
+        f"next: gate review serve {shown_path(written.path)} --ledger labels/   (each reviewer labels, blind), then "
+        f"gate review status {shown_path(written.path)} --ledger labels/"
+    )
+    return lines
