@@ -316,6 +316,8 @@ def test_an_evaluator_error_is_never_counted_among_the_answers(tmp_path: Path, f
             "r.jsonl:3 (--responses): case p-000 is answered twice (first on line 1)",
         ),
         (json.dumps({"case_id": "p-002", "response": ""}), "`response` of case p-002 must be the application's answer"),
+        # Blank is empty: said of the responses file's line, never of the case file the answer lands in.
+        (json.dumps({"case_id": "p-002", "response": " \t "}), "r.jsonl:3 (--responses): `response` of case p-002"),
         (json.dumps({"case_id": "p-002", "response": "x", "model": "m"}), "unknown key `model`"),
         (json.dumps({"case_id": "p-002", "response": "x", "generation": "v2"}), "`generation` of case p-002"),
     ],
@@ -332,6 +334,28 @@ def test_a_malformed_or_duplicated_responses_line_is_a_usage_error_naming_the_li
     err = capsys.readouterr().err
     assert said in err and "fix:" in err and "Traceback" not in err
     assert fake.count() == 0
+
+
+def test_a_responses_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """Editors on Windows save UTF-8 with a BOM: the first line is still an answer."""
+    policy = app_suite(tmp_path / "suite", fake, n=10, limit=0.6)
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + write_responses(tmp_path / "plain.jsonl", verdicts(10, 0)).read_bytes())
+    assert run_app(policy, tmp_path / "out", path) == 0
+    assert result(tmp_path / "out")["product"]["slices"]["critical"]["n"] == 10
+
+
+def test_a_superseded_case_needs_no_answer(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """p-000 was replaced by p-new (`supersedes`): the lane judges p-new, and the application is
+    not asked to answer the case it replaced."""
+    cases = [*(product_case(f"p-{i:03d}") for i in range(10)), product_case("p-new", supersedes="p-000")]
+    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.6}}
+    policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url})
+    write_calibration(policy, {"critical": GOOD_JUDGE})
+    lines = [*verdicts(10, 0)[1:], answer("p-new", "pass")]
+    assert run_app(policy, tmp_path / "out", write_responses(tmp_path / "r.jsonl", lines)) == 0
+    res = result(tmp_path / "out")
+    assert res["blockers"] == [] and res["product"]["slices"]["critical"]["n"] == 10
 
 
 def test_a_product_lane_without_responses_and_responses_for_another_lane_are_usage_errors(

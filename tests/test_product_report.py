@@ -24,7 +24,7 @@ from gate.decide.failure_rate import failure_rate, judge_accuracy, percent, slic
 from gate.model.result import Product, Result
 from gate.report.checkrun import build_check_run
 from gate.report.markdown import render_report, render_summary
-from gate.report.product import product_svg
+from gate.report.product import AXIS_END, LEFT, product_svg
 from gate.report.terminal import make_console, print_outcome
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -189,6 +189,30 @@ def test_the_picture_has_a_bar_a_dot_and_a_limit_per_slice() -> None:
     assert float(passed_bar.get("x2") or 0) < float(passed_limit.get("x1") or 0)
     assert HOSTILE in words  # shown as written, as text
     assert "<img" not in text  # escaped in the file itself
+
+
+def test_a_wide_interval_is_drawn_whole_on_its_axis() -> None:
+    """A slice of 12 answers has an interval reaching far past twice its limit: the row's axis
+    stretches to hold it, so the bar ends where the interval does, not cut at the axis's end."""
+    few = _slice(1, 12, (50, 10, 119, 1), 0.05)
+    assert few["high"] > max(2 * 0.05, 1.2 * few["estimate"])
+    _, root = _svg({**product_section(), "slices": {"few": few}})
+    ns = "{http://www.w3.org/2000/svg}"
+    [bar] = [e for e in root.iter(f"{ns}line") if e.get("stroke-width") == "6"]
+    ticks = [e.text or "" for e in root.iter(f"{ns}text") if e.get("class") == "tick"]
+    scale_max = float(ticks[1].rstrip("%")) / 100  # "0%", the axis's end, "limit 5%"
+    assert scale_max >= few["high"]
+    assert float(bar.get("x2") or 0) == pytest.approx(LEFT + (AXIS_END - LEFT) * few["high"] / scale_max, abs=0.1)
+
+
+def test_a_judge_that_caught_none_of_its_labelled_failing_answers_says_0_of_n() -> None:
+    """Se measured on 10 labelled failing answers of which the judge caught none reads "0% (0/10)",
+    never "no labelled answers"."""
+    product = product_section()
+    product["slices"]["refunds"]["judge"]["se"] = {"value": 0.0, "low": 0.0, "high": 0.37, "x": 0, "n": 10}
+    report = render_report(sample("review_required").with_(product=product))
+    row = next(line for line in report.splitlines() if line.startswith("| `refunds`"))
+    assert "| 0% (0/10) |" in row and "no labelled answers" not in row
 
 
 def test_hostile_control_characters_never_break_the_svg() -> None:
