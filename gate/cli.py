@@ -419,6 +419,48 @@ def _review_queue_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _serve_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("queue", type=Path, metavar="QUEUE", help="the queue file `gate review queue` wrote")
+    parser.add_argument(
+        "--ledger",
+        required=True,
+        type=Path,
+        help="where labels go: a .jsonl file, or a directory (each reviewer appends to <name>.jsonl in it)",
+    )
+    parser.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0 lets the system pick)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; another needs --token)"
+    )
+    parser.add_argument(
+        "--token", default=None, help="a secret of 16 characters or more that every request must carry (in the address)"
+    )
+    parser.add_argument(
+        "--reviewers-per-item",
+        type=_positive,
+        default=2,
+        metavar="K",
+        help="independent labels an item needs before it leaves the queue (default 2)",
+    )
+    parser.add_argument(
+        "--allow-self-adjudication",
+        action="store_true",
+        help="let an adjudicator settle an item they labelled (each such line says so)",
+    )
+
+
+SERVE_EXIT = exit_table(
+    (
+        (0, "stopped", "the page was stopped (Ctrl-C); every label it confirmed is in the ledger"),
+        (
+            2,
+            "usage",
+            "bad flags, or a queue or ledger line the gate cannot use (the message names the file and the line)",
+        ),
+        (3, "error", "an unexpected error"),
+    )
+)
+
+
 REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` lists them
     Subcommand(
         "queue",
@@ -431,6 +473,19 @@ REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` li
             "gate review queue --policy policies/example/policy.yaml --from answers.csv --out queue.jsonl",
         ),
         exits=REVIEW_EXIT,
+    ),
+    Subcommand(
+        "serve",
+        "the labelling page: reviewers label a queue, an adjudicator settles disagreements",
+        "Serve a local web page on which people label the queue's items one at a time, blind to the judge "
+        "and to each other, and a page that settles disagreements. Every label is a line appended to the "
+        "ledger, on disk before the page moves on.",
+        _serve_flags,
+        examples=examples(
+            "gate review serve queue.jsonl --ledger labels/",
+            'gate review serve queue.jsonl --ledger labels/ --host 0.0.0.0 --token "$SECRET"',
+        ),
+        exits=SERVE_EXIT,
     ),
 )
 
@@ -794,8 +849,24 @@ def cmd_review_queue(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_review_serve(args: argparse.Namespace) -> int:
+    from gate.web.serve import ServeOptions, serve
+
+    options = ServeOptions(
+        queue=args.queue,
+        ledger=args.ledger,
+        port=args.port,
+        host=args.host,
+        token=args.token,
+        reviewers_per_item=args.reviewers_per_item,
+        allow_self_adjudication=args.allow_self_adjudication,
+    )
+    return serve(options)
+
+
 REVIEW_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "queue": cmd_review_queue,
+    "serve": cmd_review_serve,
 }
 
 

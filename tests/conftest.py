@@ -16,11 +16,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 
 import pytest
 from fake_openai import FakeOpenAI
+
+# selenium (the browser test's, `make ui-test`) brings trio, whose hypothesis plugin would import
+# trio into every test process that imports hypothesis; no test here needs it.
+os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
 
 
 def pytest_configure(config: pytest.Config) -> None:

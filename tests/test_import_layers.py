@@ -15,8 +15,12 @@ GATE = Path(__file__).resolve().parent.parent / "gate"
 ENTRY_POINTS = {"gate.cli", "gate.action"}
 # The stages in the order a run's data flows through them (docs/ARCHITECTURE.md draws it):
 # policy and cases in -> validate -> plan -> judge -> run -> decide -> report, the lanes that
-# measure the judge beside them, publishing, and the commands that wire a stage sequence.
-STAGES = ("model", "review", "validate", "plan", "judge", "run", "decide", "report", "measure", "github", "commands")
+# measure the judge beside them, publishing, the commands that wire a stage sequence, and the
+# review page's web edge.
+STAGES = (
+    "model", "review", "validate", "plan", "judge", "run", "decide", "report", "measure", "github", "commands",
+    "web",  # the review page: an edge over gate.review that only `gate review serve` loads
+)  # fmt: skip
 
 
 def module_files() -> dict[str, Path]:
@@ -159,7 +163,7 @@ def test_the_tree_reads_as_the_stages() -> None:
         for p in GATE.iterdir()
         if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())
     )
-    assert len(top) <= 13, top  # the stages, the two edges and the package itself
+    assert len(top) <= 14, top  # the stages, the two edges and the package itself
     assert {p.name for p in GATE.iterdir() if (p / "__init__.py").exists()} == set(STAGES)
     for init in GATE.rglob("__init__.py"):
         if init.parent == GATE:
@@ -179,5 +183,20 @@ def test_only_the_judge_package_imports_ragas() -> None:
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             if any(n == "ragas" or n.startswith("ragas.") for n in names):
+                outside.append(f"{path.relative_to(GATE)}:{node.lineno}")
+    assert outside == []
+
+
+def test_only_the_review_page_imports_the_web_stack() -> None:
+    """starlette, uvicorn and jinja2 load when `gate review serve` serves, never for another command."""
+    outside = []
+    for path in sorted(GATE.rglob("*.py")):
+        if path.relative_to(GATE).parts[0] == "web":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n.split(".")[0] in ("starlette", "uvicorn", "jinja2") for n in names):
                 outside.append(f"{path.relative_to(GATE)}:{node.lineno}")
     assert outside == []

@@ -1,0 +1,127 @@
+"""`gate review serve`: check the queue and the ledger, bind, print the address, serve the page.
+
+Binds 127.0.0.1 unless told otherwise; another host is served only behind a `--token`, which the
+printed address carries. Everything is checked before the socket opens (the queue, every ledger
+line against it, the flags), so a bad file is exit 2 naming it, never a page that half works.
+The server writes nothing but the ledger.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import quote
+
+from gate.model.errors import UsageError
+from gate.model.paths import from_working_directory, shown_path
+
+LOOPBACK = "127.0.0.1"
+MIN_TOKEN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    queue: Path
+    ledger: Path
+    port: int = 8765
+    host: str = LOOPBACK
+    token: str | None = None
+    reviewers_per_item: int = 2
+    allow_self_adjudication: bool = False
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_options(opts: ServeOptions) -> None:
+    """The flags alone: a usage error before any file is read."""
+    if opts.reviewers_per_item < 1:
+        raise UsageError("gate review serve: --reviewers-per-item must be 1 or more (default 2)")
+    if not 0 <= opts.port <= 65535:
+        raise UsageError(f"gate review serve: --port {opts.port} is not a port (0 to 65535; 0 lets the system pick)")
+    if not is_loopback(opts.host) and opts.token is None:
+        raise UsageError(
+            f"gate review serve: --host {opts.host} serves the page beyond this machine, so it needs --token "
+            "(a secret of at least 16 characters the printed address carries); fix: add --token, or drop --host "
+            "to serve 127.0.0.1 only"
+        )
+    if opts.token is not None and (len(opts.token) < MIN_TOKEN_CHARS or not opts.token.isprintable()):
+        raise UsageError(
+            f"gate review serve: --token must be at least {MIN_TOKEN_CHARS} printable characters; "
+            'fix: pass a long random one, e.g. `--token "$(python3 -c "import secrets; print(secrets.token_urlsafe())")"`'
+        )
+    ledger = from_working_directory(opts.ledger)
+    if not ledger.exists() and not ledger.parent.is_dir():
+        raise UsageError(
+            f"{shown_path(opts.ledger)}: the ledger's directory does not exist; fix: create it, or pass "
+            "--ledger in an existing directory (a directory for one file per reviewer, or a .jsonl file)"
+        )
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"gate review serve: cannot listen on {host}:{port} ({exc.strerror}); fix: pass another --port "
+            "(0 lets the system pick one)"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def address(host: str, port: int, token: str | None, path: str = "/") -> str:
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}" + (f"?token={quote(token, safe='')}" if token else "")
+
+
+def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
+    """Serve the page until interrupted (Ctrl-C: exit 0)."""
+    check_options(opts)
+    from gate.review.queue import read_queue
+    from gate.web.desk import Desk
+
+    queue = read_queue(opts.queue)
+    desk = Desk(queue, opts.ledger, opts.reviewers_per_item, allow_self_adjudication=opts.allow_self_adjudication)
+
+    import uvicorn
+
+    from gate.web.app import LOOPBACK_HOSTS, Settings, build_app
+
+    hosts = LOOPBACK_HOSTS if is_loopback(opts.host) else frozenset()
+    app = build_app(desk, Settings(hosts=hosts, access_token=opts.token))
+    sock = _bind(opts.host, opts.port)
+    port = sock.getsockname()[1]
+    where = "a directory, one file per reviewer" if from_working_directory(opts.ledger).is_dir() else "one file"
+    out.write(
+        f"Review page for {len(queue.items)} items of {shown_path(opts.queue)}, "
+        f"{opts.reviewers_per_item} reviewers an item; labels go to {shown_path(opts.ledger)} ({where}).\n"
+        f"  label:      {address(opts.host, port, opts.token)}\n"
+        f"  adjudicate: {address(opts.host, port, opts.token, '/adjudicate')}\n"
+        "Stop with Ctrl-C: every label the page confirmed is already on disk.\n"
+    )
+    out.flush()
+    config = uvicorn.Config(
+        app, lifespan="off", log_level="warning", access_log=False, server_header=False, proxy_headers=False
+    )
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
