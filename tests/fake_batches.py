@@ -23,7 +23,8 @@ that breaks any is `failed` with `errors` and runs nothing. `fail_validation=Tru
 `duplicate` custom ids are run (and answered in the output file) twice, as a provider that
 retried a line may; `foreign` custom ids get an answer line of their own, copied from the first
 answered line (ids the batch was never sent).
-`status_errors=N`: the next N status requests answer HTTP 500 (the provider is down for a while).
+`status_errors=N`: the next N status requests answer HTTP 500 (the provider is down for a while);
+`upload_errors=N`: the next N uploads answer HTTP 500 and store nothing.
 `hold_create=Event()`: `POST /batches` creates the batch, sets `create_arrived`, and answers only
 once the event is set (or after 60 s), so a test can kill the client after the provider created a
 batch and before the client learned its id; the server answers nothing else meanwhile.
@@ -81,8 +82,10 @@ class FakeBatches:
         foreign: list[str] | None = None,
         hold_create: threading.Event | None = None,
         create_errors: int = 0,
+        upload_errors: int = 0,
     ) -> None:
         self.create_errors = create_errors
+        self.upload_errors = upload_errors  # the next N uploads answer HTTP 500 (nothing stored)
         self.hold_create = hold_create
         self.create_arrived = threading.Event()
         self.duplicate = duplicate or set()
@@ -123,6 +126,9 @@ class FakeBatches:
             return self._create_held(rec.body)
         with self._lock:
             if rec.method == "POST" and tail == "/files":
+                if self.upload_errors > 0:
+                    self.upload_errors -= 1
+                    return _json(500, {"error": {"message": "The server had an error (fake)"}})
                 return self._upload(rec, raw)
             m = re.fullmatch(r"/files/([\w-]+)/content", tail)
             if rec.method == "GET" and m:

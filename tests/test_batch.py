@@ -494,3 +494,84 @@ def test_a_custom_id_answered_twice_is_billed_twice_and_disagreeing_goes_to_a_pe
     before = len(records(out))
     assert gate("run", "--policy", policy, "--out", out, "--batch", "collect") == 4
     assert len(records(out)) == before
+
+
+def test_a_submit_whose_upload_failed_is_picked_up_by_the_same_command_and_pays_nothing_twice(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batches = FakeBatches(fake, upload_errors=10)  # every upload (and the client's retries) fails
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
+    first = result(out)
+    assert kinds(first)["batch_failed"] == ["c-1", "c-2", "c-3", "g-1", "g-2"] and not batches.files
+    message = kinds_message(first, "batch_failed")
+    assert "same --out" in message and "not judged or paid again" in message
+    shown = capsys.readouterr().out
+    assert f"--out {out} --lane pr --batch submit again, into the same --out" in shown
+    paid = (out / "records.jsonl").read_bytes()
+    assert len(live_requests(fake)) == first["cost"]["http_attempts"] == 5  # the controls, live
+
+    batches.upload_errors = 0
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3  # as the message says
+    again = result(out)
+    assert "batch_failed" not in kinds(again) and kinds(again)["batch_pending"] == ["c-1", "c-2", "c-3", "g-1", "g-2"]
+    assert len(live_requests(fake)) == 5  # the controls were not judged again
+    assert (out / "records.jsonl").read_bytes() == paid  # nor their records dropped
+    assert again["cost"]["http_attempts"] == 5 and again["cost"]["total"] == first["cost"]["total"]
+    assert len(batches.files) == 1 and len(batches.batches) == 1
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "wait", "--batch-poll", "0") == 1
+    done = result(out)
+    assert len(records(out)) == 10 and done["cost"]["http_attempts"] == 5 + batches.lines_run
+
+
+def test_a_submit_whose_kept_lines_were_edited_is_refused_before_uploading(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batches = FakeBatches(fake, script=QUICK, upload_errors=10)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 3
+    (out / "batch-input.jsonl").write_text("")
+    batches.upload_errors = 0
+    capsys.readouterr()
+    assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 2
+    err = capsys.readouterr().err
+    assert "batch-input.jsonl" in err and "new --out" in err and "Traceback" not in err
+    assert not batches.files and len(live_requests(fake)) == 5
+
+
+def test_a_live_run_after_a_collected_batch_starts_afresh_and_the_next_one_is_not_refused(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    FakeBatches(fake, script=QUICK)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 1
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 1  # live, fresh: the batch's records go
+    assert not (out / "batch.json").exists() and not (out / "batch-output.jsonl").exists()
+    capsys.readouterr()
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 1  # never "not collected"
+    assert "not collected" not in capsys.readouterr().err
+    assert len(records(out)) == 10 and not [r for r in records(out) if r.get("batch_id")]
+    assert result(out)["cost"]["http_attempts"] == 10 and "batch" not in result(out)
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 2
+    assert "nothing was submitted from this --out" in capsys.readouterr().err
+    assert len(records(out)) == 10
+
+
+def test_a_collected_batch_is_never_read_into_records_that_are_not_its_own(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    FakeBatches(fake, script=QUICK)
+    policy = write(tmp_path / "s", fake)
+    out, live = tmp_path / "out", tmp_path / "live"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "wait", "--batch-poll", "0") == 1
+    assert gate("run", "--policy", policy, "--out", live, "--no-cache") == 1
+    (out / "records.jsonl").write_bytes((live / "records.jsonl").read_bytes())  # another run's records
+    capsys.readouterr()
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 2
+    err = capsys.readouterr().err
+    assert "was collected" in err and "new --out" in err and "Traceback" not in err
+    assert len(records(out)) == 10 and not [r for r in records(out) if r.get("batch_id")]

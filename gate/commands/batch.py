@@ -4,8 +4,9 @@
   judgment becomes one JSONL line whose `body` is the request the live judge builds for it
   (gate.judge.batch_wire captures it from the real ragas/instructor/openai stack); the lines that
   fit under the cost boundary at batch prices are uploaded and one batch is created. `batch.json`
-  in --out records it, written before the batch is created, so a submit that dies half-way is
-  picked up, never submitted twice. The result is `evaluation_incomplete`, blocker `batch_pending`.
+  in --out records it, written before the lines are uploaded, so a submit that dies or fails half-way
+  is picked up by the same command (the controls' records kept, never judged again), never
+  submitted twice. The result is `evaluation_incomplete`, blocker `batch_pending`.
 - collect: asks the batch's status; once it is completed, expired or cancelled, downloads its
   output and error files and replays every line through the live judge (parser, label contract,
   metering at batch prices), recording each judgment with its `batch_id`; decides as usual. A
@@ -121,7 +122,8 @@ def run_batch(
         existing, status = submitted
         if batch.mode == "submit":
             return _pending(lane, existing, status)
-    if _all_collected(lane, existing):
+    if existing.collected_at is not None:
+        _check_still_collected(lane, existing)
         return _collect(lane, existing, None, None)  # nothing is asked, downloaded or paid again
     if not lane.api_key:
         raise UsageError(
@@ -260,28 +262,28 @@ def _submit(
     if not lines.bodies:
         got.notes.append("--batch: no judgment was left to submit")
         return _finish(lane, earlier, got, checks)
-    text = b"".join(lines.bodies)
-    (opts.out_dir / INPUT_FILE).write_bytes(text)
+    (opts.out_dir / INPUT_FILE).write_bytes(b"".join(lines.bodies))
+    bf = BatchFile(
+        batch_id=None,
+        input_file_id=None,
+        submitted_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        endpoint=_line_url(lane.base_url),
+        model=lane.loaded.policy.evaluator.model,
+        policy_id=lane.loaded.policy.policy_id,
+        lane=lane.plan.lane,
+        policy_sha256=lane.loaded.sha256,
+        dataset_sha256=lineage.dataset_sha256,
+        config_fingerprint=lane.judge.config_fingerprint,
+        responses_sha256=lineage.responses_sha256 or None,
+        prices=BatchPrices(**_price_dict(lane.loaded)),
+        reserved_cost=lines.reserved,
+        judgments=lines.judgments,
+    )
+    # Before anything is uploaded: the same command run again picks this submit up (uploads these
+    # lines, creates the batch once) and keeps the controls' records and journal.
+    write_batch_file(opts.out_dir, bf)
     provider = make_provider(lane.api_key, lane.base_url)
     try:
-        file_id = provider.upload(INPUT_FILE, text)
-        bf = BatchFile(
-            batch_id=None,
-            input_file_id=file_id,
-            submitted_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            endpoint=provider.endpoint,
-            model=lane.loaded.policy.evaluator.model,
-            policy_id=lane.loaded.policy.policy_id,
-            lane=lane.plan.lane,
-            policy_sha256=lane.loaded.sha256,
-            dataset_sha256=lineage.dataset_sha256,
-            config_fingerprint=lane.judge.config_fingerprint,
-            responses_sha256=lineage.responses_sha256 or None,
-            prices=BatchPrices(**_price_dict(lane.loaded)),
-            reserved_cost=lines.reserved,
-            judgments=lines.judgments,
-        )
-        write_batch_file(opts.out_dir, bf)  # before the batch exists: a rerun finds it, never creates another
         bf = _ensure_created(lane, bf, provider)
         status = provider.status(bf.batch_id or "")
     except _provider_errors() as exc:
@@ -302,6 +304,10 @@ def _ensure_created(lane: _Lane, bf: BatchFile, provider: BatchProvider) -> Batc
     recording it, or a new one (the only place a batch is created)."""
     if bf.batch_id is not None:
         return bf
+    if bf.input_file_id is None:  # a submit whose upload failed: the lines it kept, uploaded now
+        bf = bf.model_copy(update={"input_file_id": provider.upload(INPUT_FILE, _kept_lines(lane.opts.out_dir, bf))})
+        write_batch_file(lane.opts.out_dir, bf)
+    assert bf.input_file_id is not None
     found = provider.find(bf.input_file_id)
     if found is None:
         meta = {"policy_id": lane.loaded.policy.policy_id[:64], "lane": lane.plan.lane[:64]}
@@ -309,6 +315,29 @@ def _ensure_created(lane: _Lane, bf: BatchFile, provider: BatchProvider) -> Batc
     bf = bf.model_copy(update={"batch_id": found.batch_id, "status": found.status})
     write_batch_file(lane.opts.out_dir, bf)
     return bf
+
+
+def _kept_lines(out_dir: Path, bf: BatchFile) -> bytes:
+    """batch-input.jsonl as the submit wrote it: one line per judgment batch.json lists."""
+    path = out_dir / INPUT_FILE
+    try:
+        text = path.read_bytes()
+    except OSError:
+        text = b""
+    ids = []
+    for raw in text.splitlines():
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            row = None
+        ids.append(row.get("custom_id") if isinstance(row, dict) else None)
+    if ids != [j.custom_id for j in bf.judgments]:
+        raise UsageError(
+            f"{shown_path(path)} does not hold the {len(bf.judgments)} lines {shown_path(out_dir / BATCH_FILE)} lists "
+            "(missing or edited), so they cannot be uploaded; nothing was uploaded or paid; fix: restore it from the "
+            "submit step's output, or submit again into a new --out"
+        )
+    return text
 
 
 async def _build_lines(lane: _Lane, opts: RunOptions, controls: list[Record], checks: CheckResults) -> _Lines:
@@ -423,8 +452,17 @@ def _prior(lane: _Lane) -> list[Record]:
     return recorded(lane.opts.out_dir)
 
 
-def _all_collected(lane: _Lane, bf: BatchFile) -> bool:
-    return bf.collected_at is not None and not _pending_ids(lane, bf, _prior(lane))
+def _check_still_collected(lane: _Lane, bf: BatchFile) -> None:
+    """A collected batch is decided from the records it left; never read again into another run's."""
+    missing = _pending_ids(lane, bf, _prior(lane))
+    if missing:
+        out = lane.opts.out_dir
+        raise UsageError(
+            f"{shown_path(out / BATCH_FILE)}: batch {bf.batch_id} was collected at {bf.collected_at}, but "
+            f"{shown_path(out / RECORDS_FILE)} no longer holds its judgments of {plural(len(missing), 'case')} (a later "
+            "run or an edit replaced them); reading the batch again would mix it into those records; fix: submit "
+            "again into a new --out, or decide the records as they are with `gate decide`"
+        )
 
 
 def _pending(lane: _Lane, bf: BatchFile, status: BatchStatus) -> Decision:
@@ -465,8 +503,9 @@ def _not_submitted(lane: _Lane, lines: _Lines, message: str) -> Finding:
     return Finding(
         State.EVALUATION_INCOMPLETE,
         "batch_failed",
-        f"--batch submit: {message}; {plural(len(ids), 'case')} {agree(len(ids), 'was', 'were')} not submitted and nothing was paid for them; fix: run "
-        "the same command again",
+        f"--batch submit: {message}; {plural(len(ids), 'case')} {agree(len(ids), 'was', 'were')} not submitted and nothing was paid for them; "
+        f"fix: run the same `--batch submit` with the same --out again: it sends the lines kept in {INPUT_FILE} and "
+        "keeps the controls' records (they are not judged or paid again)",
         case_ids=tuple(ids),
     )
 

@@ -44,8 +44,10 @@ class BatchFile(_Strict):
     """batch.json: what was submitted from this --out, so it is collected (never submitted) again."""
 
     schema_version: int = BATCH_FILE_SCHEMA
-    batch_id: str | None  # None: uploaded, the batch not created yet (a submit that died picks it up)
-    input_file_id: str
+    batch_id: str | None  # None: the batch not created yet (the same --batch command picks it up)
+    # None: the lines are in batch-input.jsonl, not uploaded yet (an upload that failed: the same
+    # --batch command uploads them; the controls judged before are kept, never judged again).
+    input_file_id: str | None
     submitted_at: str
     endpoint: str
     model: str
@@ -99,11 +101,18 @@ def recorded(out_dir: Path) -> list[Record]:
 
 
 def uncollected(out_dir: Path) -> BatchFile | None:
-    """The batch submitted from `out_dir` whose judgments are not all recorded yet, or None."""
+    """The batch submitted from `out_dir` and not collected yet, or None. Once collected, every line
+    was read and recorded: a later run's records here are that run's, never the batch's missing."""
     bf = read_batch_file(out_dir)
-    if bf is None or (bf.collected_at is not None and not pending_judgments(bf, recorded(out_dir))):
-        return None
-    return bf
+    return bf if bf is not None and bf.collected_at is None else None
+
+
+def clear_collected(out_dir: Path) -> None:
+    """A fresh run into `out_dir` drops the records of the run before it: a collected batch's files
+    go with them, so nothing later reads them as this run's (or collects them into its records).
+    Called only once `refuse_uncollected` has let the run go (a batch still out is never cleared)."""
+    for name in (BATCH_FILE, INPUT_FILE, OUTPUT_FILE, ERRORS_FILE):
+        (out_dir / name).unlink(missing_ok=True)
 
 
 def refuse_uncollected(out_dir: Path, policy_path: str | Path, lane: str) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
 from gate.commands.assemble import RunEvidence, TrendEvidence, assemble
-from gate.commands.batch_file import refuse_uncollected
+from gate.commands.batch_file import clear_collected, refuse_uncollected
 from gate.commands.drift import print_drift_plan, run_drift_lane
 from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
@@ -260,6 +260,7 @@ def _take_stock(lane: _Lane) -> _Earlier:
         folded = fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
     else:
         discard_worker_records(out)
+        clear_collected(out)  # its records go below; a batch not collected yet was refused before this
     if resume and records_path.exists() and records_path.read_bytes().strip():
         prior = read_records(records_path)  # (empty when the run was killed before its first record)
         changed = resumed_answers_problem(prior, lane.plan.eligible, lane.opts.responses)

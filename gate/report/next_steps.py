@@ -141,7 +141,12 @@ def next_steps(
             f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch collect` once the provider has "
             "answered (within 24h): nothing is submitted or paid again."
         )
-    if "batch_failed" in kinds:
+    if "batch_failed" in kinds and result.batch is None:  # never submitted: the same command picks it up
+        steps.append(
+            f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch submit` again, into the same --out: "
+            "it sends the lines it kept; the controls are not judged or paid again."
+        )
+    elif "batch_failed" in kinds:  # the provider refused the batch: its lines must change
         steps.append("Fix what the batch_failed blocker names, then `--batch submit` again into a new --out.")
     if "missing_shard" in kinds:
         steps.append("Re-run the missing shard's job, then `gate merge` again.")
