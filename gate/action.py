@@ -94,6 +94,9 @@ class ActionContext:
     base_result: str | None = None  # a base run's --out, relative to working-directory
     batch: str | None = None  # `submit|collect|wait`: `gate run --batch` (the check run is posted when collected)
     responses: str | None = None  # a product lane's answers (`--responses`), relative to working-directory
+    audit: str | None = (
+        None  # a product lane: people's labels on the run's answers (`--audit`), relative to working-directory
+    )
 
     @property
     def out_dir(self) -> Path:
@@ -241,6 +244,7 @@ def read_context(env: Mapping[str, str]) -> ActionContext:
         base_result=get_input(env, "base-result") or None,
         batch=batch,
         responses=get_input(env, "responses") or None,
+        audit=get_input(env, "audit") or None,
     )
 
 
@@ -294,6 +298,7 @@ def run_options(ctx: ActionContext) -> RunOptions:
         base_result=base if base is not None and _is_file(base / "result.json") else None,
         batch=BatchOptions(ctx.batch) if ctx.batch in ("submit", "collect", "wait") else None,  # type: ignore[arg-type]
         responses=_responses_path(ctx),
+        audit=ctx.working_directory / ctx.audit if ctx.audit else None,
     )
 
 

@@ -210,6 +210,24 @@ def _responses_flag(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--responses", type=Path, default=None, metavar="FILE", help=help)
 
 
+def _audit_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--audit",
+        type=Path,
+        default=None,
+        metavar="LEDGER",
+        help="a product lane: the ledger of people's labels on this run's audit queue (file or directory); "
+        "with usable labels the audit decides each slice",
+    )
+    parser.add_argument(
+        "--audit-queue",
+        type=Path,
+        default=None,
+        metavar="QUEUE",
+        help="the audit queue the labels were made on (default: the run's seeded draw rebuilt)",
+    )
+
+
 def _max_cost_flag(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--max-cost", type=_cost, default=None, help=help)
 
@@ -255,6 +273,7 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
         "paired with the base's)",
     )
     _responses_flag(parser, "a product lane's answers: one JSON line per case {case_id, response, generation}")
+    _audit_flags(parser)
     parser.add_argument(
         "--order-seed",
         default=None,
@@ -294,6 +313,7 @@ def _decide_flags(parser: argparse.ArgumentParser) -> None:
     _max_cost_flag(parser, "a lower cost boundary than the policy's")
     _responses_flag(parser, "a product lane: the answers the run judged (a record of another answer is then stale)")
     _path_flag(parser, "--base-result", "a product lane: the base branch's run, paired slice by slice")
+    _audit_flags(parser)
     _format_flag(parser, "the result (result.json's content)")
 
 
@@ -740,6 +760,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         batch=BatchOptions(args.batch, args.batch_timeout, args.batch_poll) if args.batch else None,
         responses=args.responses,
         order_seed=args.order_seed,
+        audit=args.audit,
+        audit_queue=args.audit_queue,
     )
     with _stdout_for(args.format):
         decision = run_into(args.policy, opts)
@@ -770,6 +792,8 @@ def cmd_decide(args: argparse.Namespace) -> int:
             out_dir=args.out,
             responses=args.responses,
             base_result=args.base_result,
+            audit=args.audit,
+            audit_queue=args.audit_queue,
         )
     # Without --out, the next steps name the run whose records these are (one run), not a placeholder.
     run_dir = args.records[0].parent if len(args.records) == 1 else None

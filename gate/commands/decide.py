@@ -9,18 +9,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gate.commands.assemble import OutDirEvidence, RunEvidence, TrendEvidence, assemble, read_out_dirs
 from gate.commands.outputs import write_assembled
+from gate.decide.audit import AuditEvidence
 from gate.decide.core import Decision
 from gate.judge.checks import evaluate_checks
 from gate.judge.cost import max_cost_notes
 from gate.measure import certify
 from gate.measure.calibrate import requirement
-from gate.measure.product import product_evidence, read_base_verdicts
-from gate.model.policy import today
+from gate.measure.product import audit_of, product_evidence, read_base_verdicts
+from gate.model.policy import LoadedPolicy, today
 from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
@@ -38,6 +40,8 @@ def decide_from_records(
     out_dir: Path | None = None,
     responses: Path | None = None,
     base_result: Path | None = None,
+    audit: Path | None = None,
+    audit_queue: Path | None = None,
 ) -> Decision:
     """The decision over the records (and what their runs left beside them); written into `out_dir` if given."""
     dirs = read_out_dirs(record_paths)
@@ -59,7 +63,14 @@ def decide_from_records(
             )
         lane = lanes[0]
     evidence = evidence_of_records(
-        policy_path, lane, dirs, max_cost, clock(), responses=responses, base_result=base_result
+        policy_path,
+        lane,
+        dirs,
+        max_cost,
+        clock(),
+        responses=responses,
+        base_result=base_result,
+        audit=AuditInputs(audit, audit_queue, record_paths[0].parent),
     )
     return assemble(evidence) if out_dir is None else write_assembled(out_dir, evidence)
 
@@ -100,6 +111,7 @@ def evidence_of_records(
     sections: Mapping[str, Any] | None = None,
     responses: Path | None = None,
     base_result: Path | None = None,
+    audit: AuditInputs | None = None,
 ) -> RunEvidence:
     """The evidence of recorded judgments for `lane` (or a shard's share of it), as the run would
     gather it: the same checks and certification, the trend's records, the journal's attempts.
@@ -123,6 +135,8 @@ def evidence_of_records(
     calibration = requirement.check_calibration(loaded, lane, judge.settings, judge.ragas_version, today)
     cal_findings, cal_sections = requirement.evidence(calibration)
     base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
+    run_dir = audit.run_dir if audit is not None else None
+    audited = _audit(loaded, lane, audit, dataset.responses_sha256, records)
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -139,5 +153,49 @@ def evidence_of_records(
         unrecorded=tuple(u for d in found for u in d.unrecorded),
         shard=shard,
         sections={**cal_sections, **(sections or {})},
-        product=product_evidence(loaded, lane, calibration, base),
+        product=product_evidence(loaded, lane, calibration, base, audited, run_dir),
     )
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """`gate decide --audit LEDGER [--audit-queue QUEUE]`, and the run's directory (the default draw's seed)."""
+
+    ledger: Path | None
+    queue: Path | None
+    run_dir: Path
+
+
+def _audit(
+    loaded: LoadedPolicy, lane: str, given: AuditInputs | None, responses_sha256: str, records: Sequence[Record]
+) -> AuditEvidence | None:
+    """People's audit of the recorded run: the labels count on the answers the records judged; the default
+    draw's seed is the run's responses_sha256 (from --responses, or what the run left in its directory)."""
+    ledger = given.ledger if given is not None else None
+    queue = given.queue if given is not None else None
+    run_dir = given.run_dir if given is not None else Path(".")
+    if ledger is None and loaded.policy.lanes[lane].audit is None:
+        return audit_of(loaded, lane, ledger, queue, seed="", answers={})
+    answers = {r.case_id: r.response_sha256 for r in records if r.response_sha256 is not None}
+    seed = responses_sha256 or _run_seed(run_dir)
+    return audit_of(loaded, lane, ledger, queue, seed=seed, answers=answers)
+
+
+def _run_seed(run_dir: Path) -> str:
+    """The run's responses_sha256: its result.json's lineage, or the answers it kept (responses.jsonl)."""
+    from gate.model.loading import FileProblem, read_bytes, sha256_hex
+    from gate.model.result import ResultProblem, load_result
+
+    if (run_dir / "result.json").is_file():
+        try:
+            lineage = load_result(run_dir / "result.json", "the run's result").lineage
+        except ResultProblem:
+            lineage = None
+        if lineage is not None and lineage.responses_sha256:
+            return lineage.responses_sha256
+    if (run_dir / "responses.jsonl").is_file():
+        try:
+            return sha256_hex(read_bytes(run_dir / "responses.jsonl", "the run's answers"))
+        except FileProblem:
+            pass
+    return ""

@@ -41,7 +41,7 @@ from gate.judge.pacing import Pacer, pacer_for, pacing
 from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.measure.drift.lane import DriftRun
-from gate.measure.product import product_evidence, read_base_verdicts
+from gate.measure.product import audit_of, product_evidence, read_base_verdicts
 from gate.measure.trend import TREND_RECORDS, read_base_trend
 from gate.measure.trend_lane import judge_trend, trend_todo
 from gate.model.cases import Dataset
@@ -104,6 +104,8 @@ class RunOptions:
     pacer: Pacer | None = None
     responses: Path | None = None  # `--responses FILE`: a product lane's answers (gate/plan/responses.py)
     order_seed: str | None = None  # `--order-seed S`: a product lane's shuffle (None: derived from the inputs)
+    audit: Path | None = None  # `--audit LEDGER`: people's labels on this run's answers (gate/measure/audit.py)
+    audit_queue: Path | None = None  # `--audit-queue QUEUE`: the draw those labels were made on
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
@@ -204,7 +206,16 @@ def _prepare(
         if opts.base_result is not None
         else None
     )
-    product = product_evidence(loaded, opts.lane, calibration, base)
+    judged = {c.case_id: c.response_sha256 for c in plan.eligible if c.response_sha256 is not None}
+    audit = audit_of(
+        loaded,
+        opts.lane,
+        opts.audit,
+        opts.audit_queue,
+        seed=dataset.responses_sha256 or "",
+        answers=judged,
+    )
+    product = product_evidence(loaded, opts.lane, calibration, base, audit, opts.out_dir)
     return _Lane(
         loaded,
         dataset,

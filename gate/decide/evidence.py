@@ -52,6 +52,8 @@ class CaseOutcome:
     unstable: bool = False
     needs_review: bool = False
     called_model: bool = False
+    # A product lane's answer: the sha256 of the response its records judged (people's audit labels name it).
+    response_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         c = self.case
@@ -286,6 +288,7 @@ def _completed(case: Case, oks: Sequence[Record], called: bool) -> CaseOutcome:
         unstable=unstable,
         needs_review=review or unstable,
         called_model=called,
+        response_sha256=oks[0].response_sha256,
     )
 
 

@@ -17,12 +17,14 @@ An `exceeded` slice stands even when some answers are unjudged: what was judged 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gate.decide import failure_rate as fr
-from gate.decide.evidence import CaseOutcome, Evidence
+from gate.decide.audit import AuditEvidence, audit_slice, unused_note
+from gate.decide.evidence import Evidence
+from gate.decide.slice_answers import JudgeCounts, SliceAnswers, answers_by_slice
 from gate.model.states import (
     FAILURE_RATE_EXCEEDED,
     FAILURE_RATE_INCONCLUSIVE,
@@ -34,16 +36,6 @@ from gate.model.states import (
 from gate.model.wording import agree, plural
 
 JUDGE_UNFIT = "judge_unfit"
-
-
-@dataclass(frozen=True)
-class JudgeCounts:
-    """One slice of calibration.json: how the judge did against people's labels."""
-
-    true_pass: int
-    true_fail: int
-    false_pass: int
-    false_fail: int
 
 
 @dataclass(frozen=True)
@@ -64,35 +56,9 @@ class ProductEvidence:
     calibrated: bool  # the figures were measured on the judge that decided (else no verdict)
     judges: Mapping[str, JudgeCounts]  # per slice; a slice without figures cannot be decided
     base: BaseVerdicts | None = None
-
-
-@dataclass(frozen=True)
-class SliceAnswers:
-    judged: tuple[CaseOutcome, ...]  # pass or fail verdicts: n
-    failing: tuple[str, ...]  # judged fail: k
-    unjudged: tuple[str, ...]  # unrun (missing responses, budget, interruption): the slice is incomplete
-
-
-def answers_by_slice(ev: Evidence) -> dict[str, SliceAnswers]:
-    """The application's answers of each slice the lane holds (controls are the judge's, not the app's)."""
-    return answers_of(ev.outcomes)
-
-
-def answers_of(outcomes_of_cases: Iterable[CaseOutcome]) -> dict[str, SliceAnswers]:
-    """`answers_by_slice` over a decision's outcomes (the review queue draws its audit strata from them)."""
-    found: dict[str, list[CaseOutcome]] = {}
-    for o in outcomes_of_cases:
-        if not o.case.is_control:
-            found.setdefault(o.case.slice, []).append(o)
-    out: dict[str, SliceAnswers] = {}
-    for name, outcomes in sorted(found.items()):
-        judged = tuple(o for o in outcomes if o.bucket == "completed" and o.verdict in ("pass", "fail"))
-        out[name] = SliceAnswers(
-            judged=judged,
-            failing=tuple(sorted(o.case.case_id for o in judged if o.verdict == "fail")),
-            unjudged=tuple(o.case.case_id for o in outcomes if o.bucket == "unrun"),
-        )
-    return out
+    audit: AuditEvidence | None = None  # people's labels on this run's answers (--audit)
+    # How people get this run's audit queue (said when a slice needs people's labels).
+    queue_command: str = "gate review queue --policy POLICY --from OUT --out audit-queue.jsonl"
 
 
 @dataclass(frozen=True)
@@ -230,23 +196,30 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     findings: list[Finding] = [] if unchecked is None else [unchecked]
     if why_not is not None and pe.base is not None and unchecked is None:
         notes.append(f"--base-result: {why_not}; no slice is compared with the base")
+    used: set[tuple[str, str]] = set()
     for name, answers in answers_by_slice(ev).items():
         limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
         if limit is None:
             continue  # an unknown slice: its validator blocks
         row, found = _slice(name, answers, limit, pe)
+        row, found, slice_used = _audited(name, answers, limit, ev.policy.slices[name].max_failures, pe, row, found)
+        used |= slice_used
         if pe.base is not None and why_not is None:
             row["base"], regressed = _base(name, answers, pe.base, pe)
             found += regressed
         slices[name] = row
         findings += found
-    section = {
+    section: dict[str, Any] = {
         "confidence": pe.confidence,
         "method": _method(pe),
         "sequential": pe.sequential,
         "order_seed": ev.plan.order_seed,
         "slices": slices,
     }
+    if pe.audit is not None:
+        section["audit"] = pe.audit.source
+        note = unused_note(pe.audit, frozenset(used))
+        notes += [*pe.audit.notes, *([note] if note else [])]
     return ProductDecision(tuple(findings), section, tuple(notes))
 
 
@@ -277,6 +250,36 @@ def _unchecked(ev: Evidence, pe: ProductEvidence, why_not: str | None) -> Findin
         "--base-result (the Action's base-result input)"
     )
     return Finding(State.REVIEW_REQUIRED, REGRESSION_UNCHECKED, message)
+
+
+# The calibration estimate's verdict findings, which the audit's replace when the audit decides.
+_RATE_KINDS = frozenset({FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, JUDGE_UNFIT})
+
+
+def _audited(
+    name: str,
+    answers: SliceAnswers,
+    limit: float,
+    max_failures: int | None,
+    pe: ProductEvidence,
+    row: dict[str, Any],
+    found: list[Finding],
+) -> tuple[dict[str, Any], list[Finding], frozenset[tuple[str, str]]]:
+    """The slice with people's audit: with usable labels the audit estimate decides it (its row
+    beside the calibration estimate's); a zero-tolerance slice needs every judged-fail answer audited."""
+    if pe.audit is None and max_failures is None:
+        return row, found, frozenset()
+    counts = pe.judges.get(name) if pe.calibrated else None
+    a = audit_slice(name, answers, limit, max_failures, pe.confidence, counts, pe.audit, pe.queue_command)
+    row = {**row, "decided_by": "calibration", "audit": a.row, "zero_tolerance": a.zero}
+    if not a.decides or a.row is None:
+        return row, [*found, *a.findings], a.used
+    kept = [f for f in found if f.kind not in _RATE_KINDS]
+    verdict = a.row["verdict"]
+    if verdict != "exceeded" and answers.unjudged:
+        verdict = "incomplete"
+    row.update(decided_by="audit", verdict=verdict)
+    return row, [*kept, *a.findings], a.used
 
 
 def _method(pe: ProductEvidence) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.decide.product import BaseVerdicts, JudgeCounts, ProductEvidence
+from gate.decide.audit import AuditEvidence
+from gate.decide.product import BaseVerdicts, ProductEvidence
+from gate.decide.slice_answers import JudgeCounts
 from gate.measure.calibrate.requirement import JudgeCalibration
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
@@ -18,7 +20,12 @@ from gate.model.result import ResultProblem, load_result
 
 
 def product_evidence(
-    loaded: LoadedPolicy, lane: str, checked: JudgeCalibration | None, base: BaseVerdicts | None = None
+    loaded: LoadedPolicy,
+    lane: str,
+    checked: JudgeCalibration | None,
+    base: BaseVerdicts | None = None,
+    audit: AuditEvidence | None = None,
+    out_dir: Path | None = None,
 ) -> ProductEvidence | None:
     """None unless `lane` is a product lane."""
     spec = loaded.policy.lanes[lane]
@@ -39,7 +46,15 @@ def product_evidence(
         calibrated=calibrated,
         judges=judges,
         base=base,
+        audit=audit,
+        queue_command=queue_command(loaded, out_dir),
     )
+
+
+def queue_command(loaded: LoadedPolicy, out_dir: Path | str | None) -> str:
+    """The command that makes this run's audit queue, for people to label."""
+    run = shown_path(out_dir) if out_dir is not None else "OUT"
+    return f"gate review queue --policy {shown_path(loaded.path)} --from {run} --out audit-queue.jsonl"
 
 
 def read_base_verdicts(base_dir: Path, lane: str, policy_id: str) -> BaseVerdicts:
@@ -62,3 +77,33 @@ def read_base_verdicts(base_dir: Path, lane: str, policy_id: str) -> BaseVerdict
         if row.control_role is None and row.bucket == "completed" and row.verdict in ("pass", "fail")
     }
     return BaseVerdicts(verdicts={k: v for k, v in verdicts.items() if v is not None})
+
+
+def audit_of(
+    loaded: LoadedPolicy,
+    lane: str,
+    ledger: Path | None,
+    queue: Path | None,
+    *,
+    seed: str,
+    answers: dict[str, str],
+) -> AuditEvidence | None:
+    """People's audit of the run (`--audit`, else `lanes.<lane>.audit`), None without one; `--audit-queue`
+    without a ledger is a usage error."""
+    from gate.model.errors import UsageError
+
+    spec = loaded.policy.lanes[lane]
+    if ledger is None and spec.audit is not None:
+        ledger = loaded.resolve(spec.audit)
+    if ledger is None:
+        if queue is not None:
+            raise UsageError("--audit-queue names the draw of an audit; fix: add --audit LEDGER, or drop --audit-queue")
+        return None
+    if not spec.product:
+        raise UsageError(
+            f"--audit reads people's labels on a product lane's answers, and lane {lane} is not a product lane; "
+            "fix: drop --audit, or pass --lane with a product lane"
+        )
+    from gate.measure.audit import read_audit
+
+    return read_audit(ledger, queue, seed=seed, answers=answers)

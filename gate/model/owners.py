@@ -29,6 +29,8 @@ KIND_GROUP: dict[str, str] = {
     "regressed": "product",
     "regression_unchecked": "product",
     "missing_response": "product",
+    "failure_confirmed": "product",
+    "audit_required": "product",
     # The labelled cases, their evidence, partitions and card: the people who keep the gold set.
     "input_contract": "gold_set",
     "unknown_slice": "gold_set",
@@ -45,6 +47,7 @@ KIND_GROUP: dict[str, str] = {
     "judge_uncalibrated": "evaluator",
     "judge_unfit": "evaluator",
     "calibration_expired": "evaluator",
+    "calibration_not_transferable": "evaluator",
     # The model provider did not deliver judgments.
     "evaluator_errors": "provider",
     "missing_credentials": "provider",

@@ -162,6 +162,9 @@ class SliceLimit(Strict):
     priority: int = 100
     # A product lane: the most the slice's judge-corrected failure rate may be (0.02 is 2%).
     max_failure_rate: float | None = Field(default=None, ge=0, lt=1, allow_inf_nan=False)
+    # A product lane, zero tolerance: every answer the judge fails must be audited by people, and more
+    # than this many they confirm fails the slice.
+    max_failures: int | None = Field(default=None, ge=0)
 
 
 class Limits(Strict):
@@ -181,6 +184,8 @@ class Lane(Strict):
     product: bool = False
     confidence: float = Field(default=0.95, gt=0.5, lt=1, allow_inf_nan=False)
     fail_on_regression: bool = False
+    # A product lane: the ledger of people's labels on this run's audit queue (relative to the policy).
+    audit: str | None = Field(default=None, min_length=1)
 
     @property
     def calibrated(self) -> bool:
@@ -447,8 +452,8 @@ class Policy(Strict):
 
     def _check_product_lanes(self) -> None:
         for name, lane in self.lanes.items():
-            if not lane.product and (lane.fail_on_regression or "confidence" in lane.model_fields_set):
-                key = "fail_on_regression" if lane.fail_on_regression else "confidence"
+            if not lane.product and (lane.fail_on_regression or lane.audit or "confidence" in lane.model_fields_set):
+                key = "fail_on_regression" if lane.fail_on_regression else "audit" if lane.audit else "confidence"
                 raise ValueError(
                     f"`lanes.{name}.{key}` applies to a product lane only; fix: add `product: true` to "
                     f"`lanes.{name}`, or remove `{key}`"
@@ -641,6 +646,7 @@ def _named_file_problems(base_dir: Path, policy: Policy) -> list[str]:
         inside.append(("certification.ledger", policy.certification.ledger))
     if policy.calibration is not None:  # a missing file is `judge_uncalibrated`, not a broken policy
         inside.append(("calibration.file", policy.calibration.file))
+    inside += [(f"lanes.{name}.audit", lane.audit) for name, lane in policy.lanes.items() if lane.audit is not None]
     for key, written in inside:
         if written is not None:
             try:

@@ -165,6 +165,12 @@ RULES: dict[str, tuple[str, str]] = {
         "rates (0.02 is 2%); see docs/PRODUCT_GATE.md.",
         "max_failure_rate: 0.02",
     ),
+    "slices.<slice>.max_failures": (
+        "A product lane only, zero tolerance: every answer the judge fails in the slice must be labelled by people "
+        "(`audit_required` until it is), and more than N they confirm failing is `failure_confirmed`; see "
+        "docs/PRODUCT_GATE.md.",
+        "max_failures: 0",
+    ),
     "slices.<slice>.priority": ("Lower runs first when the budget is tight.", "priority: 0"),
     "limits": ("Run-wide limits.", "limits: {...}"),
     "limits.max_evaluator_errors": (
@@ -209,6 +215,12 @@ RULES: dict[str, tuple[str, str]] = {
     "lanes.<lane>.confidence": (
         "A product lane only: the confidence of the failure-rate interval a slice's verdict rests on.",
         "confidence: 0.95",
+    ),
+    "lanes.<lane>.audit": (
+        "A product lane only: the ledger (a file, or a directory of one file per reviewer) of people's labels on "
+        "this run's audit queue, relative to the policy; `--audit` overrides it. With usable labels the audit "
+        "decides each slice; see docs/PRODUCT_GATE.md.",
+        "audit: audit/ledger",
     ),
     "lanes.<lane>.fail_on_regression": (
         "A product lane only: block when a slice fails more often than on the base run.",

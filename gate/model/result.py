@@ -482,6 +482,54 @@ class ProductBase(Part):
 ProductVerdict = Literal["passed", "exceeded", "inconclusive", "judge_unfit", "incomplete"]
 
 
+class AuditStratum(Part):
+    """One stratum of a slice's audit: the answers the judge failed (or passed), and the audited prefix
+    of their draw order."""
+
+    population: int
+    audited: int  # the prefix of the draw order up to its last answer with a final label
+    people_fail: int
+    people_pass: int
+    open: int  # in the prefix without a final pass or fail: counted against the verdict either way
+
+
+class AuditTransport(Part):
+    """Does calibration describe the judge on this run? What it predicts against what the audit saw."""
+
+    carries_over: bool
+    # The judge's diagnostic odds ratio, [low, high] (null: unbounded): calibration's, and this run's audit's.
+    predicted_odds_ratio: list[float | None]
+    seen_odds_ratio: list[float | None]
+    run_se: float | None  # the judge's accuracy on this run, as the audit implies it
+    run_sp: float | None
+
+
+class ProductAudit(Part):
+    """The audit estimate: the slice's failure rate from people's labels on this run's own answers."""
+
+    estimate: float | None
+    low: float
+    high: float
+    verdict: Literal["passed", "exceeded", "inconclusive"]
+    method: str
+    judged_fail: AuditStratum
+    judged_pass: AuditStratum
+    confirmed_fail: list[str]  # judged fail and people failed it
+    missed_fail: list[str]  # judged pass and people failed it
+    transport: AuditTransport | None
+    decide_hint: str | None
+
+
+class ZeroTolerance(Part):
+    """`max_failures`: every answer the judge failed audited, at most this many confirmed."""
+
+    max_failures: int
+    verdict: Literal["passed", "failure_confirmed", "audit_required"]
+    confirmed: list[str]
+    cleared: list[str]
+    unaudited: list[str]
+
+
 class ProductSlice(Part):
     """One slice of a product lane: the judge-corrected failure rate against its limit."""
 
@@ -496,6 +544,11 @@ class ProductSlice(Part):
     decide_hint: str | None  # inconclusive: what would decide it
     judge: ProductJudge | None  # None without calibration figures for the slice
     base: ProductBase | None
+    # With people's audit (--audit): which estimate decided the verdict (the audit's whenever it has usable
+    # labels), the audit estimate, and the zero-tolerance count.
+    decided_by: Literal["calibration", "audit"] = "calibration"
+    audit: ProductAudit | None = None
+    zero_tolerance: ZeroTolerance | None = None
 
 
 class Product(Part):
@@ -508,6 +561,7 @@ class Product(Part):
     # from the policy's and the answers file's sha256); None in a result written before it existed.
     order_seed: str | None = None
     slices: dict[str, ProductSlice]
+    audit: str | None = None  # the ledger of people's labels the audit read (--audit)
 
 
 class Result(Part):

@@ -89,8 +89,24 @@ FAILURE_RATE_EXCEEDED = "failure_rate_exceeded"
 FAILURE_RATE_INCONCLUSIVE = "failure_rate_inconclusive"
 REGRESSED = "regressed"
 REGRESSION_UNCHECKED = "regression_unchecked"
+# People's audit of a product run (gate/decide/audit.py): a zero-tolerance slice (`max_failures`) with more
+# failures people confirmed (quality_failed, owner product), or with answers the judge failed that
+# people have not labelled yet (review_required); a judge whose calibration does not describe it on
+# this run's answers (review_required, owner evaluator).
+FAILURE_CONFIRMED = "failure_confirmed"
+AUDIT_REQUIRED = "audit_required"
+CALIBRATION_NOT_TRANSFERABLE = "calibration_not_transferable"
 PRODUCT_BLOCKERS = frozenset(
-    {FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, REGRESSED, REGRESSION_UNCHECKED, MISSING_RESPONSE}
+    {
+        FAILURE_RATE_EXCEEDED,
+        FAILURE_RATE_INCONCLUSIVE,
+        REGRESSED,
+        REGRESSION_UNCHECKED,
+        MISSING_RESPONSE,
+        FAILURE_CONFIRMED,
+        AUDIT_REQUIRED,
+        CALIBRATION_NOT_TRANSFERABLE,
+    }
 )
 
 

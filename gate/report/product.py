@@ -48,6 +48,8 @@ class SliceView:
     hint: str | None  # what would decide an inconclusive slice
     base: str | None  # the comparison with the base run
     turned_fail: tuple[str, ...]
+    audit: str | None = None  # the audit estimate, when people's labels decided the slice
+    zero: str | None = None  # the zero-tolerance count (`max_failures`)
 
 
 def _judge_rate(rate: ProductRate | None) -> str:
@@ -67,6 +69,43 @@ def _base_text(s: ProductSlice) -> str | None:
     )
 
 
+def _audit_text(s: ProductSlice) -> str | None:
+    a = s.audit
+    if a is None:
+        return None
+    est = percent(a.estimate) if a.estimate is not None else "–"
+    f, p = a.judged_fail, a.judged_pass
+    open_ = f.open + p.open
+    pending = f"; {open_} drawn without a final label, counted against the verdict" if open_ else ""
+    transport = ""
+    if a.transport is not None and not a.transport.carries_over:
+        transport = "; the judge's calibration does not describe it on these answers"
+    return (
+        f"decided by people's audit: {VERDICT_TEXT.get(a.verdict, a.verdict)}, failure rate {est} (interval "
+        f"{span(a.low, a.high)}); people failed {f.people_fail} of {f.audited} audited answers the judge failed "
+        f"({f.population:,} in all) and {p.people_fail} of {p.audited} it passed ({p.population:,} in all)"
+        f"{pending}{transport}; the calibration estimate beside it: {_cal(s)}"
+    )
+
+
+def _cal(s: ProductSlice) -> str:
+    if s.estimate is None or s.low is None or s.high is None:
+        return "none"
+    return f"{percent(s.estimate)} ({span(s.low, s.high)})"
+
+
+def _zero_text(s: ProductSlice) -> str | None:
+    z = s.zero_tolerance
+    if z is None:
+        return None
+    words = {"passed": "passed", "failure_confirmed": "failure confirmed", "audit_required": "audit required"}
+    return (
+        f"zero tolerance (at most {z.max_failures} confirmed): {words[z.verdict]}; of the answers the judge failed, "
+        f"people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and {len(z.unaudited)} await people's label"
+        + (f" ({', '.join(z.confirmed[:10])} confirmed)" if z.confirmed else "")
+    )
+
+
 def slice_view(name: str, s: ProductSlice) -> SliceView:
     judged = s.estimate is not None and s.low is not None and s.high is not None
     return SliceView(
@@ -78,9 +117,11 @@ def slice_view(name: str, s: ProductSlice) -> SliceView:
         judged_fail=f"{s.judged_fail:,} of {s.n:,}",
         se=_judge_rate(s.judge.se if s.judge else None),
         sp=_judge_rate(s.judge.sp if s.judge else None),
-        hint=s.decide_hint,
+        hint=s.audit.decide_hint if s.decided_by == "audit" and s.audit is not None else s.decide_hint,
         base=_base_text(s),
         turned_fail=tuple(s.base.turned_fail) if s.base else (),
+        audit=_audit_text(s),
+        zero=_zero_text(s),
     )
 
 
@@ -131,6 +172,10 @@ def product_section(result: Result) -> list[str]:
         )
     notes = []
     for v in views:
+        if v.audit:
+            notes.append(f"- {code_id(v.name)} {escape(v.audit, 800)}")
+        if v.zero:
+            notes.append(f"- {code_id(v.name)}: {escape(v.zero, 800)}")
         if v.hint:
             notes.append(f"- {code_id(v.name)}: {escape(v.hint, 600)}")
         if v.base:

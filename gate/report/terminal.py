@@ -182,6 +182,10 @@ def _product(result: Result, console: Console) -> None:
             f"; {rate} against a limit of {v.limit}; {v.judged_fail} judged fail; judge Se {v.se}, Sp {v.sp}",
         )
         print_indented(console, 2, line)
+        if v.audit:
+            print_indented(console, 4, safe_text(v.audit, 800))
+        if v.zero:
+            print_indented(console, 4, safe_text(v.zero, 800))
         if v.hint:
             print_indented(console, 4, safe_text(v.hint, 600))
         if v.base:

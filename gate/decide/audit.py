@@ -1,0 +1,310 @@
+"""A product slice decided with people's labels on this run's own answers (the audit).
+
+Pure: it reads the slice's judged answers (`SliceAnswers`), the labels people gave them
+(`AuditEvidence`, read from the ledger by gate/measure/audit.py) and the calibration's counts, and
+returns the slice's `audit` row, the findings that replace the calibration estimate's when the audit
+decides, and the zero-tolerance and transport findings. The statistics are gate/decide/audit_rate.py's.
+
+The rule is fixed before the data: a slice with usable audit labels (a final label in the prefix of
+the draw order of each stratum that has answers) is decided by the audit estimate; any other by the
+calibration estimate. Never the better of the two. Both are shown. Labels on the judged-fail answers
+alone still count for zero tolerance (`max_failures`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gate.decide import audit_rate as ar
+from gate.decide import failure_rate as fr
+from gate.model.states import (
+    AUDIT_REQUIRED,
+    CALIBRATION_NOT_TRANSFERABLE,
+    FAILURE_CONFIRMED,
+    FAILURE_RATE_EXCEEDED,
+    FAILURE_RATE_INCONCLUSIVE,
+    Finding,
+    State,
+)
+from gate.model.wording import agree, plural
+
+if TYPE_CHECKING:
+    from gate.decide.slice_answers import JudgeCounts, SliceAnswers
+
+JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
+
+
+@dataclass(frozen=True)
+class AuditEvidence:
+    """People's final labels on the audit queue of a product run, as the decision reads them."""
+
+    source: str  # the ledger, as shown to people
+    # (case_id, response_sha256) -> people's final label, for the answers in the draw only.
+    labels: Mapping[tuple[str, str], ar.Final]
+    # (slice, stratum, case ids) -> the stratum's draw order (the queue's, or the default seed's).
+    order: ar.Orderer
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class AuditedSlice:
+    row: dict[str, Any] | None  # product.slices.<slice>.audit; None without usable labels
+    decides: bool
+    findings: tuple[Finding, ...]
+    zero: dict[str, Any] | None
+    used: frozenset[tuple[str, str]]
+
+
+def _labels_of(answers: SliceAnswers, audit: AuditEvidence) -> dict[str, ar.Final]:
+    """People's final labels on the slice's answers this run judged, by case id: a label counts only
+    on the very answer (case id and response sha256) that was judged."""
+    out: dict[str, ar.Final] = {}
+    for o in answers.judged:
+        sha = o.response_sha256
+        if sha is not None and (o.case.case_id, sha) in audit.labels:
+            out[o.case.case_id] = audit.labels[(o.case.case_id, sha)]
+    return out
+
+
+def _sample_dict(s: ar.StratumSample) -> dict[str, int]:
+    return {
+        "population": s.population,
+        "audited": s.size,
+        "people_fail": s.fails,
+        "people_pass": s.passes,
+        "open": s.open,
+    }
+
+
+def _figures(rate: ar.AuditRate, limit: float, confidence: float) -> str:
+    return f"{ar.rate_text(rate, limit)} (at {confidence:g} confidence each side)"
+
+
+def usable(fs: ar.StratumSample, ps: ar.StratumSample) -> bool:
+    """Whether the audit decides the slice: an audited answer in each stratum that has answers (a
+    stratum never sampled leaves its share anywhere in [0, 1], which decides nothing). Fixed before
+    the labels are read, never the better of the two estimates."""
+    return fs.size + ps.size > 0 and (fs.size > 0 or fs.population == 0) and (ps.size > 0 or ps.population == 0)
+
+
+def audit_slice(
+    name: str,
+    answers: SliceAnswers,
+    limit: float,
+    max_failures: int | None,
+    confidence: float,
+    counts: JudgeCounts | None,
+    audit: AuditEvidence | None,
+    command: str,
+) -> AuditedSlice:
+    """The slice's audit: its row, whether it decides the slice, and its findings."""
+    labels = _labels_of(answers, audit) if audit is not None else {}
+    failing = answers.failing
+    passing = tuple(o.case.case_id for o in answers.judged if o.verdict == "pass")
+    fail_order = audit.order(name, JUDGED_FAIL, failing) if audit is not None else list(failing)
+    pass_order = audit.order(name, JUDGED_PASS, passing) if audit is not None else list(passing)
+    in_draw = {c: labels[c] for c in (*fail_order, *pass_order) if c in labels}
+    sha = {o.case.case_id: o.response_sha256 or "" for o in answers.judged}
+    used = frozenset((c, sha[c]) for c in in_draw)
+    findings: list[Finding] = []
+    zero = _zero(name, failing, in_draw, max_failures, command) if max_failures is not None else None
+    if zero is not None:
+        findings += zero[1]
+    fs, ps = ar.stratum_sample(fail_order, in_draw), ar.stratum_sample(pass_order, in_draw)
+    if not usable(fs, ps) or not answers.judged:
+        return AuditedSlice(None, False, tuple(findings), zero[0] if zero else None, used)
+    rate = ar.audit_rate(fail_sample=fs, pass_sample=ps, confidence=confidence)
+    verdict = ar.audit_verdict(rate, limit)
+    row: dict[str, Any] = {
+        "estimate": rate.estimate,
+        "low": rate.low,
+        "high": rate.high,
+        "verdict": verdict,
+        "method": rate.method,
+        "judged_fail": _sample_dict(fs),
+        "judged_pass": _sample_dict(ps),
+        "confirmed_fail": [c for c in fs.case_ids if in_draw.get(c) == "fail"],
+        "missed_fail": [c for c in ps.case_ids if in_draw.get(c) == "fail"],
+        "transport": None,
+        "decide_hint": None,
+    }
+    findings += _verdict_findings(name, answers, rate, verdict, limit, confidence, counts, row, command)
+    if counts is not None:
+        findings += _transport(name, fs, ps, counts, confidence, row)
+    return AuditedSlice(row, True, tuple(findings), zero[0] if zero else None, used)
+
+
+def _verdict_findings(
+    name: str,
+    answers: SliceAnswers,
+    rate: ar.AuditRate,
+    verdict: ar.AuditVerdict,
+    limit: float,
+    confidence: float,
+    counts: JudgeCounts | None,
+    row: dict[str, Any],
+    command: str,
+) -> list[Finding]:
+    figures = _figures(rate, limit, confidence)
+    if verdict == "exceeded":
+        message = f"slice {name}: the application's answers fail too often, by people's audit of this run: {figures}"
+        confirmed = tuple(row["confirmed_fail"]) + tuple(row["missed_fail"])
+        return [Finding(State.QUALITY_FAILED, FAILURE_RATE_EXCEEDED, message, confirmed or answers.failing, name)]
+    if verdict == "passed" or answers.unjudged:
+        return []
+    hint = audit_hint(
+        answers=answers,
+        rate=rate,
+        limit=limit,
+        confidence=confidence,
+        counts=counts,
+        command=command,
+    )
+    row["decide_hint"] = hint
+    message = f"slice {name}: the limit lies inside the audit's interval, so it decides neither way: {figures}; {hint}"
+    return [Finding(State.REVIEW_REQUIRED, FAILURE_RATE_INCONCLUSIVE, message, answers.failing, name)]
+
+
+def audit_hint(
+    *,
+    answers: SliceAnswers,
+    rate: ar.AuditRate,
+    limit: float,
+    confidence: float,
+    counts: JudgeCounts | None,
+    command: str,
+) -> str:
+    """What would decide the slice by audit, in numbers counted by the functions that decide."""
+    fs, ps = rate.fail_sample, rate.pass_sample
+    q_f = rate.q_fail.value if fs.fails + fs.passes else _predicted(rate, counts, True)
+    q_p = rate.q_pass.value if ps.fails + ps.passes else _predicted(rate, counts, False)
+    route = ar.audits_to_decide(
+        judged_fail=fs.population,
+        n=rate.n,
+        q_fail=q_f,
+        q_pass=q_p,
+        confidence=confidence,
+        max_failure_rate=limit,
+        audited_fail=fs.size,
+    )
+    text = ar.audit_route_text(route, (fs.size, ps.size), command)
+    open_ = fs.open + ps.open
+    settle = f"settle the {plural(open_, 'drawn answer')} without a final label, then " if open_ else ""
+    if text is None:
+        return f"{settle}no number of audited answers of this run decides it at the shares seen: judge more answers"
+    return f"{settle}{text} would decide it"
+
+
+def _predicted(rate: ar.AuditRate, counts: JudgeCounts | None, fail: bool) -> float:
+    """The share people would fail in a stratum with no label yet: what calibration's Se and Sp say
+    at the run's judged-fail share, or the worst case for the verdict without calibration."""
+    if counts is None:
+        return 1.0 if fail else 0.0
+    se = counts.true_fail / max(1, counts.true_fail + counts.false_pass)
+    sp = counts.true_pass / max(1, counts.true_pass + counts.false_fail)
+    q = rate.pi.value
+    p = float(fr.rogan_gladen(q, se, sp, empty=q)[()])
+    return ar._ppv(p, se, sp) if fail else ar._for(p, se, sp)
+
+
+def _transport(
+    name: str, fs: ar.StratumSample, ps: ar.StratumSample, counts: JudgeCounts, confidence: float, row: dict[str, Any]
+) -> list[Finding]:
+    t = ar.transport(
+        fail_sample=fs,
+        pass_sample=ps,
+        true_fail=counts.true_fail,
+        false_pass=counts.false_pass,
+        true_pass=counts.true_pass,
+        false_fail=counts.false_fail,
+        confidence=confidence,
+    )
+    if t is None:
+        return []
+    row["transport"] = {
+        "carries_over": t.carries_over,
+        "predicted_odds_ratio": [_finite(v) for v in t.predicted],
+        "seen_odds_ratio": [_finite(v) for v in t.seen],
+        "run_se": t.run_se,
+        "run_sp": t.run_sp,
+    }
+    if t.carries_over:
+        return []
+    se = counts.true_fail / (counts.true_fail + counts.false_pass)
+    sp = counts.true_pass / (counts.true_pass + counts.false_fail)
+    on_run = (
+        f"on this run's answers people's audit implies it catches about {fr.percent(t.run_se)} of failing answers and "
+        f"passes {fr.percent(t.run_sp)} of good ones"
+        if t.run_se is not None and t.run_sp is not None
+        else "on this run's answers people's audit disagrees with it"
+    )
+    message = (
+        f"slice {name}: the judge's calibration does not describe it on this run's answers: calibration measured "
+        f"Se {fr.percent(se)} and Sp {fr.percent(sp)}, {on_run} (the odds ratio of a judged-fail answer failing "
+        f"{_ratio_text(t.seen)} against calibration's {_ratio_text(t.predicted)}, an exact test at "
+        f"{1 - confidence:.3g}); the audit estimate decides the slice, but a run without an audit would rest on "
+        "figures that no longer hold; fix: label new answers of this slice into calibration and run `gate "
+        "calibrate` again, or find what changed in the answers"
+    )
+    return [Finding(State.REVIEW_REQUIRED, CALIBRATION_NOT_TRANSFERABLE, message, slice=name)]
+
+
+def _finite(v: float) -> float | None:
+    return None if math.isinf(v) else v
+
+
+def _ratio_text(r: tuple[float, float]) -> str:
+    def one(v: float) -> str:
+        return "unbounded" if math.isinf(v) else f"{v:,.3g}"
+
+    return f"{one(r[0])}-{one(r[1])}"
+
+
+def _zero(
+    name: str,
+    failing: Sequence[str],
+    labels: Mapping[str, ar.Final],
+    max_failures: int,
+    command: str,
+) -> tuple[dict[str, Any], list[Finding]]:
+    z = ar.zero_tolerance(failing, labels, max_failures)
+    row = {
+        "max_failures": max_failures,
+        "verdict": z.verdict,
+        "confirmed": list(z.confirmed),
+        "cleared": list(z.cleared),
+        "unaudited": list(z.unaudited),
+    }
+    if z.verdict == "failure_confirmed":
+        n = len(z.confirmed)
+        message = (
+            f"slice {name}: people confirmed {plural(n, 'answer')} the judge failed as failing "
+            f"({', '.join(z.confirmed[:10])}), more than `max_failures: {max_failures}` allows"
+        )
+        return row, [Finding(State.QUALITY_FAILED, FAILURE_CONFIRMED, message, z.confirmed, name)]
+    if z.verdict == "audit_required":
+        n = len(z.unaudited)
+        message = (
+            f"slice {name} allows at most {plural(max_failures, 'failure')} people confirm, and {plural(n, 'answer')} "
+            f"the judge failed {agree(n, 'has', 'have')} no final label from people yet ({', '.join(z.unaudited[:10])}"
+            f"{' ...' if n > 10 else ''}); fix: have people label them: `{command}`, then `gate review serve`, "
+            "and decide again with --audit LEDGER"
+        )
+        return row, [Finding(State.REVIEW_REQUIRED, AUDIT_REQUIRED, message, z.unaudited, name)]
+    return row, []
+
+
+def unused_note(audit: AuditEvidence, used: frozenset[tuple[str, str]]) -> str | None:
+    """The ledger's labels the decision did not use: on answers this run did not judge, or outside
+    the draw (listed, never used)."""
+    unused = sorted(k for k in audit.labels if k not in used)
+    if not unused:
+        return None
+    shown = ", ".join(c for c, _ in unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+    return (
+        f"{plural(len(unused), 'label')} of {audit.source} {agree(len(unused), 'is', 'are')} on answers this run did "
+        f"not judge or outside the audit's draw ({shown}); {agree(len(unused), 'it was', 'they were')} not used"
+    )

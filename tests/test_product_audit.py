@@ -1,0 +1,316 @@
+"""People's audit decides a product slice: labels on this run's own answers, read from the review ledger.
+
+Every verdict is driven through the real CLI: `gate run` judges the application's answers through the
+real ragas judge and real HTTP to the fake provider; people's labels are appended to a ledger through
+gate/review/ledger.py as `gate review serve` appends them; `gate decide --audit` and `gate run --audit`
+then decide with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI
+from suite import result
+from test_product_lane import (
+    KEY_ENV,
+    answer,
+    product_case,
+    product_suite,
+    run_app,
+    write_calibration,
+    write_responses,
+)
+
+from gate.cli import main
+from gate.review.draw import draw_order
+from gate.review.ledger import append_line
+from gate.review.queue import item_id
+
+# A judge calibration measured on few labels: the calibration estimate alone stays wide.
+WEAK_JUDGE = {"true_fail": 20, "false_pass": 5, "true_pass": 60, "false_fail": 6}
+
+
+@pytest.fixture()
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    monkeypatch.setenv(KEY_ENV, "sk-test-audit")
+    with FakeOpenAI() as server:
+        yield server
+
+
+def audit_suite(root: Path, fake: FakeOpenAI, limit: float, **slice_keys: Any) -> Path:
+    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": limit, **slice_keys}}
+    cases = [product_case(f"p-{i:03d}") for i in range(60)]
+    policy = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url})
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+    return policy
+
+
+def answers_of(failing: int) -> list[dict[str, Any]]:
+    return [answer(f"p-{i:03d}", "fail" if i < failing else "pass") for i in range(60)]
+
+
+def label(ledger: Path, line: dict[str, Any], verdict: str, reviewers: Iterable[str] = ("ana", "bo")) -> None:
+    """People's label of one answer (a --responses line), K = 2 reviewers agreeing, as the review page appends it."""
+    case_id, response = line["case_id"], line["response"]
+    item = item_id(
+        case_id,
+        f"Question for {case_id}: when can I get a refund?",
+        "Refunds are allowed within 7 days of purchase.",
+        response,
+    )
+    for reviewer in reviewers:
+        append_line(
+            ledger,
+            {
+                "kind": "label",
+                "item_id": item,
+                "case_id": case_id,
+                "response_sha256": hashlib.sha256(response.encode()).hexdigest(),
+                "reviewer": reviewer,
+                "label": verdict,
+                "reason": f"{reviewer} read it against the evidence",
+                "queue_sha256": "0" * 64,
+                "rubric_version": "rubric-1",
+                "blind": True,
+            },
+        )
+
+
+def decide(policy: Path, run: Path, out: Path, *extra: str) -> int:
+    return main(["decide", "--policy", str(policy), "--records", str(run / "records.jsonl"), "--out", str(out), *extra])
+
+
+def seed_of(responses: Path) -> str:
+    return hashlib.sha256(responses.read_bytes()).hexdigest()
+
+
+@pytest.fixture()
+def good_run(tmp_path: Path, fake: FakeOpenAI) -> tuple[Path, Path, Path, list[dict[str, Any]]]:
+    """60 answers, 3 judged fail, a 20% limit: the calibration estimate alone is inconclusive."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    lines = answers_of(3)
+    responses = write_responses(tmp_path / "responses.jsonl", lines)
+    run = tmp_path / "run"
+    assert run_app(policy, run, responses) == 4
+    assert result(run)["product"]["slices"]["critical"]["verdict"] == "inconclusive"
+    return policy, responses, run, lines
+
+
+def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_with_the_labels_agrees(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, responses, run, lines = good_run
+    ledger = tmp_path / "ledger"
+    ledger.mkdir()
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")  # people confirm 1 of the 3 the judge failed
+    capsys.readouterr()
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 0
+    terminal = capsys.readouterr().out
+    res = result(out)
+    row = res["product"]["slices"]["critical"]
+    assert res["state"] == "passed" and row["decided_by"] == "audit" and row["verdict"] == "passed"
+    audit = row["audit"]
+    assert audit["verdict"] == "passed" and audit["high"] <= 0.2 and audit["confirmed_fail"] == ["p-000"]
+    assert audit["judged_fail"] == {"population": 3, "audited": 3, "people_fail": 1, "people_pass": 2, "open": 0}
+    assert audit["judged_pass"]["audited"] == 57
+    # Both estimates are shown: the calibration's interval still holds the limit.
+    assert row["low"] <= 0.2 < row["high"]
+    report = (out / "report.md").read_text()
+    assert "decided by people's audit" in report and "calibration estimate" in report
+    assert "decided by people's audit" in terminal
+
+    # The same labels given to the run itself: the same decision.
+    again = tmp_path / "again"
+    assert run_app(policy, again, responses, "--audit", str(ledger)) == 0
+    assert result(again)["product"] == res["product"] and result(again)["blockers"] == res["blockers"] == []
+
+
+def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]]
+) -> None:
+    policy, responses, run, lines = good_run
+    passing = [line["case_id"] for line in lines[3:]]
+    skipped = draw_order(seed_of(responses), "critical", "judged_pass", passing)[10]
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        if line["case_id"] == skipped:
+            label(ledger, line, "pass", reviewers=("ana",))  # one label of two: awaiting the second
+            continue
+        label(ledger, line, "fail" if i == 0 else "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 4
+    audit = result(out)["product"]["slices"]["critical"]["audit"]
+    assert audit["judged_pass"]["open"] == 1 and audit["verdict"] == "inconclusive" and audit["high"] > 0.2
+    [b] = result(out)["blockers"]
+    assert (
+        b["kind"] == "failure_rate_inconclusive" and "without a final label count against the verdict" in b["message"]
+    )
+
+
+def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, _, run, lines = good_run
+    ledger = tmp_path / "ledger.jsonl"
+    for line in lines[:6]:
+        label(ledger, line, "pass")
+    label(ledger, {**lines[6], "response": "An older answer for p-006."}, "fail")
+    out = tmp_path / "decided"
+    decide(policy, run, out, "--audit", str(ledger))
+    res = result(out)
+    audit = res["product"]["slices"]["critical"]["audit"]
+    assert audit["missed_fail"] == [] and audit["judged_pass"]["people_fail"] == 0
+    assert any("1 label of" in n and "p-006" in n and "not used" in n for n in res["notes"])
+
+    other = tmp_path / "other.jsonl"
+    label(other, {**lines[6], "response": "An older answer for p-006."}, "fail")
+    capsys.readouterr()
+    assert decide(policy, run, tmp_path / "refused", "--audit", str(other)) == 2
+    err = capsys.readouterr().err
+    assert "other.jsonl" in err and "--audit-queue" in err and "Traceback" not in err
+
+
+def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_could_not(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = audit_suite(tmp_path / "suite", fake, 0.1)
+    lines = answers_of(20)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i < 20 else "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 1
+    res = result(out)
+    [b] = [b for b in res["blockers"] if b["kind"] == "failure_rate_exceeded"]
+    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 20
+    row = res["product"]["slices"]["critical"]
+    assert row["decided_by"] == "audit" and row["verdict"] == "exceeded" and row["audit"]["low"] > 0.1
+
+
+def test_a_judge_whose_calibration_does_not_describe_it_on_this_run_is_flagged(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    policy = audit_suite(tmp_path / "suite", fake, 0.15)
+    write_calibration(policy, {"critical": {"true_fail": 990, "false_pass": 10, "true_pass": 990, "false_fail": 10}})
+    lines = answers_of(3)
+    run = tmp_path / "run"
+    # The calibration estimate passes the slice: the judge measured excellent failed only 3 of 60.
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 0
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        # people fail every third answer the judge passed: it misses far more than calibration measured
+        label(ledger, line, "fail" if i < 3 or i % 3 == 0 else "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 1
+    res = result(out)
+    by_kind = {b["kind"]: b for b in res["blockers"]}
+    assert set(by_kind) == {"failure_rate_exceeded", "calibration_not_transferable"}
+    b = by_kind["calibration_not_transferable"]
+    assert b["state"] == "review_required"
+    assert "calibration measured Se 99% and Sp 99%" in b["message"] and b["slice"] == "critical"
+    row = res["product"]["slices"]["critical"]
+    assert row["decided_by"] == "audit" and row["audit"]["transport"]["carries_over"] is False
+    assert row["high"] <= 0.15 < row["audit"]["low"]  # the calibration estimate alone would have passed it
+
+
+def test_zero_tolerance_requires_every_judged_fail_answer_audited_and_fails_on_a_confirmed_one(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=0)
+    lines = answers_of(2)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    [b] = result(run)["blockers"]
+    assert b["kind"] == "audit_required" and b["case_ids"] == ["p-000", "p-001"]
+    assert "gate review queue --policy" in b["message"] and f"--from {run}" in b["message"]
+
+    ledger = tmp_path / "ledger.jsonl"
+    label(ledger, lines[0], "pass")
+    out = tmp_path / "one"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 4
+    assert [(b["kind"], b["case_ids"]) for b in result(out)["blockers"]] == [("audit_required", ["p-001"])]
+
+    label(ledger, lines[1], "fail")
+    out = tmp_path / "two"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 1
+    res = result(out)
+    [b] = [b for b in res["blockers"] if b["kind"] == "failure_confirmed"]
+    assert b["state"] == "quality_failed" and b["case_ids"] == ["p-001"]
+    assert res["product"]["slices"]["critical"]["zero_tolerance"]["cleared"] == ["p-000"]
+
+
+def test_audit_flags_outside_a_product_lane_are_usage_errors(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, _, run, _ = good_run
+    capsys.readouterr()
+    assert decide(policy, run, tmp_path / "x", "--audit-queue", str(tmp_path / "q.jsonl")) == 2
+    assert "fix: add --audit LEDGER" in capsys.readouterr().err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"kind": "label"\n', encoding="utf-8")
+    assert decide(policy, run, tmp_path / "y", "--audit", str(broken)) == 2
+    err = capsys.readouterr().err
+    assert "broken.jsonl:1" in err and "Traceback" not in err
+    assert json.loads((run / "result.json").read_text())["state"] == "review_required"
+
+
+# --- the statistics, pure ---
+
+
+def test_a_strata_sample_is_the_draw_prefix_to_its_last_final_label_and_open_answers_widen_both_sides() -> None:
+    from gate.decide import audit_rate as ar
+
+    order = ["a", "b", "c", "d", "e"]
+    sample = ar.stratum_sample(order, {"a": "pass", "c": "fail", "x": "fail"})
+    assert (sample.size, sample.fails, sample.passes, sample.open) == (3, 1, 1, 1) and sample.case_ids == (
+        "a",
+        "b",
+        "c",
+    )
+    settled = ar.stratum_sample(order, {"a": "pass", "b": "pass", "c": "fail"})
+    fail = ar.StratumSample(population=10, size=10, fails=5, passes=5, case_ids=())
+    wide = ar.audit_rate(fail_sample=fail, pass_sample=sample, confidence=0.95)
+    narrow = ar.audit_rate(fail_sample=fail, pass_sample=settled, confidence=0.95)
+    assert wide.low <= narrow.low and wide.high > narrow.high  # b unlabelled: a failure for high, a pass for low
+    # No answer judged fail: the judged-fail share may still be up to pi's bound, with people's share there
+    # unknown (anything up to 1): high = pi_high + (1 - pi_high) * q_P_high, both 1 - (0.05/3)^(1/300).
+    nothing = ar.audit_rate(
+        fail_sample=ar.StratumSample(0, 0, 0, 0, ()),
+        pass_sample=ar.StratumSample(300, 300, 0, 300, ()),
+        confidence=0.95,
+    )
+    edge = 1 - (0.05 / 3) ** (1 / 300)
+    assert nothing.estimate == 0.0 and nothing.low == 0.0
+    assert nothing.high == pytest.approx(edge + (1 - edge) * edge, rel=1e-6)
+    assert ar.audit_verdict(nothing, 0.03) == "passed" and ar.audit_verdict(nothing, 0.02) == "inconclusive"
+
+
+def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> None:
+    from gate.decide import audit_rate as ar
+
+    route = ar.audits_to_decide(
+        judged_fail=43, n=3000, q_fail=0.3, q_pass=0.0008, confidence=0.95, max_failure_rate=0.02
+    )
+    assert route is not None
+    fails, passes = route
+    decided = ar.audit_rate(
+        fail_sample=ar.StratumSample(43, fails, round(0.3 * fails), fails - round(0.3 * fails), ()),
+        pass_sample=ar.StratumSample(2957, passes, round(0.0008 * passes), passes - round(0.0008 * passes), ()),
+        confidence=0.95,
+    )
+    one_fewer = ar.audit_rate(
+        fail_sample=decided.fail_sample,
+        pass_sample=ar.StratumSample(2957, passes - 1, 0, passes - 1, ()),
+        confidence=0.95,
+    )
+    assert ar.audit_verdict(decided, 0.02) == "passed" and ar.audit_verdict(one_fewer, 0.02) == "inconclusive"
