@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: act real-judge demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
+.PHONY: act real-judge ui-test demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -108,6 +108,16 @@ $(ACT_VENV)/.installed: requirements-act.lock
 
 act: $(STAMP) $(ACT_VENV)/.installed
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/act_rehearsal.py --act $(ACT_VENV)/bin/act --out gate-out-act
+
+# The review page in a real browser (scripts/review_ui.py says what it asserts): a product run of
+# the example, its audit queue labelled by two reviewers at once by keyboard alone, a disagreement
+# adjudicated, the labels exported, validated and calibrated, an answer holding <script> shown as
+# text, and the screenshot docs/review-page.png. Debian's chromium and chromium-driver, installed
+# here when missing (as root, from the network), driven by Selenium; about a minute on 2 cores.
+ui-test: $(STAMP)
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  apt-get update && apt-get install -y chromium chromium-driver; fi
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/review_ui.py
 
 # PYTHONDONTWRITEBYTECODE (set on some machines, this project's among them) is cleared for the suite:
 # otherwise every worker, every gate process and every script the tests start compiles gate/, tests/
