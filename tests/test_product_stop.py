@@ -8,15 +8,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, held, reply
 from suite import result
 from test_product_lane import GOOD_JUDGE, answer, app_suite, fake, product_case, write_calibration, write_responses
 
 from gate.cli import main
+from gate.decide.failure_rate import failure_rate, judge_accuracy, slice_verdict
+from gate.decide.product_stop import ProductStopCheck
 from gate.model.cases import load_dataset
 from gate.model.policy import load_policy
 from gate.plan.selection import default_order_seed, make_plan
@@ -136,3 +141,130 @@ def test_a_slice_judged_fail_all_but_once_is_judge_unfit_not_a_crash(tmp_path: P
     assert [b["kind"] for b in res["blockers"]] == ["judge_unfit"]
     row = res["product"]["slices"]["critical"]
     assert row["n"] == 81 and row["judged_fail"] == 80 and row["verdict"] == "judge_unfit"
+
+
+def _release_when_quiet(fake: FakeOpenAI, event: threading.Event, at_least: int) -> threading.Thread:
+    """Set `event` once `at_least` requests came and no new one for half a second (the run stopped
+    sending), so the held replies land after the stop."""
+
+    def watch() -> None:
+        seen, since = -1, time.monotonic()
+        while not event.is_set() and time.monotonic() - since < 30:
+            now = fake.count()
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif now >= at_least and time.monotonic() - since > 0.5:
+                event.set()
+            time.sleep(0.02)
+        event.set()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_answers_in_flight_at_the_stop_are_billed_and_never_undecide_the_slice(
+    tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 8 in flight; the first three answers the lane sends are wrong and slow: held until the lane
+    # has stopped on the others (passed after 34 right answers). On 0ca9dd1 they moved the slice to
+    # inconclusive, every case not sent stayed unrun, and the run exited 3.
+    policy = topic_suite(tmp_path / "suite", fake, good=120, bad=0, evaluator={"max_concurrency": 8})
+    loaded = load_policy(policy)
+    responses = topic_answers(tmp_path / "r.jsonl", good=120, bad=0)
+    order = [c.case_id for c in make_plan(loaded, _answered(policy, responses), "app", "9").scheduled]
+    slow = [c for c in order if not c.startswith("ctl-")][:3]
+    release = threading.Event()
+    for case_id in slow:
+        fake.script(f"App answer for {case_id}.", held(release, reply("fail")))
+    watcher = _release_when_quiet(fake, release, at_least=5 + 3 + 34)
+    out = tmp_path / "out"
+    assert run_lane(policy, out, responses, "--order-seed", "9") == 0
+    watcher.join()
+    res = result(out)
+    assert res["state"] == "passed" and res["blockers"] == [] and res["unrun_case_ids"] == []
+    row = res["product"]["slices"]["critical"]
+    assert row["verdict"] == "passed" and row["decided_at"] == {"n": 34, "judged_fail": 0}
+    # The three held answers came back after the look that decided the slice: recorded, billed, shown.
+    assert row["judged_fail"] == 3 and sorted(row["failing_cases"]) == sorted(slow) and row["n"] > 34 + 3 - 1
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert {r["case_id"] for r in records if r["judge_label"] == "fail" and r["human_label"] is None} == set(slow)
+    assert all(r["cost"] > 0 for r in records if r["case_id"] in slow)
+    stopped = res["stopped_early"]
+    assert len(stopped["not_needed"]) == 120 - row["n"] and res["counts"]["not_needed"] == 120 - row["n"]
+    assert fake.count() == 5 + row["n"]
+    # gate decide on the records finds the same look and the same verdict, with no provider.
+    monkeypatch.delenv("GATE_TEST_KEY")
+    again = tmp_path / "again"
+    assert main(["decide", "--policy", str(policy), "--records", str(out), "--out", str(again)]) == 0
+    assert result(again)["product"] == res["product"] and result(again)["stopped_early"] == stopped
+
+
+# --- the incremental check, pure -----------------------------------------------------------------
+
+J95 = judge_accuracy(true_fail=95, false_pass=5, true_pass=995, false_fail=5, confidence=0.95)
+J80 = judge_accuracy(true_fail=40, false_pass=10, true_pass=290, false_fail=10, confidence=0.95)
+
+
+def _from_scratch(answers: list[tuple[str, bool]], limits: dict[str, float], judges: dict[str, Any]) -> Any:
+    """The reference: at every look, each slice's verdict computed anew from its counts so far; a
+    slice's verdict is its first decided look's (an exceeded look later still wins); the lane is
+    decided at the first look where a slice is exceeded or every slice has passed."""
+    k = dict.fromkeys(limits, 0)
+    n = dict.fromkeys(limits, 0)
+    looks: dict[str, tuple[str, int, int]] = {}
+    decided_at = None
+    for t, (name, failed) in enumerate(answers, start=1):
+        n[name] += 1
+        k[name] += failed
+        if name in looks and looks[name][0] == "exceeded":
+            continue
+        rate = failure_rate(judged_fail=k[name], n=n[name], judge=judges[name], confidence=0.95, sequential=True)
+        verdict = slice_verdict(rate, limits[name])
+        if verdict == "exceeded" or (verdict == "passed" and name not in looks):
+            looks[name] = (verdict, n[name], k[name])
+        done = any(v == "exceeded" for v, _, _ in looks.values()) or (
+            len(looks) == len(limits) and all(v == "passed" for v, _, _ in looks.values())
+        )
+        if decided_at is None and done:
+            decided_at = t
+    return looks, decided_at
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_incremental_check_agrees_with_the_verdicts_computed_anew_at_every_look(seed: int) -> None:
+    rng = random.Random(seed)
+    limits = {"a": rng.choice([0.05, 0.1, 0.2]), "b": rng.choice([0.1, 0.3])}
+    judges = {"a": J95, "b": J80}
+    rates = {"a": rng.choice([0.0, 0.02, 0.1, 0.3]), "b": rng.choice([0.0, 0.05, 0.5])}
+    answers = [(name, rng.random() < rates[name]) for name in rng.choices(["a", "b"], k=300)]
+    check = ProductStopCheck(["a", "b"], limits, judges, 0.95)
+    first = None
+    for t, (name, failed) in enumerate(answers, start=1):
+        if check.add(f"{name}-{t}", name, failed) and first is None:
+            first = t
+    looks, decided_at = _from_scratch(answers, limits, judges)
+    assert first == decided_at and check.decided == (decided_at is not None)
+    for name in ("a", "b"):
+        look = check.look(name)
+        assert (None if look is None else (look.verdict, look.n, look.judged_fail)) == looks.get(name)
+
+
+def test_a_case_counts_once_and_a_slice_without_figures_never_passes() -> None:
+    check = ProductStopCheck(["a", "b"], {"a": 0.3, "b": 0.3}, {"a": J95}, 0.95)
+    for i in range(60):
+        assert check.add(f"a-{i}", "a", False) is False  # b has no judge figures: the lane stays open
+    assert check.look("a") is not None and check.look("a").verdict == "passed"  # type: ignore[union-attr]
+    assert check.look("b") is None
+    one = ProductStopCheck(["a"], {"a": 0.3}, {"a": J95}, 0.95)
+    for _ in range(60):
+        one.add("a-0", "a", True)  # the same case read again: one answer
+    assert one.looks["a"].n == 1 and not one.decided
+    # an exceeded slice stops the lane whatever the others
+    for i in range(40):
+        check.add(f"b-{i}", "b", True)
+    assert not check.decided
+    for i in range(300):
+        if check.add(f"a-x{i}", "a", True):
+            break
+    assert check.decided and check.look("a").verdict == "exceeded"  # type: ignore[union-attr]

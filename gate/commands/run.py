@@ -31,7 +31,7 @@ from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide import settled
 from gate.decide.core import Decision
-from gate.decide.product import ProductEvidence
+from gate.decide.product import ProductEvidence, new_stop_check
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
@@ -481,7 +481,9 @@ def _make_runner(
     # All already paid for (in the cache or reused from --out): serve them without ragas.
     wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
     served = serve_from_cache(loaded, cache, wanted)
-    workers = 1 if served is not None else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
+    # A product lane that stops once decided looks after each answer, in one sequence: one process.
+    one_sequence = served is not None or (lane.product is not None and lane.product.sequential)
+    workers = 1 if one_sequence else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
     budget = make_budget(boundary(loaded, opts.max_cost), workers)
     # Money already spent by the interrupted run counts against the same boundary.
     budget.spent = sum(r.budget_charge for r in [*got.prior, *got.prior_trend]) + sum(
@@ -509,16 +511,17 @@ def _make_runner(
         RecordContext(loaded=loaded, dataset=lane.dataset, lineage=lineage, judge=lane.judge, check_results=checks),
         reuse=reuse,
         waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
-        stop_rule=_stop_rule(lane, workers, checks),
+        stop_rule=_stop_rule(lane, workers, checks, got.prior),
     )
     if runner.pacer is not None:
         runner.pacer.on_wait = progress.waiting
     return runner, workers
 
 
-def _stop_rule(lane: _Lane, workers: int, checks: CheckResults) -> StopWhenDecided | None:
+def _stop_rule(lane: _Lane, workers: int, checks: CheckResults, prior: list[Record]) -> StopWhenDecided | None:
     """The lane's `stop_when_decided`, or None when it judges every case. It asks the rules over the
-    findings the decision will have: the inputs' and the checks'."""
+    findings the decision will have: the inputs' and the checks'; a product lane's answers go to its
+    incremental check, the judgments an earlier attempt recorded (`prior`) first, in their order."""
     if not settled.stops_when_decided(lane.loaded, lane.plan):
         return None
     hopeless = functools.partial(
@@ -530,7 +533,10 @@ def _stop_rule(lane: _Lane, workers: int, checks: CheckResults) -> StopWhenDecid
         fingerprint=lane.judge.config_fingerprint,
         product=lane.product,
     )
-    return StopWhenDecided.of(hopeless, shared=workers > 1)
+    if lane.product is None:
+        return StopWhenDecided.of(hopeless, shared=workers > 1)
+    answers = new_stop_check(lane.loaded.policy, lane.plan, lane.product)
+    return StopWhenDecided.of(hopeless, prior=prior, shared=workers > 1, answers=answers, repeats=lane.plan.repeats)
 
 
 def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:

@@ -23,8 +23,10 @@ from typing import Any
 
 from gate.decide import failure_rate as fr
 from gate.decide.audit import AuditEvidence, audit_slice, unused_note
-from gate.decide.evidence import Evidence
+from gate.decide.evidence import CaseOutcome, Evidence
+from gate.decide.product_stop import Look, ProductStopCheck
 from gate.decide.slice_answers import JudgeCounts, SliceAnswers, answers_by_slice
+from gate.model.policy import Policy
 from gate.model.states import (
     FAILURE_RATE_EXCEEDED,
     FAILURE_RATE_INCONCLUSIVE,
@@ -34,6 +36,7 @@ from gate.model.states import (
     State,
 )
 from gate.model.wording import agree, plural
+from gate.plan.selection import Plan
 
 JUDGE_UNFIT = "judge_unfit"
 
@@ -83,8 +86,30 @@ def _judge_text(judge: fr.JudgeAccuracy) -> str:
     )
 
 
-def _slice(name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence) -> tuple[dict[str, Any], list[Finding]]:
-    """One slice's row of `product.slices` and its findings."""
+def _judge_of(counts: JudgeCounts, confidence: float) -> fr.JudgeAccuracy:
+    return fr.judge_accuracy(
+        true_fail=counts.true_fail,
+        false_pass=counts.false_pass,
+        true_pass=counts.true_pass,
+        false_fail=counts.false_fail,
+        confidence=confidence,
+    )
+
+
+def _no_figures(name: str) -> Finding:
+    message = (
+        f"slice {name}: calibration.json has no figures for this slice, so how often the judge misses a failing "
+        f"answer here is unknown and its failure rate cannot be estimated; fix: add labelled {name} cases to "
+        "the calibration partition (failing and passing ones), run the calibration lane and `gate calibrate`"
+    )
+    return Finding(State.REVIEW_REQUIRED, JUDGE_UNFIT, message, slice=name)
+
+
+def _slice(
+    name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence, look: Look | None = None
+) -> tuple[dict[str, Any], list[Finding]]:
+    """One slice's row of `product.slices` and its findings. `look`: the look that decided the slice
+    on a lane that stops once decided (its verdict and interval are the slice's)."""
     k, n = len(answers.failing), len(answers.judged)
     counts = pe.judges.get(name) if pe.calibrated else None
     row: dict[str, Any] = {
@@ -101,31 +126,26 @@ def _slice(name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence) 
         "base": None,
     }
     if counts is None:
-        if not pe.calibrated:
-            return row, []  # judge_uncalibrated (or the calibration's own blocker) says why
-        message = (
-            f"slice {name}: calibration.json has no figures for this slice, so how often the judge misses a failing "
-            f"answer here is unknown and its failure rate cannot be estimated; fix: add labelled {name} cases to "
-            "the calibration partition (failing and passing ones), run the calibration lane and `gate calibrate`"
-        )
-        return row, [Finding(State.REVIEW_REQUIRED, JUDGE_UNFIT, message, slice=name)]
-    judge = fr.judge_accuracy(
-        true_fail=counts.true_fail,
-        false_pass=counts.false_pass,
-        true_pass=counts.true_pass,
-        false_fail=counts.false_fail,
-        confidence=pe.confidence,
-    )
+        # Uncalibrated: judge_uncalibrated (or the calibration's own blocker) says why.
+        return row, [] if not pe.calibrated else [_no_figures(name)]
+    judge = _judge_of(counts, pe.confidence)
     row["judge"] = {"se": _rate_dict(judge.se), "sp": _rate_dict(judge.sp)}
     if n == 0:
         return row, []
-    rate = fr.failure_rate(judged_fail=k, n=n, judge=judge, confidence=pe.confidence, sequential=pe.sequential)
-    verdict = fr.slice_verdict(rate, limit)
+    if look is not None:
+        rate, verdict = look.rate, look.verdict
+        row["decided_at"] = {"n": look.n, "judged_fail": look.judged_fail}
+        counted = (
+            f"{look.judged_fail} of the first {look.n} answers judged fail when it was decided ({k} of {n} in all)"
+        )
+    else:
+        rate = fr.failure_rate(judged_fail=k, n=n, judge=judge, confidence=pe.confidence, sequential=pe.sequential)
+        verdict = fr.slice_verdict(rate, limit)
+        counted = f"{k} of {n} answers judged fail"
     row.update(estimate=rate.estimate, low=rate.low, high=rate.high)
     figures = (
         f"estimated failure rate {_pct(rate.estimate)} ({_pct(rate.low)}-{_pct(rate.high)} at "
-        f"{pe.confidence:g} confidence each side), limit {_pct(limit)}; {k} of {n} answers judged fail, and "
-        f"{_judge_text(judge)}"
+        f"{pe.confidence:g} confidence each side), limit {_pct(limit)}; {counted}, and {_judge_text(judge)}"
     )
     if verdict == "exceeded":
         row["verdict"] = "exceeded"
@@ -133,6 +153,20 @@ def _slice(name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence) 
         return row, [Finding(State.QUALITY_FAILED, FAILURE_RATE_EXCEEDED, message, answers.failing, name)]
     if answers.unjudged:
         return row, []  # not every answer was judged: the blockers that say why decide; no verdict here
+    return _open_or_passed(name, answers, row, verdict, judge, limit, pe, figures)
+
+
+def _open_or_passed(
+    name: str,
+    answers: SliceAnswers,
+    row: dict[str, Any],
+    verdict: fr.Verdict,
+    judge: fr.JudgeAccuracy,
+    limit: float,
+    pe: ProductEvidence,
+    figures: str,
+) -> tuple[dict[str, Any], list[Finding]]:
+    """A slice every answer of which was judged, and that no look found exceeded."""
     if verdict == "judge_unfit":
         row["verdict"] = "judge_unfit"
         message = (
@@ -144,6 +178,7 @@ def _slice(name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence) 
     if verdict == "passed":
         row["verdict"] = "passed"
         return row, []
+    k, n = len(answers.failing), len(answers.judged)
     hint = fr.what_would_decide(
         judged_fail=k, n=n, judge=judge, confidence=pe.confidence, max_failure_rate=limit, sequential=pe.sequential
     )
@@ -197,11 +232,12 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     if why_not is not None and pe.base is not None and unchecked is None:
         notes.append(f"--base-result: {why_not}; no slice is compared with the base")
     used: set[tuple[str, str]] = set()
+    looks = stop_check(ev, pe) if pe.sequential else None
     for name, answers in answers_by_slice(ev).items():
         limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
         if limit is None:
             continue  # an unknown slice: its validator blocks
-        row, found = _slice(name, answers, limit, pe)
+        row, found = _slice(name, answers, limit, pe, looks.look(name) if looks is not None else None)
         row, found, slice_used = _audited(name, answers, limit, ev.policy.slices[name].max_failures, pe, row, found)
         used |= slice_used
         if pe.base is not None and why_not is None:
@@ -286,27 +322,41 @@ def _method(pe: ProductEvidence) -> str:
     return fr.METHOD_SEQUENTIAL if pe.sequential else fr.METHOD
 
 
+def new_stop_check(policy: Policy, plan: Plan, pe: ProductEvidence) -> ProductStopCheck:
+    """The incremental check of a product lane that stops once decided, before any answer: the
+    slices the lane holds answers of, their limits and the judge's figures there."""
+    limits = {name: s.max_failure_rate for name, s in policy.slices.items() if s.max_failure_rate is not None}
+    judges = {name: _judge_of(c, pe.confidence) for name, c in pe.judges.items()} if pe.calibrated else {}
+    slices = {c.slice for c in plan.eligible if not c.is_control}
+    return ProductStopCheck(slices, limits, judges, pe.confidence)
+
+
+def judged_in_order(ev: Evidence) -> list[CaseOutcome]:
+    """The application's answers judged pass or fail, in the order their verdicts were recorded
+    (a case's verdict is complete at its last repeat's record): the order the run looked in."""
+    position = {id(r): i for i, r in enumerate(ev.fresh)}
+    found: list[tuple[int, str, CaseOutcome]] = []
+    for o in ev.outcomes:
+        if o.case.is_control or o.bucket != "completed" or o.verdict not in ("pass", "fail"):
+            continue
+        counted = [ev.best.get((o.case.case_id, i)) for i in range(ev.plan.repeats)]
+        last = max((position.get(id(r), len(position)) for r in counted if r is not None), default=len(position))
+        found.append((last, o.case.case_id, o))
+    return [o for _, _, o in sorted(found, key=lambda t: (t[0], t[1]))]
+
+
+def stop_check(ev: Evidence, pe: ProductEvidence) -> ProductStopCheck:
+    """The stop check over the answers `ev` holds, replayed in the order they were recorded: the
+    look that decided each slice is the look the run stopped at."""
+    check = new_stop_check(ev.policy, ev.plan, pe)
+    for o in judged_in_order(ev):
+        check.add(o.case.case_id, o.case.slice, o.verdict == "fail")
+    return check
+
+
 def settled(ev: Evidence, pe: ProductEvidence) -> bool:
-    """Whether every slice is decided by the answers judged so far (stop_when_decided): one slice
-    `exceeded`, or every slice `passed`. With `sequential` the bounds hold at every look, so asking
-    after each judgment does not inflate the error; the answers never sent are then `not_needed`."""
-    verdicts: list[str] = []
-    for name, answers in answers_by_slice(ev).items():
-        limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
-        counts = pe.judges.get(name) if pe.calibrated else None
-        if limit is None or counts is None or not answers.judged:
-            return False
-        judge = fr.judge_accuracy(
-            true_fail=counts.true_fail,
-            false_pass=counts.false_pass,
-            true_pass=counts.true_pass,
-            false_fail=counts.false_fail,
-            confidence=pe.confidence,
-        )
-        k, n = len(answers.failing), len(answers.judged)
-        rate = fr.failure_rate(judged_fail=k, n=n, judge=judge, confidence=pe.confidence, sequential=pe.sequential)
-        verdict = fr.slice_verdict(rate, limit)
-        if verdict == "exceeded":
-            return True
-        verdicts.append(verdict)
-    return bool(verdicts) and all(v == "passed" for v in verdicts)
+    """Whether the lane is decided by the answers judged so far (stop_when_decided): one slice
+    `exceeded`, or every slice `passed`, each at the look that decided it (gate/decide/product_stop.py).
+    The bounds hold at every look, so asking after each answer does not inflate the error; the
+    answers never sent are then `not_needed`."""
+    return stop_check(ev, pe).decided

@@ -479,6 +479,13 @@ class ProductBase(Part):
     turned_fail: list[str]
 
 
+class ProductLook(Part):
+    """The look that decided a slice of a lane that stops once decided."""
+
+    n: int
+    judged_fail: int
+
+
 ProductVerdict = Literal["passed", "exceeded", "inconclusive", "judge_unfit", "incomplete"]
 
 
@@ -549,6 +556,9 @@ class ProductSlice(Part):
     decided_by: Literal["calibration", "audit"] = "calibration"
     audit: ProductAudit | None = None
     zero_tolerance: ZeroTolerance | None = None
+    # A lane that stops once decided: the look that decided the slice (the first `n` answers judged,
+    # `judged_fail` of them failed), whose interval and verdict these are. None while it is open.
+    decided_at: ProductLook | None = None
 
 
 class Product(Part):

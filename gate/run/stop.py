@@ -7,6 +7,13 @@ a stage before the decision is given it, never imports it) decides with the deci
 whether `quality_failed` is certain. When it is, the run schedules nothing more: the judgments in
 flight finish and are billed, and `decide` marks the cases never sent `not_needed`.
 
+On a product lane the application's answers carry no human label: each answer's verdict, once its
+repeats are in, goes to the lane's incremental check instead (`AnswerCheck`, bound by `gate run` to
+`gate.decide.product_stop.ProductStopCheck`), which updates that slice's counts and asks its
+interval once, so a look costs the same at the ten-thousandth answer as at the first. Such a lane
+is judged in one process (its looks are one sequence, in the order the answers complete, which
+is the order their records are written and `gate decide` replays).
+
 Worker processes share one flag (shared memory, fork-inherited): the worker that sees the verdict
 decided stops every other one at its next case. Each process asks with what it has recorded plus
 the controls (judged before the fork): the others' cases are taken at their labels, which only
@@ -18,12 +25,20 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from gate.model.records import Record
+from gate.model.records import Record, majority
 
 # The records so far -> whether even their most favourable completion is quality_failed.
 Hopeless = Callable[[Sequence[Record]], bool]
+
+
+class AnswerCheck(Protocol):
+    """A product lane's stop, one answer at a time (gate.decide.product_stop.ProductStopCheck)."""
+
+    def add(self, case_id: str, slice: str, judged_fail: bool) -> bool:
+        """One answer's verdict; whether the lane is now decided."""
+        ...
 
 
 @dataclass
@@ -34,13 +49,27 @@ class StopWhenDecided:
     pending: set[str] = field(default_factory=set)  # cases whose next judgment may decide (see `after`)
     _flag: Any = None  # a shared byte across worker processes (None in one process)
     _local: bool = False
+    answers: AnswerCheck | None = None  # a product lane's check of its unlabelled answers
+    repeats: int = 1
+    _labels: dict[str, dict[int, str]] = field(default_factory=dict)  # an answer's repeats so far
 
     @classmethod
-    def of(cls, hopeless: Hopeless, *, prior: Iterable[Record] = (), shared: bool = False) -> StopWhenDecided:
+    def of(
+        cls,
+        hopeless: Hopeless,
+        *,
+        prior: Iterable[Record] = (),
+        shared: bool = False,
+        answers: AnswerCheck | None = None,
+        repeats: int = 1,
+    ) -> StopWhenDecided:
         flag = multiprocessing.get_context("fork").RawValue("b", 0) if shared else None
-        rule = cls(hopeless, list(prior), set(), set(), flag)
+        rule = cls(hopeless, list(prior), set(), set(), flag, answers=answers, repeats=repeats)
         for r in rule.records:
-            rule._watch(r)
+            if rule._is_answer(r):
+                rule._answer(r)
+            else:
+                rule._watch(r)
         return rule
 
     @property
@@ -59,15 +88,34 @@ class StopWhenDecided:
         self.records.append(record)
         if self.decided:
             return True
+        if self._is_answer(record):
+            return self._answer(record)
         asked = record.case_id in self.pending
         if not (self._watch(record) or asked) or record.status != "ok":
             return False
         if not self.hopeless(self.records):
             return False
+        return self._decide()
+
+    def _decide(self) -> bool:
         if self._flag is not None:
             self._flag.value = 1
         self._local = True
         return True
+
+    def _is_answer(self, record: Record) -> bool:
+        return self.answers is not None and record.human_label is None and record.control_role is None
+
+    def _answer(self, record: Record) -> bool:
+        """An application's answer: once every repeat of it is in, its verdict goes to the check."""
+        if record.status != "ok" or self.answers is None:
+            return self.decided
+        labels = self._labels.setdefault(record.case_id, {})
+        labels[record.repeat_index] = record.judge_label or ""
+        verdict = majority(list(labels.values())) if len(labels) >= self.repeats else None
+        if verdict not in ("pass", "fail") or not self.answers.add(record.case_id, record.slice, verdict == "fail"):
+            return self.decided
+        return self._decide()
 
     def _watch(self, record: Record) -> bool:
         """Whether `record` disagrees with its label; its case is then watched: its next repeats may

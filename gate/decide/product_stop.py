@@ -1,0 +1,119 @@
+"""A product lane that stops once decided: each slice's failure rate, updated one answer at a time.
+
+The lane looks after every answer it judges (`stop_when_decided`), so a slice's interval is the
+confidence sequence's (gate/decide/failure_rate.py, `sequential`), valid at every look at once.
+A slice is decided at the first look whose interval lies within its limit (`passed`) or above it
+(`exceeded`), and that look's verdict is the slice's: the answers judged after it (in flight when
+the lane stopped, or judged because another slice was still open) are recorded and billed, and
+never un-decide it. Only `exceeded` may still follow a `passed` look, when the answers judged
+since fail the slice on their own interval: what was judged never passes what it already fails.
+The lane is decided once any slice is `exceeded` or every slice it judges has `passed`.
+
+`ProductStopCheck.add` takes one answer's verdict and keeps, per slice, the two counts `k` (judged
+fail) and `n` (judged) and the look that decided it: one interval evaluation per answer, never a
+rebuild of the decision. The run's stop feeds it each answer as its verdict completes, in the order
+the answers completed; the decision (gate/decide/product.py) replays the records in the order they
+were written through the same class, so the look the run stopped at is the look `gate decide`
+finds, and its verdict is the same. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gate.decide import failure_rate as fr
+
+
+@dataclass(frozen=True)
+class Look:
+    """The look that decided a slice: its verdict and interval on the first `n` answers judged."""
+
+    verdict: fr.Verdict  # "passed" or "exceeded"
+    n: int
+    judged_fail: int
+    rate: fr.FailureRate
+
+
+@dataclass
+class SliceLooks:
+    """One slice's answers, counted as they are judged, and the look that decided it (if any)."""
+
+    limit: float
+    judge: fr.JudgeAccuracy
+    confidence: float
+    k: int = 0
+    n: int = 0
+    look: Look | None = None
+
+    def add(self, judged_fail: bool) -> None:
+        """One more answer judged: update the counts and ask the interval once."""
+        self.n += 1
+        self.k += int(judged_fail)
+        if self.look is not None and self.look.verdict == "exceeded":
+            return  # nothing later can lift it
+        rate = fr.failure_rate(
+            judged_fail=self.k, n=self.n, judge=self.judge, confidence=self.confidence, sequential=True
+        )
+        verdict = fr.slice_verdict(rate, self.limit)
+        if verdict == "exceeded" or (verdict == "passed" and self.look is None):
+            self.look = Look(verdict, self.n, self.k, rate)
+
+    @property
+    def verdict(self) -> fr.Verdict | None:
+        return self.look.verdict if self.look is not None else None
+
+
+class ProductStopCheck:
+    """Whether a product lane is decided, one answer at a time.
+
+    `slices`: the slices the lane judges answers of. `limits` and `judges` hold each one's
+    `max_failure_rate` and the judge's accuracy there; a slice missing from either can never pass
+    (its verdict needs figures it lacks), so the lane then stops only on an `exceeded` slice.
+    A case is counted once: a second answer of the same case id (a resumed run's judgment read
+    again) changes nothing.
+    """
+
+    def __init__(
+        self,
+        slices: Iterable[str],
+        limits: Mapping[str, float],
+        judges: Mapping[str, fr.JudgeAccuracy],
+        confidence: float,
+    ) -> None:
+        self.slices = frozenset(slices)
+        self.looks: dict[str, SliceLooks] = {
+            name: SliceLooks(limits[name], judges[name], confidence)
+            for name in sorted(self.slices)
+            if name in limits and name in judges
+        }
+        self.seen: set[str] = set()
+        self._decided = False
+
+    def add(self, case_id: str, slice: str, judged_fail: bool) -> bool:
+        """One answer's verdict (judged fail or pass); whether the lane is now decided."""
+        if case_id in self.seen:
+            return self._decided
+        self.seen.add(case_id)
+        looks = self.looks.get(slice)
+        if looks is None:
+            return False
+        looks.add(judged_fail)
+        if not self._decided and (
+            looks.verdict == "exceeded"
+            or (looks.verdict == "passed" and len(self.looks) == len(self.slices) and self._all_passed())
+        ):
+            self._decided = True  # and stays so: a later answer may only turn a passed slice exceeded
+        return self._decided
+
+    def _all_passed(self) -> bool:
+        return all(s.verdict == "passed" for s in self.looks.values())
+
+    @property
+    def decided(self) -> bool:
+        return self._decided
+
+    def look(self, slice: str) -> Look | None:
+        """The look that decided `slice`, or None while it is open."""
+        looks = self.looks.get(slice)
+        return looks.look if looks is not None else None
