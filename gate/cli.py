@@ -522,7 +522,8 @@ SUBCOMMANDS = (  # in the order `gate --help` lists them
         "write a new suite to fill in, from nothing or from labelled answers",
         "Write a policy with every key commented, a criterion prompt, a dataset card, the evidence, the "
         "cases (from --from, hashes computed, split into partitions by group) and the six control roles as "
-        "templates that `gate validate` refuses until they are filled. Never overwrites a file.",
+        "templates that `gate validate` refuses until they are filled. Never overwrites a file: into a suite "
+        "that exists, --from appends the answers it does not hold yet.",
         _init_flags,
         examples=examples(
             "gate init suites/support --from answers.csv", "gate validate --policy suites/support/policy.yaml"
@@ -849,8 +850,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"wrote {shown_path(path)}")
     for path in report.kept:
         print(f"kept {shown_path(path)} (it exists; gate init never overwrites a file)")
+    for message in report.appended:
+        print(log_text(message))
     for message in report.relabel:
         print(f"re-label first: {log_text(message)}")
+    for message in report.notes:
+        print(f"note: {log_text(message)}")
     policy = shown_path(args.dir / "policy.yaml")
     print(
         "\nnext: fill the six control templates in "

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import socket
 import sys
 from collections import Counter
@@ -49,6 +50,7 @@ def answers(n: int = 20) -> list[dict[str, str]]:
                 "reference": EVIDENCE[ev],
                 "evidence": ev,
                 "group": f"family-{i // 2}",
+                "reason": f"The reference says {fact if label == 'pass' else 'otherwise than ' + fact}.",
             }
         )
     return rows
@@ -92,6 +94,14 @@ FILLED = {
 }
 
 
+def fill_card(suite: Path) -> None:
+    """The dataset card, each section saying something true of the cases."""
+    card = suite / "DATASET_CARD.md"
+    said = "Support answers from the help desk, labelled by two reviewers."
+    text = re.sub(r"^TO FILL.*$|^(?!#).*TO FILL.*$", said, card.read_text(encoding="utf-8"), flags=re.M)
+    card.write_text(text, encoding="utf-8")
+
+
 def fill_controls(suite: Path) -> None:
     """What the team does next: a real question, answer, reference and reason for each role."""
     filled = []
@@ -131,6 +141,12 @@ def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_of
     assert "6 cases are templates still marked `TO FILL`" in out and "suite/cases/controls.jsonl:1" in out
 
     fill_controls(tmp_path / "suite")
+    code, out, _ = run("validate", "--policy", "suite/policy.yaml")
+    assert code == 1  # the dataset card is still a draft, and lanes pr and release gate on these cases
+    assert (
+        "suite/DATASET_CARD.md: every section of the dataset card still says `TO FILL`, and lane(s) pr, release" in out
+    )
+    fill_card(tmp_path / "suite")
     code, out, _ = run("validate", "--policy", "suite/policy.yaml")
     assert code == 0, out
     assert "note: suite/prompts/criterion.txt: the judge prompt still says `TO FILL`" in out
@@ -204,13 +220,19 @@ def test_init_never_overwrites_and_says_what_to_relabel(tmp_path: Path) -> None:
 def test_jsonl_answers_and_a_reference_without_ids(tmp_path: Path) -> None:
     rows: list[dict[str, Any]] = [{**r, "evidence": [r["evidence"]]} for r in answers(8)]
     rows[0].pop("evidence")
+    rows[2].pop("evidence")
+    rows[2]["reference"] = "Refunds go back to the card that was charged."
     source = tmp_path / "answers.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert run("init", "suite", "--from", source)[0] == 0
-    first = lines(tmp_path / "suite" / "cases" / "cases.jsonl")[0]
-    assert first["human_adjudication"]["evidence"] == ["ev-billing-001"]
+    first, _, third = lines(tmp_path / "suite" / "cases" / "cases.jsonl")[:3]
+    # The same text as refund-window's: that id, not one more; a text of its own: an id made for it.
+    assert first["human_adjudication"]["evidence"] == ["refund-window"]
+    assert third["human_adjudication"]["evidence"] == ["ev-billing-003"]
     evidence = load_yaml12((tmp_path / "suite" / "evidence.yaml").read_text(encoding="utf-8"))
-    assert evidence["ev-billing-001"]["text"] == first["reference"]
+    assert evidence["ev-billing-003"]["text"] == third["reference"]
+    assert evidence["refund-window"]["text"] == first["reference"]
+    assert set(evidence) == {"refund-window", "ship-time", "ev-billing-003"}
 
 
 @pytest.mark.parametrize(
@@ -233,3 +255,98 @@ def test_bad_answers_are_a_usage_error_naming_the_row(tmp_path: Path, edit: dict
     assert code == 2
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "suite").exists()
+
+
+def test_a_new_suite_from_31_answers_without_reasons_validates_with_to_fill_findings(tmp_path: Path) -> None:
+    """No reason column: every reason says `TO FILL`, never a made-up one, and validate refuses it on
+    the cases a lane gates on (not on calibration and dev), with the drafted card."""
+    rows = [{k: v for k, v in r.items() if k != "reason"} for r in answers(31)]
+    assert run("init", "suite", "--from", write_csv(tmp_path / "roaming.csv", rows))[0] == 0
+    cases = lines(tmp_path / "suite" / "cases" / "cases.jsonl")
+    assert len(cases) == 31
+    assert all(c["human_adjudication"]["reason"].startswith("TO FILL") for c in cases)
+    assert not any("roaming.csv" in c["human_adjudication"]["reason"] for c in cases)
+    fill_controls(tmp_path / "suite")
+    code, out, _ = run("validate", "--policy", "suite/policy.yaml")
+    assert code == 1 and "valid:" not in out
+    gated = sum(c["partition"] in ("sentinel", "held_out") for c in cases)
+    assert f"{gated} cases have no `human_adjudication.reason` (or it still says `TO FILL`)" in out
+    assert "every section of the dataset card still says `TO FILL`" in out
+    assert "are templates still marked" not in out  # the controls are filled; a reason is no template
+
+
+def test_an_all_to_fill_card_is_a_finding_on_every_lane_that_gates_and_not_on_calibration(tmp_path: Path) -> None:
+    assert run("init", "suite", "--from", write_csv(tmp_path / "answers.csv", answers(12)))[0] == 0
+    fill_controls(tmp_path / "suite")
+    for lane, code in (("pr", 1), ("release", 1), ("calibration", 0)):
+        got, out, _ = run("validate", "--policy", "suite/policy.yaml", "--lane", lane)
+        assert got == code, (lane, out)
+        assert ("every section of the dataset card still says `TO FILL`" in out) == (code == 1)
+        assert ("the dataset card still says `TO FILL` in 9 section(s)" in out) == (code == 0)  # a note
+
+
+def test_init_from_into_an_existing_suite_appends_the_new_answers(tmp_path: Path) -> None:
+    rows = answers(24)
+    assert run("init", "suite", "--from", write_csv(tmp_path / "first.csv", rows[:12]))[0] == 0
+    suite = tmp_path / "suite"
+    before = {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()}
+    code, out, _ = run("init", "suite", "--from", write_csv(tmp_path / "more.csv", rows))  # 12 old, 12 new
+    assert code == 0
+    assert "appended 12 answer(s) to suite/cases/cases.jsonl" in out
+    for path, data in before.items():  # nothing written before changes: the two files only grow
+        assert path.read_bytes().startswith(data if path.name != "evidence.yaml" else data.rstrip(b"\n")), path
+    cases = lines(suite / "cases" / "cases.jsonl")
+    assert len(cases) == 24 and len({c["case_id"] for c in cases}) == 24
+    new = cases[12:]
+    assert {c["response"] for c in new} == {r["response"] for r in rows[12:]}
+    evidence = load_yaml12((suite / "evidence.yaml").read_text(encoding="utf-8"))
+    assert set(evidence) == {"refund-window", "ship-time"}  # the same two texts: no new id
+    assert {c["partition"] for c in new} == {"sentinel", "held_out", "calibration", "dev"}  # split by group
+    old_groups = {c["group_id"]: c["partition"] for c in cases[:12]}
+    assert all(old_groups.get(c["group_id"], c["partition"]) == c["partition"] for c in new)  # groups stay whole
+    fill_controls(suite)
+    fill_card(suite)
+    assert run("validate", "--policy", "suite/policy.yaml")[0] == 0
+    code, out, _ = run("init", "suite", "--from", tmp_path / "more.csv")  # again: nothing new
+    assert code == 0 and "no new answer to append to suite/cases/cases.jsonl" in out
+    assert len(lines(suite / "cases" / "cases.jsonl")) == 24
+
+
+def test_evidence_ids_and_slices_yaml_would_misread_are_written_so_they_validate(tmp_path: Path) -> None:
+    rows = answers(8)
+    for r in rows:
+        r["evidence"] = {"refund-window": "#1", "ship-time": "*x"}[r["evidence"]]
+        r["slice"] = "null" if r["slice"] == "billing" else "true"
+    rows[1]["evidence"] = "null"
+    rows[1]["reference"] = "Express shipping takes 1 business day."
+    assert run("init", "suite", "--from", write_csv(tmp_path / "answers.csv", rows))[0] == 0
+    evidence = load_yaml12((tmp_path / "suite" / "evidence.yaml").read_text(encoding="utf-8"))
+    assert set(evidence) == {"#1", "*x", "null"}
+    policy = load_yaml12((tmp_path / "suite" / "policy.yaml").read_text(encoding="utf-8"))
+    assert set(policy["slices"]) == {"null", "true"}
+    fill_controls(tmp_path / "suite")
+    fill_card(tmp_path / "suite")
+    code, out, err = run("validate", "--policy", "suite/policy.yaml")
+    assert code == 0, out + err
+
+
+def test_the_policy_init_writes_allows_no_false_pass_and_a_small_cost_boundary(tmp_path: Path) -> None:
+    assert run("init", "suite", "--from", write_csv(tmp_path / "answers.csv", answers(8)))[0] == 0
+    policy = load_yaml12((tmp_path / "suite" / "policy.yaml").read_text(encoding="utf-8"))
+    assert {name: s["max_false_passes"] for name, s in policy["slices"].items()} == {"billing": 0, "shipping": 0}
+    assert policy["limits"]["max_total_cost"] == 1.0
+    lanes = (tmp_path / "suite" / "policy.yaml").read_text(encoding="utf-8").split("\nlanes:\n")[1]
+    assert "  # app:\n" in lanes and "# product:\n" not in lanes  # the product lane's name is not its key's
+
+
+def test_the_split_deals_on_across_strata_so_every_partition_gets_cases(tmp_path: Path) -> None:
+    """Four strata (two slices, two labels) of three groups each: a deal that started again in each
+    stratum would never reach `dev`."""
+    rows = []
+    for i in range(12):
+        slice_name, label = ("billing", "shipping")[i % 2], ("pass", "fail")[i // 2 % 2]
+        rows.append({**answers(1)[0], "user_input": f"Question {i}?", "response": f"Answer {i}.",
+                     "slice": slice_name, "label": label, "group": f"g{i}"})  # fmt: skip
+    assert run("init", "suite", "--from", write_csv(tmp_path / "answers.csv", rows))[0] == 0
+    cases = lines(tmp_path / "suite" / "cases" / "cases.jsonl")
+    assert Counter(c["partition"] for c in cases) == Counter({"sentinel": 3, "held_out": 3, "calibration": 3, "dev": 3})

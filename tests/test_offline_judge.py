@@ -18,6 +18,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,9 @@ def suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         control["human_adjudication"] = {"label": label, "reason": f"The {role} control.", "evidence": []}
         filled.append(control)
     write_lines(controls, filled)
+    card = tmp_path / "suite" / "DATASET_CARD.md"  # the team says what the cases are
+    said = "Help-desk answers about refunds and delivery, labelled by two reviewers."
+    card.write_text(re.sub(r"^(?!#).*TO FILL.*$", said, card.read_text(encoding="utf-8"), flags=re.M), encoding="utf-8")
     return tmp_path / "suite" / "policy.yaml"
 
 

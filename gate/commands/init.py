@@ -1,26 +1,29 @@
 """`gate init [DIR] [--from FILE]`: a new suite a team fills in, which `gate validate` then explains.
 
 From nothing, or from a CSV or JSON Lines file of labelled answers (`user_input`, `response`,
-`label`, `slice`; optionally `case_id`, `reference`, `evidence` ids and `group`), it writes:
+`label`, `slice`; optionally `case_id`, `reference`, `evidence` ids, `group` and `reason`), it
+writes only what it knows (what it does not is `TO FILL`, which `gate validate` says):
 
 - policy.yaml, every key commented (the rules of gate/model/policy_keys.py), optional keys as
-  comments to uncomment;
-- prompts/criterion.txt, a criterion prompt template;
+  comments to uncomment; ids and names YAML would misread are quoted;
+- prompts/criterion.txt, a criterion prompt template, its inputs in `<<<`/`>>>` blocks;
 - DATASET_CARD.md, the nine sections, drafted from the answers where they say something;
-- evidence.yaml, one entry per evidence id (its text the reference of the answers that cite it);
+- evidence.yaml, one entry per distinct reference text (its id the one the answers cite);
 - cases/cases.jsonl, one case per answer, `response_sha256` computed, partitions split by group
-  (seeded, stratified by slice and label);
+  (seeded, stratified by slice and label), a missing reason `TO FILL`;
 - cases/controls.jsonl, the six control roles as templates marked `TO FILL`, which `gate validate`
   refuses until they are filled.
 
 It never overwrites a file: one that exists is kept and said so. When cases/cases.jsonl exists,
-each answer whose case is already there with another response is named with the response's new
-hash and the instruction to label it again first.
+the answers it does not hold are appended to it (new ids, evidence texts the suite lacks appended
+to evidence.yaml, partitions split the same way); each answer whose case is already there with
+another response is named with the response's new hash and the instruction to label it again first.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import random
@@ -30,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gate.model.cases import Case
 from gate.model.dataset_card import CARD_SECTIONS
 from gate.model.errors import UsageError
@@ -37,6 +42,7 @@ from gate.model.escape import is_name, visible
 from gate.model.loading import sha256_hex
 from gate.model.paths import shown_path
 from gate.model.policy_keys import RULES
+from gate.model.yaml12 import load_yaml12
 from gate.validate.templates import TEMPLATE_MARK
 
 PARTITION_CYCLE = ("sentinel", "held_out", "calibration", "dev")
@@ -59,6 +65,7 @@ class Answer:
     evidence: tuple[str, ...]
     group: str
     reason: str
+    given_id: bool = True  # the case_id came from the file (not made from the slice and the row)
 
 
 @dataclass
@@ -66,6 +73,8 @@ class InitReport:
     written: list[Path] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
     relabel: list[str] = field(default_factory=list)  # one message per answer whose response changed
+    appended: list[str] = field(default_factory=list)  # what new answers were added to an existing suite
+    notes: list[str] = field(default_factory=list)  # what the team must do by hand (a file is never rewritten)
 
 
 # ---- reading the answers -----------------------------------------------------------------------
@@ -141,6 +150,7 @@ def _answer(
         raise UsageError(
             f"{where}: slice {visible(slice_name, 60)!r} is not a name; fix: use letters, digits and . _ : / -"
         )
+    given_id = bool(_text(row, "case_id"))
     case_id = _text(row, "case_id") or f"{slice_name}-{ordinal:03d}"
     if not is_name(case_id):
         raise UsageError(
@@ -150,9 +160,10 @@ def _answer(
     ids = raw if isinstance(raw, list) else re.split(r"[\s,;|]+", str(raw))
     evidence = tuple(str(i) for i in ids if str(i).strip())
     group = _text(row, "group") or case_id
-    reason = _text(row, "reason") or f"labelled {label} in {shown} (row {n})"
+    # No reason given: say so, never make one up (`gate validate` refuses it on a case a lane gates on).
+    reason = _text(row, "reason") or f"{TEMPLATE_MARK}: why the answer is {label}"
     return Answer(n, case_id, _text(row, "user_input"), _text(row, "response"), label, slice_name,
-                  _text(row, "reference"), evidence, group, reason)  # fmt: skip
+                  _text(row, "reference"), evidence, group, reason, given_id)  # fmt: skip
 
 
 # ---- the split ---------------------------------------------------------------------------------
@@ -180,17 +191,29 @@ def split(answers: Sequence[Answer], seed: int = 0) -> dict[str, str]:
 
 
 # ---- what is written ---------------------------------------------------------------------------
-def evidence_of(answers: Sequence[Answer]) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-    """The evidence texts by id, and each answer's cited ids. An answer with a reference but no id
-    cites one made for it (`ev-<case_id>`); the first reference given for an id is its text."""
-    texts: dict[str, str] = {}
-    cited: dict[str, tuple[str, ...]] = {}
-    for a in answers:
-        ids = a.evidence or ((f"ev-{a.case_id}",) if a.reference else ())
-        cited[a.case_id] = ids
-        for i in ids:
+def evidence_of(
+    answers: Sequence[Answer], known: dict[str, str] | None = None
+) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """The evidence texts by id, and each answer's cited ids. One id per distinct reference text: an
+    answer with a reference but no id cites the id that text already has (in `known`, the suite's
+    evidence by id, or given earlier), else one made for it (`ev-<case_id>`); the first reference
+    given for an id is its text. Returns only the texts `known` does not hold."""
+    texts: dict[str, str] = dict(known or {})
+    by_text: dict[str, str] = {}
+    for ev_id, text in texts.items():
+        by_text.setdefault(text, ev_id)
+    for a in answers:  # the ids the answers name come first: a text they name is that id's
+        for i in a.evidence:
             if a.reference and i not in texts:
                 texts[i] = a.reference
+                by_text.setdefault(a.reference, i)
+    cited: dict[str, tuple[str, ...]] = {}
+    for a in answers:
+        ids = a.evidence
+        if not ids and a.reference:
+            ids = (by_text.setdefault(a.reference, f"ev-{a.case_id}"),)
+            texts.setdefault(ids[0], a.reference)
+        cited[a.case_id] = ids
     return texts, cited
 
 
@@ -245,6 +268,16 @@ def control_lines(slice_name: str) -> list[dict[str, Any]]:
 
 
 # ---- the policy, every key commented -----------------------------------------------------------
+def yaml_scalar(text: str) -> str:
+    """`text` written where YAML reads it back as this very string, as a key and as a value: as is
+    when it does (`billing`), else double-quoted (`"null"`, `"#1"`, `"*x"`, `"1.0"`)."""
+    try:
+        plain = load_yaml12(f"{text}: {text}\n") == {text: text}
+    except (yaml.YAMLError, ValueError, TypeError):
+        plain = False
+    return text if plain and text.strip() == text else json.dumps(text, ensure_ascii=False)
+
+
 def _doc(path: str, indent: int) -> list[str]:
     """The key's rule as comment lines above it, wrapped at 100 columns."""
     import textwrap
@@ -265,7 +298,7 @@ def policy_text(policy_id: str, slices: Sequence[str], schema: str | None = None
            "# uncomment it to use it. Run `gate validate --policy <this file>` after each edit.",
            ""]  # fmt: skip
     k = _key
-    out += k("version", "version: 1", 0) + k("policy_id", f"policy_id: {policy_id}", 0)
+    out += k("version", "version: 1", 0) + k("policy_id", f"policy_id: {yaml_scalar(policy_id)}", 0)
     out += [*k("policy_version", 'policy_version: "1"', 0), ""]
     out += k("metric", "metric:", 0) + k("metric.name", "name: answer_correct", 2)
     out += k("metric.version", 'version: "1"', 2) + k("metric.allowed_values", "allowed_values: [pass, fail]", 2)
@@ -278,7 +311,7 @@ def policy_text(policy_id: str, slices: Sequence[str], schema: str | None = None
     out += [*k("dataset_card", "dataset_card: DATASET_CARD.md", 0), ""]
     out += k("slices", "slices:", 0)
     for name in slices:
-        out += [f"  {name}:", *k("slices.<slice>.max_false_passes", "max_false_passes: 0", 4)]
+        out += [f"  {yaml_scalar(name)}:", *k("slices.<slice>.max_false_passes", "max_false_passes: 0", 4)]
         out += k("slices.<slice>.max_false_fails", "max_false_fails: 2", 4, True)
         out += k("slices.<slice>.priority", "priority: 100", 4, True)
         out += k("slices.<slice>.max_failure_rate", "max_failure_rate: 0.02", 4, True)
@@ -324,7 +357,7 @@ def _lanes_text() -> list[str]:
         if name == "release":
             out += ["    # once `gate calibrate` wrote calibration/calibration.json (see `calibration` below):"]
             out += k("lanes.<lane>.require_calibration", "require_calibration: true", 4, True)
-    out += ["  # A product lane judges your application's own answers (docs/PRODUCT_GATE.md):", "  # product:"]
+    out += ["  # A product lane judges your application's own answers (docs/PRODUCT_GATE.md):", "  # app:"]
     out += k("lanes.<lane>.partitions", "  partitions: [product]", 2, True)
     out += k("lanes.<lane>.product", "  product: true", 2, True) + k(
         "lanes.<lane>.confidence", "  confidence: 0.95", 2, True
@@ -433,7 +466,7 @@ def evidence_text(texts: dict[str, str]) -> str:
     if not texts:
         out.append("{}")
     for ev_id, text in texts.items():
-        out += [f"{ev_id}:", '  version: "1"', f"  text: {json.dumps(text, ensure_ascii=False)}"]
+        out += [f"{yaml_scalar(ev_id)}:", '  version: "1"', f"  text: {json.dumps(text, ensure_ascii=False)}"]
     return "\n".join(out) + "\n"
 
 
@@ -451,27 +484,14 @@ def _schema_ref(target: Path) -> str | None:
     return os.path.relpath(schema, target.resolve())
 
 
-def _existing_mismatches(path: Path, answers: Sequence[Answer]) -> list[str]:
-    """An answer whose case is already in `path` with another response: say its new hash."""
-    by_id = {a.case_id: a for a in answers}
-    out: list[str] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-        try:
-            case = Case.model_validate_json(line)
-        except ValueError:
-            continue
-        a = by_id.get(case.case_id)
-        if a is not None and case.response is not None and case.response != a.response:
-            out.append(
-                f"{shown_path(path)}:{n}: case {case.case_id}'s response differs in the answers (row {a.row}); its "
-                f"sha256 is now {sha256_hex(a.response)}; label the new response first, then add it as a new case "
-                f'that supersedes {case.case_id} ("supersedes": "{case.case_id}") with that hash'
-            )
-    return out
-
-
 def run_init(target: Path, source: Path | None, seed: int = 0) -> InitReport:
+    """Write the suite's files that are not there yet. With answers and a suite whose
+    cases/cases.jsonl exists, the new answers are appended to it (gate/commands/init_append.py)."""
     answers = read_answers(source) if source is not None else []
+    report = InitReport()
+    appending = bool(answers) and (target / CASES_FILE).is_file()
+    if appending:
+        append_answers(target, answers, seed, report)
     texts, cited = evidence_of(answers)
     partitions = split(answers, seed)
     slices = list(dict.fromkeys(a.slice for a in answers)) or ["general"]
@@ -486,17 +506,145 @@ def run_init(target: Path, source: Path | None, seed: int = 0) -> InitReport:
         "cases/controls.jsonl": jsonl(control_lines(slices[0])),
     }
     if cases:
-        files["cases/cases.jsonl"] = jsonl(cases)
-    report = InitReport()
+        files[CASES_FILE] = jsonl(cases)
     for rel, text in files.items():
         path = target / rel
+        if appending and rel in (CASES_FILE, "evidence.yaml"):
+            continue  # appended to, above
         if path.exists():
             report.kept.append(path)
-            if rel == "cases/cases.jsonl" and answers and path.is_file():
-                report.relabel += _existing_mismatches(path, answers)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("x", encoding="utf-8") as fh:  # never overwrite, even if it appeared meanwhile
             fh.write(text)
         report.written.append(path)
     return report
+
+
+# ---- new answers into an existing suite --------------------------------------------------------
+CASES_FILE = "cases/cases.jsonl"
+
+
+@dataclass
+class Existing:
+    """What a suite holds that new answers must not clash with, read leniently."""
+
+    cases: list[tuple[int, Case]]  # (line in cases/cases.jsonl, case); the controls' ids too, line 0
+    evidence: dict[str, str]  # id -> text
+    slices: set[str]
+
+
+def _read_existing(target: Path) -> Existing:
+    cases: list[tuple[int, Case]] = []
+    for rel in (CASES_FILE, "cases/controls.jsonl"):
+        path = target / rel
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        for n, line in enumerate(text.splitlines(), start=1):
+            try:
+                cases.append((n if rel == CASES_FILE else 0, Case.model_validate_json(line)))
+            except ValueError:
+                continue
+    return Existing(cases, _yaml_mapping(target / "evidence.yaml", "text"), set(_yaml_mapping(target / "policy.yaml")))
+
+
+def _yaml_mapping(path: Path, field_name: str = "") -> dict[str, str]:
+    """evidence.yaml's texts by id (`field_name` "text"), or the policy's slices (their names)."""
+    try:
+        data = load_yaml12(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    if not field_name:
+        slices = data.get("slices")
+        return {str(k): "" for k in slices} if isinstance(slices, dict) else {}
+    return {
+        str(k): str(v[field_name])
+        for k, v in data.items()
+        if isinstance(v, dict) and isinstance(v.get(field_name), str)
+    }
+
+
+def _new_answers(answers: Sequence[Answer], suite: Existing, shown: str, report: InitReport) -> list[Answer]:
+    """The answers the suite does not hold yet, each with an id of its own. An answer already there
+    is left out; one whose case is there with another response (the same case_id, or with no
+    case_id column the one case asking the same question) is named for relabelling instead."""
+    by_id = {c.case_id: (n, c) for n, c in suite.cases}
+    asked: dict[str, list[tuple[int, Case]]] = {}
+    for n, c in suite.cases:
+        asked.setdefault(c.user_input, []).append((n, c))
+    held = {(c.user_input, c.response) for _, c in suite.cases}
+    used = set(by_id)
+    new: list[Answer] = []
+    for a in answers:
+        if (a.user_input, a.response) in held and not (a.given_id and a.case_id not in by_id):
+            continue
+        same = [by_id[a.case_id]] if a.given_id and a.case_id in by_id else asked.get(a.user_input, [])
+        if (a.given_id and a.case_id in by_id) or (not a.given_id and len(same) == 1):
+            n, case = same[0]
+            if case.response is not None and case.response != a.response:
+                report.relabel.append(
+                    f"{shown}:{n}: case {case.case_id}'s response differs in the answers (row {a.row}); its sha256 is "
+                    f"now {sha256_hex(a.response)}; label the new response first, then add it as a new case that "
+                    f'supersedes {case.case_id} ("supersedes": "{case.case_id}") with that hash'
+                )
+            continue
+        if not a.given_id:
+            k = len(used) + 1
+            while f"{a.slice}-{k:03d}" in used:
+                k += 1
+            made = f"{a.slice}-{k:03d}"
+            a = dataclasses.replace(a, case_id=made, group=made if a.group == a.case_id else a.group)
+        used.add(a.case_id)
+        new.append(a)
+    return new
+
+
+def append_answers(target: Path, answers: Sequence[Answer], seed: int, report: InitReport) -> None:
+    """Append the answers the suite does not hold to cases/cases.jsonl, and the evidence texts it
+    does not hold to evidence.yaml: new ids, one evidence id per text, partitions split as `gate init`
+    splits them (a group the suite holds stays in its partition). Nothing written before changes."""
+    cases_path, evidence_path = target / CASES_FILE, target / "evidence.yaml"
+    suite = _read_existing(target)
+    new = _new_answers(answers, suite, shown_path(cases_path), report)
+    if not new:
+        report.appended.append(f"no new answer to append to {shown_path(cases_path)}")
+        return
+    texts, cited = evidence_of(new, suite.evidence)
+    partitions = split(new, seed)
+    placed = {c.group_id: c.partition for _, c in suite.cases if c.group_id}
+    partitions.update({a.case_id: placed[a.group] for a in new if a.group in placed})
+    lines = [case_line(a, partitions[a.case_id], cited[a.case_id], reference_for(a, cited[a.case_id], texts))
+             for a in new]  # fmt: skip
+    _append_text(cases_path, jsonl(lines))
+    added = {i: t for i, t in texts.items() if i not in suite.evidence}
+    if added:
+        if suite.evidence or not evidence_path.is_file():
+            _append_text(
+                evidence_path,
+                evidence_text(added).split("\n", 2)[2] if evidence_path.is_file() else evidence_text(added),
+            )
+        else:  # the file says only `{}` (no evidence yet): it becomes the new texts
+            evidence_path.write_text(evidence_text(added), encoding="utf-8")
+    counted = f"appended {len(new)} answer(s) to {shown_path(cases_path)}"
+    report.appended.append(
+        counted + (f" and {len(added)} evidence text(s) to {shown_path(evidence_path)}" if added else "")
+    )
+    for name in sorted({a.slice for a in new} - suite.slices):
+        report.notes.append(
+            f"slice {name} is new: add it under `slices` in {shown_path(target / 'policy.yaml')} "
+            f"(`{yaml_scalar(name)}: {{max_false_passes: 0}}`); gate init never rewrites the policy"
+        )
+    for a in new:
+        for i in a.evidence:
+            if a.reference and i in suite.evidence and suite.evidence[i] != a.reference:
+                report.notes.append(
+                    f"row {a.row}: evidence {i}'s text in {shown_path(evidence_path)} is not the answer's reference; "
+                    f"case {a.case_id} was written with the file's text: check its label against that text"
+                )
+
+
+def _append_text(path: Path, text: str) -> None:
+    before = path.read_text(encoding="utf-8") if path.is_file() else ""
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(("\n" if before and not before.endswith("\n") else "") + text)

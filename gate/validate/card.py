@@ -9,8 +9,26 @@ review_required; the gate blocks until the suite's owners write it.
 from __future__ import annotations
 
 from gate.model.dataset_card import CARD_SECTIONS
+from gate.model.paths import shown_path
 from gate.model.states import Finding, State
+from gate.validate.completeness import NEVER_GATED
 from gate.validate.context import Context
+from gate.validate.templates import TEMPLATE_MARK
+
+
+def drafted_card_lanes(ctx: Context) -> list[str]:
+    """The lanes that gate on cases (every lane but those of `dev` and `calibration` only; the lane
+    validated, with one) while every section of the dataset card still says `TO FILL`: nothing in it
+    is a description yet, so a verdict on these cases cannot be weighed. A lane that only measures
+    (the calibration lane) may run on a drafted card."""
+    card = ctx.loaded.card
+    if card is None or not all(TEMPLATE_MARK in card.sections.get(key, TEMPLATE_MARK) for key, _ in CARD_SECTIONS):
+        return []
+    return [
+        name
+        for name, lane in ctx.policy.lanes.items()
+        if (ctx.lane is None or ctx.lane == name) and (lane.product or set(lane.partitions) - NEVER_GATED)
+    ]
 
 
 def card_defects(ctx: Context) -> list[Finding]:
@@ -27,7 +45,22 @@ def card_defects(ctx: Context) -> list[Finding]:
                 location=ctx.policy_file,
             )
         ]
-    return [
+    lanes = drafted_card_lanes(ctx)
+    drafted = (
+        []
+        if not lanes
+        else [
+            Finding(
+                State.QUALITY_FAILED,
+                "input_contract",
+                f"{shown_path(card.path)}: every section of the dataset card still says `{TEMPLATE_MARK}`, and lane(s) "
+                f"{', '.join(lanes)} gate on these cases; fix: say in each section what is true of the cases (what "
+                "they are fit to judge, where they come from, who labelled them), or write `none` and why",
+                location=shown_path(card.path),
+            )
+        ]
+    )
+    return drafted + [
         Finding(
             State.QUALITY_FAILED,
             "input_contract",

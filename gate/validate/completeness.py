@@ -13,6 +13,7 @@ from __future__ import annotations
 from gate.model.states import Finding
 from gate.validate.context import Context, contract
 from gate.validate.references import withheld
+from gate.validate.templates import TEMPLATE_MARK
 
 NEVER_GATED = frozenset({"dev", "calibration"})
 
@@ -32,7 +33,7 @@ def incomplete_gated_cases(ctx: Context) -> list[Finding]:
             continue
         if rules.evidence_ids and not [e for e in adj.evidence if e.strip()]:
             missing["evidence"].append(i)
-        if rules.reason and not adj.reason.strip():
+        if rules.reason and (not adj.reason.strip() or TEMPLATE_MARK in adj.reason):
             missing["reason"].append(i)
         if rules.response_sha256 and case.response is not None and not (case.response_sha256 or "").strip():
             missing["hash"].append(i)
@@ -42,7 +43,7 @@ def incomplete_gated_cases(ctx: Context) -> list[Finding]:
             "name the evidence ids the label rests on, or set `gated_cases: {evidence_ids: false}` in the policy",
         ),
         "reason": (
-            "have no `human_adjudication.reason` in a partition a lane gates on",
+            f"have no `human_adjudication.reason` (or it still says `{TEMPLATE_MARK}`) in a partition a lane gates on",
             "write why the label is right, in a sentence a reviewer can check, or set "
             "`gated_cases: {reason: false}` in the policy",
         ),

@@ -26,6 +26,7 @@ from gate.model.paths import shown_path
 from gate.model.policy import Lane
 from gate.model.states import Finding, State
 from gate.model.supersede import superseded_ids
+from gate.validate.card import drafted_card_lanes
 from gate.validate.context import Context, describe_locations
 from gate.validate.templates import TEMPLATE_MARK
 
@@ -161,7 +162,7 @@ def _drafts(ctx: Context) -> list[str]:
             f"{where}: the judge prompt still says `{TEMPLATE_MARK}`; write the criterion there before you trust a verdict"
         )
     card = ctx.loaded.card
-    if card is not None:
+    if card is not None and not drafted_card_lanes(ctx):  # else a finding says it (gate/validate/card.py)
         marked = [key for key, text in card.sections.items() if TEMPLATE_MARK in text]
         if marked:
             out.append(

@@ -17,10 +17,14 @@ def _marked(text: str | None) -> bool:
 
 
 def unfilled_templates(ctx: Context) -> list[Finding]:
+    """A case whose question, answer or reference (or a control's reason) still says `TO FILL`. An
+    answer's reason that says it (`gate init --from` without a reason column) is a missing reason:
+    refused on a case a lane gates on (gate/validate/completeness.py), a draft elsewhere."""
     idx = []
     for i, case in enumerate(ctx.cases):
         adj = case.human_adjudication
-        fields = (case.user_input, case.response, case.reference, adj.reason if adj else None)
+        reason = adj.reason if adj is not None and case.is_control else None
+        fields = (case.user_input, case.response, case.reference, reason)
         if any(_marked(f) for f in fields):
             idx.append(i)
     if not idx:
