@@ -315,6 +315,7 @@ def policy_text(policy_id: str, slices: Sequence[str], schema: str | None = None
         out += k("slices.<slice>.max_false_fails", "max_false_fails: 2", 4, True)
         out += k("slices.<slice>.priority", "priority: 100", 4, True)
         out += k("slices.<slice>.max_failure_rate", "max_failure_rate: 0.02", 4, True)
+        out += k("slices.<slice>.max_failures", "max_failures: 0", 4, True)
     out += ["", *k("limits", "limits:", 0), *k("limits.max_evaluator_errors", "max_evaluator_errors: 0", 2)]
     out += [*k("limits.max_total_cost", "max_total_cost: 1.00", 2), ""]
     out += [*k("missing_evidence", "missing_evidence: block", 0), "", *_lanes_text(), ""]
@@ -363,6 +364,7 @@ def _lanes_text() -> list[str]:
         "lanes.<lane>.confidence", "  confidence: 0.95", 2, True
     )
     out += k("lanes.<lane>.fail_on_regression", "  fail_on_regression: true", 2, True)
+    out += k("lanes.<lane>.audit", "  audit: audit/ledger", 2, True)
     return out
 
 
