@@ -481,6 +481,37 @@ SERVE_EXIT = exit_table(
 )
 
 
+def _queue_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("queue", type=Path, metavar="QUEUE", help="the queue `gate review queue` wrote")
+
+
+def _ledger_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ledger",
+        required=True,
+        type=Path,
+        metavar="LEDGER",
+        help="the ledger: a JSON Lines file, or a directory of one file per reviewer (read as their union)",
+    )
+
+
+def _labelled_flags(parser: argparse.ArgumentParser) -> None:
+    _path_flag(parser, "--policy", "the policy (default: the one the queue's header names, relative to the queue)")
+    parser.add_argument(
+        "--reviewers-per-item",
+        type=_positive,
+        metavar="K",
+        help="independent labels an item needs (default: the policy's review.reviewers_per_item, 2)",
+    )
+
+
+def _review_status_flags(parser: argparse.ArgumentParser) -> None:
+    _queue_arg(parser)
+    _ledger_flag(parser)
+    _labelled_flags(parser)
+    _format_flag(parser, "the figures per slice")
+
+
 REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` lists them
     Subcommand(
         "queue",
@@ -506,6 +537,15 @@ REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` li
             'gate review serve queue.jsonl --ledger labels/ --host 0.0.0.0 --token "$SECRET"',
         ),
         exits=SERVE_EXIT,
+    ),
+    Subcommand(
+        "status",
+        "how far labelling has come and whether people agree, per slice",
+        "Per slice: items, items with K labels, the unanimous share, Krippendorff's alpha with a bootstrap 95% "
+        "interval, Cohen's kappa for two reviewers, abstentions and disagreements awaiting adjudication.",
+        _review_status_flags,
+        examples=examples("gate review status queue.jsonl --ledger labels/"),
+        exits=REVIEW_EXIT,
     ),
 )
 
@@ -893,9 +933,24 @@ def cmd_review_serve(args: argparse.Namespace) -> int:
     return serve(options)
 
 
+def cmd_review_status(args: argparse.Namespace) -> int:
+    from gate.commands.review import read_labelled, review_status, status_json
+    from gate.review.status import status_text
+
+    labelled = read_labelled(args.queue, args.ledger, args.policy, args.reviewers_per_item)
+    rows = review_status(labelled)
+    if args.format == "json":
+        print(json.dumps(status_json(labelled, rows), indent=2))
+    else:
+        for line in status_text(rows, labelled.k):
+            print(log_text(line))
+    return 0
+
+
 REVIEW_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "queue": cmd_review_queue,
     "serve": cmd_review_serve,
+    "status": cmd_review_status,
 }
 
 

@@ -407,6 +407,8 @@ def _optional_text() -> list[str]:
     for key in ("product", "gold_set", "rubric", "evaluator", "provider", "gate_policy"):
         out += k(f"owners.{key}", f'  {key}: "@team"', 0, True)
     out += k("records", "records:", 0, True) + k("records.clear_text", "  clear_text: true", 0, True)
+    out += k("review", "review:", 0, True) + k("review.min_alpha", "  min_alpha: 0.667", 0, True)
+    out += k("review.reviewers_per_item", "  reviewers_per_item: 2", 0, True)
     out += k("gated_cases", "gated_cases:", 0, True)
     for key in ("evidence_ids", "reason", "response_sha256"):
         out += k(f"gated_cases.{key}", f"  {key}: true", 0, True)

@@ -26,13 +26,16 @@ from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import RECORDS_FILE
 from gate.model.states import State
 from gate.review.draw import draw_order
-from gate.review.queue import QueueHeader, QueueItem, make_item, write_queue
+from gate.review.ledger import FinalLabel, LedgerLine, final_labels, read_ledger
+from gate.review.queue import Queue, QueueHeader, QueueItem, make_item, read_queue, write_queue
+from gate.review.status import SliceStatus, slice_status
 
 JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
 DEFAULT_PASS_SAMPLE = 100  # judged-pass answers drawn per slice unless --sample says
 ALL = "all"  # the one stratum of a sample that is not an audit's
 RESPONSES_FILE = "responses.jsonl"
 PROPOSED_CASES = "proposed-cases.jsonl"
+REVIEW_REQUIRED = "review_required"  # the judge's abstention label: never a person's
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ def build_queue(req: QueueRequest) -> Written:
         ),
         policy_sha256=loaded.sha256,
         rubric_version=loaded.policy.rubrics[-1],
-        allowed_values=tuple(loaded.policy.metric.allowed_values),
+        allowed_values=tuple(v for v in loaded.policy.metric.allowed_values if v != REVIEW_REQUIRED),
         sources=tuple(built.sources),
         design=built.design,
     )
@@ -361,3 +364,56 @@ def summary_lines(written: Written) -> list[str]:
         f"gate review status {shown_path(written.path)} --ledger labels/"
     )
     return lines
+
+
+# ---- reading a queue with its labels (status, export, import) ----------------------------------
+@dataclass(frozen=True)
+class Labelled:
+    queue: Queue
+    loaded: LoadedPolicy
+    lines: tuple[LedgerLine, ...]
+    k: int  # independent labels an item needs
+    finals: dict[str, FinalLabel]
+
+
+def queue_policy(queue: Queue, policy: Path | None) -> LoadedPolicy:
+    """The policy a queue labels for: --policy, else the one its header names (relative to the queue)."""
+    path = policy if policy is not None else queue.policy_file
+    if policy is None and not from_working_directory(path).exists():
+        raise UsageError(
+            f"{shown_path(queue.path)}: the queue's policy {shown_path(path)} does not exist (the header names it "
+            "relative to the queue file); fix: pass --policy with the policy the queue was built for"
+        )
+    loaded = load_policy(path)
+    missing = [v for v in queue.header.allowed_values if v not in loaded.policy.metric.allowed_values]
+    if loaded.policy.policy_id != queue.header.policy_id or missing:
+        raise UsageError(
+            f"{shown_path(queue.path)}: the queue labels for policy {visible(queue.header.policy_id, 80)!r} with labels "
+            f"{', '.join(queue.header.allowed_values)}, not for {shown_path(path)} (policy "
+            f"{loaded.policy.policy_id!r}); fix: pass --policy with the policy the queue was built for"
+        )
+    return loaded
+
+
+def read_labelled(queue_path: Path, ledger: Path, policy: Path | None, k: int | None) -> Labelled:
+    queue = read_queue(queue_path)
+    loaded = queue_policy(queue, policy)
+    lines = read_ledger(ledger, queue)
+    per_item = k if k is not None else loaded.policy.review.reviewers_per_item
+    return Labelled(queue, loaded, lines, per_item, final_labels(lines, queue, per_item))
+
+
+def review_status(labelled: Labelled) -> list[SliceStatus]:
+    return slice_status(
+        labelled.queue, labelled.lines, labelled.k, labelled.loaded.policy.review.min_alpha, labelled.finals
+    )
+
+
+def status_json(labelled: Labelled, rows: Sequence[SliceStatus]) -> dict[str, Any]:
+    return {
+        "queue": shown_path(labelled.queue.path),
+        "queue_sha256": labelled.queue.sha256,
+        "reviewers_per_item": labelled.k,
+        "ledger_lines": len(labelled.lines),
+        "slices": [row.to_dict() for row in rows],
+    }

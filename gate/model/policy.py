@@ -313,6 +313,13 @@ class RecordsPolicy(Strict):
     clear_text: bool = True
 
 
+class ReviewPolicy(Strict):
+    """How people's labels are made and read back (`gate review`)."""
+
+    min_alpha: float = Field(default=0.667, ge=0, le=1)
+    reviewers_per_item: int = Field(default=2, ge=1, le=20)
+
+
 class GatedCases(Strict):
     """What a non-control case in a partition a lane gates on must carry (gate/validate/completeness.py)."""
 
@@ -381,6 +388,7 @@ class Policy(Strict):
     strata: dict[str, Stratum] = Field(default_factory=dict)
     owners: Owners | None = None
     records: RecordsPolicy = Field(default_factory=RecordsPolicy)
+    review: ReviewPolicy = Field(default_factory=ReviewPolicy)
     gated_cases: GatedCases = Field(default_factory=GatedCases)
 
     @model_validator(mode="before")

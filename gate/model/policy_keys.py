@@ -330,6 +330,17 @@ RULES: dict[str, tuple[str, str]] = {
         "run keeps no copy of the answers it judged.",
         "clear_text: true",
     ),
+    "review": ("How people's labels are made and read back (`gate review`).", "review: {...}"),
+    "review.min_alpha": (
+        "The least Krippendorff's alpha among reviewers for a slice's labels to be used: below it people do not "
+        "agree on the boundary, and `gate review export` refuses the slice.",
+        "min_alpha: 0.667",
+    ),
+    "review.reviewers_per_item": (
+        "Independent labels an item needs before it is done (K); K that agree are its final label, else an "
+        "adjudicator settles it.",
+        "reviewers_per_item: 2",
+    ),
     "gated_cases": (
         "What a non-control case in a partition a lane gates on (not `dev`, `calibration` or a product lane's) "
         "must carry; `gate validate` names each case that lacks it. A case with no reference is left to "
