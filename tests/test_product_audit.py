@@ -43,10 +43,13 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
         yield server
 
 
-def audit_suite(root: Path, fake: FakeOpenAI, limit: float, **slice_keys: Any) -> Path:
+def audit_suite(
+    root: Path, fake: FakeOpenAI, limit: float, overrides: list[dict[str, Any]] | None = None, **slice_keys: Any
+) -> Path:
     slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": limit, **slice_keys}}
     cases = [product_case(f"p-{i:03d}") for i in range(60)]
-    policy = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url})
+    extra = {"overrides": overrides} if overrides else {}
+    policy = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url}, **extra)
     write_calibration(policy, {"critical": WEAK_JUDGE})
     return policy
 
@@ -262,6 +265,49 @@ def test_audit_flags_outside_a_product_lane_are_usage_errors(
     err = capsys.readouterr().err
     assert "broken.jsonl:1" in err and "Traceback" not in err
     assert json.loads((run / "result.json").read_text())["state"] == "review_required"
+
+
+def override(blocker: str, **scope: Any) -> dict[str, Any]:
+    return {
+        "id": "ovr-1",
+        "blocker": blocker,
+        "approver": "@release-lead",
+        "reason": "the three failing answers were read and accepted",
+        "evidence": "https://example.com/ticket/7",
+        "expires": "2099-01-01",
+        "follow_up": "audit the next release",
+        **scope,
+    }
+
+
+def test_a_person_may_decide_an_inconclusive_slice_but_never_an_exceeded_one(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = audit_suite(tmp_path / "suite", fake, 0.2, [override("failure_rate_inconclusive", slice="critical")])
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", answers_of(3))) == 0
+    res = result(run)
+    assert res["state"] == "passed" and res["product"]["slices"]["critical"]["verdict"] == "inconclusive"
+    [w] = res["waived"]
+    assert w["kind"] == "failure_rate_inconclusive" and w["slice"] == "critical" and w["approver"] == "@release-lead"
+    report = (run / "report.md").read_text()
+    # Beside the slice, the approver (a mention defused in Markdown: no one is pinged).
+    beside = r"`critical` decided by a person: failure\_rate\_inconclusive waived by override ovr-1, approved by @"
+    assert beside + "\u200drelease-lead" in report
+    assert "decided by a person" in capsys.readouterr().out
+
+    for kind in ("failure_rate_exceeded", "failure_confirmed", "regressed"):
+        refused = product_suite(tmp_path / kind, [product_case("p-1")], overrides=[override(kind, slice="critical")])
+        assert main(["validate", "--policy", str(refused)]) == 2
+        err = capsys.readouterr().err
+        assert f"{kind} cannot be waived for a slice" in err and "fix: name one of failure_rate_inconclusive" in err
+    both = product_suite(
+        tmp_path / "both",
+        [product_case("p-1")],
+        overrides=[override("judge_unfit", slice="critical", case_ids=["p-1"])],
+    )
+    assert main(["validate", "--policy", str(both)]) == 2
+    assert "either `case_ids`" in capsys.readouterr().err
 
 
 # --- the statistics, pure ---

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gate.model.states import Finding, State
 from gate.model.strict import Strict
@@ -26,13 +26,29 @@ from gate.model.wording import plural
 
 class Override(Strict):
     id: str = Field(min_length=1)
-    case_ids: list[str] = Field(min_length=1)
+    # The cases it waives; or, for a product lane's slice verdict, the slice (`slice: NAME`): one of the two.
+    case_ids: list[str] = Field(default_factory=list)
+    slice: str | None = Field(default=None, min_length=1)
     blocker: str = Field(min_length=1)
     approver: str = Field(min_length=1)
     reason: str = Field(min_length=1)
     evidence: str = Field(min_length=1)
     expires: dt.date
     follow_up: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _cases_or_slice(self) -> Override:
+        if bool(self.case_ids) == (self.slice is not None):
+            raise ValueError(
+                f"override {self.id} must name either `case_ids` (the cases it waives) or `slice` (a product lane's "
+                "slice whose verdict a person decides), not both and not neither; fix: keep one"
+            )
+        return self
+
+    @property
+    def scope(self) -> str:
+        """What it waives, in words: the case ids, or the slice."""
+        return f"slice {self.slice}" if self.slice is not None else ", ".join(self.case_ids)
 
 
 WAIVABLE: tuple[str, ...] = (
@@ -76,11 +92,19 @@ NOT_WAIVABLE = frozenset(
         "failure_rate_exceeded",
         "failure_rate_inconclusive",
         "regressed",
+        "failure_confirmed",
+        "audit_required",
+        "calibration_not_transferable",
         "regression_unchecked",
         "missing_response",
     }
 )
 _FIX = f"fix: name one of {', '.join(WAIVABLE)} (or remove the override)"
+# What a person may decide for a product lane's slice (`slice: NAME`): a verdict the evidence left open. Never a
+# verdict the evidence settled against the slice: failure_rate_exceeded, failure_confirmed, regressed.
+SLICE_WAIVABLE: tuple[str, ...] = ("failure_rate_inconclusive", "judge_unfit", "audit_required")
+SLICE_NEVER = ("failure_rate_exceeded", "failure_confirmed", "regressed")
+_SLICE_FIX = f"fix: name one of {', '.join(SLICE_WAIVABLE)} (or remove the override)"
 
 
 def kind_of(o: Override) -> str:
@@ -93,6 +117,23 @@ def kind_problems(overrides: Sequence[Override], missing_evidence: str) -> list[
     for i, o in enumerate(overrides):
         where = f"`overrides.{i}.blocker` (override {o.id})"
         kind = kind_of(o)
+        if o.slice is not None:
+            if kind in SLICE_NEVER:
+                problems.append(
+                    f"{where}: {o.blocker} cannot be waived for a slice: the evidence decided the slice fails, which no "
+                    f"approval changes (a person may decide only what the evidence left open); {_SLICE_FIX}"
+                )
+            elif kind not in SLICE_WAIVABLE:
+                problems.append(
+                    f"{where}: {o.blocker} is not a slice's verdict an override with `slice` may waive; {_SLICE_FIX}"
+                )
+            continue
+        if kind in SLICE_WAIVABLE:
+            problems.append(
+                f"{where}: {o.blocker} is a product slice's verdict, waived for a slice, not for cases; fix: replace "
+                "`case_ids` with `slice: NAME`"
+            )
+            continue
         if kind in NOT_WAIVABLE:
             problems.append(
                 f"{where}: {o.blocker} cannot be waived: an override waives quality blockers only, never "
@@ -122,6 +163,16 @@ def case_problems(overrides: Sequence[Override], known: set[str]) -> list[str]:
     return problems
 
 
+def slice_problems(overrides: Sequence[Override], slices: set[str]) -> list[str]:
+    """The overrides' slices the policy does not define (a typo would waive nothing, silently)."""
+    return [
+        f"`overrides.{i}.slice` (override {o.id}): {o.slice} is not a slice of the policy; fix: correct it to one of "
+        f"{', '.join(sorted(slices))}"
+        for i, o in enumerate(overrides)
+        if o.slice is not None and o.slice not in slices
+    ]
+
+
 def is_waivable(f: Finding) -> bool:
     if f.kind == "missing_evidence":
         return f.state is State.REVIEW_REQUIRED  # routed to review; `block` is an input problem
@@ -149,7 +200,11 @@ def apply_overrides(blockers: Sequence[Finding], overrides: Sequence[Override], 
     kept: list[Finding] = []
     waived: list[dict[str, Any]] = []
     for f in blockers:
-        matching = [o for o in active if kind_of(o) == f.kind and set(o.case_ids) & set(f.case_ids)]
+        by_slice = [o for o in active if o.slice is not None and o.slice == f.slice and kind_of(o) == f.kind]
+        if by_slice and f.kind in SLICE_WAIVABLE:
+            waived += [_waiver(o, f.kind, list(f.case_ids)) for o in by_slice]
+            continue
+        matching = [o for o in active if o.slice is None and kind_of(o) == f.kind and set(o.case_ids) & set(f.case_ids)]
         if not matching or not is_waivable(f):
             kept.append(f)
             continue
@@ -168,7 +223,7 @@ def apply_overrides(blockers: Sequence[Finding], overrides: Sequence[Override], 
                 Finding(
                     State.REVIEW_REQUIRED,
                     "expired_override",
-                    f"override {o.id} ({o.blocker} for {', '.join(o.case_ids)}, approved by {o.approver}) expired "
+                    f"override {o.id} ({o.blocker} for {o.scope}, approved by {o.approver}) expired "
                     f"on {o.expires.isoformat()} and waives nothing; fix: renew it with a new review or remove it",
                     case_ids=tuple(o.case_ids),
                 )
@@ -181,6 +236,7 @@ def _waiver(o: Override, kind: str, case_ids: list[str]) -> dict[str, Any]:
         "override": o.id,
         "kind": kind,
         "case_ids": case_ids,
+        **({"slice": o.slice} if o.slice is not None else {}),
         "approver": o.approver,
         "reason": o.reason,
         "evidence": o.evidence,

@@ -33,7 +33,7 @@ from gate.model.loading import (
     resolve_inside,
 )
 from gate.model.loading import sha256_hex as _sha256
-from gate.model.overrides import Override, case_problems, kind_problems
+from gate.model.overrides import Override, case_problems, kind_problems, slice_problems
 from gate.model.paths import from_working_directory, shown_path
 from gate.model.strict import Strict
 from gate.model.yaml12 import as_written
@@ -703,6 +703,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     names, prompt_problems = _prompt_problems(policy, prompt_text)
     override_kinds = kind_problems(policy.overrides, policy.missing_evidence)
     problems += card_problems + prompt_problems + _price_problems(policy) + override_kinds
+    problems += slice_problems(policy.overrides, set(policy.slices))
     loaded = LoadedPolicy(
         path=source.resolve(),
         policy=policy,

@@ -228,7 +228,13 @@ RULES: dict[str, tuple[str, str]] = {
     ),
     "overrides": ("Reviewed, time-limited waivers of quality blockers (docs/OVERRIDES.md).", "overrides: []"),
     "overrides[].id": ("A unique id for the override.", "id: ovr-2026-12-shipping"),
-    "overrides[].case_ids": ("The cases it waives; each must exist.", "case_ids: [ship-003]"),
+    "overrides[].case_ids": ("The cases it waives; each must exist. Either this or `slice`.", "case_ids: [ship-003]"),
+    "overrides[].slice": (
+        "A product lane's slice whose open verdict a person decides: waives `failure_rate_inconclusive`, "
+        "`judge_unfit` or `audit_required` for the slice, never `failure_rate_exceeded`, `failure_confirmed` or "
+        "`regressed`. Either this or `case_ids`.",
+        "slice: billing-critical",
+    ),
     "overrides[].blocker": (
         "The blocker kind it waives: `false_pass_limit`, `false_fail_limit`, `pair_violated`, `label_conflict`, "
         "`abstention`, `unstable_verdict`, or `missing_evidence` when routed to review.",

@@ -158,6 +158,7 @@ class Waived(Part):
     override: str
     kind: str
     case_ids: list[str]
+    slice: str | None = None  # an override of a product slice's verdict (`slice: NAME`)
     approver: str
     reason: str
     evidence: str
@@ -170,6 +171,7 @@ class OverrideRow(Part):
 
     id: str
     case_ids: list[str]
+    slice: str | None = None
     blocker: str
     approver: str
     reason: str

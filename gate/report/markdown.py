@@ -221,6 +221,25 @@ def _cost(result: Result) -> list[str]:
     return lines
 
 
+def _overrides(result: Result) -> list[str]:
+    """The policy's overrides and the waivers they made (a case list, or a product slice)."""
+    if not (result.waived or result.overrides):
+        return []
+    lines = ["### Overrides"]
+    for o in result.overrides:
+        status = "**expired**" if o.expired else f"until {escape(o.expires)}"
+        scope = f"slice {code_id(o.slice)}" if o.slice is not None else id_list(o.case_ids)
+        lines.append(
+            f"- {code_id(o.id)} waives {code_id(o.blocker)} for {scope} "
+            f"({status}); approver {escape(o.approver)}; reason: {escape(o.reason, 300)}; "
+            f"evidence: {code_id(o.evidence)}; follow-up: {escape(o.follow_up)}"
+        )
+    for w in result.waived:
+        scope = f"slice {code_id(w.slice)}" if w.slice is not None else id_list(w.case_ids)
+        lines.append(f"  - applied: {code_id(w.override)} waived {code_id(w.kind)} for {scope}")
+    return [*lines, ""]
+
+
 def render_report(result: Result, *, with_marker: bool = True) -> str:
     state = result.state
     policy_id = result.policy_id
@@ -277,18 +296,7 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
             "</details>",
             "",
         ]
-    if result.waived or result.overrides:
-        lines.append("### Overrides")
-        for o in result.overrides:
-            status = "**expired**" if o.expired else f"until {escape(o.expires)}"
-            lines.append(
-                f"- {code_id(o.id)} waives {code_id(o.blocker)} for {id_list(o.case_ids)} "
-                f"({status}); approver {escape(o.approver)}; reason: {escape(o.reason, 300)}; "
-                f"evidence: {code_id(o.evidence)}; follow-up: {escape(o.follow_up)}"
-            )
-        for w in result.waived:
-            lines.append(f"  - applied: {code_id(w.override)} waived {code_id(w.kind)} for {id_list(w.case_ids)}")
-        lines.append("")
+    lines += _overrides(result)
     for note in result.notes:
         lines.append(f"> {escape(note)}")
     if result.lineage is not None:

@@ -9,8 +9,10 @@ XML escaping in the SVG); a result without a product section renders nothing fro
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +22,7 @@ from gate.model.escape import id_list, visible, xml_text
 from gate.model.escape import markdown as escape
 
 if TYPE_CHECKING:
-    from gate.model.result import Product, ProductRate, ProductSlice, Result
+    from gate.model.result import Product, ProductRate, ProductSlice, Result, Waived
 
 VERDICT_TEXT = {
     "passed": "passed",
@@ -50,6 +52,7 @@ class SliceView:
     turned_fail: tuple[str, ...]
     audit: str | None = None  # the audit estimate, when people's labels decided the slice
     zero: str | None = None  # the zero-tolerance count (`max_failures`)
+    decided_by_person: str | None = None  # an override of the slice's open verdict: who approved it
 
 
 def _judge_rate(rate: ProductRate | None) -> str:
@@ -125,8 +128,22 @@ def slice_view(name: str, s: ProductSlice) -> SliceView:
     )
 
 
-def slice_views(product: Product) -> list[SliceView]:
-    return [slice_view(name, s) for name, s in product.slices.items()]
+def slice_views(product: Product, waived: Sequence[Waived] = ()) -> list[SliceView]:
+    views = [slice_view(name, s) for name, s in product.slices.items()]
+    by_slice: dict[str, list[Waived]] = {}
+    for w in waived:
+        if w.slice is not None:
+            by_slice.setdefault(w.slice, []).append(w)
+    return [
+        dataclasses.replace(v, decided_by_person=_person(by_slice[v.name])) if v.name in by_slice else v for v in views
+    ]
+
+
+def _person(waivers: Sequence[Waived]) -> str:
+    return "; ".join(
+        f"{w.kind} waived by override {w.override}, approved by {w.approver} until {w.expires} ({w.reason})"
+        for w in waivers
+    )
 
 
 def heading(product: Product) -> str:
@@ -163,7 +180,7 @@ def product_section(result: Result) -> list[str]:
         "| " + " | ".join(COLUMNS) + " |",
         "|---|---|--:|---|--:|--:|--:|--:|",
     ]
-    views = slice_views(product)
+    views = slice_views(product, result.waived)
     for v in views:
         icon = VERDICT_ICON.get(v.verdict, "")
         lines.append(
@@ -172,6 +189,8 @@ def product_section(result: Result) -> list[str]:
         )
     notes = []
     for v in views:
+        if v.decided_by_person:
+            notes.append(f"- {code_id(v.name)} decided by a person: {escape(v.decided_by_person, 600)}")
         if v.audit:
             notes.append(f"- {code_id(v.name)} {escape(v.audit, 800)}")
         if v.zero:

@@ -172,7 +172,7 @@ def _product(result: Result, console: Console) -> None:
     if product is None:
         return
     console.print(Text(heading(product), style="bold"))
-    for v in slice_views(product):
+    for v in slice_views(product, result.waived):
         verdict = Text(VERDICT_TEXT.get(v.verdict, log_text(v.verdict)), style=VERDICT_STYLE.get(v.verdict, ""))
         rate = f"failure rate {v.rate} (interval {v.interval})" if v.interval != "–" else "no failure rate"
         line = Text.assemble(
@@ -182,6 +182,8 @@ def _product(result: Result, console: Console) -> None:
             f"; {rate} against a limit of {v.limit}; {v.judged_fail} judged fail; judge Se {v.se}, Sp {v.sp}",
         )
         print_indented(console, 2, line)
+        if v.decided_by_person:
+            print_indented(console, 4, safe_text(f"decided by a person: {v.decided_by_person}", 600))
         if v.audit:
             print_indented(console, 4, safe_text(v.audit, 800))
         if v.zero:
