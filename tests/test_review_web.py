@@ -8,10 +8,12 @@ is scripts/review_ui.py (`make ui-test`).
 
 from __future__ import annotations
 
+import asyncio
 import html.parser
 import json
 import re
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ from gate.review.ledger import final_labels, read_ledger
 from gate.review.queue import QueueHeader, make_item, read_queue, write_queue
 from gate.web.app import CSP, Settings, build_app
 from gate.web.desk import Desk
+from gate.web.serve import bind
 
 WEB = Path(__file__).resolve().parent.parent / "gate" / "web"
 XSS = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"></textarea><b>bold</b>'
@@ -513,3 +516,26 @@ def test_the_server_writes_nothing_but_the_ledger(server: tuple[str, Path, Any],
     after = files()
     assert {k: v for k, v in after.items() if k != "labels/ann.jsonl"} == before
     assert "labels/ann.jsonl" in after
+
+
+def test_the_servers_socket_sends_each_answer_at_once() -> None:
+    """Nagle's algorithm off on every connection: otherwise a keep-alive client (a browser, httpx)
+    waits for a delayed ACK, ~40 ms, on every answer. asyncio turns it off only on a socket that
+    says it is TCP."""
+
+    async def accepted_nodelay() -> int:
+        seen: list[int] = []
+        listening = bind("127.0.0.1", 0)
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(handle, sock=listening)
+        async with server:
+            reader, writer = await asyncio.open_connection(*listening.getsockname()[:2])
+            await reader.read()
+            writer.close()
+        return seen[0]
+
+    assert asyncio.run(accepted_nodelay()) != 0

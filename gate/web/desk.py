@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gate.model.escape import NAME_RULE, is_name, visible
 from gate.model.paths import from_working_directory
 from gate.review.ledger import LedgerLine, append_line, final_labels, ledger_files, read_ledger
@@ -38,8 +40,6 @@ class Refused(Exception):
 
 def _order(reviewer: str, n: int) -> list[int]:
     """The reviewer's own order of the queue: a permutation seeded by their name alone."""
-    import numpy as np
-
     seed = int.from_bytes(hashlib.sha256(f"gate review order\0{reviewer}".encode()).digest()[:8], "big")
     order: list[int] = np.random.default_rng(seed).permutation(n).tolist()
     return order
