@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fake_openai import FakeOpenAI, held, reply
 from suite import result
 from test_product_lane import GOOD_JUDGE, answer, app_suite, fake, product_case, write_calibration, write_responses
@@ -37,7 +38,7 @@ STOP_LANES = {
 def topic_suite(root: Path, fake: FakeOpenAI, good: int, bad: int, limit: float = 0.15, **policy: Any) -> Path:
     """One slice whose answers are two topics: `good` right answers whose ids sort first (a-...),
     and `bad` wrong ones whose ids sort last (z-...)."""
-    path = app_suite(root, fake, n=0, limit=limit, lanes=STOP_LANES, **policy)
+    path = app_suite(root, fake, n=0, limit=limit, **{"lanes": STOP_LANES, **policy})
     cases = [product_case(f"a-{i:03d}") for i in range(good)] + [product_case(f"z-{i:03d}") for i in range(bad)]
     with (path.parent / "cases.jsonl").open("a", encoding="utf-8") as fh:
         fh.writelines(json.dumps(c) + "\n" for c in cases)
@@ -268,3 +269,24 @@ def test_a_case_counts_once_and_a_slice_without_figures_never_passes() -> None:
         if check.add(f"a-x{i}", "a", True):
             break
     assert check.decided and check.look("a").verdict == "exceeded"  # type: ignore[union-attr]
+
+
+# --- stop_when_decided with fail_on_regression ---------------------------------------------------
+
+
+def test_stop_when_decided_beside_fail_on_regression_is_refused_before_any_call(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # On 0ca9dd1 such a lane passed after 6 answers, where without the stop it blocked as regressed
+    # (the stop asked only about the failure rate).
+    policy = topic_suite(tmp_path / "suite", fake, good=10, bad=0)
+    data = yaml.safe_load(policy.read_text())
+    data["lanes"]["app"]["fail_on_regression"] = True
+    policy.write_text(yaml.safe_dump(data, sort_keys=False))
+    responses = topic_answers(tmp_path / "r.jsonl", good=10, bad=0)
+    assert main(["validate", "--policy", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert "policy.yaml" in err and "`lanes.app` sets both `stop_when_decided` and `fail_on_regression`" in err
+    assert "fix: remove `stop_when_decided` from `lanes.app`" in err and "Traceback" not in err
+    assert run_lane(policy, tmp_path / "out", responses) == 2
+    assert "`fail_on_regression`" in capsys.readouterr().err and fake.count() == 0

@@ -428,6 +428,14 @@ class Policy(Strict):
                     "whole (a certification or a calibration from part of its cases would be wrong); fix: remove "
                     f"`stop_when_decided` from `lanes.{name}` (use it on a pull-request lane)"
                 )
+            if lane.stop_when_decided and lane.fail_on_regression:
+                raise ValueError(
+                    f"`lanes.{name}` sets both `stop_when_decided` and `fail_on_regression`, which is refused: the "
+                    "stop decides each slice on its failure rate alone, so the lane could stop and pass before it "
+                    "judged enough answers to see a regression against the base run; fix: remove "
+                    f"`stop_when_decided` from `lanes.{name}` (every answer is then judged and compared with the "
+                    "base), or remove `fail_on_regression`"
+                )
             bad = [p for p in lane.partitions if p not in known]
             if bad:
                 raise ValueError(

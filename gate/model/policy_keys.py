@@ -203,8 +203,9 @@ RULES: dict[str, tuple[str, str]] = {
         "require_calibration: true",
     ),
     "lanes.<lane>.stop_when_decided": (
-        "Stop paying once `quality_failed` is certain. Refused on a lane that runs `held_out` or `calibration`, "
-        "which must be measured whole.",
+        "Stop paying once `quality_failed` is certain (a product lane: once every slice is decided). Refused on "
+        "a lane that runs `held_out` or `calibration`, which must be measured whole, and beside "
+        "`fail_on_regression`, which needs every answer compared with the base.",
         "stop_when_decided: true",
     ),
     "lanes.<lane>.product": (
@@ -223,7 +224,8 @@ RULES: dict[str, tuple[str, str]] = {
         "audit: audit/ledger",
     ),
     "lanes.<lane>.fail_on_regression": (
-        "A product lane only: block when a slice fails more often than on the base run.",
+        "A product lane only: block when a slice fails more often than on the base run. Refused beside "
+        "`stop_when_decided`.",
         "fail_on_regression: true",
     ),
     "overrides": ("Reviewed, time-limited waivers of quality blockers (docs/OVERRIDES.md).", "overrides: []"),
