@@ -267,6 +267,33 @@ def test_audit_flags_outside_a_product_lane_are_usage_errors(
     assert json.loads((run / "result.json").read_text())["state"] == "review_required"
 
 
+def test_junit_has_a_failing_test_per_answer_judged_fail_with_peoples_label_and_errors_as_errors(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=5)
+    lines = answers_of(3)
+    lines[10] = {"case_id": "p-010", "response": "App answer for p-010. [[judge:http=500]]"}
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 3
+    ledger = tmp_path / "ledger.jsonl"
+    label(ledger, lines[0], "fail")
+    label(ledger, lines[1], "pass")
+    out = tmp_path / "decided"
+    decide(policy, run, out, "--audit", str(ledger))
+    suite = ET.parse(out / "junit.xml").getroot()
+    found = {tc.get("name"): tc for tc in suite.iter("testcase")}
+    failures = {name: tc.find("failure") for name, tc in found.items() if tc.find("failure") is not None}
+    assert sorted(failures) == ["p-000", "p-001", "p-002"] and suite.get("failures") == "3"
+    assert failures["p-000"].get("message") == "slice critical: the judge failed this answer; people's label: fail"
+    assert failures["p-001"].get("message") == "slice critical: the judge failed this answer; people's label: pass"
+    assert failures["p-002"].get("message") == "slice critical: the judge failed this answer; not audited by people"
+    assert failures["p-000"].text == "oracle marker says fail"  # the judge's reason
+    assert found["p-010"].find("error") is not None and suite.get("errors") == "1"
+    assert found["p-020"].find("failure") is None and found["p-020"].find("error") is None
+
+
 def override(blocker: str, **scope: Any) -> dict[str, Any]:
     return {
         "id": "ovr-1",

@@ -128,6 +128,7 @@ def audit_slice(
         "judged_pass": _sample_dict(ps),
         "confirmed_fail": [c for c in fs.case_ids if in_draw.get(c) == "fail"],
         "missed_fail": [c for c in ps.case_ids if in_draw.get(c) == "fail"],
+        "cleared_fail": [c for c in fs.case_ids if in_draw.get(c) == "pass"],
         "transport": None,
         "decide_hint": None,
     }

@@ -525,6 +525,7 @@ class ProductAudit(Part):
     judged_pass: AuditStratum
     confirmed_fail: list[str]  # judged fail and people failed it
     missed_fail: list[str]  # judged pass and people failed it
+    cleared_fail: list[str] = Field(default_factory=list)  # judged fail and people passed it
     transport: AuditTransport | None
     decide_hint: str | None
 

@@ -13,6 +13,25 @@ if TYPE_CHECKING:
 QUALITY_OUTCOMES = {"false_pass", "false_fail"}
 
 
+def people_labels(result: Result) -> dict[str, str]:
+    """A product lane's answers people audited: case id -> their final label (pass or fail)."""
+    found: dict[str, str] = {}
+    if result.product is None:
+        return found
+    for s in result.product.slices.values():
+        if s.zero_tolerance is not None:
+            found.update({c: "fail" for c in s.zero_tolerance.confirmed})
+            found.update({c: "pass" for c in s.zero_tolerance.cleared})
+        if s.audit is not None:
+            found.update({c: "fail" for c in (*s.audit.confirmed_fail, *s.audit.missed_fail)})
+            found.update({c: "pass" for c in s.audit.cleared_fail})
+    return found
+
+
+def _people(label: str | None) -> str:
+    return f"; people's label: {label}" if label is not None else "; not audited by people"
+
+
 def render_junit(result: Result) -> str:
     policy_id = result.policy_id
     cases = result.cases
@@ -24,6 +43,7 @@ def render_junit(result: Result) -> str:
                 pair_violations[cid] = b.message
     suite = ET.Element("testsuite", name=f"ragas-gate.{policy_id}")
     failures = errors = skipped = 0
+    people = people_labels(result)
     for c in cases:
         cid = c.case_id
         tc = ET.SubElement(suite, "testcase", name=cid, classname=f"{policy_id}.{c.slice}")
@@ -44,6 +64,15 @@ def render_junit(result: Result) -> str:
                 type=c.outcome,
                 message=f"human {c.human_label}, judge {c.verdict}",
             ).text = c.reason or ""
+            failures += 1
+        elif c.outcome == "judged_fail" and not role:
+            # A product lane's answer the judge failed: a failing test whoever confirms it (people's label beside).
+            message = f"slice {c.slice}: the judge failed this answer{_people(people.get(cid))}"
+            ET.SubElement(tc, "failure", type="judged_fail", message=message).text = c.reason or ""
+            failures += 1
+        elif c.outcome == "judged_pass" and people.get(cid) == "fail" and not role:
+            message = f"slice {c.slice}: the judge passed this answer; people's label: fail"
+            ET.SubElement(tc, "failure", type="people_fail", message=message).text = c.reason or ""
             failures += 1
         elif cid in pair_violations:
             ET.SubElement(tc, "failure", type="pair_violated", message=pair_violations[cid])
