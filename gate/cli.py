@@ -512,6 +512,61 @@ def _review_status_flags(parser: argparse.ArgumentParser) -> None:
     _format_flag(parser, "the figures per slice")
 
 
+def _review_export_flags(parser: argparse.ArgumentParser) -> None:
+    _queue_arg(parser)
+    parser.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="LEDGER",
+        help="the ledger (a file, or a directory of one file per reviewer); needed for --format cases",
+    )
+    parser.add_argument(
+        "--partition", help="the partition the new cases go into (e.g. calibration); for --format cases"
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="cases: a new CASES.jsonl (never an existing file); label-studio: a directory for tasks.json and config.xml",
+    )
+    parser.add_argument(
+        "--format",
+        choices=["cases", "label-studio"],
+        default="cases",
+        help="cases (the final labels as a new dataset version's cases) or label-studio (tasks and config to label there)",
+    )
+    _labelled_flags(parser)
+    parser.add_argument(
+        "--accept-low-agreement",
+        action="store_true",
+        help="export a slice whose alpha is below review.min_alpha anyway (each case records it)",
+    )
+
+
+def _review_import_flags(parser: argparse.ArgumentParser) -> None:
+    _queue_arg(parser)
+    _ledger_flag(parser)
+    parser.add_argument(
+        "--format", choices=["label-studio"], required=True, help="the tool the export comes from (label-studio)"
+    )
+    parser.add_argument("export", type=Path, metavar="EXPORT.json", help="Label Studio's JSON export of the project")
+    parser.add_argument(
+        "--blind",
+        action="store_true",
+        help="the Label Studio project hid other annotators' work (recorded in each line; default: not blind)",
+    )
+
+
+REVIEW_EXPORT_EXIT = exit_table(
+    (
+        (0, "written", "the cases (or the Label Studio files) are written"),
+        (1, "low agreement", "a slice's alpha is below review.min_alpha: nothing written (--accept-low-agreement)"),
+        USAGE_ROW,
+        (3, "error", "an unexpected error"),
+    )
+)
+
+
 REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` lists them
     Subcommand(
         "queue",
@@ -545,6 +600,29 @@ REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` li
         "interval, Cohen's kappa for two reviewers, abstentions and disagreements awaiting adjudication.",
         _review_status_flags,
         examples=examples("gate review status queue.jsonl --ledger labels/"),
+        exits=REVIEW_EXIT,
+    ),
+    Subcommand(
+        "export",
+        "the final labels as the cases of a new dataset version, or tasks for Label Studio",
+        "Write one case per item with a unanimous or adjudicated label (a final abstain is listed, not exported), "
+        "with full provenance; a case a label corrects gets a new id that supersedes it. --format label-studio "
+        "writes tasks.json and config.xml instead, with nothing of the judge.",
+        _review_export_flags,
+        examples=examples(
+            "gate review export queue.jsonl --ledger labels/ --partition calibration --out new-cases.jsonl",
+            "gate review export queue.jsonl --format label-studio --out label-studio/",
+        ),
+        exits=REVIEW_EXPORT_EXIT,
+    ),
+    Subcommand(
+        "import",
+        "append the annotations of a Label Studio export to the ledger",
+        "Read Label Studio's JSON export of a project made from `export --format label-studio`: each annotation "
+        "not cancelled becomes a ledger line by reviewer label-studio:<user id>. Importing the same export "
+        "again appends nothing.",
+        _review_import_flags,
+        examples=examples("gate review import queue.jsonl --ledger labels/ --format label-studio export.json"),
         exits=REVIEW_EXIT,
     ),
 )
@@ -947,10 +1025,103 @@ def cmd_review_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_review_export(args: argparse.Namespace) -> int:
+    from gate.commands.review import export_label_studio, run_export
+    from gate.model.paths import shown_path
+
+    if args.format == "label-studio":
+        for path in export_label_studio(args.queue, args.out):
+            print(f"wrote {shown_path(path)}")
+        print("next: create a Label Studio project with config.xml, import tasks.json, label, export as JSON, then")
+        print(f"  gate review import {shown_path(args.queue)} --ledger labels/ --format label-studio EXPORT.json")
+        return 0
+    if args.ledger is None or args.partition is None:
+        raise UsageError("gate review export: --format cases needs --ledger and --partition; fix: pass both")
+    outcome = run_export(
+        args.queue,
+        args.ledger,
+        args.partition,
+        args.out,
+        policy=args.policy,
+        k=args.reviewers_per_item,
+        accept_low_agreement=args.accept_low_agreement,
+    )
+    return _print_export(outcome, args)
+
+
+def _print_export(outcome: Any, args: argparse.Namespace) -> int:
+    from gate.model.paths import shown_path
+    from gate.review.status import LOW_AGREEMENT
+
+    def id_list(ids: Sequence[str], limit: int = 20) -> str:
+        return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+    if outcome.exported is None:
+        for row in outcome.refused:
+            print(
+                log_text(f"slice {row.slice}: alpha {row.alpha:.3f} is below {row.min_alpha:g}: {LOW_AGREEMENT}"),
+                file=sys.stderr,
+            )
+        names = ", ".join(row.slice for row in outcome.refused)
+        print(
+            log_text(
+                f"nothing was written; fix the rubric and label again, or pass --accept-low-agreement (recorded in each case) to export {names}"
+            ),
+            file=sys.stderr,
+        )
+        return 1
+    exported = outcome.exported
+    corrected = [c["case_id"] for c in exported.cases if "supersedes" in c]
+    print(f"wrote {shown_path(args.out)}: {len(exported.cases)} cases into partition {args.partition}")
+    if corrected:
+        print(log_text(f"  {len(corrected)} supersede a case whose label people corrected: {id_list(corrected)}"))
+    if exported.confirmed:
+        print(
+            log_text(
+                f"  {len(exported.confirmed)} confirmed as labelled, left as they are: {id_list(list(exported.confirmed))}"
+            )
+        )
+    if exported.abstained:
+        print(log_text(f"  final abstain, not exported: {id_list(list(exported.abstained))}"))
+    if exported.not_final:
+        print(f"  {exported.not_final} items have no final label yet (pending or awaiting adjudication)")
+    for row in outcome.refused:
+        print(
+            log_text(
+                f"  slice {row.slice}: exported with --accept-low-agreement (alpha {row.alpha:.3f}), recorded in each case"
+            )
+        )
+    for line in outcome.card_lines:
+        print(log_text(line))
+    print("next: append them to the policy's cases file, then gate validate and gate calibrate")
+    return 0
+
+
+def cmd_review_import(args: argparse.Namespace) -> int:
+    from gate.commands.review import import_label_studio
+    from gate.model.paths import shown_path
+
+    outcome = import_label_studio(args.queue, args.ledger, args.export, blind=args.blind)
+    got = outcome.imported
+    print(
+        f"{shown_path(args.export)}: {got.tasks} tasks, {len(got.lines)} annotations ({got.cancelled} cancelled, not read)"
+    )
+    print(
+        f"  appended {outcome.appended} ledger lines to {shown_path(args.ledger)}; {outcome.already} were already there"
+    )
+    print(
+        f"  {got.without_annotations} tasks without annotations; {got.not_in_export} items of the queue not in the "
+        "export (Label Studio's default export leaves out unannotated tasks)"
+    )
+    return 0
+
+
 REVIEW_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "queue": cmd_review_queue,
     "serve": cmd_review_serve,
     "status": cmd_review_status,
+    "export": cmd_review_export,
+    "import": cmd_review_import,
 }
 
 

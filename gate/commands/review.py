@@ -26,9 +26,10 @@ from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import RECORDS_FILE
 from gate.model.states import State
 from gate.review.draw import draw_order
-from gate.review.ledger import FinalLabel, LedgerLine, final_labels, read_ledger
+from gate.review.export import Exported, ExportRequest, export_cases
+from gate.review.ledger import FinalLabel, LedgerLine, append_line, final_labels, read_ledger
 from gate.review.queue import Queue, QueueHeader, QueueItem, make_item, read_queue, write_queue
-from gate.review.status import SliceStatus, slice_status
+from gate.review.status import NO_SLICE, SliceStatus, slice_status
 
 JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
 DEFAULT_PASS_SAMPLE = 100  # judged-pass answers drawn per slice unless --sample says
@@ -417,3 +418,149 @@ def status_json(labelled: Labelled, rows: Sequence[SliceStatus]) -> dict[str, An
         "ledger_lines": len(labelled.lines),
         "slices": [row.to_dict() for row in rows],
     }
+
+
+# ---- export: the cases of a new dataset version ------------------------------------------------
+HELD_OUT = "held_out"
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    written: Path | None
+    exported: Exported | None
+    refused: tuple[SliceStatus, ...] = ()  # slices whose alpha is below review.min_alpha
+    card_lines: tuple[str, ...] = ()
+
+
+def _check_partition(loaded: LoadedPolicy, partition: str) -> None:
+    if partition not in loaded.policy.all_partitions:
+        raise UsageError(
+            f"--partition {visible(partition, 60)}: {shown_path(loaded.path)} has no such partition (it has "
+            f"{', '.join(loaded.policy.all_partitions)}); fix: pass one of them, or add it to `partitions`"
+        )
+    if partition == HELD_OUT and loaded.policy.certification is not None:
+        raise UsageError(
+            f"--partition {HELD_OUT}: {shown_path(loaded.path)} certifies the judge on its held-out cases "
+            f"(`certification.ledger` {loaded.policy.certification.ledger}); cases added there would change a set "
+            "already spent or about to be; fix: export into calibration (or a partition of your own) instead"
+        )
+
+
+def run_export(
+    queue_path: Path,
+    ledger: Path,
+    partition: str,
+    out: Path,
+    *,
+    policy: Path | None = None,
+    k: int | None = None,
+    accept_low_agreement: bool = False,
+) -> ExportOutcome:
+    """Write the cases of the queue's final labels into a new file; refuse slices people disagree on."""
+    from gate.model.cases import load_dataset
+
+    if from_working_directory(out).exists():
+        raise UsageError(
+            f"--out {shown_path(out)}: the file exists; export never writes into one; fix: pass a new path"
+        )
+    labelled = read_labelled(queue_path, ledger, policy, k)
+    _check_partition(labelled.loaded, partition)
+    rows = review_status(labelled)
+    low = tuple(r for r in rows if r.low_agreement)
+    if low and not accept_low_agreement:
+        return ExportOutcome(None, None, low)
+    missing = [i for i in labelled.queue.items if i.slice is None and labelled.finals[i.item_id].final]
+    if missing:
+        raise UsageError(
+            f"{shown_path(queue_path)}: item {missing[0].item_id[:12]} has no slice, and every case needs one; fix: "
+            "build the queue from a source that names each answer's slice"
+        )
+    alphas: dict[str | None, float | None] = {_slice_key(r.slice): r.alpha for r in rows}
+    request = ExportRequest(partition, alphas, accept_low_agreement)
+    existing = load_dataset(labelled.loaded).cases
+    exported = export_cases(labelled.queue, labelled.finals, labelled.lines, existing, request)
+    _write_new(out, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in exported.cases))
+    return ExportOutcome(out, exported, low, tuple(card_lines(labelled, exported)))
+
+
+def _write_new(path: Path, text: str) -> None:
+    try:
+        with open(from_working_directory(path), "x", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except FileExistsError:
+        raise UsageError(f"--out {shown_path(path)}: the file exists; fix: pass a new path") from None
+    except OSError as exc:
+        raise UsageError(
+            f"--out {shown_path(path)}: cannot write it ({exc.strerror}); fix: pass a writable path"
+        ) from None
+
+
+def card_lines(labelled: Labelled, exported: Exported) -> list[str]:
+    """The dataset card's sections these cases change, with what to write in them."""
+    card = labelled.loaded.card
+    where = shown_path(card.path) if card is not None else "the dataset card"
+    design = labelled.queue.header.design
+    lines = [f"dataset card ({where}): update these sections for the new cases"]
+    if exported.window is not None:
+        lines.append(f"  Collection window: labelled {exported.window[0]} to {exported.window[1]}")
+    who = ", ".join(exported.reviewers) or "none"
+    adjudicators = ", ".join(exported.adjudicators) or "none"
+    lines.append(f"  Reviewer qualifications: reviewers {who}; adjudicators {adjudicators}")
+    sources = ", ".join(str(s.get("kind")) for s in labelled.queue.header.sources)
+    drawn = f", seeded draw {str(design['seed'])[:12]}" if design.get("seed") else ""
+    lines.append(f"  Sampling design: from {sources} (queue {labelled.queue.sha256[:12]}{drawn})")
+    counts = ", ".join(f"{s} {label} {n}" for (s, label), n in sorted(exported.counts.items()))
+    lines.append(f"  counts: {len(exported.cases)} cases ({counts or 'none'})")
+    return lines
+
+
+def _slice_key(name: str) -> str | None:
+    return None if name == NO_SLICE else name
+
+
+# ---- Label Studio ------------------------------------------------------------------------------
+def export_label_studio(queue_path: Path, out: Path) -> list[Path]:
+    """tasks.json and config.xml in `out` (created if missing; neither file overwritten)."""
+    from gate.review import label_studio
+
+    queue = read_queue(queue_path)
+    where = from_working_directory(out)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {shown_path(out)}: cannot create the directory ({exc.strerror}); fix: pass another"
+        ) from None
+    written = [out / "tasks.json", out / "config.xml"]
+    for path in written:
+        if from_working_directory(path).exists():
+            raise UsageError(f"--out {shown_path(out)}: {path.name} exists there; fix: pass a new directory")
+    _write_new(written[0], json.dumps(label_studio.tasks(queue), ensure_ascii=False, indent=1) + "\n")
+    _write_new(written[1], label_studio.config_xml(queue.header.labels))
+    return written
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    appended: int
+    already: int  # annotations an earlier import of this export appended
+    imported: Any  # gate.review.label_studio.Imported
+
+
+def import_label_studio(queue_path: Path, ledger: Path, export: Path, *, blind: bool) -> ImportOutcome:
+    from gate.model.loading import read_json
+    from gate.review import label_studio
+
+    queue = read_queue(queue_path)
+    try:
+        data = read_json(export, "Label Studio export", 1024 * 1024 * 1024)
+    except FileProblem as exc:
+        raise UsageError(exc.message) from None
+    imported = label_studio.read_export(data, queue, blind=blind, where=shown_path(export))
+    done = {line.external_id for line in read_ledger(ledger, queue, missing_ok=True) if line.external_id}
+    fresh = [fields for fields in imported.lines if fields["external_id"] not in done]
+    for fields in fresh:
+        append_line(ledger, fields)
+    return ImportOutcome(len(fresh), len(imported.lines) - len(fresh), imported)
