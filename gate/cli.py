@@ -23,6 +23,7 @@ from gate.model.errors import UsageError
 from gate.model.escape import log_text
 from gate.model.process import exit_process, gc_paused, guarded_output, without_pydantic_plugins
 from gate.model.states import Finding, State, blocking_findings, exit_state
+from gate.model.textfit import say
 from gate.model.wording import plural
 
 if TYPE_CHECKING:
@@ -825,7 +826,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         summary = validate_summary(shown_path(args.policy), len(dataset.cases), findings)
         format_findings_text(findings, sys.stdout, header, summary)
         for note in found.notes:
-            sys.stdout.write(f"note: {log_text(note)}\n")
+            say(sys.stdout, f"note: {log_text(note)}")
     return 1 if blocking else 0
 
 
@@ -964,23 +965,27 @@ def cmd_init(args: argparse.Namespace) -> int:
     from gate.model.paths import shown_path
 
     report = run_init(args.dir, args.source, args.seed)
+    out = sys.stdout
     for path in report.written:
-        print(f"wrote {shown_path(path)}")
+        say(out, f"wrote {shown_path(path)}")
     for path in report.kept:
-        print(f"kept {shown_path(path)} (it exists; gate init never overwrites a file)")
+        say(out, f"kept {shown_path(path)} (it exists; gate init never overwrites a file)")
     for message in report.appended:
-        print(log_text(message))
+        say(out, log_text(message))
     for message in report.relabel:
-        print(f"re-label first: {log_text(message)}")
+        say(out, f"re-label first: {log_text(message)}")
     for message in report.notes:
-        print(f"note: {log_text(message)}")
+        say(out, f"note: {log_text(message)}")
     policy = shown_path(args.dir / "policy.yaml")
-    print(
+    say(
+        out,
         "\nnext: fill the six control templates in "
         f"{shown_path(args.dir / 'cases' / 'controls.jsonl')} (gate validate refuses them until they are filled), "
-        f"write the criterion in {shown_path(args.dir / 'prompts' / 'criterion.txt')} and the dataset card, then\n"
+        f"write the criterion in {shown_path(args.dir / 'prompts' / 'criterion.txt')} and the dataset card, then "
+        "check the suite, and run it offline (that checks the wiring, not the prompt):\n"
         f"  gate validate --policy {policy}\n"
-        f"  python scripts/demo_offline.py --policy {policy}   # offline: checks the wiring, not the prompt"
+        f"  python scripts/demo_offline.py --policy {policy}",
+        hang=len("next: "),
     )
     return 0
 
@@ -992,7 +997,7 @@ def cmd_review_queue(args: argparse.Namespace) -> int:
         QueueRequest(Path(args.policy), args.source, args.out, args.sample, args.seed, args.responses)
     )
     for line in summary_lines(written):
-        print(line)
+        say(sys.stdout, line)
     return 0
 
 

@@ -39,7 +39,6 @@ import os
 import re
 import socket
 import sys
-import textwrap
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from gate.model.cases import Case, load_dataset  # noqa: E402
 from gate.model.errors import GateError, UsageError  # noqa: E402
 from gate.model.paths import shown_path  # noqa: E402
 from gate.model.policy import LoadedPolicy, load_policy  # noqa: E402
+from gate.model.textfit import say  # noqa: E402
 from gate.plan.inputs import DEFAULT_CACHE_DIR, cache_dir_for  # noqa: E402
 from gate.plan.responses import answer_cases, read_responses  # noqa: E402
 
@@ -305,7 +305,7 @@ def _banner(args: argparse.Namespace, base_url: str, key_env: str) -> str:
         f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "
         f"{base_url}, {how}. {real} {_cache_said(Path(args.policy))}"
     )
-    return textwrap.fill(said, 100, break_long_words=False, break_on_hyphens=False)
+    return said
 
 
 def _cache_said(policy: Path) -> str:
@@ -322,14 +322,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     except UsageError as exc:
-        print(f"demo_offline: {exc.message}", file=sys.stderr)
+        say(sys.stderr, f"demo_offline: {exc.message}")
         return 2
     except Exception as exc:
-        print(
+        say(
+            sys.stderr,
             f"demo_offline: the offline demo crashed ({type(exc).__name__}: {exc}). This is a bug of the offline "
             "provider, not a verdict on your cases (exit 3); fix: run `gate validate --policy` on the policy, and "
             "report the error with the command you ran",
-            file=sys.stderr,
         )
         return 3
 
@@ -343,17 +343,18 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     problem = _port_problem(args.port)
     if problem is not None:
-        print(
+        say(
+            sys.stderr,
             f"demo_offline: cannot listen on 127.0.0.1:{args.port} ({problem}); fix: stop the other demo, "
             "or pass --port (or set GATE_DEMO_PORT) to another port",
-            file=sys.stderr,
         )
         return 2
     fake = FakeOpenAI(default=judge, port=args.port, latency=args.latency).start()  # type: ignore[arg-type]
     try:
         os.environ["OPENAI_BASE_URL"] = fake.base_url
         os.environ[key_env] = "sk-offline-demo"
-        print(_banner(args, fake.base_url, key_env) + "\n", flush=True)
+        say(sys.stdout, _banner(args, fake.base_url, key_env) + "\n", hang=0)
+        sys.stdout.flush()
         gate_args = ["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out, "--no-cache"]
         if args.shard:
             gate_args += ["--shard", args.shard]
@@ -362,7 +363,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.base_result:
             gate_args += ["--base-result", args.base_result]
         code = gate_main(gate_args)
-        print(f"\n{fake.count()} HTTP requests reached the offline provider; gate exited {code}")
+        say(sys.stdout, f"\n{fake.count()} HTTP requests reached the offline provider; gate exited {code}")
     finally:
         fake.stop()
     return code

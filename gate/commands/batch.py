@@ -70,6 +70,7 @@ from gate.model.policy import LoadedPolicy, today
 from gate.model.records import RECORDS_FILE, Record, RecordWriter
 from gate.model.result import BatchCounts, BatchRef
 from gate.model.states import Finding, State, blocking_findings
+from gate.model.textfit import say
 from gate.model.traces import DRIFT_LANE
 from gate.model.wording import agree, plural
 from gate.run.lineage import make_lineage
@@ -426,10 +427,7 @@ def _poll(provider: BatchProvider, status: BatchStatus, opts: BatchOptions, stre
     print(_progress_line(status), file=stream)
     while not status.terminal:
         if opts.timeout_s is not None and opts.clock() - start >= opts.timeout_s:
-            print(
-                f"gate: --batch-timeout {opts.timeout_s:g}s reached; batch {status.batch_id} is still running",
-                file=stream,
-            )
+            say(stream, f"gate: --batch-timeout {opts.timeout_s:g}s reached; batch {status.batch_id} is still running")
             break
         opts.sleep(opts.poll_s)
         status = provider.status(status.batch_id)

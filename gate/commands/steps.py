@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from gate.model.errors import GateError, UsageError
 from gate.model.escape import log_text
 from gate.model.states import USAGE_ERROR_EXIT, State
+from gate.model.textfit import say
 from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs
 
 if TYPE_CHECKING:
@@ -78,11 +79,11 @@ def exit_on_error(
         if isinstance(exc, KeyboardInterrupt) and write_result is not None:
             written = write_result(exc)
             if written:
-                stream.write(f"{written}\n")
+                say(stream, written)
         return known
     written = write_result(exc) if write_result is not None else None
     crash.print_traceback_if_debug(exc, stream)
-    stream.write(f"error: {crash.crash_message(what, exc, written, resumable=resumable)}\n")
+    say(stream, f"error: {crash.crash_message(what, exc, written, resumable=resumable)}")
     return crash.INTERNAL_ERROR_EXIT
 
 
@@ -141,13 +142,13 @@ def report_known_error(exc: BaseException, stream: TextIO) -> int | None:
     if isinstance(exc, KeyboardInterrupt):
         from gate.commands.crash import signal_name
 
-        stream.write(f"error: interrupted ({signal_name(exc)})\n")
+        say(stream, f"error: interrupted ({signal_name(exc)})")
         return State.EVALUATION_INCOMPLETE.exit_code
     if isinstance(exc, OutputWriteError):
-        stream.write(f"error: {exc.message}\n")
+        say(stream, f"error: {exc.message}")
         return State.EVALUATION_INCOMPLETE.exit_code
     if isinstance(exc, GateError):
         shown = "\n".join(log_text(line) for line in exc.message.split("\n"))
-        stream.write(f"error: {shown}\n")
+        say(stream, f"error: {shown}")
         return USAGE_ERROR_EXIT
     return None

@@ -19,6 +19,7 @@ from gate.model.escape import log_text
 from gate.model.result import Result, ResultProblem
 from gate.model.result import load_result as load_result_file
 from gate.model.states import USAGE_ERROR_EXIT, State, exit_state
+from gate.model.textfit import say
 
 log = logging.getLogger(__name__)
 
@@ -84,14 +85,14 @@ def publish_result_dir(
     try:
         result = load_result(result_dir)
     except ValueError as exc:
-        print(f"gate publish: {log_text(exc)}; pass --result the directory `gate run --out` wrote", file=stream)
+        say(stream, f"gate publish: {log_text(exc)}; pass --result the directory `gate run --out` wrote")
         return USAGE_ERROR_EXIT
     code = state_exit_code(result)
     token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN") or ""
     repository = env.get("GITHUB_REPOSITORY", "")
     if not token or not repository:
         missing = "GITHUB_TOKEN" if not token else "GITHUB_REPOSITORY"
-        print(f"gate publish: warning: {missing} is not set; nothing published", file=stream)
+        say(stream, f"gate publish: warning: {missing} is not set; nothing published")
         return code
     head_sha, pr_number = read_event(env)
     report_md = read_text(result_dir / "report.md") or read_text(result_dir / "summary.md") or ""
@@ -109,9 +110,9 @@ def publish_result_dir(
         options=options,
     )
     for warning in outcome.warnings:
-        print(f"gate publish: warning: {log_text(warning)}", file=stream)
+        say(stream, f"gate publish: warning: {log_text(warning)}")
     if outcome.check_run_url:
-        print(f"gate publish: check run {log_text(outcome.check_run_url)}", file=stream)
+        say(stream, f"gate publish: check run {log_text(outcome.check_run_url)}")
     if outcome.comment_action in ("created", "edited", "unchanged"):
-        print(f"gate publish: sticky comment {outcome.comment_action}", file=stream)
+        say(stream, f"gate publish: sticky comment {outcome.comment_action}")
     return code

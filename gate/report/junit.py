@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from gate.model.escape import xml_text
+from gate.report.sections import human_text
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -62,7 +63,7 @@ def render_junit(result: Result) -> str:
                 tc,
                 "failure",
                 type=c.outcome,
-                message=f"human {c.human_label}, judge {c.verdict}",
+                message=f"human {human_text(c.human_label)}, judge {c.verdict}",
             ).text = c.reason or ""
             failures += 1
         elif c.outcome == "judged_fail" and not role:

@@ -151,12 +151,12 @@ def _case_detail(c: CaseRow) -> str:
     labels = c.labels
     votes = f" (votes: {', '.join(escape(v) for v in labels)})" if len(labels) > 1 else ""
     why = f" — judge: “{escape(c.reason, MAX_REASON_CHARS)}”" if c.reason else ""
-    return f"human **{escape(c.human_label)}**, judge **{escape(c.verdict)}**{votes}{why}"
+    return f"human **{escape(sections.human_text(c.human_label))}**, judge **{escape(c.verdict)}**{votes}{why}"
 
 
 def _slice_table(result: Result) -> list[str]:
     slices = result.slices
-    if not slices:
+    if not sections.shows_slice_table(result):
         return []
     lines = [
         "| slice | false pass | false fail | true pass | true fail | errors | review | unrun |",

@@ -209,6 +209,9 @@ def calibration_lines(result: Result) -> list[str]:
     if cal is None:
         return []
     verdict = "fits the policy" if cal.ok else "cannot gate: " + ", ".join(dict.fromkeys(cal.blockers))
+    unfit = list(dict.fromkeys(b.slice or "" for b in result.blockers if b.kind == "judge_unfit"))
+    if cal.ok and unfit:  # its agreement fits, but the slices' own check found it cannot decide these
+        verdict = f"agreement fits the policy, but the judge is unfit to decide {', '.join(unfit)} (blockers below)"
     if cal.calibrated_config_sha256 is None:
         return [f"Judge calibration ({cal.file}): none, this judge was never measured against people; {verdict}."]
     kappa = "undefined" if cal.cohen_kappa is None else f"{cal.cohen_kappa:.2f}"
@@ -262,3 +265,18 @@ def not_needed_term(not_needed: int) -> str:
     """The counts line's term for a lane stopped when decided, so the sum still adds up:
     `17 eligible = 15 completed + ... + 1 not needed`. Empty when nothing was left out."""
     return f" + {not_needed} not needed" if not_needed else ""
+
+
+def human_text(label: str | None) -> str:
+    """A case's human label as said to a person: an application's answer nobody labelled is `unlabelled`."""
+    return "unlabelled" if label is None else label
+
+
+def shows_slice_table(result: Result) -> bool:
+    """Whether the false-pass / false-fail table per slice says anything: a product lane's answers
+    carry no human label, so its table is all zeros unless some answer errored, waits or was not run."""
+    if not result.slices:
+        return False
+    if result.product is None:
+        return True
+    return any(any(t.written().get(k) for k in ("errors", "review", "unrun")) for t in result.slices.values())

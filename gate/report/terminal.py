@@ -39,7 +39,7 @@ from gate.report.markdown import (
 )
 from gate.report.next_steps import CALIBRATION_PARTITION, next_steps
 from gate.report.product import VERDICT_TEXT, heading, method_line, slice_views
-from gate.report.sections import batch_line, calibration_lines, not_needed_term
+from gate.report.sections import batch_line, calibration_lines, human_text, not_needed_term, shows_slice_table
 
 if TYPE_CHECKING:
     from gate.model.result import CaseRow, Result
@@ -74,6 +74,20 @@ def safe_text(text: object, limit: int | None = None, style: str = "") -> Text:
     return Text(log_text(text, limit), style=style)
 
 
+# A message (a blocker's with its fix, a hint, an error) shows whole: only a runaway one (a hostile
+# case id, a provider's page of text) is cut, and then the line says where the whole of it is.
+MAX_MESSAGE = 2000
+
+
+def whole_text(text: object, where: str, limit: int = MAX_MESSAGE, style: str = "") -> Text:
+    """`text` as written; past `limit` characters cut between words, saying it is in `where`."""
+    s = str(text)
+    if len(s) <= limit:
+        return safe_text(s, style=style)
+    head = s[:limit].rsplit(" ", 1)[0] or s[:limit]
+    return Text.assemble(safe_text(head, style=style), f" … (cut here: the whole text is in {where})")
+
+
 def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
     out = Text(", ").join(safe_text(i, style="cyan") for i in ids[:limit])
     if len(ids) > limit:
@@ -83,18 +97,20 @@ def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
 
 def _case_detail(c: CaseRow) -> Text:
     if c.bucket == "errored":
-        return Text.assemble("evaluator error ", safe_text(c.error_kind), ": ", safe_text(c.error_message or "", 120))
+        return Text.assemble(
+            "evaluator error ", safe_text(c.error_kind), ": ", whole_text(c.error_message or "", "records.jsonl")
+        )
     if c.bucket == "withheld":
         return Text("withheld (no reference evidence)")
     if c.bucket == "unrun":
         return Text("not judged")
     out = Text.assemble(
-        "human ", safe_text(c.human_label, style="bold"), ", judge ", safe_text(c.verdict, style="bold")
+        "human ", safe_text(human_text(c.human_label), style="bold"), ", judge ", safe_text(c.verdict, style="bold")
     )
     if len(c.labels) > 1:
         out.append_text(Text.assemble(" (votes: ", Text(", ").join(safe_text(v) for v in c.labels), ")"))
     if c.reason:
-        out.append_text(Text.assemble(' — "', safe_text(c.reason, MAX_REASON, style="italic"), '"'))
+        out.append_text(Text.assemble(' — "', whole_text(c.reason, "records.jsonl", MAX_REASON, style="italic"), '"'))
     return out
 
 
@@ -120,7 +136,7 @@ def _blockers(result: Result, console: Console) -> None:
             owner = owner_text(b)
             if owner:
                 where = Text.assemble(where, " owner ", safe_text(owner, style="magenta"))
-            print_indented(console, 4, Text.assemble(kind, where, ": ", safe_text(blocker_message(b), 300)))
+            print_indented(console, 4, Text.assemble(kind, where, ": ", whole_text(blocker_message(b), "result.json")))
             ids = b.case_ids
             judged = [i for i in ids if i in cases and cases[i].bucket not in ("unrun", "withheld")]
             detailed = [] if b.kind in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
@@ -137,20 +153,41 @@ def print_indented(console: Console, left: int, text: Text) -> None:
     console.print(Padding(text, (0, 0, 0, left)) if console.is_terminal else Text(" " * left) + text)
 
 
+SLICE_COLUMNS = ("false_pass", "false_fail", "true_pass", "true_fail", "errors", "review", "unrun")
+TABLE_WIDTH = 100  # the slice table fits a terminal this wide
+
+
 def _slices(result: Result, console: Console) -> None:
-    slices = result.slices
-    if not slices:
+    """The metric table, one row a slice. A slice name too wide for the table to fit 100 columns
+    stands whole on its own line, its figures on the row under it (never cut with an ellipsis)."""
+    if not shows_slice_table(result):
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
-    cols = ("false_pass", "false_fail", "true_pass", "true_fail", "errors", "review", "unrun")
-    table.add_column("slice", no_wrap=True)
-    for col in cols:
-        table.add_column(col.replace("_", " "), justify="right")
-    for name, tally in slices.items():
-        t = tally.written()
-        cells = [Text(str(t[c]), style="bold red" if c in ("false_pass", "false_fail") and t[c] else "") for c in cols]
-        table.add_row(safe_text(name, style="cyan"), *cells)
+    rows = [(name, tally.written()) for name, tally in result.slices.items()]
+    widths = [max(len(c), *(len(str(t[c])) for _, t in rows)) for c in SLICE_COLUMNS]
+    room = TABLE_WIDTH - sum(w + 2 for w in widths)  # each figure column and the two spaces before it
+    name_w = max([len("slice"), *(len(name) for name, _ in rows if len(name) <= room)])
+
+    def part(header: bool) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), show_header=header)
+        table.add_column("slice", no_wrap=True, width=name_w)
+        for col, w in zip(SLICE_COLUMNS, widths, strict=True):
+            table.add_column(col.replace("_", " "), justify="right", no_wrap=True, width=w)
+        return table
+
     console.print(Text("Slices (controls excluded)", style="bold"))
+    table = part(header=True)
+    for name, t in rows:
+        cells = [
+            Text(str(t[c]), style="bold red" if c in ("false_pass", "false_fail") and t[c] else "")
+            for c in SLICE_COLUMNS
+        ]
+        if len(name) > name_w:  # whole, above its figures; the table goes on under it
+            console.print(table, soft_wrap=False)
+            console.print(safe_text(name, style="cyan"))
+            table = part(header=False)
+            table.add_row("", *cells)
+            continue
+        table.add_row(safe_text(name, style="cyan"), *cells)
     console.print(table, soft_wrap=False)
     console.print()
 
@@ -189,12 +226,12 @@ def _product(result: Result, console: Console) -> None:
         if v.zero:
             print_indented(console, 4, safe_text(v.zero, 800))
         if v.hint:
-            print_indented(console, 4, safe_text(v.hint, 600))
+            print_indented(console, 4, whole_text(v.hint, "result.json"))
         if v.base:
             shown = ", ".join(v.turned_fail[:MAX_IDS])
             more = f" and {len(v.turned_fail) - MAX_IDS} more" if len(v.turned_fail) > MAX_IDS else ""
             turned = f"; turned fail: {shown}{more}" if v.turned_fail else ""
-            print_indented(console, 4, safe_text(f"against the base: {v.base}{turned}", 600))
+            print_indented(console, 4, whole_text(f"against the base: {v.base}{turned}", "result.json"))
     print_indented(console, 2, safe_text(method_line(product)))
     console.print()
 
@@ -283,13 +320,13 @@ def _next_steps(result: Result, out_dir: Path | None, policy: str | Path | None,
     console.print(Text("Next steps", style="bold"))
     if not console.is_terminal:  # a log line stays one line
         for step in steps:
-            console.print(Text.assemble("  - ", safe_text(step, MAX_STEP)))
+            console.print(Text.assemble("  - ", whole_text(step, "report.md", MAX_STEP)))
         return
     grid = Table.grid(padding=(0, 1, 0, 0))  # wrapped lines hang under the step's text, not its dash
     grid.add_column(no_wrap=True)
     grid.add_column()
     for step in steps:
-        grid.add_row("  -", safe_text(step, MAX_STEP))
+        grid.add_row("  -", whole_text(step, "report.md", MAX_STEP))
     console.print(grid)
 
 

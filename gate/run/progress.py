@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
+from gate.model.textfit import say
+
 if TYPE_CHECKING:
     from rich.progress import Progress as RichProgress
     from rich.progress import TaskID
@@ -205,5 +207,5 @@ class Progress:
             why = stop_reason.replace("_", " ") + (f" ({signal_name})" if signal_name else "")
             # On a terminal the bar above already shows the figures; a log gets them on this line.
             figures = "" if shown else f"{self.line(budget_used, reserved, eta=False)}; "
-            self.stream.write(f"{figures}scheduling stopped: {why}{self.never_sent(stop_reason)}\n")
+            say(self.stream, f"{figures}scheduling stopped: {why}{self.never_sent(stop_reason)}")
         self.stream.flush()

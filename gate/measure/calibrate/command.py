@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
 from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import Record, read_records
+from gate.model.textfit import say
 from gate.model.wording import plural
 from gate.plan.selection import make_plan
 from gate.run.lineage import recorded_judge
@@ -123,9 +123,9 @@ def run_calibrate(
     return CalibrationOutput(data=data, out_dir=out_dir)
 
 
-def _paragraph(text: str) -> str:
-    """A long line of the summary, wrapped to the 100 columns the table fits, continued indented."""
-    return textwrap.fill(text, 100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) + "\n"
+# The table fits 100 columns: a slice name wider than this stands on its own line, its figures under it.
+TABLE_WIDTH = 100
+FIGURES_WIDTH = 77  # everything right of the name column
 
 
 def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
@@ -136,14 +136,16 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
         f"gate calibrate: {d['policy_id']}: {plural(o['cases'], 'case')} from the records, "
         f"{plural(d['controls_left_out'], 'control')} left out\n"
     )
-    name_w = max([len("all slices"), *(len(n) for n in d["slices"]), *(len(n) for n in d["partitions"])])
+    names = [len("all slices"), *(len(n) for n in d["slices"]), *(len(n) for n in d["partitions"])]
+    name_w = min(max(names), TABLE_WIDTH - FIGURES_WIDTH)
     header = f"  {'':{name_w}}  {'done':>4}  {'agree':>5}  {'kappa':>5}  {'false-pass (95% CI)':<22}  " + (
         f"{'false-fail (95% CI)':<22}  e/r/u\n"
     )
 
     def line(name: str, t: dict[str, Any]) -> str:
-        return (
-            f"  {name:{name_w}}  {t['completed']:>4}  {pct(t['agreement']):>5}  {num(t['cohen_kappa']):>5}  "
+        own_line = f"  {name}\n" if len(name) > name_w else ""  # too wide for the column: above its figures
+        return own_line + (
+            f"  {'' if own_line else name:{name_w}}  {t['completed']:>4}  {pct(t['agreement']):>5}  {num(t['cohen_kappa']):>5}  "
             f"{rate_text(t['false_pass_rate'], t['false_pass']):<22}  "
             f"{rate_text(t['false_fail_rate'], t['false_fail']):<22}  {t['errors']}/{t['review']}/{t['unrun']}\n"
         )
@@ -166,30 +168,32 @@ def print_summary(result: CalibrationOutput, out: IO[str]) -> None:
         default=None,
     )
     if widest is not None and widest[0] > WIDE_INTERVAL:
-        out.write(
+        say(
+            out,
             f"warning: too few cases for these rates to mean much: intervals up to {widest[0] * 100:.0f} points "
-            f"wide\n  ({widest[1]}, n = {widest[2]}); add labelled calibration cases before trusting a limit\n"
+            f"wide ({widest[1]}, n = {widest[2]}); add labelled calibration cases before trusting a limit",
         )
     dis = d["disagreements"]
     fp = sum(1 for x in dis if x["kind"] == "false_pass")
     classified = sum(d["causes"].values())
-    out.write(
+    say(
+        out,
         f"{plural(len(dis), 'disagreement')}: {fp} false pass, {len(dis) - fp} false fail; {classified} classified"
-        + ("" if classified == len(dis) else " (fill `cause` and pass --causes FILE)")
-        + "\n"
+        + ("" if classified == len(dis) else " (fill `cause` and pass --causes FILE)"),
     )
     _suggested_limits(d, name_w, out)
     for note in d.get("notes", []):
-        out.write(_paragraph(f"note: {note}"))
-    out.write(
-        _paragraph(
+        say(out, f"note: {note}")
+    say(
+        out,
+        (
             f"judge measured: config_sha256 {d['config_sha256'][:12]} ({d['config']['evaluator_model']} at "
             f"{d['config']['provider_settings']['base_url_host'] or 'an unrecorded host'}), calibrated_at "
             f"{d['calibrated_at']}; a lane with require_calibration gates only with this judge (commit "
             "calibration.json where the policy's calibration.file points)"
-        )
+        ),
     )
-    out.write(f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}\n")
+    say(out, f"Wrote {result.out_dir}/{', '.join(OUTPUTS)}")
 
 
 def _suggested_limits(d: Mapping[str, Any], name_w: int, out: IO[str]) -> None:
@@ -199,7 +203,7 @@ def _suggested_limits(d: Mapping[str, Any], name_w: int, out: IO[str]) -> None:
         out.write("suggested limits: none (the calibration partition has no completed case)\n")
     else:
         lane = next(iter(sugg.values()))["scaled_to"]["lane"]
-        out.write(f"suggested limits (calibration partition only, scaled to lane {lane}; rule in calibration.md):\n")
+        say(out, f"suggested limits (calibration partition only, scaled to lane {lane}; rule in calibration.md):")
 
         def show(v: int | None, cases: int | None = None) -> str:
             if v is None:
@@ -208,10 +212,12 @@ def _suggested_limits(d: Mapping[str, Any], name_w: int, out: IO[str]) -> None:
 
         for n, s in sugg.items():
             cur, lane_cases = s["current"], s["scaled_to"]
-            out.write(
+            say(
+                out,
                 f"  {n:{name_w}}  max_false_passes {show(s['max_false_passes'], lane_cases['fail_cases'])} (policy "
                 f"{show(cur['max_false_passes'])}), max_false_fails {show(s['max_false_fails'], lane_cases['pass_cases'])}"
-                f" (policy {show(cur['max_false_fails'])})\n"
+                f" (policy {show(cur['max_false_fails'])})",
+                hang=name_w + 4,
             )
-            if stricter(s):  # calibration.md's warning, on its own line under the slice
-                out.write(f"  {'':{name_w}}  the policy is {stricter(s).strip(' ()')}\n")
+            if stricter(s):  # calibration.md's warning, on its own lines under the slice's figures
+                say(out, f"  {'':{name_w}}  the policy is {stricter(s).strip(' ()')}", hang=0)
