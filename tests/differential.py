@@ -121,6 +121,9 @@ class Suite:
     product: bool = False
     uncalibrated: tuple[str, ...] = ()  # product slices calibration.json has no figures for (judge_unfit)
     unanswered: tuple[str, ...] = ()  # product cases responses.jsonl has no line for (missing_response)
+    # A product lane with `fail_on_regression`, given a base run (`--base-result`) in which every
+    # answer passed: each answer judged fail now turned pass -> fail.
+    regression: bool = False
 
     @property
     def tight(self) -> bool:
@@ -161,6 +164,8 @@ def _case_dict(c: CaseSpec) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if c.pair is not None:
         extra["pair"] = {"id": c.pair[0], "kind": c.pair[1]}
+    if not c.reference and c.role is None:  # no evidence: nothing for the label to cite either
+        extra["human_adjudication"] = {"label": c.label, "reason": "reviewed", "evidence": []}
     return case(
         c.case_id,
         label=c.label,
@@ -181,7 +186,8 @@ PRODUCT_JUDGE = {"true_fail": 95, "false_pass": 5, "true_pass": 995, "false_fail
 def _lanes(suite: Suite) -> dict[str, Any]:
     def lane(**more: Any) -> dict[str, Any]:  # each its own objects: YAML would write shared ones as aliases
         made: dict[str, Any] = {"partitions": ["product" if suite.product else "sentinel"], "controls": suite.controls}
-        return {**made, **({"product": True} if suite.product else {}), **more}
+        regression = {"fail_on_regression": True} if suite.regression else {}
+        return {**made, **({"product": True} if suite.product else {}), **regression, **more}
 
     return {"pr": lane(), "stop": lane(stop_when_decided=True)}
 
@@ -344,11 +350,20 @@ class Lab:
 
     @property
     def answers(self) -> tuple[str, ...]:
-        """`--responses FILE` for a product suite (every command is given it), else nothing."""
-        return ("--responses", str(self.policy.parent / RESPONSES)) if self.suite.product else ()
+        """`--responses FILE` for a product suite (every command is given it), and `--base-result` of
+        the `pr` lane for a regression suite; else nothing."""
+        return self.inputs("pr")
+
+    def inputs(self, lane: str) -> tuple[str, ...]:
+        responses = ("--responses", str(self.policy.parent / RESPONSES)) if self.suite.product else ()
+        base = ("--base-result", str(self.base(lane))) if self.suite.regression else ()
+        return (*responses, *base)
+
+    def base(self, lane: str) -> Path:
+        return self.tmp / f"base-{lane}"
 
     def run(self, out: Path, *extra: str, lane: str = "pr") -> dict[str, Any]:
-        args = ("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache", *extra, *self.answers)
+        args = ("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache", *extra, *self.inputs(lane))
         code, _ = gate(*args)
         res = load(out)
         assert code == res["exit_code"], (code, res["state"])
@@ -379,6 +394,27 @@ def key_env() -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def write_bases(lab: Lab) -> None:
+    """A regression suite's base runs: the `pr` lane on the same answers with every application
+    answer judged pass (the controls as scripted), and the same verdicts as the `stop` lane's base.
+    A base run of the stop lane itself would judge only what it needed to pass; the paired test
+    compares the answers both runs judged, so the stop lane is given the base's every verdict (the
+    base's result.json with its lane named `stop`)."""
+    suite = lab.suite
+    passing = replace(
+        suite, cases=tuple(c if c.role is not None else replace(c, label="pass", script=Script()) for c in suite.cases)
+    )
+    arm(lab.fake, passing)
+    out = lab.base("pr")
+    args = ("run", "--policy", lab.policy, "--lane", "pr", "--out", out, "--no-cache", *lab.inputs("pr")[:2])
+    gate(*args)
+    data = load(out)
+    data["lane"] = "stop"
+    lab.base("stop").mkdir(parents=True, exist_ok=True)
+    (lab.base("stop") / "result.json").write_text(json.dumps(data), encoding="utf-8")
+    lab.fake.reset()
 
 
 # -- the paths ----------------------------------------------------------------------------------
@@ -443,8 +479,11 @@ def decide(lab: Lab) -> Outcome | None:
     return Outcome(res, lab.plain.requests + lab.fake.count(), boundary=lab.suite.max_total_cost)
 
 
-def shards_then_merge(lab: Lab) -> Outcome:
-    """Each shard against a freshly scripted judge (each is its own job), then `gate merge`."""
+def shards_then_merge(lab: Lab) -> Outcome | None:
+    """Each shard against a freshly scripted judge (each is its own job), then `gate merge`. Not for a
+    regression suite: `gate merge` compares with no base run."""
+    if lab.suite.regression:
+        return None
     n = lab.suite.shards
     outs, seen = [], 0
     for i in range(1, n + 1):
