@@ -14,8 +14,14 @@
 
 Targets: >= 20,000 cases/s and < 1 GB peak RSS at 100k on a 2-core machine.
 
+`--copies` instead: one case copied N times into each of two partitions (a file a script
+duplicated). Every copy leaks into the other partition; the leakage search compares each text once
+per partition and counts the copies' pairs, where comparing every copy with every other costs the
+square of N. Prints both, side by side, for growing N, then the search alone at 200,000 copies.
+
     .venv/bin/python bench/validate.py                # 100,000 cases, 5,000 for the comparison
     .venv/bin/python bench/validate.py --cases 20000 --compare 2000
+    .venv/bin/python bench/validate.py --copies 250,500,1000
 """
 
 from __future__ import annotations
@@ -214,15 +220,66 @@ def measure(policy_path: str) -> None:
     )
 
 
+def copies_suite(root: Path, per_side: int) -> tuple[Any, Any]:
+    """The policy and dataset of one case copied `per_side` times into dev and into held_out."""
+    from gate.model.cases import load_dataset
+    from gate.model.policy import load_policy
+
+    one = generate(1_500, 1_000)[0][1]  # a case without a group_id: its copies are not one family
+    cases = [
+        {**one, "case_id": f"{partition}-{i:06d}", "partition": partition}
+        for partition in ("dev", "held_out")
+        for i in range(per_side)
+    ]
+    loaded = load_policy(write_suite(root, cases))
+    return loaded, load_dataset(loaded)
+
+
+def copies(sizes: list[int], large: int = 200_000) -> int:
+    """Copies of one case in two partitions: every copy compared with every other (how the leakage
+    search ran) against the search now, side by side."""
+    from gate.validate.context import Context
+    from gate.validate.leakage import text_leaks
+
+    print(f"{'copies per side':>15}  {'every copy compared':>20}  {'now':>8}  {'ratio':>8}  leaking pairs")
+    ok = True
+    for n in [*sizes, large]:
+        with tempfile.TemporaryDirectory(prefix="gate-bench-") as tmp:
+            loaded, dataset = copies_suite(Path(tmp), n)
+        ctx = Context(loaded=loaded, dataset=dataset)
+        t0 = time.perf_counter()
+        found = text_leaks(ctx)
+        now_s = time.perf_counter() - t0
+        counted = int(found[-1].message.split()[0]) + 20 if len(found) > 20 else len(found)
+        ok &= counted == n * n
+        if n == large:
+            print(
+                f"{n:>15,}  {'(not run: ' + format(n * n, ',') + ' pairs)':>20}  {now_s:>7.2f}s  {'':>8}  {counted:,}"
+            )
+            continue
+        texts = [f"{c.user_input}\n{c.response}" for c in dataset.cases]
+        groups = [0 if c.partition == "dev" else 1 for c in dataset.cases]
+        t0 = time.perf_counter()
+        pairs = near_duplicates(texts, groups, THRESHOLD, 3)
+        old_s = time.perf_counter() - t0
+        ok &= len(pairs) == counted
+        print(f"{n:>15,}  {old_s:>19.2f}s  {now_s:>7.3f}s  {old_s / now_s:>7,.0f}x  {counted:,}")
+    print("\nOK" if ok else "\nFAILED")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--compare", type=int, default=5_000)
+    parser.add_argument("--copies", help="comma-separated copies per side: the copied-case comparison instead")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         measure(args.measure)
         return 0
+    if args.copies:
+        return copies([int(n) for n in args.copies.split(",")])
 
     ok = True
     t0 = time.perf_counter()

@@ -6,6 +6,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from validate_factory import ROLES, Suite, kinds, make_case, with_hash, words
 from gate.model.errors import UsageError
 from gate.model.states import Finding, State, blocking_findings
 from gate.validate import run_validators, withheld_case_ids
-from gate.validate.context import MAX_FINDINGS_PER_KIND
+from gate.validate.context import MAX_FINDINGS_PER_KIND, Context
+from gate.validate.leakage import text_leaks
 
 CASES = "cases/cases.jsonl"
 
@@ -279,6 +281,23 @@ def test_pair_with_three_cases(suite: Suite) -> None:
     assert set(f.case_ids) == {"s-1", "h-1", "h-2"}
 
 
+def test_a_pair_id_on_many_cases_names_a_few_and_counts_the_rest(suite: Suite) -> None:
+    """Like every other message: a few ids and "and N more"; case_ids still lists every case."""
+    ids = [f"p-{i:02d}" for i in range(12)]
+    suite.cases += [make_case(cid, pair={"id": "big", "kind": "invariant"}, user_input=words(cid)) for cid in ids]
+    (f,) = suite.findings()
+    assert "which has 12 case(s) (p-00, p-01, p-02, p-03, p-04 and 7 more)" in f.message
+    assert "p-05" not in f.message and f.case_ids == tuple(ids)
+
+
+def test_many_cases_superseding_one_name_a_few_and_count_the_rest(suite: Suite) -> None:
+    ids = [f"fix-{i:02d}" for i in range(8)]
+    suite.cases += [make_case(cid, supersedes="s-1", user_input=words(cid)) for cid in ids]
+    (f,) = suite.findings()
+    assert "all name 's-1' in `supersedes` (fix-00, fix-01, fix-02, fix-03, fix-04 and 3 more)" in f.message
+    assert f.case_ids == tuple(ids)
+
+
 def test_valid_flip_and_invariant_pairs(suite: Suite) -> None:
     suite.case("s-1")["pair"] = {"id": "p-1", "kind": "flip"}
     suite.case("s-2")["pair"] = {"id": "p-1", "kind": "flip"}  # pass / fail
@@ -337,6 +356,14 @@ def test_group_id_in_two_partitions(suite: Suite) -> None:
     (f,) = suite.findings()
     assert (f.state, f.kind) == (State.QUALITY_FAILED, "partition_leak")
     assert set(f.case_ids) == {"s-1", "h-1"} and "sentinel: s-1" in f.message and "held_out: h-1" in f.message
+
+
+def test_a_group_on_many_cases_names_a_few_per_partition(suite: Suite) -> None:
+    suite.case("h-1")["group_id"] = "g-1"
+    suite.cases += [make_case(f"g-{i:02d}", group_id="g-1", user_input=words(f"g{i}")) for i in range(9)]
+    (f,) = only(suite.findings(), "partition_leak")
+    assert "(held_out: h-1; sentinel: g-00, g-01, g-02, g-03, g-04 and 4 more)" in f.message
+    assert len(f.case_ids) == 10
 
 
 def test_group_id_in_one_partition(suite: Suite) -> None:
@@ -429,6 +456,39 @@ def test_many_leaks_are_capped_but_every_case_listed(suite: Suite) -> None:
     assert len(found) == MAX_FINDINGS_PER_KIND + 1
     listed = {cid for f in found for cid in f.case_ids}
     assert {f"a-{i}" for i in range(n)} <= listed and {f"b-{i}" for i in range(n)} <= listed
+
+
+def test_copies_of_one_case_in_two_partitions_are_counted_not_compared_pairwise(suite: Suite) -> None:
+    """25 copies in dev and 25 in held_out are 625 leaking pairs: 20 shown, the rest counted, every
+    case listed. The search compares the one text once (its copies' every pair cost the square of
+    their number: 4,000 copies took 200 s and 5 GB), so 1,000 a side stay small."""
+    src = suite.case("s-1")
+    for side, partition in (("d", "dev"), ("h", "held_out")):
+        suite.cases += [
+            make_case(f"{side}-{i:04d}", partition=partition, user_input=src["user_input"], response=src["response"])
+            for i in range(25)
+        ]
+    found = only(suite.findings(), "partition_leak")
+    assert len(found) == MAX_FINDINGS_PER_KIND + 1
+    # s-1 (sentinel) is the same text: 25 * 25 + 25 + 25 = 675 pairs across partitions
+    assert found[-1].message.startswith(f"{675 - MAX_FINDINGS_PER_KIND} more near-duplicate pairs")
+    listed = {cid for f in found for cid in f.case_ids}
+    assert {f"d-{i:04d}" for i in range(25)} | {f"h-{i:04d}" for i in range(25)} | {"s-1"} <= listed
+    big = suite.copy(suite.root.parent / "big")
+    big.cases += [
+        make_case(f"{side}-{i:04d}", partition=partition, user_input=src["user_input"], response=src["response"])
+        for side, partition in (("D", "dev"), ("H", "held_out"))
+        for i in range(1000)
+    ]
+    loaded, dataset = big.load()
+    tracemalloc.start()
+    try:
+        leaks = text_leaks(Context(loaded=loaded, dataset=dataset))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_000_000 and len(leaks) == MAX_FINDINGS_PER_KIND + 1
+    assert leaks[-1].message.startswith(f"{1025 * 1025 + 1025 + 1025 - MAX_FINDINGS_PER_KIND:} more")
 
 
 # --- entry point ----------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class Context:
 
 
 def describe_locations(locations: Sequence[str]) -> str:
-    """ "a.jsonl:3, a.jsonl:9 and 12 more" (in input order)."""
+    """ "a.jsonl:3, a.jsonl:9 and 12 more" (in input order); case ids the same way."""
     shown = ", ".join(locations[:MAX_LOCATIONS_SHOWN])
     more = len(locations) - MAX_LOCATIONS_SHOWN
     return f"{shown} and {more} more" if more > 0 else shown

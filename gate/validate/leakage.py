@@ -14,6 +14,10 @@ ones it was measured on), so an answer seen in both is no leak.
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
+
+from gate.model.cases import Case
 from gate.model.states import Finding, State
 from gate.validate.context import MAX_FINDINGS_PER_KIND, Context, capped, describe_locations
 from gate.validate.shingles import near_duplicates_exact
@@ -46,7 +50,7 @@ def group_leaks(ctx: Context) -> list[Finding]:
         ids = tuple(ctx.cases[i].case_id for i in idx)
         leaked_ids += ids
         spans = "; ".join(
-            f"{partition}: {', '.join(ctx.cases[i].case_id for i in members)}"
+            f"{partition}: {describe_locations(list(dict.fromkeys(ctx.cases[i].case_id for i in members)))}"
             for partition, members in by_partition.items()
         )
         locations = [ctx.where(i) for i in idx]
@@ -76,44 +80,83 @@ def text_leaks(ctx: Context) -> list[Finding]:
     if len(cases) < 2:
         return []
     settings = ctx.policy.leakage
-    partition_code: dict[str, int] = {}
-    groups = [partition_code.setdefault(c.partition, len(partition_code)) for c in cases]
-    if len(partition_code) < 2:
+    if len({c.partition for c in cases}) < 2:
         return []
-    texts = [f"{c.user_input}\n{c.response}" for c in cases]
+    # The search sees each text once per partition and group_id: copies of one case are near-duplicates
+    # of whatever the case is, and comparing every copy with every other would cost the square of the
+    # copies (200,000 copies of one case across two partitions never finished).
+    copies: dict[tuple[str, str, str | None], list[int]] = {}
+    for pos, c in enumerate(cases):
+        copies.setdefault((f"{c.user_input}\n{c.response}", c.partition, c.group_id), []).append(pos)
+    members = list(copies.values())
+    partition_code: dict[str, int] = {}
+    groups = [partition_code.setdefault(cases[m[0]].partition, len(partition_code)) for m in members]
+    texts = [text for text, _partition, _group in copies]
 
     def same_family(i: int, j: int) -> bool:
-        gi = cases[i].group_id
-        return gi is not None and gi == cases[j].group_id
+        gi = cases[members[i][0]].group_id
+        return gi is not None and gi == cases[members[j][0]].group_id
 
     if len(texts) <= EXACT_MAX_TEXTS:
         near_duplicates = near_duplicates_exact
     else:
         from gate.validate.minhash import near_duplicates
     hits = near_duplicates(texts, groups, settings.jaccard_threshold, settings.shingle_words, skip=same_family)
-    threshold = settings.jaccard_threshold
+    return _leak_findings(ctx, kept, cases, [(members[h.first], members[h.second], h.jaccard) for h in hits])
+
+
+def _leak_findings(
+    ctx: Context, kept: list[int], cases: list[Case], hits: list[tuple[list[int], list[int], float]]
+) -> list[Finding]:
+    """One finding per pair of cases (the first MAX_FINDINGS_PER_KIND, in input order), then one for
+    the rest, counted and listed by case without enumerating every pair of copies."""
+    threshold = ctx.policy.leakage.jaccard_threshold
+    # The smallest pairs of two sides lie within the first MAX_FINDINGS_PER_KIND of each side.
+    head = heapq.nsmallest(
+        MAX_FINDINGS_PER_KIND + 1,
+        (
+            (min(a, b), max(a, b), jac)
+            for left, right, jac in hits
+            for a in left[: MAX_FINDINGS_PER_KIND + 1]
+            for b in right[: MAX_FINDINGS_PER_KIND + 1]
+        ),
+    )
     findings: list[Finding] = []
-    for hit in hits:
-        a, b = cases[hit.first], cases[hit.second]
-        where = f"{ctx.where(kept[hit.first])} and {ctx.where(kept[hit.second])}"
+    for first, second, jac in head[:MAX_FINDINGS_PER_KIND]:
+        a, b = cases[first], cases[second]
+        where = f"{ctx.where(kept[first])} and {ctx.where(kept[second])}"
         findings.append(
             Finding(
                 State.QUALITY_FAILED,
                 KIND,
                 f"{where}: cases {a.case_id} ({a.partition}) and {b.case_id} ({b.partition}) are near-duplicates "
-                f"(user_input+response Jaccard {hit.jaccard:.2f} >= {threshold}); fix: drop one, or move both into "
+                f"(user_input+response Jaccard {jac:.2f} >= {threshold}); fix: drop one, or move both into "
                 "one partition and give them a shared group_id",
                 case_ids=(a.case_id, b.case_id),
-                location=ctx.where(kept[hit.first]),
-                extra={"partitions": [a.partition, b.partition], "jaccard": round(hit.jaccard, 4)},
+                location=ctx.where(kept[first]),
+                extra={"partitions": [a.partition, b.partition], "jaccard": round(jac, 4)},
             )
         )
-    rest = hits[MAX_FINDINGS_PER_KIND:]
-    summary = Finding(
-        State.QUALITY_FAILED,
-        KIND,
-        f"{len(rest)} more near-duplicate pairs across partitions (Jaccard >= {threshold}; their cases are listed "
-        "in case_ids); fix: drop the copies or keep each item in one partition",
-        case_ids=tuple(dict.fromkeys(cid for h in rest for cid in (cases[h.first].case_id, cases[h.second].case_id))),
+    if len(head) <= MAX_FINDINGS_PER_KIND:
+        return findings
+    pairs_of: Counter[int] = Counter()
+    for left, right, _jac in hits:
+        for pos in left:
+            pairs_of[pos] += len(right)
+        for pos in right:
+            pairs_of[pos] += len(left)
+    shown: Counter[int] = Counter(
+        pos for first, second, _jac in head[:MAX_FINDINGS_PER_KIND] for pos in (first, second)
     )
-    return capped(findings, summary)
+    rest = sum(len(left) * len(right) for left, right, _jac in hits) - MAX_FINDINGS_PER_KIND
+    in_rest = sorted(pos for pos, n in pairs_of.items() if n > shown[pos])
+    findings.append(
+        Finding(
+            State.QUALITY_FAILED,
+            KIND,
+            f"{rest} more near-duplicate pairs across partitions (Jaccard >= {threshold}; their cases are listed "
+            "in case_ids); fix: drop the copies or keep each item in one partition",
+            case_ids=tuple(dict.fromkeys(cases[pos].case_id for pos in in_rest)),
+        )
+    )
+    return findings

@@ -107,13 +107,17 @@ def _oversized(ctx: Context, lanes: list[str]) -> list[Finding]:
     ev = ctx.policy.evaluator
     price = ev.price
     limit = ctx.policy.limits.max_total_cost
-    too_long: list[int] = []
+    too_long: dict[int, None] = {}  # ordered, and a set: the lanes share most of their cases
     too_dear: dict[int, tuple[float, float, str]] = {}
+    measured: dict[int, int] = {}  # each case's prompt size, once whatever the number of lanes
     for name in lanes:
         idx = [i for i in lane_cases(ctx, ctx.policy.lanes[name]) if (ctx.cases[i].reference or "").strip()]
         share = limit / max(1, len(idx) * ev.repeats)
-        sizes = {i: prompt_bytes(ctx, ctx.cases[i]) for i in idx}
-        too_long += [i for i in idx if sizes[i] // BYTES_PER_TOKEN > ev.context_tokens and i not in too_long]
+        for i in idx:
+            if i not in measured:
+                measured[i] = prompt_bytes(ctx, ctx.cases[i])
+        sizes = {i: measured[i] for i in idx}
+        too_long.update((i, None) for i in idx if sizes[i] // BYTES_PER_TOKEN > ev.context_tokens)
         if price is None or not idx:
             continue
         per_input, per_reply = price.input_per_mtok / 1e6, ev.max_output_tokens * price.output_per_mtok / 1e6

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gate.model.states import Finding
-from gate.validate.context import Context, contract
+from gate.validate.context import Context, contract, describe_locations
 
 
 def supersede_defects(ctx: Context) -> list[Finding]:
@@ -31,7 +31,7 @@ def supersede_defects(ctx: Context) -> list[Finding]:
             replacers.setdefault(target, []).append(i)
     for target, idx in replacers.items():
         if len(idx) > 1:
-            names = ", ".join(ctx.cases[i].case_id for i in idx)
+            names = describe_locations(list(dict.fromkeys(ctx.cases[i].case_id for i in idx)))
             findings.append(
                 contract(
                     ctx,
@@ -52,11 +52,13 @@ def _cycles(ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
     for start in nxt:
         path: list[str] = []
+        on_path: set[str] = set()  # `path` as a set: a chain of 200,000 corrections is walked in linear time
         node: str | None = start
-        while node is not None and node in nxt and node not in path and node not in reported:
+        while node is not None and node in nxt and node not in on_path and node not in reported:
             path.append(node)
+            on_path.add(node)
             node = nxt[node]
-        if node is not None and node in path:
+        if node is not None and node in on_path:
             cycle = path[path.index(node) :]
             reported.update(cycle)
             findings.append(
