@@ -133,7 +133,9 @@ def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_w
     # The same labels given to the run itself: the same decision.
     again = tmp_path / "again"
     assert run_app(policy, again, responses, "--audit", str(ledger)) == 0
-    assert result(again)["product"] == res["product"] and result(again)["blockers"] == res["blockers"] == []
+    # (What would decide the calibration estimate names each run's own directory for its queue.)
+    same = json.dumps(result(again)["product"]).replace(str(again), str(run))
+    assert json.loads(same) == res["product"] and result(again)["blockers"] == res["blockers"] == []
 
 
 def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
@@ -188,6 +190,13 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     lines = answers_of(20)
     run = tmp_path / "run"
     assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    # What would decide it names the audit in numbers, with the command that makes its queue.
+    [open_] = result(run)["blockers"]
+    route = "people labelling the 20 answers the judge failed and about 1 of the answers it passed (gate review queue"
+    assert (
+        route in open_["message"]
+        and f"--from {run} --out audit-queue.jsonl) would decide it (21 labels)" in open_["message"]
+    )
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")

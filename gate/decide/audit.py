@@ -199,6 +199,35 @@ def audit_hint(
     return f"{settle}{text} would decide it"
 
 
+def audit_route(
+    answers: SliceAnswers, counts: JudgeCounts, limit: float, confidence: float, command: str
+) -> tuple[int, str] | None:
+    """How many of this run's answers people would label to decide the slice by audit (all the judge
+    failed, and the fewest it passed), people failing them as calibration's Se and Sp predict at the
+    calibration estimate; and the route in words. None when no number of audited answers would."""
+    k, n = len(answers.failing), len(answers.judged)
+    if n == 0:
+        return None
+    empty = ar.StratumSample(population=k, size=0, fails=0, passes=0, case_ids=())
+    shell = ar.audit_rate(
+        fail_sample=empty,
+        pass_sample=ar.StratumSample(population=n - k, size=0, fails=0, passes=0, case_ids=()),
+        confidence=confidence,
+    )
+    route = ar.audits_to_decide(
+        judged_fail=k,
+        n=n,
+        q_fail=_predicted(shell, counts, True),
+        q_pass=_predicted(shell, counts, False),
+        confidence=confidence,
+        max_failure_rate=limit,
+    )
+    text = ar.audit_route_text(route, (0, 0), command)
+    if route is None or text is None:
+        return None
+    return route[0] + route[1], text
+
+
 def _predicted(rate: ar.AuditRate, counts: JudgeCounts | None, fail: bool) -> float:
     """The share people would fail in a stratum with no label yet: what calibration's Se and Sp say
     at the run's judged-fail share, or the worst case for the verdict without calibration."""

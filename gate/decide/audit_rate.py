@@ -326,9 +326,12 @@ def audit_route_text(route: tuple[int, int] | None, audited: tuple[int, int], co
     more_f, more_p = max(0, fails - audited[0]), max(0, passes - audited[1])
     parts = []
     if more_f:
-        parts.append(f"{more_f} more of the answers the judge failed")
+        parts.append(
+            f"{more_f} more of the answers the judge failed" if audited[0] else f"the {more_f} answers the judge failed"
+        )
     if more_p:
-        parts.append(f"about {_about(more_p)} more of the answers it passed")
+        more = " more" if audited[1] else ""
+        parts.append(f"about {_about(more_p)}{more} of the answers it passed")
     if not parts:
         return None
     return f"people labelling {' and '.join(parts)} ({command})"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.decide import failure_rate as fr
-from gate.decide.audit import AuditEvidence, audit_slice, unused_note
+from gate.decide.audit import AuditEvidence, audit_route, audit_slice, unused_note
 from gate.decide.evidence import CaseOutcome, Evidence
 from gate.decide.product_stop import Look, ProductStopCheck
 from gate.decide.slice_answers import JudgeCounts, SliceAnswers, answers_by_slice
@@ -182,11 +182,37 @@ def _open_or_passed(
     hint = fr.what_would_decide(
         judged_fail=k, n=n, judge=judge, confidence=pe.confidence, max_failure_rate=limit, sequential=pe.sequential
     )
-    row.update(verdict="inconclusive", decide_hint=hint.text)
+    text = audit_first(hint, answers, judge, limit, pe)
+    row.update(verdict="inconclusive", decide_hint=text)
     message = (
-        f"slice {name}: the limit lies inside the interval, so the evidence decides neither way: {figures}; {hint.text}"
+        f"slice {name}: the limit lies inside the interval, so the evidence decides neither way: {figures}; {text}"
     )
     return row, [Finding(State.REVIEW_REQUIRED, FAILURE_RATE_INCONCLUSIVE, message, answers.failing, name)]
+
+
+def audit_first(
+    hint: fr.WhatWouldDecide, answers: SliceAnswers, judge: fr.JudgeAccuracy, limit: float, pe: ProductEvidence
+) -> str:
+    """What would decide a slice the calibration estimate leaves open, the cheapest route first: people
+    auditing this run's answers (counted by the audit estimate's own functions, people failing them as
+    calibration's Se and Sp predict), or more labelled answers in calibration, or more answers."""
+    counts = JudgeCounts(
+        true_pass=judge.sp.x,
+        true_fail=judge.se.x,
+        false_pass=judge.se.n - judge.se.x,
+        false_fail=judge.sp.n - judge.sp.x,
+    )
+    audit = audit_route(answers, counts, limit, pe.confidence, pe.queue_command)
+    if audit is None:
+        return hint.text
+    labels, route = audit
+    calibration = [m for m in (hint.more_labelled_fails, hint.more_labelled_passes) if m is not None]
+    # A label costs a person's time, an answer a judgment: answers are the cheaper route up to ten per label.
+    if (calibration and min(calibration) < labels) or (
+        hint.more_answers is not None and hint.more_answers <= 10 * labels
+    ):
+        return f"{hint.text} Or {route} would decide it ({labels:,} labels)."
+    return f"Cheapest: {route} would decide it ({labels:,} labels). Otherwise: {hint.text}"
 
 
 def _base(
