@@ -96,9 +96,29 @@ def test_a_metric_run_queues_its_disagreements_for_the_gold_label_to_be_reviewed
     assert q.items[0].evidence == ("refund-window",) and "human_adjudication" not in keys_of(tmp_path / "q.jsonl")
 
 
+def test_a_metric_runs_review_required_cases_are_queued_and_its_report_names_the_command(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unsure = case("c-4", reference=None, human_adjudication={"label": "pass", "reason": "read", "evidence": []})
+    cases = [*controls(), case("c-1"), case("c-2", label="fail"), unsure]
+    policy = write_suite(tmp_path / "suite", cases, evaluator={"base_url": fake.base_url}, missing_evidence="review")
+    out = tmp_path / "out"
+    assert main(["run", "--policy", str(policy), "--lane", "pr", "--out", str(out), "--no-cache"]) == 4
+    assert f"gate review queue --policy {policy} --from {out} --out review-queue.jsonl" in capsys.readouterr().out
+    assert (
+        "`gate review queue --policy POLICY --from gate-out --out review-queue.jsonl`"
+        in (out / "report.md").read_text()
+    )
+    assert queue(policy, out, tmp_path / "q.jsonl") == 0
+    assert [(i.case_id, i.source) for i in read_queue(tmp_path / "q.jsonl").items] == [("c-4", "review")]
+
+
 def test_a_drift_run_queues_its_proposed_cases(tmp_path: Path, fake: FakeOpenAI) -> None:
     policy = drift_suite(tmp_path / "suite", fake)
     _, _, proposed = drift_run(policy, tmp_path / "run")
+    assert "gate review queue --policy POLICY --from OUT" in (tmp_path / "run" / "report.md").read_text()
+    notes = json.loads((tmp_path / "run" / "result.json").read_text())["notes"]
+    assert any(f"gate review queue --policy {policy} --from {tmp_path / 'run'}" in note for note in notes)
     assert queue(policy, tmp_path / "run", tmp_path / "q.jsonl") == 0
     q = read_queue(tmp_path / "q.jsonl")
     assert sorted(i.response for i in q.items) == sorted(p["response"] for p in proposed)

@@ -160,7 +160,9 @@ def next_steps(
         steps.append("Renew the expired override (a new expiry, approved) or remove it from the policy.")
     if any(b.state == "review_required" for b in result.blockers):
         steps.append(
-            "A person reads the cases under review_required and records the decision (an override, or a corrected "
-            "case that supersedes the old one)."
+            f"`gate review queue --policy {policy} --from {out} --out review-queue.jsonl` queues the cases under "
+            "review_required (and every case where the judge and people disagree) for people to label, blind to "
+            "the judge (docs/REVIEW.md); then record the decision (an override, or a corrected case that supersedes "
+            "the old one: `gate review export`)."
         )
     return steps

@@ -133,7 +133,9 @@ def drift_section(result: Result) -> list[str]:
         f"**{drift.proposed_cases} proposed case(s)** in `proposed-cases.jsonl` "
         f"({by_reason.disagreement} disagreement(s) with the last run, "
         f"{by_reason.new_failure_shape} new failure shape(s)): for privacy review and independent "
-        "labels in a future dataset version. The gold cases are never changed.",
+        "labels in a future dataset version. The gold cases are never changed. "
+        "`gate review queue --policy POLICY --from OUT --out proposed-queue.jsonl` queues them for people to "
+        "label, blind to the judge (docs/REVIEW.md).",
     ]
     if drift.skipped_lines:
         lines += ["", f"{len(drift.skipped_lines)} trace line(s) skipped, first: {escape(drift.skipped_lines[0], 200)}"]

@@ -28,6 +28,7 @@ from gate.measure.drift.findings import against_previous, pass_rates, proposals,
 from gate.model.cases import Case, load_dataset
 from gate.model.escape import is_name
 from gate.model.lineage import Lineage
+from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, RecordWriter
 from gate.model.result import Result
@@ -293,7 +294,9 @@ def _result(
             },
             "notes": [
                 "drift lane: production traces, no human labels; the state says only whether the run completed",
-                f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review",
+                f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review: "
+                f"gate review queue --policy {shown_path(loaded.path)} --from {shown_path(opts.out_dir)} "
+                "--out proposed-queue.jsonl",
                 *_carried_note(carried),
             ],
             "cases": [],
