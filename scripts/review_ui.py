@@ -3,10 +3,10 @@
 What it asserts, on the shipped product example, in a scratch directory (nothing of the checkout
 is written but the screenshot):
 1. a product run of policies/example-product (app v2.4, the offline rule judge), then
-   `gate review queue --from` that run: the audit, a few answers of each stratum;
+   `gate review queue --from` that run: the audit, three answers of each stratum;
 2. two reviewers, each in a browser of their own and at the same time, label the whole queue by
-   keyboard alone (their name and Enter; a number key, the reason, Enter; U to undo once), and
-   disagree on one item; at every item the page's DOM holds neither the judge's verdict nor its
+   keyboard alone (their name and Enter; a number key, the reason, Enter; U to undo once), each by
+   the example's truth rule, but for one answer the second gets wrong; at every item the page's DOM holds neither the judge's verdict nor its
    reason from the run, nor the stratum the item was drawn from, nor the other reviewer's label;
 3. an adjudicator settles the disagreement on /adjudicate, by keyboard, where the reviewer who
    labelled it may not;
@@ -210,27 +210,68 @@ def judge_words(run: Path, queue: Path) -> list[str]:
     return sorted(w for w in words if w and w != "None")
 
 
-def label_together(ann: Reviewer, bob: Reviewer, shot: Path | None) -> None:
-    """Both label at once, turn about: the first `1` throughout (undoing her first label once and
-    giving it again); the second `2` on his first item, `1` after; a screenshot of the first's page
-    before her first Enter."""
-    first = True
+KEY = {"pass": "1", "fail": "2"}  # the policy's allowed values in order: pass, fail (then abstain)
+REASONS = {  # each reviewer's own words, so the page can be searched for the other's
+    "rev-ann": {
+        "pass": "The answer gives the figure the evidence states.",
+        "fail": "The answer gives a figure the evidence does not.",
+    },
+    "rev-bob": {"pass": "Matches the reference.", "fail": "Contradicts the reference."},
+}
+BOB_SLIP = "Looks off to me."  # the one label the second reviewer gets wrong
+
+
+class Truth:
+    """What a careful reader decides of each answer of app v2.4: the example's truth rule (every
+    answer's one required figure), looked up by the answer's text as the page shows it."""
+
+    def __init__(self, work: Path) -> None:
+        import make_product_example
+
+        wrong = make_product_example.wrong_answers()["v2.4"]
+        slices = {}
+        for line in (work / PRODUCT / "cases" / "product.jsonl").read_text().splitlines():
+            case = json.loads(line)
+            slices[case["case_id"]] = case["slice"]
+        self.of: dict[str, tuple[str, str]] = {}
+        for line in (work / PRODUCT / "responses" / "app-v2.4.jsonl").read_text().splitlines():
+            answer = json.loads(line)
+            label = "fail" if answer["case_id"] in wrong else "pass"
+            self.of[" ".join(answer["response"].split())] = (label, slices[answer["case_id"]])
+
+    def __call__(self, shown_text: str) -> tuple[str, str]:
+        return self.of[" ".join(shown_text.split())]
+
+
+def label_together(ann: Reviewer, bob: Reviewer, truth: Truth, shot: Path | None) -> None:
+    """Both label at once, turn about, each by the truth rule; the first undoes her first label
+    once and gives it again; the second gets one answer of billing-policy-critical wrong (the
+    disagreement to adjudicate). A screenshot of the first's page before her first Enter."""
+    first, slipped = True, False
     while not (ann.done() and bob.done()):
         if not ann.done():
             ann.blind()
-            ann.choose_and_explain("1", "The answer states the figures of the evidence.")
+            label, _ = truth(text_of(ann.driver, "response"))
+            ann.choose_and_explain(KEY[label], REASONS["rev-ann"][label])
             if shot is not None and first:
                 ann.driver.save_screenshot(str(shot))
             ann.submit()
             if first:
                 ann.undo_last()  # U: a retraction, and the same item again
-                ann.label("1", "The answer states the figures of the evidence (given again).")
+                ann.label(KEY[label], REASONS["rev-ann"][label])
         if not bob.done():
-            bob.label("2" if first else "1", "It misses a figure." if first else "Matches the evidence.")
+            label, slice_name = truth(text_of(bob.driver, "response"))
+            if not slipped and slice_name == "billing-policy-critical":
+                slipped = True
+                bob.label(KEY["fail" if label == "pass" else "pass"], BOB_SLIP)
+            else:
+                bob.label(KEY[label], REASONS["rev-bob"][label])
         first = False
+    check(slipped, "the second reviewer met an answer of billing-policy-critical")
 
 
-def adjudicate(address: str, who: str, may: bool) -> None:
+def adjudicate(address: str, who: str, may: bool, truth: Truth) -> None:
+    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     driver = browser()
@@ -242,12 +283,13 @@ def adjudicate(address: str, who: str, may: bool) -> None:
             f"one disagreement listed: {text_of(driver, 'progress')!r}",
         )
         page = driver.page_source
-        check("It misses a figure." in page and "The answer states the figures" in page, "every original reason shown")
+        check(BOB_SLIP in page and any(r in page for r in REASONS["rev-ann"].values()), "every original reason shown")
         if not may:
             check("another person settles it" in page, f"{who} told they may not settle an item they labelled")
             return
-        keys(driver, "2")  # the first item has the focus
-        keys(driver, "The evidence names a figure the answer lacks.", Keys.ENTER)
+        label, _ = truth(driver.find_element(By.CSS_SELECTOR, "article .response").text)
+        keys(driver, KEY[label])  # the first item has the focus
+        keys(driver, "The reference settles it: the figure decides.", Keys.ENTER)
         wait(driver, lambda d: "Nothing awaits adjudication" in text_of(d, "progress"), "the adjudication recorded")
     finally:
         driver.quit()
@@ -300,8 +342,8 @@ def build_run_and_queue(work: Path) -> None:
     print("1. a product run of the example (app v2.4, the offline rule judge)", flush=True)
     offline_run("--policy", f"{PRODUCT}/policy.yaml", "--lane", "app", "--out", "gate-out", "--rule-judge",
                 "--responses", f"{PRODUCT}/responses/app-v2.4.jsonl", cwd=work)  # fmt: skip
-    print("2. gate review queue --from gate-out --sample 2", flush=True)
-    print(gate("review", "queue", "--policy", f"{PRODUCT}/policy.yaml", "--from", "gate-out", "--sample", "2",
+    print("2. gate review queue --from gate-out --sample 3", flush=True)
+    print(gate("review", "queue", "--policy", f"{PRODUCT}/policy.yaml", "--from", "gate-out", "--sample", "3",
                "--out", "queue.jsonl", cwd=work), flush=True)  # fmt: skip
 
 
@@ -328,13 +370,14 @@ def export_and_calibrate(work: Path) -> None:
 def run(work: Path, shot: Path | None) -> None:
     build_run_and_queue(work)
     forbidden = judge_words(work / "gate-out", work / "queue.jsonl")
+    truth = Truth(work)
     (work / "labels").mkdir()  # a ledger directory: one file a reviewer
     with served("queue.jsonl", "labels", work) as address:
         print("3. two reviewers label the queue at once, by keyboard alone", flush=True)
-        ann = Reviewer("rev-ann", address, [*forbidden, "rev-bob", "misses a figure"])
-        bob = Reviewer("rev-bob", address, [*forbidden, "rev-ann", "figures of the evidence"])
+        ann = Reviewer("rev-ann", address, [*forbidden, "rev-bob", BOB_SLIP, *REASONS["rev-bob"].values()])
+        bob = Reviewer("rev-bob", address, [*forbidden, "rev-ann", *REASONS["rev-ann"].values()])
         try:
-            label_together(ann, bob, shot)
+            label_together(ann, bob, truth, shot)
             items = len((work / "queue.jsonl").read_text().splitlines()) - 1
             check(
                 ann.labelled == bob.labelled == items,
@@ -344,8 +387,8 @@ def run(work: Path, shot: Path | None) -> None:
             ann.driver.quit()
             bob.driver.quit()
         print("4. the disagreement, settled on /adjudicate (not by someone who labelled it)", flush=True)
-        adjudicate(address, "rev-bob", may=False)
-        adjudicate(address, "adj-cat", may=True)
+        adjudicate(address, "rev-bob", False, truth)
+        adjudicate(address, "adj-cat", True, truth)
     print("5. an answer holding <script>, onerror= and </textarea> is shown as text", flush=True)
     xss_shown_as_text(work)
     export_and_calibrate(work)
