@@ -488,3 +488,47 @@ def test_superseded_cases_are_left_out_with_a_note(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "o" / "calibration.json").read_text())
     assert data["overall"]["cases"] == 1 and data["overall"]["true_pass"] == 1 and data["disagreements"] == []
     assert any("1 superseded case left out" in n and "c-5" in n for n in data["notes"])
+
+
+def test_too_few_cases_suggest_no_limit_and_no_warning_on_the_wrong_slice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One or two calibration cases behind a rate: no suggested limit, said so, and no "stricter than
+    this judge supports" (which two cases put on the slice without the error, not on the one with it)."""
+    cases = [
+        *controls(),
+        case("c-1", label="fail", partition="calibration"),  # judged pass: the one error
+        case("c-2", label="pass", partition="calibration"),
+        case("cg-1", label="fail", slice="general", partition="calibration"),
+        case("cg-2", label="pass", slice="general", partition="calibration"),
+        *[case(f"s-{i}", label="pass") for i in range(2)],
+        *[case(f"t-{i}", label=lab, slice="general") for i, lab in enumerate(["fail", "fail", "pass", "pass"])],
+    ]
+    policy = write_suite(tmp_path / "suite", cases, slices={"general": {"max_false_passes": 0, "priority": 1}})
+    records = [
+        rec("c-1", "fail", "pass"),
+        rec("c-2", "pass", "pass"),
+        rec("cg-1", "fail", "fail", slice="general"),
+        rec("cg-2", "pass", "pass", slice="general"),
+    ]
+    write_records(tmp_path / "records.jsonl", records)
+    out_dir = tmp_path / "cal"
+    assert (
+        main(
+            ["calibrate", "--policy", str(policy), "--records", str(tmp_path / "records.jsonl"), "--out", str(out_dir)]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    data = json.loads((out_dir / "calibration.json").read_text())
+    for name in ("critical", "general"):
+        assert data["suggested_limits"][name]["max_false_passes"] is None
+        assert data["suggested_limits"][name]["max_false_fails"] is None
+    assert "stricter than this judge supports" not in out
+    assert "stricter than this judge supports" not in (out_dir / "calibration.md").read_text()
+    said = " ".join(out.split())
+    assert "critical max_false_passes – (too few cases to suggest a limit: 1, at least 3)" in said
+    assert "general max_false_passes – (too few cases to suggest a limit: 1, at least 3)" in said
+    assert (
+        "| general | – (too few cases to suggest a limit: 1, at least 3) |" in (out_dir / "calibration.md").read_text()
+    )

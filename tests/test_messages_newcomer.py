@@ -120,6 +120,11 @@ def test_a_pr_runs_next_steps_calibrate_on_the_calibration_lane_not_on_its_own_r
         "s/policy.yaml --records gate-out-calibration" in pr
     ), pr
     assert "gate calibrate --policy s/policy.yaml --records cal-out" in cal, cal
+    # The calibration lane measures: it says what it recorded and that gate calibrate comes next, not
+    # "blocked ... fix them before merging", and offers no override; the pr lane gates, and does.
+    assert "quality_failed (exit 1): measured, not gated" in cal and "gate calibrate comes next" in cal, cal
+    assert "fix them before merging" not in cal and "overrides:" not in cal, cal
+    assert "fix them before merging" in pr and "overrides:" in pr, pr
 
 
 def test_without_a_key_the_next_steps_name_the_offline_check_of_this_policy_and_a_local_model(
@@ -135,6 +140,11 @@ def test_without_a_key_the_next_steps_name_the_offline_check_of_this_policy_and_
     assert "python scripts/demo_offline.py --policy acme/policy.yaml" in steps, steps
     assert "checks the wiring" in steps and "never the prompt" in steps
     assert "docs/LOCAL_MODEL.md" in steps and "make demo" not in steps
+    out = io.StringIO()  # on another lane, the offline check runs that lane
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert gate("run", "--policy", policy, "--lane", "release", "--out", "o2") == 3
+    steps = " ".join(out.getvalue()[out.getvalue().index("Next steps") :].split())
+    assert "python scripts/demo_offline.py --policy acme/policy.yaml --lane release runs" in steps, steps
 
 
 def test_validate_says_how_many_findings_first_and_talks_like_a_linter(

@@ -18,7 +18,7 @@ from gate.model.owners import owner_text
 from gate.model.textfit import head_bytes
 from gate.model.wording import agree, plural
 from gate.report import product, sections
-from gate.report.next_steps import next_steps
+from gate.report.next_steps import measures, next_steps
 
 if TYPE_CHECKING:
     from gate.model.result import Blocker, CaseRow, Result
@@ -37,7 +37,21 @@ STATE_MEANING = {
     "evaluation_incomplete": "the evidence is not complete: fix the run (key, provider, budget), not the product.",
     "review_required": "a person must look at the cases below before this can go ahead.",
 }
+# A lane that measures the judge (gate.report.next_steps.measures) and recorded disagreements.
+MEASURED_MEANING = (
+    "measured, not gated: this lane measures the judge against people and gates no merge; the "
+    "disagreements below are in its records, and gate calibrate comes next."
+)
 STATE_ORDER = ("quality_failed", "evaluation_incomplete", "review_required")
+
+
+def state_meaning(result: Result) -> str:
+    """What the result's state means for this lane: a measuring lane's blockers are measurements."""
+    if result.state == "quality_failed" and measures(result):
+        return MEASURED_MEANING
+    return STATE_MEANING[result.state]
+
+
 MAX_REASON_CHARS = 280
 # GitHub caps comments near 64 KiB; keep a margin for the marker and the trim note.
 MAX_REPORT_BYTES = 60_000
@@ -70,7 +84,7 @@ def reports_lane(report_md: str, policy_id: str, lane: str) -> bool:
         if line.startswith("**"):
             return any(
                 line.startswith(f"**{code_id(state)}** — {meaning} {lane_line(policy_id, lane)}")
-                for state, meaning in STATE_MEANING.items()
+                for state, meaning in [*STATE_MEANING.items(), ("quality_failed", MEASURED_MEANING)]
             )
     return False
 
@@ -250,7 +264,7 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
     lines += [
         f"## {STATE_ICON[state]} ragas-gate / {escape(policy_id)}: {code_id(state)}",
         "",
-        f"**{code_id(state)}** — {STATE_MEANING[state]} {lane_line(policy_id, result.lane)}"
+        f"**{code_id(state)}** — {state_meaning(result)} {lane_line(policy_id, result.lane)}"
         f"{code_id(result.policy_version)}, exit code "
         f"{result.exit_code}.",
         "",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gate.model.overrides import WAIVABLE
+from gate.validate.completeness import NEVER_GATED
 
 CALIBRATION_PARTITION = "calibration"  # where `gate calibrate` measures a judge (gate.measure.calibrate)
 
@@ -42,6 +43,13 @@ GOLD_SET_KINDS = frozenset(
 )
 
 
+def measures(result: Result) -> bool:
+    """Whether the lane measures the judge rather than gates a merge: every case it judged (but the
+    controls) is in a partition no lane gates on (`calibration`, `dev`); a product lane always gates."""
+    rows = [row for row in result.cases if row.control_role is None]
+    return result.product is None and bool(rows) and all(row.partition in NEVER_GATED for row in rows)
+
+
 def calibrate_step(result: Result, policy: str, out: str, lane: str | None) -> str:
     """How to measure this judge against people: on the calibration partition's records (suggested
     limits come from there only), so a run of another lane first runs the calibration lane."""
@@ -59,9 +67,17 @@ def calibrate_step(result: Result, policy: str, out: str, lane: str | None) -> s
     )
 
 
-def _judge_steps(kinds: set[str], policy: str, out: str, calibrate: str) -> list[str]:
-    """The steps for a failed control or a verdict blocker: the judge's or the label's to fix."""
+def _judge_steps(kinds: set[str], policy: str, out: str, calibrate: str, measuring: bool = False) -> list[str]:
+    """The steps for a failed control or a verdict blocker: the judge's or the label's to fix. A lane
+    that measures the judge (`measuring`) recorded its disagreements: `gate calibrate` comes next,
+    and nothing is there to override."""
     steps: list[str] = []
+    if measuring and kinds & VERDICT_KINDS and "control_failed" not in kinds:
+        return [
+            f"This lane measures the judge and gates nothing: its records ({out}) hold where the judge and people "
+            f"disagree (above). Next, {calibrate}",
+            "If a label is wrong, add a corrected case that supersedes it, then run the lane again.",
+        ]
     if "control_failed" in kinds:
         # A control's answer and label are known: the judge missed it, not the product, and no other
         # verdict counts until the controls separate. No override waives it.
@@ -95,13 +111,14 @@ def next_steps(
     `calibration_lane`: the policy's lane over the calibration partition, when known."""
     kinds = {b.kind for b in result.blockers}
     calibrate = calibrate_step(result, policy, out, calibration_lane)
-    steps: list[str] = _judge_steps(kinds, policy, out, calibrate)
+    steps: list[str] = _judge_steps(kinds, policy, out, calibrate, measures(result))
     if kinds & CALIBRATION_KINDS and calibrate not in steps:
         steps.append(f"Calibrate this judge (see docs/CALIBRATION.md). {calibrate}")
     if "missing_credentials" in kinds:
+        lane = f" --lane {result.lane}" if result.lane != "pr" else ""  # the demo's lane is pr unless told
         steps.append("Provide the judge's key (see the blocker), then run again: nothing was spent.")
         steps.append(
-            f"No key yet: `python scripts/demo_offline.py --policy {policy}` runs this suite against an offline "
+            f"No key yet: `python scripts/demo_offline.py --policy {policy}{lane}` runs this suite against an offline "
             "judge that answers with your labels: it checks the wiring (policy, cases, rendering, reports, exit "
             "codes), never the prompt. A small model on a local OpenAI-compatible server (docs/LOCAL_MODEL.md) "
             "also shows whether replies keep the contract and what they cost, but not whether the prompt judges well."

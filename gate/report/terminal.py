@@ -35,6 +35,7 @@ from gate.report.markdown import (
     STATE_ORDER,
     blocker_message,
     shard_text,
+    state_meaning,
     withheld_text,
 )
 from gate.report.next_steps import CALIBRATION_PARTITION, next_steps
@@ -116,7 +117,7 @@ def _case_detail(c: CaseRow) -> Text:
 
 def headline(result: Result) -> Text:
     state = result.state
-    return Text.assemble((state, STATE_STYLE[state]), f" (exit {result.exit_code}): ", STATE_MEANING[state])
+    return Text.assemble((state, STATE_STYLE[state]), f" (exit {result.exit_code}): ", state_meaning(result))
 
 
 def _blockers(result: Result, console: Console) -> None:

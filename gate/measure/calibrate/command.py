@@ -11,7 +11,15 @@ from typing import IO, Any
 
 from gate.measure.calibrate.causes import read_causes
 from gate.measure.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
-from gate.measure.calibrate.markdown import WIDE_INTERVAL, num, pct, rate_text, render_calibration, stricter
+from gate.measure.calibrate.markdown import (
+    WIDE_INTERVAL,
+    num,
+    pct,
+    rate_text,
+    render_calibration,
+    shown_limit,
+    stricter,
+)
 from gate.measure.calibrate.svg import render_svg
 from gate.measure.certify import config_components, config_sha256
 from gate.model.cases import Case, Dataset
@@ -205,18 +213,17 @@ def _suggested_limits(d: Mapping[str, Any], name_w: int, out: IO[str]) -> None:
         lane = next(iter(sugg.values()))["scaled_to"]["lane"]
         say(out, f"suggested limits (calibration partition only, scaled to lane {lane}; rule in calibration.md):")
 
-        def show(v: int | None, cases: int | None = None) -> str:
-            if v is None:
-                return "– (no evidence)" if cases is not None else "–"
-            return str(v) if cases is None else f"{v} of {cases}"
+        def show(v: int | None) -> str:
+            return "–" if v is None else str(v)
 
         for n, s in sugg.items():
-            cur, lane_cases = s["current"], s["scaled_to"]
+            cur, lane_cases, rates = s["current"], s["scaled_to"], d.get("slices", {}).get(n, {})
+            passes = shown_limit(s["max_false_passes"], lane_cases["fail_cases"], rates.get("false_pass_rate"))
+            fails = shown_limit(s["max_false_fails"], lane_cases["pass_cases"], rates.get("false_fail_rate"))
             say(
                 out,
-                f"  {n:{name_w}}  max_false_passes {show(s['max_false_passes'], lane_cases['fail_cases'])} (policy "
-                f"{show(cur['max_false_passes'])}), max_false_fails {show(s['max_false_fails'], lane_cases['pass_cases'])}"
-                f" (policy {show(cur['max_false_fails'])})",
+                f"  {n:{name_w}}  max_false_passes {passes} (policy {show(cur['max_false_passes'])}), "
+                f"max_false_fails {fails} (policy {show(cur['max_false_fails'])})",
                 hang=name_w + 4,
             )
             if stricter(s):  # calibration.md's warning, on its own lines under the slice's figures

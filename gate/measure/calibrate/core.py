@@ -143,6 +143,11 @@ class Disagreement:
         return dict(self.__dict__)
 
 
+# The fewest labelled cases behind a rate (human-fail cases for the false-pass rate, human-pass for
+# the false-fail rate) from which `gate calibrate` suggests a limit.
+MIN_CASES_TO_SUGGEST = 3
+
+
 @dataclass(frozen=True)
 class SuggestedLimit:
     """Per-slice limits suggested from the calibration partition (see `suggest_limits`)."""
@@ -322,7 +327,9 @@ def suggest_limits(
     human-fail cases of the slice in `lane`): the most false passes a judge as good as the
     calibrated one plausibly makes there. A lower limit trips on judge error alone; max_false_fails
     likewise with human-pass cases. `lane_labels` maps slice -> (fail cases, pass cases) in `lane`
-    (in the calibration partition when no lane gates). No evidence (n = 0) suggests nothing (null).
+    (in the calibration partition when no lane gates). Fewer than MIN_CASES_TO_SUGGEST cases behind
+    a rate (none included) suggest nothing (null): on one or two cases the bound is most of the
+    interval, so the number would say more about the count than about the judge.
     """
     if not any(t.completed for t in calibration.values()):
         return None
@@ -334,7 +341,9 @@ def suggest_limits(
         current = policy.slices.get(name)
 
         def scaled(rate: Rate, cases: int) -> int | None:
-            return None if rate.high is None else math.floor(rate.high * cases + 1e-9)
+            if rate.high is None or rate.n < MIN_CASES_TO_SUGGEST:
+                return None
+            return math.floor(rate.high * cases + 1e-9)
 
         out[name] = SuggestedLimit(
             slice=name,

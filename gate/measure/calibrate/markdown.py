@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gate.measure.calibrate.core import MIN_CASES_TO_SUGGEST
 from gate.model.result import Strata
 from gate.model.wording import plural
 from gate.report.markdown import code_id, escape
@@ -93,6 +94,16 @@ def _disagreements(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def shown_limit(value: int | None, cases: int, rate: Mapping[str, Any] | None) -> str:
+    """A suggested limit as "k of n", or why there is none: no case, or too few behind the rate."""
+    if value is not None:
+        return f"{value} of {cases}"
+    n = rate.get("n") if isinstance(rate, Mapping) else None
+    if isinstance(n, int) and 0 < n < MIN_CASES_TO_SUGGEST:
+        return f"– (too few cases to suggest a limit: {n}, at least {MIN_CASES_TO_SUGGEST})"
+    return "– (no evidence)"
+
+
 def stricter(s: Mapping[str, Any]) -> str:
     """The warning for a policy limit below the suggested one (calibration.md and the terminal)."""
     cur = s["current"]
@@ -118,14 +129,10 @@ def _limits(cal: Mapping[str, Any]) -> list[str]:
         "|---|---:|---:|---|",
     ]
     for name, s in sugg.items():
-        cur = s["current"]
-
-        def show(v: int | None, cases: int) -> str:
-            return "– (no evidence)" if v is None else f"{v} of {cases}"
-
+        cur, rates = s["current"], cal.get("slices", {}).get(name, {})
         lines.append(
-            f"| {escape(name)} | {show(s['max_false_passes'], s['scaled_to']['fail_cases'])} | "
-            f"{show(s['max_false_fails'], s['scaled_to']['pass_cases'])} | "
+            f"| {escape(name)} | {shown_limit(s['max_false_passes'], s['scaled_to']['fail_cases'], rates.get('false_pass_rate'))} | "
+            f"{shown_limit(s['max_false_fails'], s['scaled_to']['pass_cases'], rates.get('false_fail_rate'))} | "
             f"{cur['max_false_passes'] if cur['max_false_passes'] is not None else '–'} / "
             f"{cur['max_false_fails'] if cur['max_false_fails'] is not None else '–'}{stricter(s)} |"
         )
