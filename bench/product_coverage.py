@@ -24,9 +24,17 @@ of probability below 1e-12 left out). A self-check draws cases per cell and asks
 for the verdict, which must agree with the thresholds. The sequential design is simulated (numpy,
 seeded): calibration drawn, then each path judged one answer at a time.
 
-    .venv/bin/python bench/product_coverage.py                 # the whole grid (~ minutes)
-    .venv/bin/python bench/product_coverage.py --quick         # a corner of it (~1 min)
-    .venv/bin/python bench/product_coverage.py --sims 4000 --seed 7 --csv /tmp/cells.csv --summary-only
+Before the grid, the order cells: a finite slice of N answers (10-5,000), F of them failing, judged
+with stop_when_decided in case-id order (the failing answers last, as ids that group a topic sort
+them) and in a random order (what the product lane's seeded order is), side by side on the same
+judgments, with the fixed design on all N and on a random N/2. Per cell: P(passed), P(exceeded), the
+share judged before the verdict, and the pass probability the stop loses against fixed N.
+
+    .venv/bin/python bench/product_coverage.py                 # the order cells, then the grid's corner (~2 CPU-min)
+    .venv/bin/python bench/product_coverage.py --order-only    # the order cells only
+    .venv/bin/python bench/product_coverage.py --quick         # fewer order cells and paths, the corner
+    .venv/bin/python bench/product_coverage.py --full --no-order   # the whole grid (~45 min)
+    .venv/bin/python bench/product_coverage.py --full --sims 4000 --seed 7 --csv /tmp/cells.csv --summary-only
 """
 
 from __future__ import annotations
@@ -410,6 +418,216 @@ def check_sequence_evidence(rng: np.random.Generator) -> None:
         raise SystemExit("self-check failed: the simulated mixture differs from the module's")
 
 
+# --- the order the answers are judged in: case-id order against the seeded random one ---
+
+# A finite slice of N answers, F of them truly failing; each judged fail with probability Se when it
+# fails, 1 - Sp when it is good. Case ids group topics, so the adversary's order puts the failing
+# answers last (the good ones are judged first); the product lane judges each slice in a seeded
+# random order instead (a uniform permutation per path here). The same calibration and the same
+# judgments are taken in both orders, and every answer judged for the fixed design.
+ORDER_GRID = {
+    "limit": (0.02, 0.05, 0.15),
+    "ratio": (0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0),
+    "judge": ((0.6, 0.95), (0.75, 0.995), (0.9, 0.8), (0.99, 0.999)),
+    "m": (100, 1000),
+    "n": (10, 20, 50, 120, 500, 2000, 5000),
+}
+ORDER_QUICK = {
+    "limit": (0.05, 0.15),
+    "ratio": (0.25, 1.0, 2.0),
+    "judge": ((0.9, 0.95), (0.99, 0.999)),
+    "m": (1000,),
+    "n": (20, 120, 1000),
+}
+ORDERS = ("case_id", "random")
+
+
+@dataclass
+class OrderRow:
+    cell: Cell  # its p is the slice's own failing share F/N
+    ratio: float  # the cell's F/N over L before rounding F to a count
+    failing: int  # F
+    fixed_pass: float
+    fixed_fail: float
+    half_pass: float  # the fixed design judging a random half of the answers (N/2): P(passed)
+    pass_: dict[str, float]  # per order: P(passed) with stop_when_decided
+    fail: dict[str, float]
+    judged: dict[str, float]  # per order: mean share of the N answers judged before the verdict
+    sims: int
+
+    @property
+    def lost(self) -> float:
+        """The pass probability the stop (random order) gives up against judging every answer."""
+        return self.fixed_pass - self.pass_["random"]
+
+
+def failing_count(limit: float, ratio: float, n: int) -> int:
+    """F for a slice of n answers whose failing share is ratio x limit: rounded towards the limit's
+    side the ratio names (at or above it for ratio >= 1, below it otherwise), so a cell at the limit
+    never sits under it by rounding."""
+    exact = ratio * limit * n
+    return min(n, math.ceil(exact - 1e-9)) if ratio >= 1.0 else max(0, math.floor(exact - 1e-9))
+
+
+def ordered_paths(
+    n: int, failing: int, se: float, sp: float, sims: int, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Per order, the judged-fail flags of each path in judging order (the same judgments)."""
+    truth = np.zeros((sims, n), dtype=bool)
+    truth[:, n - failing :] = True  # case-id order: the failing answers sort last
+    judged = np.where(truth, rng.random((sims, n)) < se, rng.random((sims, n)) < 1.0 - sp)
+    shuffled = rng.permuted(np.arange(n)[None, :].repeat(sims, axis=0), axis=1)
+    return {"case_id": judged, "random": np.take_along_axis(judged, shuffled, axis=1)}
+
+
+def order_cell(limit: float, ratio: float, se: float, sp: float, m: int, n: int, sims: int, seed: int) -> OrderRow:
+    rng = np.random.default_rng([seed, int(limit * 1000), int(ratio * 100), int(se * 1000), int(sp * 1000), m, n])
+    failing = failing_count(limit, ratio, n)
+    cell = Cell(limit, failing / (n * limit), se, sp, m, n)
+    x_se = rng.binomial(m, se, size=sims)
+    x_sp = rng.binomial(m, sp, size=sims)
+    paths = ordered_paths(n, failing, se, sp, sims, rng)
+    cal = calibration_of(x_se, x_sp, m, np.ones(sims))
+    th = fixed_thresholds(cal, n, limit, cell.p)
+    k = paths["case_id"].sum(axis=1)
+    half = n // 2
+    k_half = paths["random"][:, :half].sum(axis=1)
+    half_pass = float((k_half <= fixed_thresholds(cal, half, limit, cell.p)["pass_le"]).mean()) if half else 0.0
+    row = OrderRow(
+        cell,
+        ratio,
+        failing,
+        float((k <= th["pass_le"]).mean()),
+        float((k >= th["fail_ge"]).mean()),
+        half_pass,
+        {},
+        {},
+        {},
+        sims,
+    )
+    for order in ORDERS:
+        sim = sequential_sim(cell, sims, rng, given=(x_se, x_sp, paths[order]))
+        row.pass_[order], row.fail[order], row.judged[order] = sim["s_pass"], sim["s_fail"], sim["s_judged"]
+    return row
+
+
+def check_order_against_module(rng: np.random.Generator, paths: int = 8) -> None:
+    """Paths in both orders replayed through the module itself, one look per judgment: the stop and
+    the verdict must be the simulation's, path by path (the order cells measure the shipped
+    intervals, not a copy of them)."""
+    for limit, ratio, n in ((0.15, 2.0, 40), (0.05, 0.25, 400)):
+        failing = failing_count(limit, ratio, n)
+        cell = Cell(limit, failing / (n * limit), 0.9, 0.99, 100, n)
+        x_se = rng.binomial(cell.m, cell.se, size=paths)
+        x_sp = rng.binomial(cell.m, cell.sp, size=paths)
+        for order, x in ordered_paths(n, failing, cell.se, cell.sp, paths, rng).items():
+            sim = sequential_sim(cell, paths, rng, given=(x_se, x_sp, x))
+            for i in range(paths):
+                got = replay(cell, int(x_se[i]), int(x_sp[i]), x[i])
+                if got != (int(sim["stopped_at"][i]), int(sim["verdict"][i])):
+                    raise SystemExit(f"self-check failed ({order} order) in {cell}, path {i}: module {got}, sim")
+
+
+def replay(cell: Cell, caught: int, passed: int, path: np.ndarray) -> tuple[int, int]:
+    """(the judgment the module stops at, its verdict: 0 none, 1 passed, 2 exceeded), one look per judgment."""
+    judge = judge_accuracy(
+        true_fail=caught,
+        false_pass=cell.m - caught,
+        true_pass=passed,
+        false_fail=cell.m - passed,
+        confidence=CONFIDENCE,
+    )
+    k = 0
+    for t in range(1, cell.n + 1):
+        k += int(path[t - 1])
+        rate = failure_rate(judged_fail=k, n=t, judge=judge, confidence=CONFIDENCE, sequential=True)
+        decided = slice_verdict(rate, cell.limit)
+        if decided in ("passed", "exceeded"):
+            return t, 1 if decided == "passed" else 2
+    return cell.n, 0
+
+
+ORDER_HEADER = (
+    f"{'L':>5} {'F/N':>9} {'Se':>5} {'Sp':>5} {'m':>5} {'N':>5} | {'pass':>6} {'fail':>6} | "
+    f"{'pass':>6} {'fail':>6} {'judged':>6} | {'pass':>6} {'fail':>6} {'judged':>6} | {'lost':>6}"
+)
+
+
+def order_line(row: OrderRow) -> str:
+    c = row.cell
+    share = f"{row.failing}/{c.n}"
+    return (
+        f"{c.limit:5.2f} {share:>9} {c.se:5.3g} {c.sp:5.3g} {c.m:5d} {c.n:5d} | {pct(row.fixed_pass)} "
+        f"{pct(row.fixed_fail)} | {pct(row.pass_['case_id'])} {pct(row.fail['case_id'])} "
+        f"{pct(row.judged['case_id'])} | {pct(row.pass_['random'])} {pct(row.fail['random'])} "
+        f"{pct(row.judged['random'])} | {pct(row.lost)}"
+    )
+
+
+def order_rows(grid: dict[str, tuple[Any, ...]], sims: int, seed: int, quiet: bool) -> list[OrderRow]:
+    rows = []
+    if not quiet:
+        print(f"{'':39}| fixed N       | stop, case-id order  | stop, random order   |")
+        print(ORDER_HEADER)
+    for limit, ratio, (se, sp), m, n in itertools.product(*(grid[k] for k in ("limit", "ratio", "judge", "m", "n"))):
+        row = order_cell(limit, ratio, se, sp, m, n, sims, seed)
+        rows.append(row)
+        if not quiet:
+            print(order_line(row), flush=True)
+    return rows
+
+
+def order_summary(rows: list[OrderRow]) -> list[str]:
+    """The false approval of each order side by side, and what the stop costs and saves."""
+    bad = [r for r in rows if r.ratio >= 1.0]
+    good = [r for r in rows if r.ratio < 1.0]
+    out = [
+        f"Order ({len(rows)} cells, {rows[0].sims} paths each; nominal false approval: at most {100 * NOMINAL:.0f}%):"
+    ]
+    for order in ORDERS:
+        r = max(bad, key=lambda r: r.pass_[order])
+        out.append(
+            f"  stop, {order} order: P(passed) when F/N >= L, worst {100 * r.pass_[order]:.2f}% "
+            f"({where(r)}); cells above nominal: {sum(mc_above(x.pass_[order], x.sims) for x in bad)} of {len(bad)}"
+        )
+    r = max(bad, key=lambda r: r.fixed_pass)
+    out.append(f"  fixed N: P(passed) when F/N >= L, worst {100 * r.fixed_pass:.2f}% ({where(r)})")
+    for ratio in sorted({r.ratio for r in good}):
+        chosen = [r for r in good if r.ratio == ratio]
+        lost = np.array([r.lost for r in chosen])
+        r = max(chosen, key=lambda r: r.lost)
+        out.append(
+            f"  pass probability lost by the stop (random order) against fixed N, F/N = {ratio:g} L: median "
+            f"{100 * np.median(lost):.1f} points, worst {100 * r.lost:.1f} ({where(r)}); over 10 points in "
+            f"{int((lost > 0.10).sum())} of {len(chosen)} cells"
+        )
+        some = [r for r in chosen if r.fixed_pass >= 0.5]
+        if some:
+            lost = np.array([r.lost for r in some])
+            out.append(
+                f"    where fixed N passes >= 50% ({len(some)} cells): median {100 * np.median(lost):.1f} points, "
+                f"over 10 points in {int((lost > 0.10).sum())}"
+            )
+    quarter = [r for r in good if r.ratio == 0.25]
+    for label, chosen in (
+        ("where fixed N/2 passes >= 90%", [r for r in quarter if r.half_pass >= 0.9]),
+        ("where fixed N passes >= 90%", [r for r in quarter if r.fixed_pass >= 0.9]),
+        ("every cell", quarter),
+    ):
+        shares = np.array([r.judged["random"] for r in chosen])
+        out.append(
+            f"  F/N = L/4, share judged before the verdict (random order), {label}: median "
+            f"{100 * np.median(shares):.1f}%, worst {100 * shares.max():.1f}%, over half in "
+            f"{int((shares > 0.5).sum())} of {len(chosen)} cells"
+        )
+    return out
+
+
+def where(r: OrderRow) -> str:
+    c = r.cell
+    return f"L={c.limit:g} F/N={r.failing}/{c.n} Se={c.se:g} Sp={c.sp:g} m={c.m}"
+
+
 # --- the grid and the report ---
 
 
@@ -526,23 +744,44 @@ def quarter_summary(rows: list[Row]) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="a corner of the grid, fewer paths")
-    ap.add_argument("--sims", type=int, help="sequential paths per cell (default 1000; --quick 400)")
+    ap.add_argument("--full", action="store_true", help="the whole grid (3,456 cells; ~45 min), not its corner")
+    ap.add_argument("--quick", action="store_true", help="fewer order cells and paths (a smoke run)")
+    ap.add_argument("--sims", type=int, help="sequential paths per grid cell (default 1000; the corner 400)")
+    ap.add_argument("--order-sims", type=int, help="paths per order cell (default 1000; --quick 400)")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--checks", type=int, default=3, help="module self-checks per cell (default 3)")
     ap.add_argument("--no-sequential", action="store_true", help="the fixed design only (exact, fast)")
+    ap.add_argument("--no-order", action="store_true", help="leave out the order cells")
+    ap.add_argument("--order-only", action="store_true", help="the order cells only")
     ap.add_argument("--summary-only", action="store_true")
-    ap.add_argument("--csv", type=Path, help="every cell's figures as CSV")
+    ap.add_argument("--csv", type=Path, help="every grid cell's figures as CSV")
     args = ap.parse_args()
-    grid = QUICK if args.quick else FULL
-    sims = 0 if args.no_sequential else (args.sims or (400 if args.quick else 1000))
     rng = np.random.default_rng(args.seed)
     check_sequence_evidence(rng)
+    if not args.no_order:
+        check_order_against_module(rng)
+        started = time.perf_counter()
+        order_sims = args.order_sims or (400 if args.quick else 1000)
+        grid = ORDER_QUICK if args.quick else ORDER_GRID
+        print(
+            f"Order cells: the failing answers sorted last (case-id order) against the seeded random order, "
+            f"confidence {CONFIDENCE}, {order_sims} paths per cell, seed {args.seed}"
+        )
+        rows = order_rows(grid, order_sims, args.seed, args.summary_only)
+        print(f"({time.perf_counter() - started:.0f} s)")
+        print("\n".join(order_summary(rows)))
+    if not args.order_only:
+        grid_run(args, rng)
+
+
+def grid_run(args: argparse.Namespace, rng: np.random.Generator) -> None:
+    grid = FULL if args.full else QUICK
+    sims = 0 if args.no_sequential else (args.sims or (1000 if args.full else 400))
     if sims:
         check_sequential_against_module(rng)
     todo = cells(grid)
     started = time.perf_counter()
-    print(f"{len(todo)} cells, confidence {CONFIDENCE}, sequential paths per cell {sims}, seed {args.seed}")
+    print(f"\n{len(todo)} cells, confidence {CONFIDENCE}, sequential paths per cell {sims}, seed {args.seed}")
     print(f"{'':34}| fixed N (exact){'':26}| stop_when_decided (simulated)")
     if not args.summary_only:
         print(HEADER)
