@@ -15,13 +15,16 @@ import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gate.model.cases import Case, Dataset
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record
 from gate.model.supersede import superseded_ids
+
+if TYPE_CHECKING:  # validate plans too, and must not load the records model
+    from gate.model.records import Record
 
 UNKNOWN_SLICE_PRIORITY = 10**9
 
