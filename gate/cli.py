@@ -144,7 +144,8 @@ RUN_ENV = """environment variables:
   $<evaluator.api_key_env>  the judge's API key, named by the policy (default OPENAI_API_KEY)
   OPENAI_BASE_URL           the provider's base URL when the policy sets no evaluator.base_url
   GATE_WORKERS              the number of judging processes (default: from max_concurrency)
-  GATE_DEBUG=1              print the traceback of an unexpected error"""
+  GATE_DEBUG=1              print the traceback of an unexpected error
+  NO_COLOR                  set (not empty): plain text on a terminal too, no escape sequence"""
 
 
 class _Help(argparse.HelpFormatter):

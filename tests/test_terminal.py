@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +22,7 @@ from suite import write_suite
 from gate.cli import build_parser, main
 from gate.model.result import load_result
 from gate.report.terminal import make_console, print_outcome
+from gate.run.progress import Progress
 
 KEY_ENV = "GATE_TEST_KEY"
 HOSTILE_REASON = "Looks right [bold red]FORGED[/bold red] \x1b[31mred\x1b[0m **bold** <details> `x`"
@@ -93,6 +98,52 @@ def test_the_files_a_run_wrote_stay_in_their_column_at_100_columns(
     assert files[0].startswith("  gate-out-release/result.json ")
     assert "  gate-out-release/certification-entry.json  append to the certification ledger" in buf.getvalue()
     assert all(line.startswith("  ") and len(line) <= 100 for line in files), files
+
+
+def _on_a_terminal(argv: list[str], **env: str) -> tuple[int, bytes]:
+    """`gate ARGV` with stdout and stderr on a pseudo-terminal, as a person's shell runs it."""
+    master, slave = pty.openpty()
+    gate = Path(sys.executable).with_name("gate")
+    environ = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | env
+    proc = subprocess.Popen([str(gate), *argv], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=environ)
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return proc.wait(timeout=60), b"".join(chunks)
+
+
+def test_no_color_on_a_terminal_prints_no_escape_at_all(failed_run: tuple[Path, Path]) -> None:
+    """NO_COLOR (no-color.org) on a terminal: no colour, and no bold either: not one escape sequence.
+    Without it the same terminal gets colour."""
+    code, plain = _on_a_terminal(_decide(failed_run), NO_COLOR="1")
+    assert code == 1 and plain.startswith(b"quality_failed (exit 1)")
+    assert b"\x1b" not in plain and b"Blockers" in plain
+    code, coloured = _on_a_terminal(_decide(failed_run))
+    assert code == 1 and b"\x1b[1m" in coloured
+
+
+def test_the_progress_on_a_terminal_under_no_color_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for no_color, bar in (("1", False), ("", True)):
+        monkeypatch.setenv("NO_COLOR", no_color)
+        stream = Terminal()
+        progress = Progress(2, stream)
+        progress.status("judging 2 cases")
+        progress.advance(2, 0, 0.001)
+        progress.close(None, 0.001)
+        assert ("\x1b" in stream.getvalue()) is bar, stream.getvalue()
+        assert bar or "gate: 2/2 judgments, 0 errors" in stream.getvalue()
 
 
 def test_make_console_is_plain_for_a_pipe() -> None:

@@ -13,9 +13,11 @@ Every piece of untrusted text goes through the function of the format it lands i
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import IO
 
 # Case ids and slice names ("Untrusted text"): safe raw in every output format.
 NAME_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
@@ -23,6 +25,12 @@ NAME_RULE = "letters, digits and . _ : / - only, 1 to 200 characters"
 _NAME = re.compile(NAME_PATTERN)
 
 _NAMED_CONTROLS = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def styled(stream: IO[str]) -> bool:
+    """Whether `stream` may carry escape sequences (colour, bold, a redrawn bar): a terminal, and
+    NO_COLOR unset or empty (no-color.org). Otherwise every line is plain text, as in a log."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
 
 
 def is_name(text: object) -> bool:

@@ -12,7 +12,6 @@ in a case is shown as written and can never style the output or start a log line
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gate.model.escape import log_text
+from gate.model.escape import log_text, styled
 from gate.model.loading import read_yaml_mapping
 from gate.model.money import money
 from gate.model.owners import owner_text
@@ -59,10 +58,12 @@ MAX_REASON = 160
 def make_console(stream: IO[str]) -> Console:
     """Colour and layout on a terminal; plain text (rich decides nothing) when piped or in CI."""
     tty = stream.isatty()
+    plain = not styled(stream)  # NO_COLOR: no colour and no bold either, no escape at all
     return Console(
         file=stream,
         force_terminal=tty,
-        no_color=not tty or bool(os.environ.get("NO_COLOR")),  # no-color.org: set and not empty
+        no_color=plain,
+        color_system=None if plain else "auto",
         highlight=False,
         markup=False,
         emoji=False,

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
+from gate.model.escape import styled
 from gate.model.textfit import say
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ class Progress:
         self.reused = reused
         self.errors = 0
         self.stream = stream
-        self.tty = bool(stream is not None and stream.isatty())
+        # A redrawn bar on a terminal; plain lines, as in a log, elsewhere and under NO_COLOR.
+        self.tty = stream is not None and styled(stream)
         self.started = clock()
         self.judging_since: float | None = None  # when the first judgment was sent: the ETA's rate starts there
         self.last_plain = 0.0
