@@ -25,13 +25,12 @@ from gate.model.paths import from_working_directory, shown_path
 from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import RECORDS_FILE
 from gate.model.states import State
-from gate.review.draw import draw_order
+from gate.review.draw import JUDGED_FAIL, JUDGED_PASS, draw_order
 from gate.review.export import Exported, ExportRequest, export_cases
 from gate.review.ledger import FinalLabel, LedgerLine, append_line, final_labels, read_ledger
 from gate.review.queue import Queue, QueueHeader, QueueItem, make_item, read_queue, write_queue
 from gate.review.status import NO_SLICE, SliceStatus, slice_status
 
-JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
 DEFAULT_PASS_SAMPLE = 100  # judged-pass answers drawn per slice unless --sample says
 ALL = "all"  # the one stratum of a sample that is not an audit's
 RESPONSES_FILE = "responses.jsonl"

@@ -30,11 +30,10 @@ from gate.model.states import (
     State,
 )
 from gate.model.wording import agree, plural
+from gate.review.draw import JUDGED_FAIL, JUDGED_PASS
 
 if TYPE_CHECKING:
     from gate.decide.slice_answers import JudgeCounts, SliceAnswers
-
-JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,13 @@ from gate.decide.audit_rate import Final
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.wording import agree, plural
-from gate.review.draw import draw_order
+from gate.review.draw import STRATA, draw_order
 from gate.review.ledger import LedgerLine, final_labels, read_ledger
 from gate.review.queue import Queue, read_queue
 
 # How many people label each item before their labels are final (as `gate review serve` asks by default):
 # an item with fewer is pending, and counts against the verdict inside the audited prefix.
 REVIEWERS_PER_ITEM = 2
-STRATA = ("judged_fail", "judged_pass")
 
 
 def _queue_order(

@@ -10,6 +10,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+# An audit's two strata per slice: the answers the judge failed, and those it passed.
+JUDGED_FAIL, JUDGED_PASS = "judged_fail", "judged_pass"
+STRATA = (JUDGED_FAIL, JUDGED_PASS)
+
 
 def draw_key(seed: str, slice: str, stratum: str, case_id: str) -> str:
     """The sort key of one case in its stratum's draw: sha256 of the seed, slice, stratum and case id."""
