@@ -575,3 +575,18 @@ def test_a_collected_batch_is_never_read_into_records_that_are_not_its_own(
     err = capsys.readouterr().err
     assert "was collected" in err and "new --out" in err and "Traceback" not in err
     assert len(records(out)) == 10 and not [r for r in records(out) if r.get("batch_id")]
+
+
+def test_a_live_run_on_an_out_whose_batch_upload_failed_says_submit_again_not_collect(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    FakeBatches(fake, upload_errors=10)
+    policy = write(tmp_path / "s", fake)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
+    capsys.readouterr()
+    sent = len(fake.requests)
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "upload failed" in err and f"--out {out} --batch submit" in err and "--batch collect" not in err
+    assert len(fake.requests) == sent

@@ -121,7 +121,14 @@ def refuse_uncollected(out_dir: Path, policy_path: str | Path, lane: str) -> Non
     if bf is None:
         return
     n = len(pending_judgments(bf, recorded(out_dir)))
-    command = f"gate run --policy {shown_path(policy_path)} --lane {lane} --out {shown_path(out_dir)} --batch collect"
+    command = f"gate run --policy {shown_path(policy_path)} --lane {lane} --out {shown_path(out_dir)} --batch"
+    if bf.input_file_id is None:  # the submit's upload failed: nothing went to the provider yet
+        raise UsageError(
+            f"{shown_path(out_dir / BATCH_FILE)} holds the lines of a `--batch submit` from this --out whose upload "
+            f"failed: {n} judgment(s) not sent or paid yet, which the next `--batch submit` here sends; a live run "
+            f"here would judge them too; fix: send them: `{command} submit` (or run live into another --out)"
+        )
+    command += " collect"
     raise UsageError(
         f"{shown_path(out_dir / BATCH_FILE)} holds batch {bf.batch_id or '(not created yet)'}, submitted from this "
         f"--out and not collected: {n} judgment(s) wait for it, already reserved at batch prices; a live run here "
