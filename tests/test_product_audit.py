@@ -190,13 +190,24 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     lines = answers_of(20)
     run = tmp_path / "run"
     assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
-    # What would decide it names the audit in numbers, with the command that makes its queue.
+    # What would decide it names the audit in numbers, with the command that makes its queue; labelling just
+    # those answers (the first in the draw order, people failing them as predicted) decides it.
     [open_] = result(run)["blockers"]
-    route = "people labelling the 20 answers the judge failed and about 1 of the answers it passed (gate review queue"
-    assert (
-        route in open_["message"]
-        and f"--from {run} --out audit-queue.jsonl) would decide it (21 labels)" in open_["message"]
+    route = "people labelling the first 12 of the 20 answers the judge failed and the first 1 of the 40 it passed"
+    assert f"Cheapest: {route}, in the queue's order (gate review queue --policy" in open_["message"]
+    assert f"--from {run} --out audit-queue.jsonl) would decide it (13 labels)" in open_["message"]
+    seed = seed_of(tmp_path / "responses.jsonl")
+    ids = [line["case_id"] for line in lines]
+    first = (
+        draw_order(seed, "critical", "judged_fail", ids[:20])[:12]
+        + draw_order(seed, "critical", "judged_pass", ids[20:])[:1]
     )
+    route_ledger = tmp_path / "route.jsonl"
+    for line in lines:
+        if line["case_id"] in first:
+            label(route_ledger, line, "fail" if int(line["case_id"][2:]) < 20 else "pass")
+    assert decide(policy, run, tmp_path / "route", "--audit", str(route_ledger)) == 1
+    assert result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]["judged_fail"]["audited"] == 12
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")

@@ -190,7 +190,7 @@ def audit_hint(
         max_failure_rate=limit,
         audited_fail=fs.size,
     )
-    text = ar.audit_route_text(route, (fs.size, ps.size), command)
+    text = ar.audit_route_text(route, (fs.size, ps.size), command, (fs.population, ps.population))
     open_ = fs.open + ps.open
     settle = f"settle the {plural(open_, 'drawn answer')} without a final label, then " if open_ else ""
     if text is None:
@@ -221,7 +221,7 @@ def audit_route(
         confidence=confidence,
         max_failure_rate=limit,
     )
-    text = ar.audit_route_text(route, (0, 0), command)
+    text = ar.audit_route_text(route, (0, 0), command, (k, n - k))
     if route is None or text is None:
         return None
     return route[0] + route[1], text

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gate.decide.failure_rate import Rate, _about, _cp_edges, _smallest, box_share, percent, span
+from gate.decide.failure_rate import Rate, _cp_edges, _smallest, box_share, percent, span
 
 METHOD = "audit+box-clopper-pearson"
 # Final labels of an audited answer, as the decision reads them: people failed it, passed it, or
@@ -288,6 +288,17 @@ def _projected(population: int, size: int, share: float) -> StratumSample:
     return StratumSample(population=population, size=size, fails=fails, passes=size - fails, case_ids=())
 
 
+def _fail_sizes(judged_fail: int, audited_fail: int) -> list[int]:
+    """The judged-fail sample sizes worth trying: every size up to 60, then a geometric grid, and all."""
+    low = max(1, audited_fail)
+    sizes = set(range(low, min(judged_fail, 60) + 1)) | {judged_fail}
+    size = 60.0
+    while size < judged_fail:
+        size *= 1.15
+        sizes.add(min(judged_fail, max(low, round(size))))
+    return sorted(x for x in sizes if x >= low)
+
+
 def audits_to_decide(
     *,
     judged_fail: int,
@@ -298,43 +309,59 @@ def audits_to_decide(
     max_failure_rate: float,
     audited_fail: int = 0,
 ) -> tuple[int, int] | None:
-    """The fewest audited answers that would decide the slice: all `judged_fail` answers the judge
-    failed (or as many as already are, when more) and the smallest number of judged-pass ones,
+    """The fewest audited answers that would decide the slice: a sample of the answers the judge failed
+    and one of those it passed (at least one of each stratum that has answers, as the decision needs),
     people failing them at the shares `q_fail` and `q_pass` (projected, as what_would_decide projects
-    answers). Counted by `audit_rate` and `audit_verdict`, the functions that decide. None: no
-    number up to the stratum's size (or MAX_MORE_AUDITED) decides it."""
-    a_f = max(judged_fail, audited_fail) if judged_fail else 0
-    a_f = min(a_f, judged_fail)
+    answers), the smallest total first. Counted by `audit_rate` and `audit_verdict`, the functions
+    that decide. None: no number up to the strata's sizes (or MAX_MORE_AUDITED) decides it."""
     passes = n - judged_fail
-    fail_sample = _projected(judged_fail, a_f, q_fail)
+    best: tuple[int, int] | None = None
+    for a_f in _fail_sizes(judged_fail, audited_fail) if judged_fail else [0]:
+        if best is not None and a_f + 1 >= best[0] + best[1]:
+            break
+        fail_sample = _projected(judged_fail, a_f, q_fail)
 
-    def decides(m: int) -> bool:
-        rate = audit_rate(fail_sample=fail_sample, pass_sample=_projected(passes, m, q_pass), confidence=confidence)
-        return audit_verdict(rate, max_failure_rate) != "inconclusive"
+        def decides(m: int, fail_sample: StratumSample = fail_sample) -> bool:
+            pass_sample = _projected(passes, m, q_pass)
+            rate = audit_rate(fail_sample=fail_sample, pass_sample=pass_sample, confidence=confidence)
+            return audit_verdict(rate, max_failure_rate) != "inconclusive"
 
-    if passes == 0:
-        return (a_f, 0) if decides(0) else None
-    found = _smallest(decides, min(passes, MAX_MORE_AUDITED))
-    return None if found is None else (a_f, found)
+        if passes == 0:
+            found: int | None = 0 if decides(0) else None
+        else:
+            found = _smallest(decides, min(passes, MAX_MORE_AUDITED))
+        if found is not None and (best is None or a_f + found < best[0] + best[1]):
+            best = (a_f, found)
+    return best
 
 
-def audit_route_text(route: tuple[int, int] | None, audited: tuple[int, int], command: str) -> str | None:
-    """The route in words: 'audit the 7 answers the judge failed and 240 it passed (...)'."""
+def audit_route_text(
+    route: tuple[int, int] | None, audited: tuple[int, int], command: str, populations: tuple[int, int]
+) -> str | None:
+    """The route in words: 'people labelling the first 12 of the 20 answers the judge failed and the
+    first 40 of the 2,957 it passed, in the queue's order (gate review queue ...)'. The audited sample
+    of a stratum is a prefix of its draw: the first so many."""
     if route is None:
         return None
     fails, passes = route
-    more_f, more_p = max(0, fails - audited[0]), max(0, passes - audited[1])
     parts = []
-    if more_f:
+    if fails > audited[0]:
+        whole = fails == populations[0]
         parts.append(
-            f"{more_f} more of the answers the judge failed" if audited[0] else f"the {more_f} answers the judge failed"
+            f"all {populations[0]:,} answers the judge failed"
+            if whole
+            else f"the first {fails:,} of the {populations[0]:,} answers the judge failed"
         )
-    if more_p:
-        more = " more" if audited[1] else ""
-        parts.append(f"about {_about(more_p)}{more} of the answers it passed")
+    if passes > audited[1]:
+        whole = passes == populations[1]
+        parts.append(
+            f"all {populations[1]:,} it passed"
+            if whole
+            else f"the first {passes:,} of the {populations[1]:,} it passed"
+        )
     if not parts:
         return None
-    return f"people labelling {' and '.join(parts)} ({command})"
+    return f"people labelling {' and '.join(parts)}, in the queue's order ({command})"
 
 
 def rate_text(rate: AuditRate, limit: float) -> str:
