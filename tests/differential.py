@@ -36,7 +36,7 @@ from typing import Any
 
 from fake_batches import FakeBatches
 from fake_openai import Behaviour, FakeOpenAI, bad_request, drop, rate_limited, raw, reply, server_error
-from suite import case, write_suite
+from suite import case, dump_yaml, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
 LIVE_PRICE = {
@@ -121,8 +121,9 @@ class Suite:
     product: bool = False
     uncalibrated: tuple[str, ...] = ()  # product slices calibration.json has no figures for (judge_unfit)
     unanswered: tuple[str, ...] = ()  # product cases responses.jsonl has no line for (missing_response)
-    # A product lane with `fail_on_regression`, given a base run (`--base-result`) in which every
-    # answer passed: each answer judged fail now turned pass -> fail.
+    # The `pr` product lane with `fail_on_regression`, given a base run (`--base-result`) in which
+    # every answer passed: each answer judged fail now turned pass -> fail. The `stop` lane cannot
+    # have it too (refused), so the stop paths are not compared on such a suite.
     regression: bool = False
 
     @property
@@ -186,10 +187,10 @@ PRODUCT_JUDGE = {"true_fail": 95, "false_pass": 5, "true_pass": 995, "false_fail
 def _lanes(suite: Suite) -> dict[str, Any]:
     def lane(**more: Any) -> dict[str, Any]:  # each its own objects: YAML would write shared ones as aliases
         made: dict[str, Any] = {"partitions": ["product" if suite.product else "sentinel"], "controls": suite.controls}
-        regression = {"fail_on_regression": True} if suite.regression else {}
-        return {**made, **({"product": True} if suite.product else {}), **regression, **more}
+        return {**made, **({"product": True} if suite.product else {}), **more}
 
-    return {"pr": lane(), "stop": lane(stop_when_decided=True)}
+    regression = {"fail_on_regression": True} if suite.regression else {}
+    return {"pr": lane(**regression), "stop": lane(stop_when_decided=True)}
 
 
 def _productize(suite: Suite, root: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -356,7 +357,7 @@ class Lab:
 
     def inputs(self, lane: str) -> tuple[str, ...]:
         responses = ("--responses", str(self.policy.parent / RESPONSES)) if self.suite.product else ()
-        base = ("--base-result", str(self.base(lane))) if self.suite.regression else ()
+        base = ("--base-result", str(self.base(lane))) if self.suite.regression and lane == "pr" else ()
         return (*responses, *base)
 
     def base(self, lane: str) -> Path:
@@ -397,24 +398,34 @@ def key_env() -> Iterator[None]:
 
 
 def write_bases(lab: Lab) -> None:
-    """A regression suite's base runs: the `pr` lane on the same answers with every application
-    answer judged pass (the controls as scripted), and the same verdicts as the `stop` lane's base.
-    A base run of the stop lane itself would judge only what it needed to pass; the paired test
-    compares the answers both runs judged, so the stop lane is given the base's every verdict (the
-    base's result.json with its lane named `stop`)."""
+    """A regression suite's base run: the `pr` lane on the same answers with every application answer
+    judged pass (the controls as scripted)."""
     suite = lab.suite
     passing = replace(
         suite, cases=tuple(c if c.role is not None else replace(c, label="pass", script=Script()) for c in suite.cases)
     )
     arm(lab.fake, passing)
     out = lab.base("pr")
-    args = ("run", "--policy", lab.policy, "--lane", "pr", "--out", out, "--no-cache", *lab.inputs("pr")[:2])
-    gate(*args)
-    data = load(out)
-    data["lane"] = "stop"
-    lab.base("stop").mkdir(parents=True, exist_ok=True)
-    (lab.base("stop") / "result.json").write_text(json.dumps(data), encoding="utf-8")
+    gate("run", "--policy", lab.policy, "--lane", "pr", "--out", out, "--no-cache", *lab.inputs("pr")[:2])
     lab.fake.reset()
+
+
+def refused_beside_regression(lab: Lab) -> tuple[int, str]:
+    """`gate validate` on the suite's policy with its `stop` lane also failing on regression:
+    (exit code, what it printed). A stop that looks at the failure rate alone could pass what the
+    paired test fails, so the combination is refused."""
+    import yaml
+
+    data = yaml.safe_load(lab.policy.read_text(encoding="utf-8"))
+    data["lanes"]["stop"]["fail_on_regression"] = True
+    both = lab.policy.with_name("policy-stop-regression.yaml")
+    both.write_text(dump_yaml(data, sort_keys=False), encoding="utf-8")
+    from gate.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["validate", "--policy", str(both)])
+    return code, out.getvalue() + err.getvalue()
 
 
 # -- the paths ----------------------------------------------------------------------------------
@@ -426,7 +437,9 @@ def plain(lab: Lab) -> Outcome:
     return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
 
 
-def stop_when_decided(lab: Lab) -> Outcome:
+def stop_when_decided(lab: Lab) -> Outcome | None:
+    if lab.suite.regression:
+        return None  # the stop lane cannot fail on regression (refused): nothing to compare
     arm(lab.fake, lab.suite)
     res = lab.run(lab.out("stop"), lane="stop")
     return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
@@ -457,7 +470,7 @@ def workers(lab: Lab) -> Outcome | None:
 
 def workers_stop(lab: Lab) -> Outcome | None:
     """The stop_when_decided lane judged by two worker processes: one shared stop flag."""
-    if lab.suite.concurrency < 2:
+    if lab.suite.concurrency < 2 or lab.suite.regression:
         return None
     arm(lab.fake, lab.suite)
     with workers_env(2):

@@ -43,6 +43,7 @@ from differential import (
     plain,
     pre_call,
     projection,
+    refused_beside_regression,
     write,
     write_bases,
     write_product_calibration,
@@ -321,6 +322,15 @@ def check_stop_leaves_nothing_unrun(name: str, s: Suite, full: dict[str, Any], s
     assert more <= 0, f"{name}: {more} more cases unrun than the full lane: {projection(stopped)}"
 
 
+def check_refused_beside_regression(lab: Lab) -> None:
+    """A lane that stops once decided and fails on regression is refused (exit 2) naming the lane
+    and both keys: its stop asks the failure rate alone, so it would pass what the paired test fails."""
+    code, said = refused_beside_regression(lab)
+    assert code == 2 and all(w in said for w in ("lanes.stop", "stop_when_decided", "fail_on_regression")), (
+        f"stop_when_decided beside fail_on_regression: exit {code}: {said[-600:]}"
+    )
+
+
 def check_missing_evidence_rule(lab: Lab, got: Outcome) -> None:
     """Under `missing_evidence: review` a case without evidence goes to a person: the rule the team
     chose decides it, so it is never also an input-contract defect for citing no evidence (it has
@@ -419,6 +429,7 @@ def run_example(suite: Suite, tmp: Path, only: Callable[[str], bool] = lambda na
         policy = write(suite, tmp / "suite", fake.base_url)
         lab = Lab(suite, policy, fake, tmp)
         if suite.regression:
+            check_refused_beside_regression(lab)
             write_bases(lab)
         lab.plain = plain(lab)
         check_missing_evidence_rule(lab, lab.plain)
@@ -508,6 +519,10 @@ def test_every_path_of_a_product_lane_reaches_the_plain_runs_decision(
     command), judged by a calibrated judge (now and then with no figures for a slice, or an answer missing); every path reaches the plain run's state, blockers,
     counts and each slice's verdict, n and k."""
     event("dear paths: " + ", ".join(sorted(chosen - CHEAP)))
+    if any(c.case_id.startswith("t-z") for c in suite.cases):
+        event(f"a topic that fails sorts last, concurrency {suite.concurrency}")
+    if suite.regression:
+        event("fail_on_regression against a base run")
     run_example(suite, tmp_path_factory.mktemp("product"), chosen.__contains__)
 
 
@@ -784,3 +799,20 @@ def test_a_stopping_product_lane_never_passes_a_topic_that_fails_last(tmp_path: 
     assert full["product"]["slices"]["s0"]["verdict"] == "exceeded"
     check_never_passes("stop_when_decided", full, got["stop_when_decided"])
     check_stop_leaves_nothing_unrun("stop_when_decided", suite, full, got["stop_when_decided"])
+
+
+def test_a_lane_that_stops_and_fails_on_regression_is_refused(tmp_path: Path) -> None:
+    """Eight answers the base run passed, all judged fail now: the plain lane with fail_on_regression
+    is regressed (quality_failed), and `gate decide` on its records agrees. The same lane with
+    stop_when_decided beside fail_on_regression asked only the failure rate and passed after six
+    answers where the full lane is regressed; now such a policy is refused (exit 2) naming the lane
+    and both keys."""
+    answers = tuple(CaseSpec(f"c-{i}", "s0", "fail") for i in range(8))
+    suite = Suite(slices=(("s0", 0, None),), cases=answers, controls=False, product=True, regression=True)
+    with key_env(), FakeOpenAI() as fake:
+        lab = Lab(suite, write(suite, tmp_path / "suite", fake.base_url), fake, tmp_path)
+        code, said = refused_beside_regression(lab)
+    assert code == 2, said
+    run_example(suite, tmp_path / "example", {"decide"}.__contains__)
+    full = json.loads((tmp_path / "example" / "plain" / "result.json").read_text())
+    assert ("regressed", "s0") in {(b["kind"], b["slice"]) for b in full["blockers"]}
