@@ -290,3 +290,16 @@ def test_stop_when_decided_beside_fail_on_regression_is_refused_before_any_call(
     assert "fix: remove `stop_when_decided` from `lanes.app`" in err and "Traceback" not in err
     assert run_lane(policy, tmp_path / "out", responses) == 2
     assert "`fail_on_regression`" in capsys.readouterr().err and fake.count() == 0
+
+
+def test_a_resumed_run_keeps_the_order_seed_it_was_started_with(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = topic_suite(tmp_path / "suite", fake, good=40, bad=0, evaluator={"max_concurrency": 1})
+    responses = topic_answers(tmp_path / "r.jsonl", good=40, bad=0)
+    out = tmp_path / "out"
+    assert run_lane(policy, out, responses, "--order-seed", "first", "--max-cost", "0.004") == 3  # the boundary
+    assert result(out)["product"]["order_seed"] == "first"
+    assert run_lane(policy, out, responses, "--resume") == 0
+    res = result(out)
+    assert res["product"]["order_seed"] == "first"
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert {r.get("order_seed") for r in records if r["human_label"] is None} == {"first"}

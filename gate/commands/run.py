@@ -57,7 +57,7 @@ from gate.model.trend_rubric import load_trend
 from gate.model.wording import agree, plural
 from gate.plan.inputs import cache_dir_for, load_product_inputs
 from gate.plan.responses import resumed_answers_problem
-from gate.plan.selection import Plan
+from gate.plan.selection import Plan, recorded_order_seed
 from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import JudgeSettings, make_lineage
 from gate.run.outdir import OutputWriteError, check_out_dir, describe
@@ -182,8 +182,9 @@ def _prepare(
     factory: EvaluatorFactory,
     clock: Callable[[], dt.date],
 ) -> _Lane:
+    seed = opts.order_seed if opts.order_seed is not None or not opts.resume else _resumed_seed(opts)
     loaded, dataset, plan, findings, answers = load_product_inputs(
-        policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run, order_seed=opts.order_seed
+        policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run, order_seed=seed
     )
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)
@@ -232,6 +233,16 @@ def _prepare(
         product,
         answers.notes,
     )
+
+
+def _resumed_seed(opts: RunOptions) -> str | None:
+    """On --resume without --order-seed: the order the interrupted run judged in, as its records say
+    (None: none do, or they cannot be read; the default seed then, and _take_stock says what is wrong)."""
+    path = opts.out_dir / RECORDS_FILE
+    try:
+        return recorded_order_seed(r for r in read_records(path) if r.lane == opts.lane) if path.is_file() else None
+    except (UsageError, OSError):
+        return None
 
 
 def _dry_run(lane: _Lane) -> Decision:
