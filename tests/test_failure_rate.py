@@ -238,7 +238,7 @@ def test_more_labelled_fails_when_the_judges_catch_rate_is_the_bottleneck() -> N
     assert slice_verdict(failure_rate(judged_fail=1210, n=20_000, judge=more, confidence=0.95), 0.10) == "passed"
     assert f"about {f} more labelled failing answers in calibration would decide it." in w.text
     assert "catches a failing one only to \u00b118.5% (from 20 labelled failing answers)" in w.text
-    assert "limit inside 5.6%-10.1%" in w.text  # a high of 10.04% is not printed as the 10% limit
+    assert "the 10% limit inside the interval, because" in w.text  # one interval a message: the slice's
 
 
 def test_a_decided_or_unfit_slice_needs_nothing_more() -> None:
@@ -290,3 +290,13 @@ def test_the_sequential_interval_is_defined_at_every_count_up_to_twenty_thousand
     for (k, n), low, high in zip(grid, lows, highs, strict=True):
         assert _cs_edge(k, n, A, up=False) == pytest.approx(low, abs=1e-12)
         assert _cs_edge(k, n, A, up=True) == pytest.approx(high, abs=1e-12)
+
+
+def test_one_more_answer_is_said_in_the_singular() -> None:
+    """17 of 20 labelled failing answers caught, 17 of 20 passing ones passed; 18 of 200 answers
+    judged fail against a 20% limit: one more answer decides it."""
+    w = what_would_decide(judged_fail=18, n=200, judge=judge(17, 3, 17, 3), confidence=0.95, max_failure_rate=0.2)
+    assert w.more_answers == 1
+    assert "about 1 more answer (judged failing at the same share) would decide it" in w.text, w.text
+    w = what_would_decide(judged_fail=16, n=200, judge=judge(17, 3, 18, 2), confidence=0.95, max_failure_rate=0.2)
+    assert w.more_labelled_fails == 1 and "about 1 more labelled failing answer in calibration" in w.text, w.text

@@ -159,3 +159,24 @@ def test_validate_says_how_many_findings_first_and_talks_like_a_linter(
     assert text.splitlines()[0] == "2 findings in v/policy.yaml (8 cases): 2 quality_failed", text
     assert "v/cases.jsonl:7: case c-1 is in slice 'mystery'" in text  # file:line, relative as typed
     assert "before merging" not in text and "the change is wrong" not in text and str(tmp_path) not in text
+
+
+def test_a_policy_error_gives_the_line_as_well_as_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    policy = write_suite(tmp_path / "s")
+    text = policy.read_text(encoding="utf-8").replace("  pr:\n", "  pr:\n    bogus: 1\n", 1)
+    policy.write_text(text.replace("max_concurrency: 4", "max_concurrency: -1"), encoding="utf-8")
+    numbered = policy.read_text(encoding="utf-8").splitlines()
+    bogus = 1 + next(i for i, line in enumerate(numbered) if "bogus" in line)
+    concurrency = 1 + next(i for i, line in enumerate(numbered) if "max_concurrency" in line)
+    assert gate("validate", "--policy", policy) == 2
+    err = capsys.readouterr().err
+    assert f"  - line {bogus}: `lanes.pr.bogus`: unknown key" in err, err
+    assert f"  - line {concurrency}: `evaluator.max_concurrency`:" in err, err
+    # A problem found after the model is read (a case file that is not there) has its line too.
+    policy.write_text(text.replace("- cases.jsonl", "- nowhere.jsonl").replace("    bogus: 1\n", ""), encoding="utf-8")
+    cases_line = 1 + next(i for i, line in enumerate(policy.read_text().splitlines()) if "nowhere.jsonl" in line)
+    assert gate("validate", "--policy", policy) == 2
+    assert f"  - line {cases_line}: `cases[0]`: nowhere.jsonl" in capsys.readouterr().err

@@ -249,3 +249,16 @@ def test_a_crash_of_the_demo_is_exit_3_in_one_paragraph_and_a_bad_port_a_usage_e
         assert demo.main([]) == 2
     assert "cannot listen on 127.0.0.1:70000 (a port is a number from 1 to 65535)" in err.getvalue()
     assert "GATE_DEMO_PORT='eighty' is not a port" in err.getvalue()
+
+
+def test_a_taken_port_names_gate_demo_port_which_the_readme_explains(demo: ModuleType) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            assert demo.main(["--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in err.getvalue() and "set GATE_DEMO_PORT" in err.getvalue()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "When another program holds port 8765, set `GATE_DEMO_PORT` to a free one" in readme

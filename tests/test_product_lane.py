@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,6 +248,9 @@ def test_a_rate_whose_interval_holds_the_limit_is_inconclusive_and_says_what_wou
     row = res["product"]["slices"]["critical"]
     assert row["verdict"] == "inconclusive" and row["low"] <= 0.15 < row["high"]
     assert row["decide_hint"] and row["decide_hint"] in b["message"] and "answers" in row["decide_hint"]
+    # One interval, written one way: the figures and the hint name the same ends.
+    intervals = set(re.findall(r"\d[\d.]*%-\d[\d.]*%", b["message"]))
+    assert len(intervals) == 1, b["message"]
 
 
 def test_a_judge_that_cannot_tell_failing_answers_from_good_ones_is_unfit_for_the_slice(
@@ -334,6 +338,21 @@ def test_a_malformed_or_duplicated_responses_line_is_a_usage_error_naming_the_li
     err = capsys.readouterr().err
     assert said in err and "fix:" in err and "Traceback" not in err
     assert fake.count() == 0
+
+
+def test_every_bad_line_of_a_responses_file_is_reported_up_to_ten_then_how_many_more(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=3)
+    path = tmp_path / "r.jsonl"
+    bad = [f"not json {i}" for i in range(12)] + [json.dumps({"case_id": "p-002", "response": "x", "model": "m"})]
+    path.write_text("\n".join([json.dumps(answer("p-000", "pass")), *bad]) + "\n")
+    assert run_app(policy, tmp_path / "out", path) == 2
+    err = capsys.readouterr().err
+    assert "r.jsonl (--responses): 13 lines are not answers the gate can read" in err
+    assert all(f"r.jsonl:{n} (--responses): not valid JSON" in err for n in range(2, 12))
+    assert "r.jsonl:12 (--responses)" not in err and "and 3 more bad lines" in err
+    assert "Traceback" not in err and fake.count() == 0
 
 
 def test_a_responses_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, fake: FakeOpenAI) -> None:

@@ -372,6 +372,11 @@ def _about(m: int) -> str:
     return f"{-(-m // step) * step:,}"
 
 
+def _more(m: int, what: str) -> str:
+    """ "1 more answer", "240 more answers": the count rounded as `_about` rounds it."""
+    return f"{_about(m)} more {what}" + ("" if m == 1 else "s")
+
+
 def _decided(k: int, n: int, judge: JudgeAccuracy, alpha: float, limit: float, sequential: bool) -> bool:
     q_low, q_high = _q_bounds(k, n, alpha, sequential)
     low, high = _corners(q_low, q_high, judge)
@@ -400,9 +405,9 @@ def _labelled_clause(fails: int | None, passes: int | None) -> str | None:
     calibration", the options that exist (None: neither alone decides it)."""
     options = []
     if passes is not None:
-        options.append(f"about {_about(passes)} more labelled passing answers")
+        options.append(f"about {_more(passes, 'labelled passing answer')}")
     if fails is not None:
-        options.append(f"about {_about(fails)} more labelled failing answers")
+        options.append(f"about {_more(fails, 'labelled failing answer')}")
     return " or ".join(options) + " in calibration" if options else None
 
 
@@ -421,7 +426,7 @@ def _labelled_and_answers(share: float, judge: JudgeAccuracy, alpha: float, limi
         each = _smallest(lambda t: exact(_with_labels(judge, alpha, fails=t, passes=t)), MAX_MORE_LABELLED)
         if each is None:
             return "no practical number of labelled answers would decide it: improve the judge for this slice"
-        clause = f"about {_about(each)} more labelled answers of each kind (failing and passing) in calibration"
+        clause = f"about {_more(each, 'labelled answer')} of each kind (failing and passing) in calibration"
     return f"{clause}, with more answers judged, would decide it"
 
 
@@ -482,14 +487,15 @@ def what_would_decide(
     if judge_limited:
         fix = f"{labelled} would decide it" if labelled else _labelled_and_answers(share, judge, alpha, limit)
         text = (
+            # One interval a message: the slice's (its figures); this one is only said to hold the limit.
             f"More answers alone cannot decide it: even an exact fail share would leave the "
-            f"{percent(limit)} limit inside {span(exact_low, exact_high)}, because "
+            f"{percent(limit)} limit inside the interval, because "
             f"{_uncertainty_clause(judge)}; {fix}."
         )
     elif n == 0:
         text = f"No answers judged yet: the {percent(limit)} limit lies inside {shown}."
     else:
-        options = [f"about {_about(answers)} more answers (judged failing at the same share)"] if answers else []
+        options = [f"about {_more(answers, 'answer')} (judged failing at the same share)"] if answers else []
         options += [labelled] if labelled else []
         how = " or ".join(options) if options else "no practical number of answers"
         text = f"The {percent(limit)} limit lies inside the interval {shown}: {how} would decide it."

@@ -144,8 +144,9 @@ def _slice(
         counted = f"{k} of {n} answers judged fail"
     row.update(estimate=rate.estimate, low=rate.low, high=rate.high)
     figures = (
-        f"estimated failure rate {_pct(rate.estimate)} ({_pct(rate.low)}-{_pct(rate.high)} at "
-        f"{pe.confidence:g} confidence each side), limit {_pct(limit)}; {counted}, and {_judge_text(judge)}"
+        # The interval as every other line of the message writes it (fr.span: its ends rounded outwards).
+        f"estimated failure rate {fr.percent(rate.estimate)} ({fr.span(rate.low, rate.high)} at "
+        f"{pe.confidence:g} confidence each side), limit {fr.percent(limit)}; {counted}, and {_judge_text(judge)}"
     )
     if verdict == "exceeded":
         row["verdict"] = "exceeded"

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import (
     Field,
     ValidationError,
@@ -612,6 +614,50 @@ def read_policy_file(policy_path: str, base_dir: Path, written: str, key: str, w
         raise PolicyError(policy_path, [exc.message]) from None
 
 
+def key_lines(path: Path) -> dict[str, int]:
+    """Each key path of a policy file (`lanes.pr.partitions`, `cases[1]`) -> the 1-based line it is
+    written on, for messages; empty when the file cannot be read again."""
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8-sig"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return {}
+    lines: dict[str, int] = {}
+    seen: set[int] = set()  # an alias points at a node already walked: walk it once
+    todo: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while todo:
+        node, at = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = f"{at}.{key.value}" if at else str(key.value)
+                lines.setdefault(name, key.start_mark.line + 1)
+                todo.append((value, name))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                lines.setdefault(f"{at}[{i}]", item.start_mark.line + 1)
+                todo.append((item, f"{at}[{i}]"))
+    return lines
+
+
+_PROBLEM_KEY = re.compile(r"`([^`\s]+)`")
+
+
+def with_lines(problems: list[str], lines: dict[str, int]) -> list[str]:
+    """Each problem that opens with a key (`` `lanes.pr.bogus` ``) with the line that key is on (or
+    the nearest key above it that is written: a missing key's mapping), first."""
+    out: list[str] = []
+    for problem in problems:
+        found = _PROBLEM_KEY.match(problem)
+        path, line = (found.group(1) if found else ""), None
+        while path and line is None:
+            line = lines.get(path)
+            path = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", path) if re.search(r"[.\[]", path) else ""
+        out.append(f"line {line}: {problem}" if line is not None else problem)
+    return out
+
+
 def _read_policy(p: Path) -> tuple[dict[str, object], Policy]:
     """The policy file's parsed YAML and its validated model."""
     try:
@@ -621,7 +667,7 @@ def _read_policy(p: Path) -> tuple[dict[str, object], Policy]:
     try:
         return raw, Policy.model_validate(raw)
     except ValidationError as exc:
-        raise PolicyError(str(p), format_validation_error(exc, model=Policy)) from None
+        raise PolicyError(str(p), with_lines(format_validation_error(exc, model=Policy), key_lines(p))) from None
 
 
 def _prompt_text(p: Path, base_dir: Path, policy: Policy) -> tuple[str, list[str]]:
@@ -728,7 +774,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         known = _case_ids_leniently(loaded)
         problems += case_problems(policy.overrides, known) if known is not None else []
     if problems:
-        raise PolicyError(str(p), problems)
+        raise PolicyError(str(p), with_lines(problems, key_lines(p)))
     return loaded
 
 

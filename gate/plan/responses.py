@@ -98,32 +98,51 @@ def _parse_line(raw: bytes, where: str) -> tuple[str, Answer] | str:
     return case_id, Answer(response, generation, 0)
 
 
+MAX_BAD_LINES_SHOWN = 10  # a file of bad lines shows this many, then "and N more"
+
+
 def read_responses(path: Path) -> Responses:
-    """The --responses file, every line checked; a problem is a ResponsesError naming its line."""
+    """The --responses file, every line checked; its problems are one ResponsesError naming each
+    bad line (the first MAX_BAD_LINES_SHOWN, then how many more), so one edit fixes them all."""
     shown = shown_path(path)
     try:
         data = read_bytes(path, "responses file (--responses)", MAX_RESPONSES_BYTES)
     except FileProblem as exc:
         raise ResponsesError(f"{exc.message}; fix: pass the JSON Lines file your application's step wrote") from None
     answers: dict[str, Answer] = {}
+    problems: list[str] = []
     for lineno, raw in enumerate(data.splitlines(), start=1):
         if not raw.strip():
             continue
         where = f"{shown}:{lineno}"
         parsed = _parse_line(raw, where)
         if isinstance(parsed, str):
-            raise ResponsesError(f"{where} (--responses): {parsed}")
+            problems.append(f"{where} (--responses): {parsed}")
+            continue
         case_id, answer = parsed
         if case_id in answers:
             first = answers[case_id].line
-            raise ResponsesError(
+            problems.append(
                 f"{where} (--responses): case {case_id} is answered twice (first on line {first}); the gate will "
                 "not guess which answer to judge; fix: keep one line per case"
             )
+            continue
         answers[case_id] = dataclasses.replace(answer, line=lineno)
+    if problems:
+        raise ResponsesError(_bad_lines(shown, problems))
     if not answers:
         raise ResponsesError(f"{shown} (--responses): the file holds no answer; fix: {_SHAPE}")
     return Responses(path=path, sha256=sha256_hex(data), answers=answers)
+
+
+def _bad_lines(shown: str, problems: Sequence[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    listed = [f"  - {p}" for p in problems[:MAX_BAD_LINES_SHOWN]]
+    more = len(problems) - MAX_BAD_LINES_SHOWN
+    if more > 0:
+        listed.append(f"  - and {more} more bad {'line' if more == 1 else 'lines'}")
+    return f"{shown} (--responses): {len(problems)} lines are not answers the gate can read:\n" + "\n".join(listed)
 
 
 @dataclass(frozen=True)
