@@ -265,7 +265,11 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
         help="with --resume: send again the judgments whose reply could not be read (parse_error, invalid_label), "
         "which --resume otherwise keeps: the same judge would likely answer the same",
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and the estimated cost; call no model")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and the estimated cost; call no model; exit with the state the run has before any call",
+    )
     _path_flag(parser, "--cache-dir", "the judgment cache (default: the policy's cache_dir or .gate-cache)")
     parser.add_argument("--no-cache", action="store_true", help="judge without reading or writing the cache")
     _path_flag(
@@ -799,7 +803,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     found = lint(Context(loaded, dataset, args.lane))  # what a run would meet later, known now
     findings += found.findings
     # Any finding fails `validate` (a review route too): each would be a blocker of the run. Which of
-    # them stop the run before a model call is `blocking_findings`; the dry run exits on those.
+    # them stop the run before a model call is `blocking_findings`; the dry run exits with the state
+    # of every blocker the run has before any call (gate.commands.dry_run).
     blocking = [f for f in findings if f.state is not State.PASSED]
     if args.format == "json":
         json.dump(
@@ -887,12 +892,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     with _stdout_for(args.format):
         decision = run_into(args.policy, opts)
     if args.dry_run:
+        from gate.commands.dry_run import outcome_line, state_before_any_call
+
         blocking = blocking_findings(decision.blockers)
+        code = exit_state(None, state_before_any_call(decision.blockers))[1]
         if args.format == "json":
             _print_outcome(decision.result, None, "json")
-        elif blocking:
-            format_findings_text(blocking, sys.stdout)
-        return 1 if blocking else 0
+        else:
+            if blocking:
+                format_findings_text(blocking, sys.stdout)
+            sys.stdout.write(outcome_line(decision.blockers, code))
+        return code
     _print_outcome(decision.result, args.out, args.format, args.policy)
     return exit_state(None, decision.state)[1]
 

@@ -692,13 +692,38 @@ def test_a_dry_run_blocked_before_any_call_is_the_run_whole_and_sharded(tmp_path
 
 def test_the_dry_run_says_the_check_blockers_stop_the_run_passing(tmp_path: Path) -> None:
     """A person reading the dry run's plan sees what the team's checks already decided: the run
-    would judge, but could not pass."""
+    would judge, but could not pass; a gating check that failed a case makes it quality_failed
+    whatever the judge says, so the dry run exits 1 as the run will (it exited 0)."""
     with key_env():
         policy = write(CHECKED, tmp_path / "suite", "http://127.0.0.1:9/v1")
         code, stdout = gate("run", "--policy", policy, "--lane", "pr", "--out", tmp_path / "dry", "--dry-run")
-    assert code == 0  # nothing stops the run before its calls
+    assert code == 1
     assert "cannot pass (check_failed, quality_failed): gating check no_forbidden" in stdout
     assert "cannot pass (check_error, evaluation_incomplete): check explodes" in stdout
+    assert "before any call: quality_failed (check_failed); whatever the judge says the run can end no better" in stdout
+
+
+def test_a_check_that_fails_a_case_decides_a_stopping_lane_before_any_call_and_its_dry_run_says_so(
+    tmp_path: Path,
+) -> None:
+    """A gating check failed c-0, which people labelled pass: quality_failed is certain before any
+    call. The stop_when_decided lane sends nothing (it paid for the controls and every case), and its
+    dry run says exactly that result and exits 1 as the run does (it exited 0)."""
+    suite = Suite(
+        slices=(("s0", 0, None),),
+        cases=(*controls_with(), CaseSpec("c-0", "s0", "pass", check="fail"), CaseSpec("c-1", "s0", "pass")),
+        checks=True,
+    )
+    with key_env(), FakeOpenAI() as fake:
+        policy = write(suite, tmp_path / "suite", fake.base_url)
+        arm(fake, suite)
+        args = ("run", "--policy", policy, "--lane", "stop", "--format", "json", "--out")
+        dry_code, dry = gate(*args, tmp_path / "dry", "--dry-run")
+        code, run = gate(*args, tmp_path / "run")
+        calls = fake.count()
+    assert (code, dry_code, calls) == (1, 1, 0)
+    assert projection(json.loads(run)) == projection(json.loads(dry))
+    assert [b[0] for b in projection(json.loads(run))["blockers"]] == ["check_failed"]
 
 
 def test_a_stop_after_an_errored_control_is_the_full_run(tmp_path: Path) -> None:

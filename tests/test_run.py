@@ -274,8 +274,11 @@ def test_a_case_missing_evidence_under_review_goes_to_a_person_and_the_run_judge
         assert res["counts"]["completed"] == 7 and res["counts"]["review"] == 1
     assert fake.count() == 7
     capsys.readouterr()
-    assert gate("run", "--policy", policy, "--out", tmp_path / "dry", "--dry-run") == 0
-    assert "block" not in capsys.readouterr().out
+    # The dry run: nothing stops the run's calls, and it can end no better than review_required.
+    assert gate("run", "--policy", policy, "--out", tmp_path / "dry", "--dry-run") == 4
+    text = capsys.readouterr().out
+    assert "deterministic checks block" not in text and "input_contract" not in text
+    assert "before any call: review_required (missing_evidence)" in text
 
 
 def test_invalid_policy_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

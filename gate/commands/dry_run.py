@@ -1,7 +1,11 @@
-"""What `gate run --dry-run` prints: the plan, its estimated cost against the boundary, the order.
+"""What `gate run --dry-run` prints: the plan, its estimated cost against the boundary, the order,
+and the state the run already has before any call.
 
 Its decision is not made here: `gate run` assembles it from the run's own evidence with no records
-(gate.commands.assemble), so the dry run's blockers are the run's before any call; this prints them."""
+(gate.commands.assemble), so the dry run's blockers are the run's before any call; this prints them.
+Two of them say only that nothing is judged yet (`UNTIL_JUDGED`): the run's judgments settle those.
+Every other one holds whatever the judge says, so the run can end no better than their state: the
+dry run exits with that state's code (gate.model.states.exit_state), as the run would at best."""
 
 from __future__ import annotations
 
@@ -12,13 +16,36 @@ from gate.judge.cost import boundary, judgment_typical, judgment_upper_bound, ma
 from gate.measure.trend_lane import trend_cases
 from gate.model.escape import log_text
 from gate.model.policy import LoadedPolicy
-from gate.model.states import JUDGE_CALIBRATION_BLOCKERS, Finding, blocking_findings
+from gate.model.states import CONTROL_ERROR, Finding, State, blocking_findings, overall_state
 from gate.model.trend_rubric import load_trend
 from gate.model.wording import plural
 from gate.plan.selection import Plan
 
-# Blockers a run knows before any call that do not stop it: it judges, but cannot pass.
-CANNOT_PASS = JUDGE_CALIBRATION_BLOCKERS | {"check_failed", "check_error", "expired_override"}
+# What a decision over no judgment says only because nothing is judged yet (its cases unrun, its
+# controls without a verdict): the run's judgments settle both.
+UNTIL_JUDGED = frozenset({"unrun_cases", CONTROL_ERROR})
+
+
+def before_any_call(blockers: Sequence[Finding]) -> list[Finding]:
+    """The blockers of the dry run's decision that the run has whatever the judge says."""
+    return [f for f in blockers if f.kind not in UNTIL_JUDGED]
+
+
+def state_before_any_call(blockers: Sequence[Finding]) -> State:
+    """The best state the run can still end in: that of the blockers it has before any call."""
+    return overall_state([f.state for f in before_any_call(blockers)])
+
+
+def outcome_line(blockers: Sequence[Finding], code: int) -> str:
+    """The dry run's last line: what the run already is before any call, and the exit code."""
+    before = before_any_call(blockers)
+    state = state_before_any_call(blockers)
+    if state is State.PASSED:
+        return f"before any call: nothing holds the run back; the judge's verdicts decide it (exit {code})\n"
+    kinds = ", ".join(dict.fromkeys(f.kind for f in before if f.state is state))
+    return (
+        f"before any call: {state.value} ({kinds}); whatever the judge says the run can end no better (exit {code})\n"
+    )
 
 
 def print_plan(
@@ -76,8 +103,8 @@ def print_plan(
         out.write(f"  deterministic checks block ({plural(len(blocking), 'finding')}): no model call would be made\n")
     elif not has_key:
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
-    for f in blockers:  # Known before any call; the run would judge, but could not pass
-        if f.kind in CANNOT_PASS:
+    for f in before_any_call(blockers):  # known before any call; the run would judge, but could not pass
+        if f not in blocking:
             out.write(f"  cannot pass ({f.kind}, {f.state.value}): {log_text(f.message)}\n")
     out.write("  order:\n")
     held = {c.case_id for c in plan.withheld}

@@ -14,6 +14,9 @@ interval once, so a look costs the same at the ten-thousandth answer as at the f
 is judged in one process (its looks are one sequence, in the order the answers complete, which
 is the order their records are written and `gate decide` replays).
 
+A verdict already certain before the first judgment (a gating check failed a case people did not
+label fail) is found as the rule is made: the run then sends nothing, as its dry run says.
+
 Worker processes share one flag (shared memory, fork-inherited): the worker that sees the verdict
 decided stops every other one at its next case. Each process asks with what it has recorded plus
 the controls (judged before the fork): the others' cases are taken at their labels, which only
@@ -70,6 +73,8 @@ class StopWhenDecided:
                 rule._answer(r)
             else:
                 rule._watch(r)
+        if not rule.decided and hopeless(rule.records):
+            rule._decide()  # decided before the first judgment (a gating check failed a case): send nothing
         return rule
 
     @property
