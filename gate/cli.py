@@ -450,8 +450,8 @@ def _serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ledger",
         required=True,
-        type=Path,
-        help="where labels go: a .jsonl file, or a directory (each reviewer appends to <name>.jsonl in it)",
+        help="where labels go: a .jsonl file, or a directory (each reviewer appends to <name>.jsonl in it; "
+        "a path ending in / is made a directory when it does not exist)",
     )
     parser.add_argument("--port", type=int, default=8765, help="the port (default 8765; 0 lets the system pick)")
     parser.add_argument(
@@ -1017,7 +1017,8 @@ def cmd_review_serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(
         queue=args.queue,
-        ledger=args.ledger,
+        ledger=Path(args.ledger),
+        ledger_directory=args.ledger.endswith(("/", os.sep)),
         port=args.port,
         host=args.host,
         token=args.token,

@@ -389,7 +389,6 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path, Any]]:
     """`gate review serve` in a process of its own on 127.0.0.1, a free port, its working directory
     tmp_path; yields its address, the ledger directory and the process."""
     write_test_queue(tmp_path / "queue.jsonl", 20)
-    (tmp_path / "labels").mkdir()
     proc = start_server(tmp_path)
     try:
         yield read_address(proc), tmp_path / "labels", proc
@@ -400,7 +399,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path, Any]]:
 
 
 def start_server(cwd: Path) -> Any:
-    argv = ["review", "serve", "queue.jsonl", "--ledger", "labels", "--port", "0"]
+    argv = ["review", "serve", "queue.jsonl", "--ledger", "labels/", "--port", "0"]  # made a directory
     return gate_process.popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

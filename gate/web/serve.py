@@ -32,6 +32,7 @@ class ServeOptions:
     token: str | None = None
     reviewers_per_item: int = 2
     allow_self_adjudication: bool = False
+    ledger_directory: bool = False  # --ledger ended in "/": a directory, made when it does not exist yet
 
 
 def is_loopback(host: str) -> bool:
@@ -99,6 +100,8 @@ def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
     from gate.web.desk import Desk
 
     queue = read_queue(opts.queue)
+    if opts.ledger_directory and not from_working_directory(opts.ledger).exists():
+        from_working_directory(opts.ledger).mkdir()
     desk = Desk(queue, opts.ledger, opts.reviewers_per_item, allow_self_adjudication=opts.allow_self_adjudication)
 
     import uvicorn
