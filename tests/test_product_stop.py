@@ -194,6 +194,11 @@ def test_answers_in_flight_at_the_stop_are_billed_and_never_undecide_the_slice(
     stopped = res["stopped_early"]
     assert len(stopped["not_needed"]) == 120 - row["n"] and res["counts"]["not_needed"] == 120 - row["n"]
     assert fake.count() == 5 + row["n"]
+    later = row["n"] - 34
+    assert (
+        f"decided after its first 34 answers (0 judged fail): the interval is that look's; the {later} judged"
+        in (out / "report.md").read_text()
+    )
     # gate decide on the records finds the same look and the same verdict, with no provider.
     monkeypatch.delenv("GATE_TEST_KEY")
     again = tmp_path / "again"

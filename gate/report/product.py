@@ -53,6 +53,7 @@ class SliceView:
     audit: str | None = None  # the audit estimate, when people's labels decided the slice
     zero: str | None = None  # the zero-tolerance count (`max_failures`)
     decided_by_person: str | None = None  # an override of the slice's open verdict: who approved it
+    look: str | None = None  # a lane that stops once decided: the look that decided the slice
 
 
 def _judge_rate(rate: ProductRate | None) -> str:
@@ -109,6 +110,19 @@ def _zero_text(s: ProductSlice) -> str | None:
     )
 
 
+def _look_text(s: ProductSlice) -> str | None:
+    """When answers were judged after the look that decided the slice: which look it was."""
+    look = s.decided_at
+    if look is None or look.n >= s.n:
+        return None
+    later = s.n - look.n
+    return (
+        f"decided after its first {look.n:,} answers ({look.judged_fail:,} judged fail): the interval is that "
+        f"look's; the {later:,} judged after it (in flight when the lane stopped, or judged while another slice "
+        "was open) are counted and billed, and never change the verdict"
+    )
+
+
 def slice_view(name: str, s: ProductSlice) -> SliceView:
     judged = s.estimate is not None and s.low is not None and s.high is not None
     return SliceView(
@@ -125,6 +139,7 @@ def slice_view(name: str, s: ProductSlice) -> SliceView:
         turned_fail=tuple(s.base.turned_fail) if s.base else (),
         audit=_audit_text(s),
         zero=_zero_text(s),
+        look=_look_text(s),
     )
 
 
@@ -195,6 +210,8 @@ def product_section(result: Result) -> list[str]:
             notes.append(f"- {code_id(v.name)} {escape(v.audit, 800)}")
         if v.zero:
             notes.append(f"- {code_id(v.name)}: {escape(v.zero, 800)}")
+        if v.look:
+            notes.append(f"- {code_id(v.name)} {escape(v.look, 600)}")
         if v.hint:
             notes.append(f"- {code_id(v.name)}: {escape(v.hint, 600)}")
         if v.base:

@@ -227,6 +227,8 @@ def _product(result: Result, console: Console) -> None:
             print_indented(console, 4, safe_text(v.audit, 800))
         if v.zero:
             print_indented(console, 4, safe_text(v.zero, 800))
+        if v.look:
+            print_indented(console, 4, safe_text(v.look, 600))
         if v.hint:
             print_indented(console, 4, whole_text(v.hint, "result.json"))
         if v.base:
