@@ -350,3 +350,26 @@ def test_the_split_deals_on_across_strata_so_every_partition_gets_cases(tmp_path
     assert run("init", "suite", "--from", write_csv(tmp_path / "answers.csv", rows))[0] == 0
     cases = lines(tmp_path / "suite" / "cases" / "cases.jsonl")
     assert Counter(c["partition"] for c in cases) == Counter({"sentinel": 3, "held_out": 3, "calibration": 3, "dev": 3})
+
+
+def test_answers_into_a_suite_begun_empty_name_what_its_kept_policy_lacks(tmp_path: Path) -> None:
+    assert run("init", "suite")[0] == 0  # from nothing: the policy lists the controls only
+    code, out, _ = run("init", "suite", "--from", write_csv(tmp_path / "answers.csv", answers(8)))
+    assert code == 0 and "wrote suite/cases/cases.jsonl" in out
+    said = " ".join(out.split())
+    assert "note: suite/policy.yaml does not list cases/cases.jsonl under `cases`" in said
+    assert "note: slice billing is new: add it under `slices` in suite/policy.yaml" in said
+    assert "note: slice shipping is new" in said
+
+
+def test_appending_never_writes_an_evidence_id_the_suite_holds_by_hash_only(tmp_path: Path) -> None:
+    rows = answers(16)
+    assert run("init", "suite", "--from", write_csv(tmp_path / "first.csv", rows[:8]))[0] == 0
+    evidence = tmp_path / "suite" / "evidence.yaml"
+    text = EVIDENCE["refund-window"]
+    by_hash = f'refund-window:\n  version: "1"\n  sha256: {hashlib.sha256(text.encode()).hexdigest()}\n'
+    evidence.write_text(by_hash + f'ship-time:\n  version: "1"\n  text: "{EVIDENCE["ship-time"]}"\n', encoding="utf-8")
+    assert run("init", "suite", "--from", write_csv(tmp_path / "more.csv", rows))[0] == 0
+    written = evidence.read_text(encoding="utf-8")
+    assert written.count("refund-window:") == 1, written
+    assert set(load_yaml12(written)) == {"refund-window", "ship-time"}

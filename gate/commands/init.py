@@ -517,6 +517,8 @@ def run_init(target: Path, source: Path | None, seed: int = 0) -> InitReport:
             continue  # appended to, above
         if path.exists():
             report.kept.append(path)
+            if rel == "policy.yaml" and not appending:  # written before these answers: what it lacks
+                report.notes += policy_gaps(target, answers)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("x", encoding="utf-8") as fh:  # never overwrite, even if it appeared meanwhile
@@ -535,7 +537,7 @@ class Existing:
 
     cases: list[tuple[int, Case]]  # (line in cases/cases.jsonl, case); the controls' ids too, line 0
     evidence: dict[str, str]  # id -> text
-    slices: set[str]
+    evidence_ids: set[str]  # every id evidence.yaml holds (one with only a `sha256` too)
 
 
 def _read_existing(target: Path) -> Existing:
@@ -548,25 +550,41 @@ def _read_existing(target: Path) -> Existing:
                 cases.append((n if rel == CASES_FILE else 0, Case.model_validate_json(line)))
             except ValueError:
                 continue
-    return Existing(cases, _yaml_mapping(target / "evidence.yaml", "text"), set(_yaml_mapping(target / "policy.yaml")))
+    evidence = _yaml_mapping(target / "evidence.yaml")
+    texts = {str(k): v["text"] for k, v in evidence.items() if isinstance(v, dict) and isinstance(v.get("text"), str)}
+    return Existing(cases, texts, {str(k) for k in evidence})
 
 
-def _yaml_mapping(path: Path, field_name: str = "") -> dict[str, str]:
-    """evidence.yaml's texts by id (`field_name` "text"), or the policy's slices (their names)."""
+def _yaml_mapping(path: Path) -> dict[Any, Any]:
+    """A YAML file's top-level mapping, read leniently (empty when it is not one)."""
     try:
         data = load_yaml12(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
         return {}
-    if not isinstance(data, dict):
-        return {}
-    if not field_name:
-        slices = data.get("slices")
-        return {str(k): "" for k in slices} if isinstance(slices, dict) else {}
-    return {
-        str(k): str(v[field_name])
-        for k, v in data.items()
-        if isinstance(v, dict) and isinstance(v.get(field_name), str)
-    }
+    return data if isinstance(data, dict) else {}
+
+
+def policy_gaps(target: Path, answers: Sequence[Answer]) -> list[str]:
+    """What a policy.yaml that was kept does not name for the answers just added: their case file,
+    their slices. gate init never rewrites it, so the team adds them."""
+    path = target / "policy.yaml"
+    policy = _yaml_mapping(path)
+    if not policy or not answers:
+        return []
+    out: list[str] = []
+    named = policy.get("cases")
+    if isinstance(named, list) and CASES_FILE not in named:
+        out.append(
+            f"{shown_path(path)} does not list {CASES_FILE} under `cases`: add it there, or no lane judges these answers"
+        )
+    written = policy.get("slices")
+    slices: dict[Any, Any] = written if isinstance(written, dict) else {}
+    for name in sorted({a.slice for a in answers} - {str(k) for k in slices}):
+        out.append(
+            f"slice {name} is new: add it under `slices` in {shown_path(path)} "
+            f"(`{yaml_scalar(name)}: {{max_false_passes: 0}}`); gate init never rewrites the policy"
+        )
+    return out
 
 
 def _new_answers(answers: Sequence[Answer], suite: Existing, shown: str, report: InitReport) -> list[Answer]:
@@ -621,9 +639,9 @@ def append_answers(target: Path, answers: Sequence[Answer], seed: int, report: I
     lines = [case_line(a, partitions[a.case_id], cited[a.case_id], reference_for(a, cited[a.case_id], texts))
              for a in new]  # fmt: skip
     _append_text(cases_path, jsonl(lines))
-    added = {i: t for i, t in texts.items() if i not in suite.evidence}
+    added = {i: t for i, t in texts.items() if i not in suite.evidence_ids}
     if added:
-        if suite.evidence or not evidence_path.is_file():
+        if suite.evidence_ids or not evidence_path.is_file():
             _append_text(
                 evidence_path,
                 evidence_text(added).split("\n", 2)[2] if evidence_path.is_file() else evidence_text(added),
@@ -634,11 +652,7 @@ def append_answers(target: Path, answers: Sequence[Answer], seed: int, report: I
     report.appended.append(
         counted + (f" and {len(added)} evidence text(s) to {shown_path(evidence_path)}" if added else "")
     )
-    for name in sorted({a.slice for a in new} - suite.slices):
-        report.notes.append(
-            f"slice {name} is new: add it under `slices` in {shown_path(target / 'policy.yaml')} "
-            f"(`{yaml_scalar(name)}: {{max_false_passes: 0}}`); gate init never rewrites the policy"
-        )
+    report.notes += policy_gaps(target, new)
     for a in new:
         for i in a.evidence:
             if a.reference and i in suite.evidence and suite.evidence[i] != a.reference:
