@@ -66,7 +66,7 @@ def test_status_counts_agreement_per_slice_from_a_directory_of_reviewer_files(
     assert code == 0
     [row] = json.loads(out)["slices"]
     assert (row["items"], row["done"], row["unanimous"], row["awaiting_adjudication"]) == (8, 7, 6, 1)
-    assert row["abstentions"] == 1 and row["reviewers"] == ["ana", "ben"]
+    assert row["abstentions"] == 1 and row["reviewers"] == ["ana", "ben"] and row["alpha_items"] == 7
     # 14 pairable values (9 pass, 5 fail), one unit in disagreement: 1 - 13 * 2 / (14² - 9² - 5²)
     assert (
         row["alpha"] == pytest.approx(1 - 13 * 2 / 90)
@@ -80,6 +80,7 @@ def test_status_counts_agreement_per_slice_from_a_directory_of_reviewer_files(
     code, out = status(tmp_path, ledger, capsys)
     assert "slice critical: 8 items, 8 with 2 labels" in out and "Krippendorff's alpha 0.711" in out
     assert "fix the rubric" not in out
+    assert "fewer than 50 items labelled twice: the interval is too narrow" in out  # bench/review_agreement.py
 
 
 def test_alpha_below_the_policys_least_says_to_fix_the_rubric(
