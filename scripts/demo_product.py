@@ -4,11 +4,14 @@ Runs the real `gate run` on policies/example-product's `app` lane twice, each ti
 version's answers (`--responses`), judged by the offline provider's rule judge (scripts/demo_offline.py
 --rule-judge: it fails a figure written in digits that the reference lacks, and misses one written
 in words). Version 2.3 should pass; version 2.4, which quotes a 30-day refund window for annual
-plans, should be quality_failed with failure_rate_exceeded on billing-policy-critical. v2.4 runs with
+plans, is review_required on the calibration estimate alone (billing-policy-critical's 12.5% limit
+lies inside its interval); then `gate decide --audit` re-decides v2.4's run with people's labels on
+its own answers (policies/example-product/audit/, made by scripts/make_product_audit.py through the
+review API), and the audit estimate makes it quality_failed (failure_rate_exceeded). v2.4 runs with
 v2.3's run as its base (`--base-result`), so each slice also shows the answers that turned from
-pass to fail, with the exact McNemar p-value. Prints both verdicts, then a summary per slice from
-each run's result.json; exits 0 when both verdicts are the expected ones, 1 otherwise (saying
-which), 2 on a usage error.
+pass to fail, with the exact McNemar p-value; account-security is a zero-tolerance slice
+(`max_failures: 0`). Prints the verdicts, then a summary per slice from each result.json; exits 0
+when every verdict is the expected one, 1 otherwise (saying which), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ import demo_offline  # noqa: E402
 POLICY = Path("policies/example-product/policy.yaml")
 VERSIONS = (  # version, its answers, the verdict expected, the version it is compared with
     ("v2.3", "responses/app-v2.3.jsonl", "passed", None),
-    ("v2.4", "responses/app-v2.4.jsonl", "quality_failed", "v2.3"),
+    ("v2.4", "responses/app-v2.4.jsonl", "review_required", "v2.3"),
 )
+AUDIT = ("v2.4", "audit/ledger", "audit/queue.jsonl", "quality_failed")  # the run re-decided with people's labels
 
 
 def _pct(x: float | None) -> str:
@@ -49,6 +53,20 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
             f"[{_pct(s['low'])}, {_pct(s['high'])}] vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
             f"  (judge Se {judge['se']['x']}/{judge['se']['n']}, Sp {judge['sp']['x']}/{judge['sp']['n']})"
         )
+        audit = s.get("audit")
+        if audit:
+            f, p = audit["judged_fail"], audit["judged_pass"]
+            lines.append(
+                f"    {'':<24} people's audit: {_pct(audit['estimate'])} [{_pct(audit['low'])}, {_pct(audit['high'])}]"
+                f": {audit['verdict']} (people failed {f['people_fail']}/{f['audited']} the judge failed, "
+                f"{p['people_fail']}/{p['audited']} it passed); decided by {s['decided_by']}"
+            )
+        zero = s.get("zero_tolerance")
+        if zero:
+            lines.append(
+                f"    {'':<24} zero tolerance (max_failures {zero['max_failures']}): {zero['verdict']}, "
+                f"{len(zero['confirmed'])} confirmed, {len(zero['unaudited'])} awaiting people"
+            )
         base = s.get("base")
         if base:
             lines.append(
@@ -94,16 +112,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary += slice_lines(result)
         if state != expected:
             wrong.append(f"app {version} ended {state}, expected {expected}")
+    code = _audited(args.out, args.policy, policy_dir, summary, wrong)
+    if code is not None:
+        return code
     print("\nProduct gate summary (policies/example-product, offline rule judge)")
     print("\n".join(summary))
     if wrong:
         print("\nUnexpected: " + "; ".join(wrong), file=sys.stderr)
         return 1
     print(
-        "\nAs expected: v2.3 may ship; v2.4 may not (its refund-window answers for annual plans are wrong).\n"
+        "\nAs expected: v2.3 may ship; v2.4 may not (its refund-window answers for annual plans are wrong):\n"
+        "the calibration estimate alone left billing-policy-critical open, people's audit of v2.4's own answers decided it.\n"
         "'raw' is the share the judge failed; 'corrected' allows for the failures the judge misses, so it is higher."
     )
     return 0
+
+
+def _audited(out: str, policy: str, policy_dir: Path, summary: list[str], wrong: list[str]) -> int | None:
+    """v2.4's run re-decided with people's audit: no model call. None when it ran (its verdict noted)."""
+    from gate.cli import main as gate
+
+    version, ledger, queue, expected = AUDIT
+    run, decided = Path(out) / version, Path(out) / f"{version}-audited"
+    shown = (
+        f"gate decide --records {run} --audit {policy_dir / ledger} --audit-queue {policy_dir / queue} --out {decided}"
+    )
+    print(f"\n=== app {version} with people's audit: {shown} ===\n", flush=True)
+    code = gate(
+        ["decide", "--policy", policy, "--records", str(run), "--audit", str(policy_dir / ledger),
+         "--audit-queue", str(policy_dir / queue), "--out", str(decided)]
+    )  # fmt: skip
+    result_path = decided / "result.json"
+    if code not in (0, 1, 3, 4) or not result_path.is_file():
+        print(
+            f"demo_product: app {version} with the audit: gate decide ended {code} without {result_path}",
+            file=sys.stderr,
+        )
+        return code if code else 1
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    state = str(result.get("state"))
+    kinds = ", ".join(blocker_kinds(result)) or "no blockers"
+    summary.append(f"  app {version} with people's audit: {state} (exit {code}; {kinds})")
+    summary += slice_lines(result)
+    if state != expected:
+        wrong.append(f"app {version} with the audit ended {state}, expected {expected}")
+    return None
 
 
 if __name__ == "__main__":

@@ -168,24 +168,36 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     assert "No key needed: judging policies/example-product/policy.yaml (lane app)" in done.stdout
     summary = done.stdout[done.stdout.rindex("Product gate summary") :]
     assert "app v2.3: passed (exit 0; no blockers)" in summary
-    assert "app v2.4: quality_failed (exit 1; failure_rate_exceeded)" in summary
-    assert summary.rstrip().splitlines()[-2].startswith("As expected: v2.3 may ship; v2.4 may not")
+    assert "app v2.4: review_required (exit 4; failure_rate_inconclusive)" in summary
+    assert "app v2.4 with people's audit: quality_failed (exit 1; failure_rate_exceeded)" in summary
+    assert summary.rstrip().splitlines()[-3].startswith("As expected: v2.3 may ship; v2.4 may not")
 
     passed = json.loads((work / "gate-out-product" / "v2.3" / "result.json").read_text())
-    failed = json.loads((work / "gate-out-product" / "v2.4" / "result.json").read_text())
+    open_ = json.loads((work / "gate-out-product" / "v2.4" / "result.json").read_text())
+    failed = json.loads((work / "gate-out-product" / "v2.4-audited" / "result.json").read_text())
     assert passed["state"] == "passed" and not passed["blockers"]
     assert {s["verdict"] for s in passed["product"]["slices"].values()} == {"passed"}
+    # The calibration estimate alone leaves the critical slice open, naming the audit as the cheapest route.
+    (inconclusive,) = open_["blockers"]
+    assert (inconclusive["kind"], inconclusive["slice"]) == ("failure_rate_inconclusive", "billing-policy-critical")
+    assert "people labelling" in inconclusive["message"] and "gate review queue" in inconclusive["message"]
     (blocker,) = failed["blockers"]
     assert (blocker["kind"], blocker["slice"], failed["state"]) == (
         "failure_rate_exceeded",
         "billing-policy-critical",
         "quality_failed",
     )
+    audited = failed["product"]["slices"]["billing-policy-critical"]
+    assert audited["decided_by"] == "audit" and audited["audit"]["low"] > audited["max_failure_rate"] == 0.125
+    assert audited["low"] <= 0.125  # the calibration estimate alone could not say
+    assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["people_fail"]) == (26, 5)
+    zero = failed["product"]["slices"]["account-security"]["zero_tolerance"]
+    assert zero["max_failures"] == 0 and zero["verdict"] == "passed"
+    failed = open_
     critical = failed["product"]["slices"]["billing-policy-critical"]
-    assert (critical["judged_fail"], critical["n"], critical["verdict"]) == (26, 120, "exceeded")
+    assert (critical["judged_fail"], critical["n"], critical["verdict"]) == (26, 120, "inconclusive")
     assert critical["judged_fail"] / critical["n"] < critical["estimate"]  # the correction shows
     assert critical["judge"]["se"]["x"] == 50 and critical["judge"]["se"]["n"] == 60
-    assert critical["low"] > critical["max_failure_rate"] == 0.10
     readme = (PRODUCT / "README.md").read_text(encoding="utf-8")
     shown = f"estimate of {100 * critical['estimate']:.1f}%, with\nan interval of {100 * critical['low']:.1f}% to "
     assert shown + f"{100 * critical['high']:.1f}% (95%)" in readme
@@ -231,3 +243,17 @@ def test_the_precision_tables_of_the_product_gate_doc_are_the_gates_own_bounds()
                 k = round(n * (0.01 * 0.85 + 0.99 * (1 - sp)))
                 rate = failure_rate(judged_fail=k, n=n, judge=judge, confidence=0.95)
                 assert shown == f"{100 * rate.high:.1f}%", (sp, cells[0], n)
+
+
+def test_the_audit_of_v24_is_a_ledger_of_the_review_api_on_its_queue() -> None:
+    """policies/example-product/audit/ is what scripts/make_product_audit.py made through the review
+    page's JSON API: every item of the queue labelled by two reviewers, each line valid for the queue."""
+    from gate.review.ledger import final_labels, read_ledger
+    from gate.review.queue import read_queue
+
+    queue = read_queue(PRODUCT / "audit" / "queue.jsonl")
+    lines = read_ledger(PRODUCT / "audit" / "ledger", queue)
+    assert {line.reviewer for line in lines} == {"ana", "ben"} and all(line.blind for line in lines)
+    finals = final_labels(lines, queue, 2)
+    assert len(finals) == len(queue.items) == 322 and {f.status for f in finals.values()} == {"unanimous"}
+    assert queue.header.design["strata"]["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 26}
