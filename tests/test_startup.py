@@ -71,6 +71,10 @@ def test_validate_loads_nothing_only_other_commands_use() -> None:
         "gate.report",
         "gate.model.records",
         "importlib.metadata",  # pydantic's plugin loader, with every plugin off (gate/model/process.py)
+        "gate.web",  # the review page, and with it its web stack: only `gate review serve` loads them
+        "starlette",
+        "uvicorn",
+        "jinja2",
     )
     assert sorted(m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in unneeded)) == []
 
