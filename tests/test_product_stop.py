@@ -308,3 +308,17 @@ def test_a_resumed_run_keeps_the_order_seed_it_was_started_with(tmp_path: Path, 
     assert res["product"]["order_seed"] == "first"
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert {r.get("order_seed") for r in records if r["human_label"] is None} == {"first"}
+
+
+def test_a_product_lane_that_stops_once_decided_is_judged_in_one_process(
+    tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its looks are one sequence, in the order the answers come back (and are written): never a
+    # worker's share each.
+    monkeypatch.setenv("GATE_WORKERS", "2")
+    policy = topic_suite(tmp_path / "suite", fake, good=40, bad=0, evaluator={"max_concurrency": 4})
+    out = tmp_path / "out"
+    assert run_lane(policy, out, topic_answers(tmp_path / "r.jsonl", good=40, bad=0)) == 0
+    err = capsys.readouterr().err
+    assert "processes" not in err and "worker 1/2" not in err
+    assert result(out)["product"]["slices"]["critical"]["decided_at"] == {"n": 34, "judged_fail": 0}

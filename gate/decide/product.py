@@ -13,6 +13,10 @@ decide it), `judge_unfit` (the judge may not tell a failing answer from a good o
 review_required), or `incomplete`: answers of the slice not judged (unrun, missing responses: their
 own blockers say so), or no figures for the judge that decided (its calibration blocker says so).
 An `exceeded` slice stands even when some answers are unjudged: what was judged already fails it.
+On a lane that stops once decided (`sequential`), a slice's verdict and interval are those of the
+look that decided it, found by replaying the answers in the order they were recorded through
+gate/decide/product_stop.py (`stop_check`), the check the run's stop asked: answers judged after
+that look are counted in `n` and never un-decide it.
 """
 
 from __future__ import annotations

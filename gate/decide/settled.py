@@ -14,7 +14,8 @@ cannot add a quality blocker), and `decide` asks `settle` of the records, which 
 never sent `not_needed` only when that same question says `quality_failed`: the stop and the
 final decision agree by construction, and `gate decide` on a stopped run's records gives the
 run's result. On a product lane the run also stops once every slice is decided by the answers
-judged (gate/decide/product.py), asked of that same evidence.
+judged, each at the look that decided it (gate/decide/product_stop.py, replayed over that same
+evidence by gate/decide/product.py's `settled`).
 """
 
 from __future__ import annotations
