@@ -842,6 +842,7 @@ def _print_outcome(
     fmt: str = "text",
     policy: str | None = None,
     run_dir: Path | None = None,
+    cache: tuple[str, str] | None = None,
 ) -> None:
     """The decision for a person (or, with --format json, result.json's content; `{}` for a plan)."""
     if fmt == "json":
@@ -851,7 +852,7 @@ def _print_outcome(
     from gate.report.terminal import make_console, print_outcome
 
     if result is not None:
-        print_outcome(result, out_dir, make_console(sys.stdout), policy, run_dir)
+        print_outcome(result, out_dir, make_console(sys.stdout), policy, run_dir, cache)
 
 
 @contextlib.contextmanager
@@ -903,8 +904,29 @@ def cmd_run(args: argparse.Namespace) -> int:
                 format_findings_text(blocking, sys.stdout)
             sys.stdout.write(outcome_line(decision.blockers, code))
         return code
-    _print_outcome(decision.result, args.out, args.format, args.policy)
+    _print_outcome(decision.result, args.out, args.format, args.policy, cache=_cache_row(args))
     return exit_state(None, decision.state)[1]
+
+
+def _cache_row(args: argparse.Namespace) -> tuple[str, str] | None:
+    """Where this run's judgment cache is (a Files row), so a user knows what a re-run reads."""
+    if args.no_cache:
+        return "(no cache)", "--no-cache: nothing was read from or written to the judgment cache"
+    from gate.model.errors import GateError
+    from gate.model.paths import shown_path
+    from gate.model.policy import load_policy
+    from gate.plan.inputs import cache_dir_for
+
+    try:
+        where = cache_dir_for(load_policy(args.policy), True, args.cache_dir)
+    except GateError:
+        return None
+    if where is None:
+        return None
+    return (
+        f"{shown_path(where)}/",
+        "the judgment cache: a re-run of these judgments is served from it (--no-cache skips it)",
+    )
 
 
 def cmd_decide(args: argparse.Namespace) -> int:

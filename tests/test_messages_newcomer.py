@@ -140,6 +140,7 @@ def test_without_a_key_the_next_steps_name_the_offline_check_of_this_policy_and_
     assert "python scripts/demo_offline.py --policy acme/policy.yaml" in steps, steps
     assert "checks the wiring" in steps and "never the prompt" in steps
     assert "docs/LOCAL_MODEL.md" in steps and "make demo" not in steps
+    assert ".gate-cache/ the judgment cache: a re-run of these judgments is served from it" in steps  # Files
     out = io.StringIO()  # on another lane, the offline check runs that lane
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         assert gate("run", "--policy", policy, "--lane", "release", "--out", "o2") == 3

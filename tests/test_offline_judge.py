@@ -143,6 +143,7 @@ def test_the_offline_judges_answers_are_never_cached(demo: ModuleType, suite: Pa
     code, out, _ = run_demo(demo, "--policy", str(suite), "--out", "second")
     code, out, _ = run_demo(demo, "--policy", str(suite), "--out", "third", "--no-cache")
     assert code == 0, out
+    assert "(no cache) --no-cache: nothing was read from or written to the judgment cache" in " ".join(out.split())
     for run in ("second", "third"):
         result = json.loads((Path(run) / "result.json").read_text())
         assert result["counts"]["cached"] == 0 and result["cost"]["cached_calls"] == 0

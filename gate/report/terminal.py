@@ -340,9 +340,11 @@ def print_outcome(
     console: Console,
     policy: str | Path | None = None,
     run_dir: Path | None = None,
+    cache: tuple[str, str] | None = None,
 ) -> None:
     """The whole terminal summary of a decision; `policy` (the path the user gave) fills the next
-    steps, and so does `run_dir` (the run whose records were decided) when nothing was written."""
+    steps, and so does `run_dir` (the run whose records were decided) when nothing was written.
+    `cache`: where a run's judgment cache is, and what it is, listed last under Files."""
     console.print(headline(result))
     console.print(
         Text.assemble(
@@ -375,6 +377,7 @@ def print_outcome(
     if out_dir is not None:
         console.print()
         written = [(shown_path(out_dir / name), what) for name, what in OUTPUT_NOTES if (out_dir / name).exists()]
+        written += [cache] if cache is not None else []
         width = max((len(path) for path, _ in written), default=0)
         console.print(Text("Files", style="bold"))
         if not console.is_terminal:  # a log line stays one line
