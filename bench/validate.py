@@ -264,8 +264,33 @@ def copies(sizes: list[int], large: int = 200_000) -> int:
         old_s = time.perf_counter() - t0
         ok &= len(pairs) == counted
         print(f"{n:>15,}  {old_s:>19.2f}s  {now_s:>7.3f}s  {old_s / now_s:>7,.0f}x  {counted:,}")
+    ok &= copies_load(large)
     print("\nOK" if ok else "\nFAILED")
     return 0 if ok else 1
+
+
+def copies_load(n: int) -> bool:
+    """Reading a case file of `n` copies in a row: every line parsed (how the loader read it) against
+    the loader now, which takes a line equal to the one before as that case again."""
+    from gate.model.cases import Case, load_dataset
+    from gate.model.policy import load_policy
+
+    with tempfile.TemporaryDirectory(prefix="gate-bench-") as tmp:
+        one = generate(1_500, 1_000)[0][1]
+        loaded = load_policy(write_suite(Path(tmp), [{**one, "partition": "dev"}] * n))
+        lines = [line for p in sorted((Path(tmp) / "cases").glob("*.jsonl")) for line in p.read_bytes().splitlines()]
+        t0 = time.perf_counter()
+        for line in lines:
+            Case.model_validate_json(line)
+        every_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        dataset = load_dataset(loaded)
+        now_s = time.perf_counter() - t0
+    print(
+        f"\nreading {n:,} copies in a row: every line parsed {every_s:.2f}s, the loader now {now_s:.2f}s "
+        f"({every_s / now_s:.1f}x), {len(dataset.cases):,} cases"
+    )
+    return len(dataset.cases) == n
 
 
 def main() -> int:
