@@ -204,6 +204,19 @@ def test_answers_in_flight_at_the_stop_are_billed_and_never_undecide_the_slice(
     again = tmp_path / "again"
     assert main(["decide", "--policy", str(policy), "--records", str(out), "--out", str(again)]) == 0
     assert result(again)["product"] == res["product"] and result(again)["stopped_early"] == stopped
+    # Records that cannot support the look (answers lost) never pass: the look is found in the records
+    # themselves, and 20 right answers decide nothing.
+    kept, answers = [], 0
+    for r in records:
+        answers += r["human_label"] is None
+        if r["human_label"] is not None or answers <= 20:
+            kept.append(r)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+    assert main(["decide", "--policy", str(policy), "--records", str(cut), "--out", str(tmp_path / "d2")]) == 3
+    row = result(tmp_path / "d2")["product"]["slices"]["critical"]
+    assert row["verdict"] != "passed" and row.get("decided_at") is None
 
 
 # --- the incremental check, pure -----------------------------------------------------------------
