@@ -802,6 +802,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     findings = run_validators(loaded, dataset, args.lane)
     found = lint(Context(loaded, dataset, args.lane))  # what a run would meet later, known now
     findings += found.findings
+    notes = list(found.notes)
+    if args.lane is not None:  # a product lane: what `gate run` would find of its limits and calibration
+        from gate.measure.product import product_lane_check
+        from gate.model.policy import today
+
+        product = product_lane_check(loaded, dataset, args.lane, os.environ, today())
+        findings += product.findings
+        notes += product.notes
     # Any finding fails `validate` (a review route too): each would be a blocker of the run. Which of
     # them stop the run before a model call is `blocking_findings`; the dry run exits with the state
     # of every blocker the run has before any call (gate.commands.dry_run).
@@ -816,7 +824,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 "blocking": bool(blocking),
                 "counts": dict(Counter(f.state.value for f in findings)),
                 "findings": [f.to_dict() for f in findings],
-                "notes": found.notes,
+                "notes": notes,
             },
             sys.stdout,
             indent=2,
@@ -831,7 +839,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         )
         summary = validate_summary(shown_path(args.policy), len(dataset.cases), findings)
         format_findings_text(findings, sys.stdout, header, summary)
-        for note in found.notes:
+        for note in notes:
             say(sys.stdout, f"note: {log_text(note)}")
     return 1 if blocking else 0
 

@@ -314,6 +314,37 @@ def test_junit_has_a_failing_test_per_answer_judged_fail_with_peoples_label_and_
     assert found["p-020"].find("failure") is None and found["p-020"].find("error") is None
 
 
+def test_validate_says_the_smallest_limit_a_product_slice_could_pass_and_agrees_with_run(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = audit_suite(tmp_path / "suite", fake, 0.02)
+    capsys.readouterr()
+    assert main(["validate", "--policy", str(policy), "--lane", "app"]) == 1
+    out = capsys.readouterr().out
+    assert "slice critical: with its calibration (Se 20/25, Sp 60/66) and the 60 answers lane app holds" in out
+    assert "its limit 2% is below" in out and "no run can pass it" in out
+    # No run can: even with no answer judged fail the slice stays open.
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", answers_of(0))) == 4
+    assert result(run)["product"]["slices"]["critical"]["verdict"] == "inconclusive"
+
+    loose = audit_suite(tmp_path / "loose", fake, 0.5)
+    assert main(["validate", "--policy", str(loose), "--lane", "app"]) == 0
+    assert "the smallest max_failure_rate it could pass is" in capsys.readouterr().out
+    # A calibration that measured another judge: judge_uncalibrated in validate, as in the run.
+    prompt = loose.parent / "prompt.txt"
+    prompt.write_text(prompt.read_text() + "Be strict.\n", encoding="utf-8")
+    assert main(["validate", "--policy", str(loose), "--lane", "app"]) == 1
+    assert "judge_uncalibrated" in capsys.readouterr().out
+    assert run_app(loose, tmp_path / "other", write_responses(tmp_path / "r2.jsonl", answers_of(0))) == 4
+    assert [b["kind"] for b in result(tmp_path / "other")["blockers"]] == ["judge_uncalibrated"]
+    # A slice without max_failure_rate: the run's policy error (exit 2), said by validate too.
+    bare = product_suite(tmp_path / "bare", [product_case("p-1")], slices={"critical": {"max_false_passes": 0}})
+    capsys.readouterr()
+    assert main(["validate", "--policy", str(bare), "--lane", "app"]) == 2
+    assert "`slices.critical.max_failure_rate` is missing" in capsys.readouterr().err
+
+
 def override(blocker: str, **scope: Any) -> dict[str, Any]:
     return {
         "id": "ovr-1",

@@ -8,15 +8,20 @@ run's verdicts from `--base-result`'s result.json (untrusted, validated). Both b
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from gate.decide.audit import AuditEvidence
 from gate.decide.product import BaseVerdicts, ProductEvidence
 from gate.decide.slice_answers import JudgeCounts
 from gate.measure.calibrate.requirement import JudgeCalibration
+from gate.model.cases import Dataset
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.result import ResultProblem, load_result
+from gate.model.states import Finding
 
 
 def product_evidence(
@@ -107,3 +112,78 @@ def audit_of(
     from gate.measure.audit import read_audit
 
     return read_audit(ledger, queue, seed=seed, answers=answers)
+
+
+def product_lane_check(
+    loaded: LoadedPolicy, dataset: Dataset, lane: str, env: Mapping[str, str], today: dt.date
+) -> ProductCheck:
+    """What `gate validate --lane L` says of a product lane before any model call, as `gate run` would:
+    a slice without `max_failure_rate` is the run's policy error (exit 2), a calibration file that did
+    not measure this judge its `judge_uncalibrated`; and per slice, the smallest `max_failure_rate`
+    the slice could pass with its calibration and the answers the lane holds (none judged fail, the
+    best case), with a finding when the slice's limit is below it: no run can pass it."""
+    from gate.decide import failure_rate as fr
+    from gate.judge import installed_version, resolve_base_url
+    from gate.measure.calibrate import requirement
+    from gate.model.errors import PolicyError
+    from gate.model.states import FAILURE_RATE_INCONCLUSIVE, Finding, State
+    from gate.model.supersede import superseded_ids
+    from gate.plan.responses import unanswered_limits
+    from gate.run.lineage import JudgeSettings
+
+    spec = loaded.policy.lanes[lane]
+    if not spec.product:
+        return ProductCheck()
+    superseded = superseded_ids(dataset.cases)
+    cases = [
+        c for c in dataset.cases if not c.is_control and c.partition in spec.partitions and c.case_id not in superseded
+    ]
+    problems = unanswered_limits(loaded, cases, lane)
+    if problems:
+        raise PolicyError(str(loaded.path), problems)
+    judge = JudgeSettings.of(loaded, resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL")))
+    checked = requirement.check_calibration(loaded, lane, judge, installed_version("ragas") or "", today)
+    # A missing file is lint's finding already (gate/validate/lint.py); one that measured another judge is said here.
+    exists = loaded.policy.calibration is not None and loaded.resolve(loaded.policy.calibration.file).is_file()
+    findings = list(checked.findings) if checked is not None and exists else []
+    evidence = product_evidence(loaded, lane, checked)
+    notes: list[str] = []
+    for name in sorted({c.slice for c in cases if c.slice in loaded.policy.slices}):
+        limit = loaded.policy.slices[name].max_failure_rate
+        counts = evidence.judges.get(name) if evidence is not None and evidence.calibrated else None
+        n = sum(1 for c in cases if c.slice == name)
+        if counts is None or limit is None:
+            continue
+        accuracy = fr.judge_accuracy(
+            true_fail=counts.true_fail, false_pass=counts.false_pass, true_pass=counts.true_pass,
+            false_fail=counts.false_fail, confidence=spec.confidence,
+        )  # fmt: skip
+        best = fr.failure_rate(
+            judged_fail=0, n=n, judge=accuracy, confidence=spec.confidence, sequential=spec.stop_when_decided
+        )
+        floor = fr.percent(best.high, "up")
+        notes.append(
+            f"slice {name}: with its calibration (Se {accuracy.se.x}/{accuracy.se.n}, Sp {accuracy.sp.x}/{accuracy.sp.n}) "
+            f"and the {n} answers lane {lane} holds, the smallest max_failure_rate it could pass is {floor} (no answer "
+            f"judged fail); its limit is {fr.percent(limit)}"
+        )
+        if best.high > limit:
+            findings.append(
+                Finding(
+                    State.REVIEW_REQUIRED,
+                    FAILURE_RATE_INCONCLUSIVE,
+                    f"slice {name}: its limit {fr.percent(limit)} is below {floor}, the smallest max_failure_rate its "
+                    f"calibration (Se {accuracy.se.x}/{accuracy.se.n}, Sp {accuracy.sp.x}/{accuracy.sp.n}) and the {n} "
+                    f"answers lane {lane} holds could pass even with no answer judged fail: no run can pass it; fix: "
+                    "more answers, more labelled answers in calibration, or people's audit of the run (--audit), or a "
+                    "limit the evidence can reach",
+                    slice=name,
+                )
+            )
+    return ProductCheck(tuple(findings), tuple(notes))
+
+
+@dataclass(frozen=True)
+class ProductCheck:
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
