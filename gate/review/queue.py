@@ -125,12 +125,11 @@ def item_id(case_id: str | None, user_input: str, reference: str, response: str,
     Each part is written with its length first, so no two different items hash the same bytes; the
     response enters as its sha256 (pass it when known: a 100,000-item queue then hashes each text once).
     """
-    digest = hashlib.sha256(b"review-item-v1\n")
+    chunks = [b"review-item-v1\n"]
     for part in (case_id, user_input, reference, response_sha256 or sha256_hex(response)):
         data = b"-" if part is None else b"+" + part.encode("utf-8")
-        digest.update(b"%d:" % len(data))
-        digest.update(data)
-    return digest.hexdigest()
+        chunks += [b"%d:" % len(data), data]
+    return hashlib.sha256(b"".join(chunks)).hexdigest()
 
 
 def make_item(
@@ -275,27 +274,27 @@ def _parse_item(obj: Any, shown: str, lineno: int) -> QueueItem:
     raise _fail(f"{shown}:{lineno}", f"{problem}; fix: rebuild the queue with `gate review queue`")
 
 
-def _lines(path: Path) -> tuple[bytes, list[bytes]]:
+def _data(path: Path) -> bytes:
     try:
         with open_binary(path, "review queue", MAX_QUEUE_BYTES) as fh:
-            data = fh.read()
+            return fh.read()
     except FileProblem as exc:
         raise QueueError(f"{exc.message}; fix: pass the file `gate review queue --out` wrote") from None
-    return data, data.split(b"\n")
 
 
-def _parsed(lines: list[bytes], shown: str) -> list[tuple[int, Any]]:
+def _parsed(data: bytes, shown: str) -> list[tuple[int, Any]]:
     """Each non-blank line's number and JSON value; one parse for the whole file when it is sound."""
-    if lines and lines[-1] == b"" and all(lines[:-1]):  # the file as written: no blank line
+    if data.endswith(b"\n") and not data.startswith(b"\n") and b"\n\n" not in data:  # as written: no blank line
         try:
-            values = json.loads(b"[" + b",".join(lines[:-1]) + b"]")
-            if len(values) == len(lines) - 1:
+            values = json.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
+            if len(values) == data.count(b"\n"):
                 return list(enumerate(values, start=1))
         except (ValueError, RecursionError):
             pass
-    numbered = [(n, raw) for n, raw in enumerate(lines, start=1) if raw.strip()]
     out: list[tuple[int, Any]] = []
-    for lineno, raw in numbered:  # find the line that does not parse
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):  # find the line that does not parse
+        if not raw.strip():
+            continue
         try:
             out.append((lineno, json.loads(raw)))
         except (ValueError, RecursionError):
@@ -308,8 +307,8 @@ def _parsed(lines: list[bytes], shown: str) -> list[tuple[int, Any]]:
 def read_queue(path: Path) -> Queue:
     """The queue file, every line checked; a problem is a QueueError naming the file and line."""
     shown = shown_path(path)
-    data, lines = _lines(path)
-    parsed = _parsed(lines, shown)
+    data = _data(path)
+    parsed = _parsed(data, shown)
     if not parsed:
         raise _fail(shown, "the file is empty; fix: build the queue with `gate review queue`")
     header = _parse_header(parsed[0][1], f"{shown}:{parsed[0][0]}")
