@@ -57,7 +57,8 @@ def explodes(response: str) -> str:
     return "pass"
 """
 # Kinds known before any model call: the validators', the team's checks', the overrides', the
-# calibration requirement's and a product lane's (a slice with no judge figures, an answer missing).
+# calibration requirement's and a product lane's (a slice with no judge figures, an answer missing, a
+# regression check with no base it can compare).
 # The dry run must name exactly these.
 PRE_CALL_KINDS = frozenset(
     {
@@ -74,6 +75,7 @@ PRE_CALL_KINDS = frozenset(
         "judge_unfit",
         "calibration_expired",
         "missing_response",
+        "regression_unchecked",
     }
 )
 

@@ -532,7 +532,7 @@ def test_a_base_run_of_another_lane_is_never_compared_and_under_fail_on_regressi
 
 
 def test_fail_on_regression_with_no_base_or_a_base_on_other_inputs_cannot_pass(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No --base-result at all, a base run of another policy, and a base run of this lane on other
     questions: the check the lane asked for did not happen, and the run says so."""
@@ -556,6 +556,11 @@ def test_fail_on_regression_with_no_base_or_a_base_on_other_inputs_cannot_pass(
         assert run_app(policy, out, good, *extra) == 4, name
         [b] = result(out)["blockers"]
         assert b["kind"] == "regression_unchecked" and why in b["message"], (name, b["message"])
+    # Known before any call: the dry run names it and exits as the run will.
+    capsys.readouterr()
+    assert run_app(policy, tmp_path / "dry", good, "--dry-run") == 4
+    text = capsys.readouterr().out
+    assert "cannot pass (regression_unchecked, review_required)" in text and "(no --base-result was given)" in text
 
 
 # --- every lane's machinery on a product lane -----------------------------------------------------
