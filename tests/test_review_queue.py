@@ -140,6 +140,13 @@ def test_a_file_of_answers_is_queued_with_its_label_ignored_and_two_equal_texts_
     q = read_queue(tmp_path / "q.jsonl")
     assert [i.case_id for i in q.items] == ["a-1", "a-2"] and q.items[0].item_id != q.items[1].item_id
     assert q.header.policy_path == "suite/policy.yaml" and q.header.allowed_values == ("pass", "fail")
+    table = tmp_path / "answers.csv"  # a CSV needs no label column
+    table.write_text(
+        "case_id,user_input,response,slice,reference\nb-1,When?,Within 7 days.,critical,Refunds: 7 days.\n"
+    )
+    assert queue(policy, table, tmp_path / "q-csv.jsonl") == 0
+    [item] = read_queue(tmp_path / "q-csv.jsonl").items
+    assert (item.case_id, item.reference, item.source) == ("b-1", "Refunds: 7 days.", "file")
     answers.write_text('{"case_id": "a-1", "user_input": "When?"}\n')
     assert queue(policy, answers, tmp_path / "q2.jsonl") == 2
     assert "answers.jsonl:1: `response` is empty" in capsys.readouterr().err
