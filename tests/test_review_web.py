@@ -30,7 +30,7 @@ from gate.review.ledger import final_labels, read_ledger
 from gate.review.queue import QueueHeader, make_item, read_queue, write_queue
 from gate.web.app import CSP, Settings, build_app
 from gate.web.desk import Desk
-from gate.web.serve import bind
+from gate.web.serve import address, bind
 
 WEB = Path(__file__).resolve().parent.parent / "gate" / "web"
 XSS = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"></textarea><b>bold</b>'
@@ -336,6 +336,11 @@ def test_another_host_needs_the_token_in_the_address(tmp_path: Path) -> None:
     opened = page.client.get("/", params={"token": token})
     assert opened.status_code == 200 and "HttpOnly" in opened.headers["set-cookie"]
     assert page.next("ann")["item"] is not None  # the cookie the address set carries it on
+
+
+def test_the_printed_address_carries_the_token() -> None:
+    assert address("0.0.0.0", 8765, "a/b+c d=e-0123456789") == "http://0.0.0.0:8765/?token=a%2Fb%2Bc%20d%3De-0123456789"
+    assert address("::1", 80, None, "/adjudicate") == "http://[::1]:80/adjudicate"
 
 
 def test_serve_refuses_another_host_without_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

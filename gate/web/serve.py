@@ -118,7 +118,12 @@ def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
         f"{opts.reviewers_per_item} reviewers an item; labels go to {shown_path(opts.ledger)} ({where}).\n"
         f"  label:      {address(opts.host, port, opts.token)}\n"
         f"  adjudicate: {address(opts.host, port, opts.token, '/adjudicate')}\n"
-        "Stop with Ctrl-C: every label the page confirmed is already on disk.\n"
+        + (
+            f"  (on other machines, put this machine's name or address in place of {opts.host})\n"
+            if opts.host in ("0.0.0.0", "::", "[::]")
+            else ""
+        )
+        + "Stop with Ctrl-C: every label the page confirmed is already on disk.\n"
     )
     out.flush()
     config = uvicorn.Config(
