@@ -160,6 +160,48 @@ def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
     )
 
 
+def test_the_queue_the_labels_were_made_on_gives_the_draw(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gate.review.queue import read_queue
+
+    policy, _, run, lines = good_run
+    queue_path = tmp_path / "queue.jsonl"
+    assert (
+        main(
+            ["review", "queue", "--policy", str(policy), "--from", str(run), "--sample", "10", "--out", str(queue_path)]
+        )
+        == 0
+    )
+    queue = read_queue(queue_path)
+    by_case = {line["case_id"]: line for line in lines}
+    ledger = tmp_path / "ledger.jsonl"
+    for item in queue.items:
+        for reviewer in ("ana", "bo"):
+            append_line(
+                ledger,
+                {
+                    "kind": "label", "item_id": item.item_id, "case_id": item.case_id,
+                    "response_sha256": item.response_sha256, "reviewer": reviewer,
+                    "label": "fail" if item.case_id == "p-000" else "pass", "reason": "read against the evidence",
+                    "queue_sha256": queue.sha256, "rubric_version": queue.header.rubric_version, "blind": True,
+                },
+            )  # fmt: skip
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger), "--audit-queue", str(queue_path)) == 4
+    audit = result(out)["product"]["slices"]["critical"]["audit"]
+    assert audit["judged_fail"]["audited"] == 3 and audit["judged_pass"] == {
+        "population": 57, "audited": 10, "people_fail": 0, "people_pass": 10, "open": 0,
+    }  # fmt: skip
+    assert "of the 57 it passed, in the queue's order" in audit["decide_hint"]
+    # A label of an item the queue does not hold is refused, naming the line: never skipped.
+    outside = next(c for c in by_case if c not in {item.case_id for item in queue.items})
+    label(ledger, by_case[outside], "pass", reviewers=("cy",))
+    capsys.readouterr()
+    assert decide(policy, run, tmp_path / "refused", "--audit", str(ledger), "--audit-queue", str(queue_path)) == 2
+    assert "is in no queue given" in capsys.readouterr().err
+
+
 def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -112,7 +112,9 @@ def audit_slice(
     zero = _zero(name, failing, in_draw, max_failures, command) if max_failures is not None else None
     if zero is not None:
         findings += zero[1]
-    fs, ps = ar.stratum_sample(fail_order, in_draw), ar.stratum_sample(pass_order, in_draw)
+    # The draw may be only the start of a stratum's order (a queue's sample): the population is the run's.
+    fs = ar.stratum_sample(fail_order, in_draw, len(failing))
+    ps = ar.stratum_sample(pass_order, in_draw, len(passing))
     if not usable(fs, ps) or not answers.judged:
         return AuditedSlice(None, False, tuple(findings), zero[0] if zero else None, used)
     rate = ar.audit_rate(fail_sample=fs, pass_sample=ps, confidence=confidence)

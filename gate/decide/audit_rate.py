@@ -56,10 +56,11 @@ class StratumSample:
         return self.size - self.fails - self.passes
 
 
-def stratum_sample(order: Sequence[str], labels: Mapping[str, Final]) -> StratumSample:
+def stratum_sample(order: Sequence[str], labels: Mapping[str, Final], population: int | None = None) -> StratumSample:
     """The prefix of `order` (a stratum's draw order) up to its last answer with a final label
     (pass, fail, or an abstention people settled on), with its counts. A prefix of a random order
-    is a simple random sample of the stratum; what lies past it was never looked at."""
+    is a simple random sample of the stratum; what lies past it was never looked at. `population`:
+    the stratum's size when `order` is only the start of its draw (a queue's sample)."""
     end = 0
     for i, case_id in enumerate(order):
         if case_id in labels:
@@ -67,7 +68,8 @@ def stratum_sample(order: Sequence[str], labels: Mapping[str, Final]) -> Stratum
     prefix = tuple(order[:end])
     fails = sum(1 for c in prefix if labels.get(c) == "fail")
     passes = sum(1 for c in prefix if labels.get(c) == "pass")
-    return StratumSample(population=len(order), size=end, fails=fails, passes=passes, case_ids=prefix)
+    size = len(order) if population is None else population
+    return StratumSample(population=size, size=end, fails=fails, passes=passes, case_ids=prefix)
 
 
 @dataclass(frozen=True)
