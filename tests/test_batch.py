@@ -73,6 +73,24 @@ def batch_cost(rec: dict[str, Any]) -> float:
     return rec["input_tokens"] * BATCH["input_per_mtok"] / 1e6 + rec["output_tokens"] * BATCH["output_per_mtok"] / 1e6
 
 
+def test_a_case_missing_evidence_under_review_goes_to_a_person_on_the_batch_lane_too(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """`missing_evidence: review` and a case with no reference that cites no evidence: the batch lane
+    submits the other cases and the collected run is review_required for that case alone, as live."""
+    bare = case("c-9", reference="")
+    bare["human_adjudication"]["evidence"] = []
+    policy = write(tmp_path / "s", fake, [*suite_cases(), bare])
+    policy.write_text(policy.read_text().replace("missing_evidence: block", "missing_evidence: review"))
+    FakeBatches(fake, script=QUICK)
+    out = tmp_path / "batch"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
+    assert "input_contract" not in kinds(result(out)) and "c-9" not in kinds(result(out))["batch_pending"]
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 1
+    assert set(kinds(result(out))) == {"false_pass_limit", "missing_evidence"}  # c-3 is a false pass
+    assert kinds(result(out))["missing_evidence"] == ["c-9"]
+
+
 def test_submit_then_collect_gives_the_live_verdicts_at_batch_prices(tmp_path: Path, fake: FakeOpenAI) -> None:
     policy = write(tmp_path / "s", fake)
     live = tmp_path / "live"
