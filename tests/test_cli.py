@@ -50,6 +50,21 @@ def test_blocking_findings_exit_1_grouped_by_state(tmp_path: Path, capsys: pytes
     assert "c-1" in out and "c-2" in out
 
 
+def test_a_case_copied_300_times_prints_short_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One paired case copied 300 times: every message names a few ids and counts the rest (the pair
+    message listed all 301), while --format json still lists every case id."""
+    copy = case("c-1", pair={"id": "p-1", "kind": "flip"})
+    cases = [*controls(), case("c-2", label="fail", pair={"id": "p-1", "kind": "flip"}), *[copy] * 300]
+    policy = write_suite(tmp_path, cases)
+    assert main(["validate", "--policy", str(policy)]) == 1
+    out = capsys.readouterr().out
+    assert "which has 301 case(s) (c-2, c-1) instead of exactly two" in out
+    assert max(len(line) for line in out.splitlines()) < 1_000
+    assert main(["validate", "--policy", str(policy), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert any(f["case_ids"] == ["c-2", "c-1"] for f in data["findings"] if "pair id" in f["message"])
+
+
 def test_json_format_lists_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = [*controls(), case("c-1"), case("c-1")]
     policy = write_suite(tmp_path, cases)
