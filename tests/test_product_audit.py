@@ -202,6 +202,35 @@ def test_the_queue_the_labels_were_made_on_gives_the_draw(
     assert "is in no queue given" in capsys.readouterr().err
 
 
+def test_the_action_input_audit_reaches_the_product_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI
+) -> None:
+    """Through the container entry point: `audit` (relative to the working directory) is the ledger."""
+    from fake_github import FakeGitHub
+    from runner_env import parse_github_output, runner_env
+
+    from gate.action import main as action_main
+
+    with FakeGitHub(user_status=403) as github:
+        monkeypatch.chdir(tmp_path)
+        env = runner_env(tmp_path, api_url=github.base_url, lane="app", responses="answers.jsonl", audit="audit")
+        env["RAGAS_DO_NOT_TRACK"] = "true"
+        evals = tmp_path / "workspace" / "evals"
+        policy = audit_suite(evals, fake, 0.2)
+        lines = answers_of(3)
+        write_responses(evals / "answers.jsonl", lines)
+        (evals / "audit").mkdir()
+        for i, line in enumerate(lines):
+            label(evals / "audit", line, "fail" if i == 0 else "pass")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert policy.is_file() and action_main() == 0
+        outputs = parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())
+        assert outputs["state"] == "passed"  # the calibration estimate alone: review_required
+        row = result(evals / "gate-out")["product"]["slices"]["critical"]
+        assert row["decided_by"] == "audit" and row["audit"]["verdict"] == "passed"
+
+
 def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
