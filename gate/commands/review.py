@@ -127,8 +127,8 @@ def _answers_file(req: QueueRequest, expected: str) -> Path:
     if not from_working_directory(path).exists():
         raise UsageError(
             f"--from {shown_path(req.source)}: the product run kept no copy of the answers it judged "
-            f"({RESPONSES_FILE}; its policy says `records: {{clear_text: false}}`); fix: pass the answers file the "
-            "run judged with --responses FILE"
+            f"({RESPONSES_FILE}: its policy says `records: {{clear_text: false}}`, or the gate that ran it kept none); "
+            "fix: pass the answers file the run judged with --responses FILE"
         )
     try:
         got = sha256_hex(read_bytes(path, "responses file", 512 * 1024 * 1024))
