@@ -100,6 +100,7 @@ def browser(width: int = 1280, height: int = 1000) -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager downloads nothing: Debian's driver is given
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
