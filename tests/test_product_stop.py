@@ -167,14 +167,14 @@ def _release_when_quiet(fake: FakeOpenAI, event: threading.Event, at_least: int)
 def test_answers_in_flight_at_the_stop_are_billed_and_never_undecide_the_slice(
     tmp_path: Path, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 8 in flight; the first three answers the lane sends are wrong and slow: held until the lane
-    # has stopped on the others (passed after 34 right answers). On 0ca9dd1 they moved the slice to
+    # 8 in flight; the 35th to 37th answers the lane sends are wrong and slow: held until the lane
+    # has stopped on the 34 right answers before them. On 0ca9dd1 they moved the slice to
     # inconclusive, every case not sent stayed unrun, and the run exited 3.
     policy = topic_suite(tmp_path / "suite", fake, good=120, bad=0, evaluator={"max_concurrency": 8})
     loaded = load_policy(policy)
     responses = topic_answers(tmp_path / "r.jsonl", good=120, bad=0)
     order = [c.case_id for c in make_plan(loaded, _answered(policy, responses), "app", "9").scheduled]
-    slow = [c for c in order if not c.startswith("ctl-")][:3]
+    slow = [c for c in order if not c.startswith("ctl-")][34:37]  # sent before the 34th is back
     release = threading.Event()
     for case_id in slow:
         fake.script(f"App answer for {case_id}.", held(release, reply("fail")))
@@ -335,3 +335,46 @@ def test_a_product_lane_that_stops_once_decided_is_judged_in_one_process(
     err = capsys.readouterr().err
     assert "processes" not in err and "worker 1/2" not in err
     assert result(out)["product"]["slices"]["critical"]["decided_at"] == {"n": 34, "judged_fail": 0}
+
+
+def test_the_looks_follow_the_lane_order_not_the_order_answers_come_back() -> None:
+    # A judge slower on failing answers: the first answer sent is wrong and comes back last. Looked
+    # at as they come back, 34 right answers would pass the slice first; in the lane's order the
+    # wrong one is looked at first, wherever it comes back.
+    order = [f"a-{i:02d}" for i in range(100)]
+    by_arrival = ProductStopCheck(["a"], {"a": 0.15}, {"a": J95}, 0.95)
+    in_order = ProductStopCheck(["a"], {"a": 0.15}, {"a": J95}, 0.95, order)
+    for case_id in order[1:]:
+        by_arrival.add(case_id, "a", False)
+        assert in_order.add(case_id, "a", False) is False  # waiting for a-00
+    assert by_arrival.look("a") is not None and by_arrival.look("a").judged_fail == 0  # type: ignore[union-attr]
+    assert in_order.look("a") is None and in_order.looks["a"].n == 0
+    in_order.add("a-00", "a", True)
+    look = in_order.look("a")
+    assert look is not None and look.judged_fail == 1 and look.n > 34
+    # An answer without a verdict (an error) is passed over, never counted; one not in the order never looked at.
+    check = ProductStopCheck(["a"], {"a": 0.15}, {"a": J95}, 0.95, order)
+    check.add("a-00", "a", None)
+    check.add("zz-other", "a", True)
+    for case_id in order[1:]:
+        check.add(case_id, "a", False)
+    assert check.looks["a"].n == 99 and check.looks["a"].k == 0 and check.look("a") is not None
+
+
+def test_a_judge_slower_on_a_wrong_answer_cannot_keep_it_out_of_the_look(tmp_path: Path, fake: FakeOpenAI) -> None:
+    # The first answer the lane sends is wrong and its judgment is held back while 79 right ones
+    # come back. Looked at as they came back, the slice passed on 34 right answers with the wrong
+    # one still out; in the lane's order it is looked at first, whenever it comes back.
+    policy = topic_suite(tmp_path / "suite", fake, good=80, bad=0, evaluator={"max_concurrency": 8})
+    responses = topic_answers(tmp_path / "r.jsonl", good=80, bad=0)
+    order = [c.case_id for c in make_plan(load_policy(policy), _answered(policy, responses), "app", "5").scheduled]
+    first = next(c for c in order if not c.startswith("ctl-"))
+    release = threading.Event()
+    fake.script(f"App answer for {first}.", held(release, reply("fail")))
+    watcher = _release_when_quiet(fake, release, at_least=5 + 80)
+    out = tmp_path / "out"
+    assert run_lane(policy, out, responses, "--order-seed", "5") == 0
+    watcher.join()
+    row = result(out)["product"]["slices"]["critical"]
+    assert row["verdict"] == "passed" and row["failing_cases"] == [first]
+    assert row["decided_at"]["judged_fail"] == 1 and row["decided_at"]["n"] >= 57

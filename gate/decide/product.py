@@ -355,33 +355,46 @@ def _method(pe: ProductEvidence) -> str:
 
 def new_stop_check(policy: Policy, plan: Plan, pe: ProductEvidence) -> ProductStopCheck:
     """The incremental check of a product lane that stops once decided, before any answer: the
-    slices the lane holds answers of, their limits and the judge's figures there."""
+    slices the lane holds answers of, their limits, the judge's figures there, and the order the
+    lane sends its answers in (the looks follow it)."""
     limits = {name: s.max_failure_rate for name, s in policy.slices.items() if s.max_failure_rate is not None}
     judges = {name: _judge_of(c, pe.confidence) for name, c in pe.judges.items()} if pe.calibrated else {}
     slices = {c.slice for c in plan.eligible if not c.is_control}
-    return ProductStopCheck(slices, limits, judges, pe.confidence)
+    order = [c.case_id for c in plan.scheduled if not c.is_control]
+    return ProductStopCheck(slices, limits, judges, pe.confidence, order)
 
 
-def judged_in_order(ev: Evidence) -> list[CaseOutcome]:
-    """The application's answers judged pass or fail, in the order their verdicts were recorded
-    (a case's verdict is complete at its last repeat's record): the order the run looked in."""
-    position = {id(r): i for i, r in enumerate(ev.fresh)}
-    found: list[tuple[int, str, CaseOutcome]] = []
-    for o in ev.outcomes:
-        if o.case.is_control or o.bucket != "completed" or o.verdict not in ("pass", "fail"):
-            continue
-        counted = [ev.best.get((o.case.case_id, i)) for i in range(ev.plan.repeats)]
-        last = max((position.get(id(r), len(position)) for r in counted if r is not None), default=len(position))
-        found.append((last, o.case.case_id, o))
-    return [o for _, _, o in sorted(found, key=lambda t: (t[0], t[1]))]
+def _came_back(ev: Evidence) -> list[tuple[CaseOutcome, bool | None]]:
+    """The answers that came back, in plan order, each judged fail (True), pass (False) or without a
+    verdict (None: an error, a tie between repeats). A case never sent that comes before one that
+    was (the lane sends in plan order) had no answer to send: it is passed over like one without a
+    verdict, so `gate decide` without --responses looks where the run did."""
+    answers = [o for o in ev.outcomes if not o.case.is_control]
+    sent = [i for i, o in enumerate(answers) if o.called_model or o.bucket in ("completed", "errored")]
+    last = sent[-1] if sent else -1
+    out: list[tuple[CaseOutcome, bool | None]] = []
+    for i, o in enumerate(answers):
+        if o.bucket == "completed":
+            out.append((o, o.verdict == "fail" if o.verdict in ("pass", "fail") else None))
+        elif o.bucket == "errored" or (i < last and o.bucket == "unrun" and not o.called_model and _unsendable(ev, o)):
+            out.append((o, None))
+    return out
+
+
+def _unsendable(ev: Evidence, o: CaseOutcome) -> bool:
+    """The decision was given no answer for the case (`gate decide` without --responses) and no
+    record of any kind names it: the run never scheduled it. With the answers given, a case without
+    one is left out of the order already, and a missing record of an answer is never passed over."""
+    unanswered = not (o.case.response or "").strip()
+    return unanswered and all((o.case.case_id, i) not in ev.best for i in range(ev.plan.repeats))
 
 
 def stop_check(ev: Evidence, pe: ProductEvidence) -> ProductStopCheck:
-    """The stop check over the answers `ev` holds, replayed in the order they were recorded: the
-    look that decided each slice is the look the run stopped at."""
+    """The stop check over the answers `ev` holds, in the order the lane sends them: the look that
+    decided each slice is the look the run stopped at."""
     check = new_stop_check(ev.policy, ev.plan, pe)
-    for o in judged_in_order(ev):
-        check.add(o.case.case_id, o.case.slice, o.verdict == "fail")
+    for o, judged_fail in _came_back(ev):
+        check.add(o.case.case_id, o.case.slice, judged_fail)
     return check
 
 

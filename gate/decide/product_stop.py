@@ -11,15 +11,16 @@ The lane is decided once any slice is `exceeded` or every slice it judges has `p
 
 `ProductStopCheck.add` takes one answer's verdict and keeps, per slice, the two counts `k` (judged
 fail) and `n` (judged) and the look that decided it: one interval evaluation per answer, never a
-rebuild of the decision. The run's stop feeds it each answer as its verdict completes, in the order
-the answers completed; the decision (gate/decide/product.py) replays the records in the order they
-were written through the same class, so the look the run stopped at is the look `gate decide`
-finds, and its verdict is the same. Pure: no I/O.
+rebuild of the decision. The looks follow the seeded order the lane sends its answers in
+(gate/plan/selection.py), an answer being looked at once all those before it are back. The run's
+stop feeds it each answer as it comes back; the decision (gate/decide/product.py) feeds it the
+recorded answers of the same plan, in the same order, so the look the run stopped at is the look
+`gate decide` finds, and its verdict is the same. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gate.decide import failure_rate as fr
@@ -70,8 +71,17 @@ class ProductStopCheck:
     `slices`: the slices the lane judges answers of. `limits` and `judges` hold each one's
     `max_failure_rate` and the judge's accuracy there; a slice missing from either can never pass
     (its verdict needs figures it lacks), so the lane then stops only on an `exceeded` slice.
-    A case is counted once: a second answer of the same case id (a resumed run's judgment read
-    again) changes nothing.
+
+    `order`: the lane's answers in the seeded order it sends them in. The looks then follow that
+    order, not the order the verdicts come back in: an answer is looked at once every answer before
+    it has come back, so a judge that is slower on failing answers cannot hide them from a look (the
+    interval is valid only over an order unrelated to the answers). Without `order`, the answers are
+    looked at as they are added.
+
+    `add(case_id, slice, judged_fail)`: `judged_fail` True or False for an answer judged fail or
+    pass; None for one that came back without a verdict (an evaluator error, a tie between repeats),
+    which is never counted but lets the look go past it. A case is counted once: a second answer of
+    the same case id (a resumed run's judgment read again) changes nothing.
     """
 
     def __init__(
@@ -80,6 +90,7 @@ class ProductStopCheck:
         limits: Mapping[str, float],
         judges: Mapping[str, fr.JudgeAccuracy],
         confidence: float,
+        order: Sequence[str] | None = None,
     ) -> None:
         self.slices = frozenset(slices)
         self.looks: dict[str, SliceLooks] = {
@@ -89,22 +100,37 @@ class ProductStopCheck:
         }
         self.seen: set[str] = set()
         self._decided = False
+        self.order = tuple(order) if order is not None else None
+        self._ordered = frozenset(self.order or ())
+        self._next = 0  # the first answer of `order` not looked at yet
+        self._back: dict[str, tuple[str, bool | None]] = {}  # come back, waiting for those before them
 
-    def add(self, case_id: str, slice: str, judged_fail: bool) -> bool:
-        """One answer's verdict (judged fail or pass); whether the lane is now decided."""
+    def add(self, case_id: str, slice: str, judged_fail: bool | None) -> bool:
+        """One answer come back (judged fail, pass, or no verdict: None); whether the lane is now decided."""
         if case_id in self.seen:
             return self._decided
         self.seen.add(case_id)
+        if self.order is None:
+            self._look(slice, judged_fail)
+            return self._decided
+        if case_id not in self._ordered:
+            return self._decided  # not an answer the lane sends: never looked at
+        self._back[case_id] = (slice, judged_fail)
+        while self._next < len(self.order) and self.order[self._next] in self._back:
+            self._look(*self._back.pop(self.order[self._next]))
+            self._next += 1
+        return self._decided
+
+    def _look(self, slice: str, judged_fail: bool | None) -> None:
         looks = self.looks.get(slice)
-        if looks is None:
-            return False
+        if looks is None or judged_fail is None:
+            return
         looks.add(judged_fail)
         if not self._decided and (
             looks.verdict == "exceeded"
             or (looks.verdict == "passed" and len(self.looks) == len(self.slices) and self._all_passed())
         ):
             self._decided = True  # and stays so: a later answer may only turn a passed slice exceeded
-        return self._decided
 
     def _all_passed(self) -> bool:
         return all(s.verdict == "passed" for s in self.looks.values())

@@ -10,9 +10,9 @@ flight finish and are billed, and `decide` marks the cases never sent `not_neede
 On a product lane the application's answers carry no human label: each answer's verdict, once its
 repeats are in, goes to the lane's incremental check instead (`AnswerCheck`, bound by `gate run` to
 `gate.decide.product_stop.ProductStopCheck`), which updates that slice's counts and asks its
-interval once, so a look costs the same at the ten-thousandth answer as at the first. Such a lane
-is judged in one process (its looks are one sequence, in the order the answers complete, which
-is the order their records are written and `gate decide` replays).
+interval once, so a look costs the same at the ten-thousandth answer as at the first. Its looks
+follow the lane's seeded order (an answer is looked at once those before it are back), which
+`gate decide` follows too; such a lane is judged in one process, so the looks are one sequence.
 
 A verdict already certain before the first judgment (a gating check failed a case people did not
 label fail) is found as the rule is made: the run then sends nothing, as its dry run says.
@@ -32,6 +32,9 @@ from typing import Any, Protocol
 
 from gate.model.records import Record, majority
 
+# Errors that mean a judgment was never made (gate.decide.evidence's unrun kinds): not back yet.
+NOT_JUDGED = frozenset({"budget", "cancelled"})
+
 # The records so far -> whether even their most favourable completion is quality_failed.
 Hopeless = Callable[[Sequence[Record]], bool]
 
@@ -39,8 +42,8 @@ Hopeless = Callable[[Sequence[Record]], bool]
 class AnswerCheck(Protocol):
     """A product lane's stop, one answer at a time (gate.decide.product_stop.ProductStopCheck)."""
 
-    def add(self, case_id: str, slice: str, judged_fail: bool) -> bool:
-        """One answer's verdict; whether the lane is now decided."""
+    def add(self, case_id: str, slice: str, judged_fail: bool | None) -> bool:
+        """One answer back: judged fail, pass, or no verdict (None); whether the lane is now decided."""
         ...
 
 
@@ -54,7 +57,7 @@ class StopWhenDecided:
     _local: bool = False
     answers: AnswerCheck | None = None  # a product lane's check of its unlabelled answers
     repeats: int = 1
-    _labels: dict[str, dict[int, str]] = field(default_factory=dict)  # an answer's repeats so far
+    _labels: dict[str, dict[int, str | None]] = field(default_factory=dict)  # an answer's repeats so far
 
     @classmethod
     def of(
@@ -112,13 +115,24 @@ class StopWhenDecided:
         return self.answers is not None and record.human_label is None and record.control_role is None
 
     def _answer(self, record: Record) -> bool:
-        """An application's answer: once every repeat of it is in, its verdict goes to the check."""
-        if record.status != "ok" or self.answers is None:
+        """An application's answer: once every repeat of it is back, its verdict (or that it has none:
+        an error, a tie) goes to the check. A repeat never judged (budget, interruption) is not back."""
+        if self.answers is None:
             return self.decided
-        labels = self._labels.setdefault(record.case_id, {})
-        labels[record.repeat_index] = record.judge_label or ""
-        verdict = majority(list(labels.values())) if len(labels) >= self.repeats else None
-        if verdict not in ("pass", "fail") or not self.answers.add(record.case_id, record.slice, verdict == "fail"):
+        if record.status == "ok":
+            mark: str | None = record.judge_label or ""
+        elif record.status == "error" and record.error_kind not in NOT_JUDGED:
+            mark = None
+        else:
+            return self.decided
+        marks = self._labels.setdefault(record.case_id, {})
+        marks[record.repeat_index] = mark
+        if len(marks) < self.repeats:
+            return self.decided
+        labels = [m for m in marks.values() if m is not None]
+        verdict = majority(labels) if len(labels) == len(marks) else None
+        judged_fail = verdict == "fail" if verdict in ("pass", "fail") else None
+        if not self.answers.add(record.case_id, record.slice, judged_fail):
             return self.decided
         return self._decide()
 
