@@ -231,6 +231,29 @@ def test_the_action_input_audit_reaches_the_product_lane(
         assert row["decided_by"] == "audit" and row["audit"]["verdict"] == "passed"
 
 
+def test_the_policy_names_the_ledger_for_run_and_decide_alike(tmp_path: Path, fake: FakeOpenAI) -> None:
+    lanes = {
+        "calibration": {"partitions": ["calibration"], "controls": True},
+        "app": {"partitions": ["product"], "controls": True, "product": True, "audit": "labels"},
+    }
+    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.2}}
+    cases = [product_case(f"p-{i:03d}") for i in range(60)]
+    policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url}, lanes=lanes)
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+    lines = answers_of(3)
+    (policy.parent / "labels").mkdir()
+    for i, line in enumerate(lines):
+        label(policy.parent / "labels", line, "fail" if i == 0 else "pass")
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 0
+    assert result(run)["product"]["slices"]["critical"]["decided_by"] == "audit"
+    assert decide(policy, run, tmp_path / "decided") == 0
+    assert (
+        result(tmp_path / "decided")["product"]["slices"]["critical"]["audit"]
+        == result(run)["product"]["slices"]["critical"]["audit"]
+    )
+
+
 def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
