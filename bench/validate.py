@@ -271,7 +271,7 @@ def copies(sizes: list[int], large: int = 200_000) -> int:
 
 def copies_load(n: int) -> bool:
     """Reading a case file of `n` copies in a row: every line parsed (how the loader read it) against
-    the loader now, which takes a line equal to the one before as that case again."""
+    the loader now, which takes a line equal to one of the last few case lines as that case again."""
     from gate.model.cases import Case, load_dataset
     from gate.model.policy import load_policy
 

@@ -76,18 +76,18 @@ def test_blank_lines_are_skipped_and_line_numbers_kept(tmp_path: Path) -> None:
     assert f"{CASES}:4" in f.message and "JSON object" in f.message
 
 
-def test_a_line_repeated_in_a_row_is_a_case_each_time_at_its_own_line(tmp_path: Path) -> None:
-    """A line equal to the one before is read as that case again (parsed once); each copy is still a
-    case at its own line, a blank line between them changes nothing, and a copy with a bad key is not
-    taken for its neighbour."""
+def test_a_line_repeated_is_a_case_each_time_at_its_own_line(tmp_path: Path) -> None:
+    """A line equal to one of the last few case lines is read as that case again (parsed once); each
+    copy is still a case at its own line, in turn with another or after a blank line, and a copy with
+    a bad key is not taken for its neighbour."""
     suite = Suite(tmp_path)
-    line = json.dumps(make_case("copy"))
+    line, other = json.dumps(make_case("copy")), json.dumps(make_case("other"))
     bad = line.replace('"slice"', '"slise"')
-    suite.raw["cases/cases.jsonl"] = "\n".join([line, line, "", line, bad, line]) + "\n"
+    suite.raw["cases/cases.jsonl"] = "\n".join([line, line, "", other, line, bad, other, line]) + "\n"
     _loaded, dataset = suite.load()
-    assert [c.case_id for c in dataset.cases] == ["copy"] * 4
-    assert dataset.case_locations == [f"{CASES}:{i}" for i in (1, 2, 4, 6)]
-    assert dataset.findings and all(f"{CASES}:5" in f.message for f in dataset.findings)
+    assert [c.case_id for c in dataset.cases] == ["copy", "copy", "other", "copy", "other", "copy"]
+    assert dataset.case_locations == [f"{CASES}:{i}" for i in (1, 2, 4, 5, 7, 8)]
+    assert dataset.findings and all(f"{CASES}:6" in f.message for f in dataset.findings)
     assert any("slise" in f.message for f in dataset.findings)
 
 

@@ -184,6 +184,10 @@ def _contract(message: str, location: str, case_ids: tuple[str, ...] = ()) -> Fi
     return Finding(State.QUALITY_FAILED, "input_contract", message, case_ids=case_ids, location=location)
 
 
+# How many of the latest case lines the loader remembers (`load_cases_file`).
+RECENT_LINES = 16
+
+
 def load_cases_file(
     path: Path, display: str, product_partitions: frozenset[str] = frozenset()
 ) -> tuple[list[Case], list[Finding], list[str], str]:
@@ -205,20 +209,21 @@ def load_cases_file(
         return [], [_contract(exc.message, display)], [], digest.hexdigest()
     has_content = False
     capped = False
-    # The line before, when it was a case: a line equal to it byte for byte is that case again
-    # (frozen, so shared), so a case a script copied 200,000 times in a row is parsed once.
-    previous: tuple[bytes, Case] | None = None
+    # The last few lines that were cases: a line equal to one of them byte for byte is that case
+    # again (frozen, so shared), so a case a script copied 200,000 times, in a row or in turn with a
+    # few others, is parsed once. A handful of lines, never the file twice.
+    recent: dict[bytes, Case] = {}
     with handle:
         for lineno, line in enumerate(handle, start=1):
             digest.update(line)
             if not line.strip():
                 continue
             has_content = True
-            if previous is not None and line == previous[0]:
-                cases.append(previous[1])
+            again = recent.get(line)
+            if again is not None:
+                cases.append(again)
                 where_each.append(f"{display}:{lineno}")
                 continue
-            previous = None
             try:
                 # Fast path: one call parses and validates a well-formed line.
                 fast = Case.model_validate_json(line)
@@ -230,7 +235,9 @@ def load_cases_file(
                     fast.partition, fast.expected_control_role, product_partitions
                 )
                 if complete and (line.count(b":") <= _parsed_key_count(fast) or _duplicate_key(line) is None):
-                    previous = (line, fast)
+                    if len(recent) >= RECENT_LINES:
+                        del recent[next(iter(recent))]
+                    recent[line] = fast
                     cases.append(fast)
                     where_each.append(f"{display}:{lineno}")
                     continue
