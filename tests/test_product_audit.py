@@ -532,3 +532,8 @@ def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> Non
         confidence=0.95,
     )
     assert ar.audit_verdict(decided, 0.02) == "passed" and ar.audit_verdict(one_fewer, 0.02) == "inconclusive"
+    # More judged-pass answers than the queue draws by default: the command asks for them.
+    text = ar.audit_route_text(route, (0, 0), "gate review queue --from OUT", (43, 2957))
+    assert text is not None and text.endswith(
+        f"of the 2,957 it passed, in the queue's order (gate review queue --from OUT --sample {passes})"
+    )

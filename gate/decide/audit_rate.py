@@ -37,7 +37,8 @@ METHOD = "audit+box-clopper-pearson"
 # there is no final pass/fail yet (abstained, awaiting adjudication, or unlabelled).
 Final = Literal["fail", "pass", "open"]
 AuditVerdict = Literal["passed", "exceeded", "inconclusive"]
-MAX_MORE_AUDITED = 20_000  # past this many audited answers, auditing is no practical route
+MAX_MORE_AUDITED = 20_000
+QUEUE_PASS_SAMPLE = 100  # judged-pass answers `gate review queue` draws per slice without --sample  # past this many audited answers, auditing is no practical route
 
 
 @dataclass(frozen=True)
@@ -363,6 +364,9 @@ def audit_route_text(
         )
     if not parts:
         return None
+    # The queue draws every judged-fail answer and 100 judged-pass ones by default; `--sample N` the first N of each.
+    if passes > QUEUE_PASS_SAMPLE:
+        command = f"{command} --sample {max(fails, passes)}"
     return f"people labelling {' and '.join(parts)}, in the queue's order ({command})"
 
 
