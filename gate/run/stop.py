@@ -76,7 +76,7 @@ class StopWhenDecided:
                 rule._answer(r)
             else:
                 rule._watch(r)
-        if not rule.decided and hopeless(rule.records):
+        if not rule.records and hopeless(()):
             rule._decide()  # decided before the first judgment (a gating check failed a case): send nothing
         return rule
 
