@@ -277,6 +277,14 @@ def _row(i: int, s: ProductSlice, name: str) -> list[str]:
         out.append(f'<text x="{AXIS_END + 14}" y="{axis_y - 6}" class="small">no interval</text>')
         return out
     x0, x1, xe = px(s.low), px(s.high), px(s.estimate)
+    if s.audit is not None:  # people's audit decided the slice: its interval below the calibration estimate's
+        a0, a1 = px(s.audit.low), px(s.audit.high)
+        out += [
+            f'<line x1="{a0}" y1="{axis_y - 2}" x2="{a1}" y2="{axis_y - 2}" stroke="{colour}" stroke-width="3" '
+            'stroke-dasharray="2 2"/>',
+            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">audit {span(s.audit.low, s.audit.high)} '
+            "(decides)</text>",
+        ]
     return [
         *out,
         f'<line x1="{x0}" y1="{axis_y - 10}" x2="{x1}" y2="{axis_y - 10}" stroke="{colour}" stroke-width="6" '
