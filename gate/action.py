@@ -283,19 +283,24 @@ def secrets_to_mask(ctx: ActionContext, env: Mapping[str, str]) -> list[str]:
 
 
 # ---- running and publishing -------------------------------------------------------------------
+def _base_path(ctx: ActionContext) -> Path | None:
+    """The base run's directory when `base-result` names one that holds a result."""
+    base = ctx.working_directory / ctx.base_result if ctx.base_result else None
+    return base if base is not None and _is_file(base / "result.json") else None
+
+
 def run_options(ctx: ActionContext) -> RunOptions:
     """The lane's run: --out is <working-directory>/gate-out, the base result only when it exists."""
     from gate.commands.run import BatchOptions, RunOptions
     from gate.plan.shard import parse_shard
 
-    base = ctx.working_directory / ctx.base_result if ctx.base_result else None
     return RunOptions(
         lane=ctx.lane,
         out_dir=ctx.out_dir,
         max_cost=float(ctx.max_cost) if ctx.max_cost is not None else None,
         shard=parse_shard(ctx.shard) if ctx.shard is not None else None,
         # the trend's change against the base; a missing base is said in the report, not an error
-        base_result=base if base is not None and _is_file(base / "result.json") else None,
+        base_result=_base_path(ctx),
         batch=BatchOptions(ctx.batch) if ctx.batch in ("submit", "collect", "wait") else None,  # type: ignore[arg-type]
         responses=_responses_path(ctx),
         audit=ctx.working_directory / ctx.audit if ctx.audit else None,
@@ -347,7 +352,7 @@ def run_gate(ctx: ActionContext) -> int:
         try:
             if ctx.merge:
                 dirs = [Path(d) for d in merge_dirs(ctx)]
-                decision = merge_into(ctx.policy, dirs, ctx.out_dir, _responses_path(ctx)).decision
+                decision = merge_into(ctx.policy, dirs, ctx.out_dir, _responses_path(ctx), _base_path(ctx)).decision
             else:
                 decision = run_into(ctx.policy, run_options(ctx))
         except (Exception, KeyboardInterrupt) as exc:

@@ -626,6 +626,27 @@ def test_shards_of_a_product_lane_merge_into_the_whole_lanes_verdict(
     assert kinds(merged) == kinds(whole) == ["failure_rate_inconclusive"]
 
 
+def test_merged_shards_of_a_lane_that_fails_on_regression_are_compared_with_the_base_given_to_merge(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """`gate merge --base-result` pairs the merged answers with the base run, as the whole lane's run
+    does: the merge finds the regression; without the base it says the check did not happen."""
+    policy = regression_suite(tmp_path / "suite", fake, 40, fail_on_regression=True)
+    base, whole, merged = tmp_path / "base", tmp_path / "whole", tmp_path / "merged"
+    assert run_app(policy, base, write_responses(tmp_path / "b.jsonl", verdicts(40, 0))) == 4  # no base of its own
+    head = write_responses(tmp_path / "h.jsonl", verdicts(40, 12))
+    assert run_app(policy, whole, head, "--base-result", str(base)) == 1
+    shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    for i, out in enumerate(shards, start=1):
+        run_app(policy, out, head, "--shard", f"{i}/2", "--base-result", str(base))
+    args = ["merge", "--policy", str(policy), *map(str, shards), "--responses", str(head)]
+    assert main([*args, "--out", str(merged)]) == 4
+    assert kinds(merged) == ["regression_unchecked"]
+    assert main([*args, "--out", str(merged), "--base-result", str(base)]) == 1
+    assert kinds(merged) == kinds(whole) == ["regressed"]
+    assert result(merged)["product"] == result(whole)["product"]
+
+
 def test_resume_needs_the_same_responses_and_pays_for_nothing_twice(
     tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:

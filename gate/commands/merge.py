@@ -154,6 +154,7 @@ def merge(
     *,
     clock: Callable[[], dt.date] = today,
     responses: Path | None = None,
+    base_result: Path | None = None,
 ) -> Merged:
     if not directories:
         raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
@@ -197,6 +198,7 @@ def merge(
         notes=notes,
         sections={"merged_shards": merged_shards},
         responses=responses,
+        base_result=base_result,  # a product lane's base run: the shards' answers paired with it, as one run's
     )
     records = tuple(r for s in shards for r in s.records)
     return Merged(evidence, assemble(evidence), records, tuple(s.directory for s in shards))

@@ -47,14 +47,20 @@ def run_into(policy: str | Path, opts: RunOptions) -> Decision:
         return run(policy, opts)
 
 
-def merge_into(policy: str | Path, shards: Sequence[Path], out_dir: Path, responses: Path | None = None) -> Merged:
+def merge_into(
+    policy: str | Path,
+    shards: Sequence[Path],
+    out_dir: Path,
+    responses: Path | None = None,
+    base_result: Path | None = None,
+) -> Merged:
     """Merge the shards' output directories into one decision written into `out_dir`."""
     from gate.commands.merge import merge, write_merged
 
     if any(out_dir.resolve() == d.resolve() for d in shards):
         raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
     clear_outputs(out_dir)
-    merged = merge(policy, shards, responses=responses)
+    merged = merge(policy, shards, responses=responses, base_result=base_result)
     return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
 
 
