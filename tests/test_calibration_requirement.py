@@ -69,7 +69,7 @@ def test_a_judge_whose_kappa_could_not_be_measured_is_unfit(
     assert b["calibration"]["figure"] == "cohen_kappa" and "kappa undefined" in b["message"]
 
 
-@pytest.mark.parametrize(("age", "expired"), [(90, False), (91, True)])
+@pytest.mark.parametrize(("age", "expired"), [(1, False), (90, False), (91, True)])
 def test_a_calibration_expires_the_day_after_max_age_days(
     calibrated: tuple[Path, Path, dict[str, Any]], tmp_path: Path, age: int, expired: bool
 ) -> None:
@@ -84,3 +84,5 @@ def test_a_calibration_expires_the_day_after_max_age_days(
     assert res["calibration"]["age_days"] == age and res["calibration"]["max_age_days"] == 90
     assert code == (4 if expired else 0)
     assert bool(blockers(tmp_path / "d", "calibration_expired")) is expired
+    old = "1 day old" if age == 1 else f"{age} days old"  # counted in words, never "day(s)"
+    assert f", {old})" in (tmp_path / "d" / "report.md").read_text()

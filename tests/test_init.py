@@ -144,7 +144,8 @@ def test_init_from_20_answers_validates_once_its_controls_are_filled_and_runs_of
     code, out, _ = run("validate", "--policy", "suite/policy.yaml")
     assert code == 1  # the dataset card is still a draft, and lanes pr and release gate on these cases
     assert (
-        "suite/DATASET_CARD.md: every section of the dataset card still says `TO FILL`, and lane(s) pr, release" in out
+        "suite/DATASET_CARD.md: every section of the dataset card still says `TO FILL`, and lanes pr, release gate on these cases"
+        in out
     )
     fill_card(tmp_path / "suite")
     code, out, _ = run("validate", "--policy", "suite/policy.yaml")

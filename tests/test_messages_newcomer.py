@@ -127,6 +127,55 @@ def test_a_pr_runs_next_steps_calibrate_on_the_calibration_lane_not_on_its_own_r
     assert "fix them before merging" in pr and "overrides:" in pr, pr
 
 
+def test_a_measuring_lane_that_passed_says_it_measured_and_that_gate_calibrate_comes_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A calibration lane where the judge agreed with people everywhere still measured, not gated:
+    its run says so and names gate calibrate on its records, never 'nothing blocks' alone."""
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-messages")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    monkeypatch.chdir(tmp_path)
+    cal = [case(f"k-{i}", partition="calibration", label="fail" if i < 3 else "pass") for i in range(6)]
+    with FakeOpenAI() as fake:
+        policy = write_suite(
+            tmp_path / "s",
+            [*controls(), *cal],
+            evaluator={"base_url": fake.base_url},
+            lanes={"cal": {"partitions": ["calibration"]}},
+        )
+        code, screen = _run_screen(policy, "cal", "cal-out")
+    assert code == 0, screen
+    assert "passed (exit 0): measured, not gated" in screen and "gate calibrate comes next" in screen, screen
+    assert "nothing blocks" not in screen, screen
+    assert "Next steps" in screen and "gate calibrate --policy s/policy.yaml --records cal-out" in screen, screen
+    report = (tmp_path / "cal-out" / "report.md").read_text()
+    assert "measured, not gated" in report and "gate calibrate" in report, report
+
+
+def test_the_resume_step_of_a_lane_other_than_pr_names_its_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Followed as written, `gate run ... --resume` without --lane resumes the pr lane into the
+    calibration lane's --out: the step names the lane the run was."""
+    monkeypatch.setenv("GATE_TEST_KEY", "sk-test-messages")
+    monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
+    monkeypatch.chdir(tmp_path)
+    cal = [case(f"k-{i}", partition="calibration", label="fail" if i < 3 else "pass") for i in range(6)]
+    cal[4] = case("k-4", partition="calibration", label="pass", response="Answer for k-4. [[judge:http=400]]")
+    with FakeOpenAI() as fake:
+        policy = write_suite(
+            tmp_path / "s",
+            [*controls(), *cal],
+            evaluator={"base_url": fake.base_url},
+            lanes={"pr": {"partitions": ["sentinel"], "controls": True}, "cal": {"partitions": ["calibration"]}},
+        )
+        code, screen = _run_screen(policy, "cal", "cal-out")
+    assert code == 3 and "evaluator_errors" in screen, screen
+    assert "gate run --policy s/policy.yaml --lane cal --out cal-out --resume judges only what is missing" in screen, (
+        screen
+    )
+
+
 def test_without_a_key_the_next_steps_name_the_offline_check_of_this_policy_and_a_local_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

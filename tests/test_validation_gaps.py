@@ -158,7 +158,7 @@ def test_a_calibration_file_that_does_not_exist(tmp_path: Path) -> None:
     [finding] = report["findings"]
     assert (finding["kind"], finding["state"]) == ("judge_uncalibrated", "review_required")
     assert finding["message"].startswith(
-        "policy.yaml: `calibration.file`: calibration/calibration.json does not exist, so lane(s) release cannot pass"
+        "policy.yaml: `calibration.file`: calibration/calibration.json does not exist, so lane release cannot pass"
     )
     assert "`gate calibrate`" in finding["message"]
 

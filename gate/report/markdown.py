@@ -42,6 +42,11 @@ MEASURED_MEANING = (
     "measured, not gated: this lane measures the judge against people and gates no merge; the "
     "disagreements below are in its records, and gate calibrate comes next."
 )
+# A lane that measures the judge and recorded no disagreement.
+MEASURED_AGREED = (
+    "measured, not gated: this lane measures the judge against people and gates no merge; the judge "
+    "agreed with people on every case it judged here, and gate calibrate comes next."
+)
 STATE_ORDER = ("quality_failed", "evaluation_incomplete", "review_required")
 
 
@@ -49,6 +54,8 @@ def state_meaning(result: Result) -> str:
     """What the result's state means for this lane: a measuring lane's blockers are measurements."""
     if result.state == "quality_failed" and measures(result):
         return MEASURED_MEANING
+    if result.state == "passed" and measures(result):
+        return MEASURED_AGREED
     return STATE_MEANING[result.state]
 
 
@@ -84,7 +91,11 @@ def reports_lane(report_md: str, policy_id: str, lane: str) -> bool:
         if line.startswith("**"):
             return any(
                 line.startswith(f"**{code_id(state)}** — {meaning} {lane_line(policy_id, lane)}")
-                for state, meaning in [*STATE_MEANING.items(), ("quality_failed", MEASURED_MEANING)]
+                for state, meaning in [
+                    *STATE_MEANING.items(),
+                    ("quality_failed", MEASURED_MEANING),
+                    ("passed", MEASURED_AGREED),
+                ]
             )
     return False
 

@@ -104,14 +104,46 @@ def _judge_steps(kinds: set[str], policy: str, out: str, calibrate: str, measuri
     return steps
 
 
+def _resume_steps(result: Result, kinds: set[str], policy: str, out: str) -> list[str]:
+    """The steps that gather the evidence still missing: resume, or collect or resend a batch."""
+    steps: list[str] = []
+    if kinds & RESUMABLE_KINDS:
+        # The resume names the lane run (without it, gate run resumes pr into this --out); a product
+        # lane's also needs the same answers again (they are what was judged).
+        lane = f" --lane {result.lane}" if result.lane != "pr" or result.product is not None else ""
+        product = " --responses RESPONSES.jsonl" if result.product is not None else ""
+        steps.append(
+            f"`gate run --policy {policy}{lane}{product} --out {out} --resume` judges only what is missing; nothing "
+            "paid is paid again."
+        )
+    if "batch_pending" in kinds:
+        steps.append(
+            f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch collect` once the provider has "
+            "answered (within 24h): nothing is submitted or paid again."
+        )
+    if "batch_failed" in kinds and result.batch is None:  # never submitted: the same command picks it up
+        steps.append(
+            f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch submit` again, into the same --out: "
+            "it sends the lines it kept; the controls are not judged or paid again."
+        )
+    elif "batch_failed" in kinds:  # the provider refused the batch: its lines must change
+        steps.append("Fix what the batch_failed blocker names, then `--batch submit` again into a new --out.")
+    return steps
+
+
 def next_steps(
     result: Result, policy: str = "POLICY", out: str = "gate-out", calibration_lane: str | None = None
 ) -> list[str]:
-    """The steps for this result's blockers, most telling first; none when nothing blocks.
+    """The steps for this result's blockers, most telling first; when nothing blocks, none (but a lane
+    that measures the judge: gate calibrate on its records).
     `calibration_lane`: the policy's lane over the calibration partition, when known."""
     kinds = {b.kind for b in result.blockers}
     calibrate = calibrate_step(result, policy, out, calibration_lane)
     steps: list[str] = _judge_steps(kinds, policy, out, calibrate, measures(result))
+    if not kinds and measures(result):  # nothing to fix: the measurement is recorded, calibrate reads it
+        steps.append(
+            f"This lane measures the judge and gates nothing: its records ({out}) are the measurement. Next, {calibrate}"
+        )
     if kinds & CALIBRATION_KINDS and calibrate not in steps:
         steps.append(f"Calibrate this judge (see docs/CALIBRATION.md). {calibrate}")
     if "missing_credentials" in kinds:
@@ -146,25 +178,7 @@ def next_steps(
             f"it), or shorten or drop the case that did not fit (named above; `gate validate --policy {policy}` "
             "names a case dearer than its share), then resume."
         )
-    if kinds & RESUMABLE_KINDS:
-        # A product lane's resume needs its lane and the same answers again (they are what was judged).
-        product = f" --lane {result.lane} --responses RESPONSES.jsonl" if result.product is not None else ""
-        steps.append(
-            f"`gate run --policy {policy}{product} --out {out} --resume` judges only what is missing; nothing paid is paid "
-            "again."
-        )
-    if "batch_pending" in kinds:
-        steps.append(
-            f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch collect` once the provider has "
-            "answered (within 24h): nothing is submitted or paid again."
-        )
-    if "batch_failed" in kinds and result.batch is None:  # never submitted: the same command picks it up
-        steps.append(
-            f"`gate run --policy {policy} --out {out} --lane {result.lane} --batch submit` again, into the same --out: "
-            "it sends the lines it kept; the controls are not judged or paid again."
-        )
-    elif "batch_failed" in kinds:  # the provider refused the batch: its lines must change
-        steps.append("Fix what the batch_failed blocker names, then `--batch submit` again into a new --out.")
+    steps += _resume_steps(result, kinds, policy, out)
     if "missing_shard" in kinds:
         steps.append("Re-run the missing shard's job, then `gate merge` again.")
     if kinds & GOLD_SET_KINDS:

@@ -14,6 +14,7 @@ from gate.model.escape import code as code_id
 from gate.model.escape import id_list
 from gate.model.escape import markdown as escape
 from gate.model.money import money
+from gate.model.wording import plural
 
 if TYPE_CHECKING:
     from gate.model.result import (
@@ -218,7 +219,7 @@ def calibration_lines(result: Result) -> list[str]:
         return [f"Judge calibration ({cal.file}): none, this judge was never measured against people; {verdict}."]
     kappa = "undefined" if cal.cohen_kappa is None else f"{cal.cohen_kappa:.2f}"
     bound = f", min {cal.min_kappa:g}" if cal.min_kappa is not None else ""
-    age = f", {cal.age_days} day(s) old" if cal.age_days is not None else ""
+    age = f", {plural(cal.age_days, 'day')} old" if cal.age_days is not None else ""
     lines = [
         f"Judge calibration ({cal.file}, {(cal.calibrated_at or '')[:10]}{age}): kappa {kappa} on n = "
         f"{cal.completed}{bound}; {verdict}."

@@ -11,6 +11,7 @@ from __future__ import annotations
 from gate.model.dataset_card import CARD_SECTIONS
 from gate.model.paths import shown_path
 from gate.model.states import Finding, State
+from gate.model.wording import agree
 from gate.validate.completeness import NEVER_GATED
 from gate.validate.context import Context
 from gate.validate.templates import TEMPLATE_MARK
@@ -53,8 +54,8 @@ def card_defects(ctx: Context) -> list[Finding]:
             Finding(
                 State.QUALITY_FAILED,
                 "input_contract",
-                f"{shown_path(card.path)}: every section of the dataset card still says `{TEMPLATE_MARK}`, and lane(s) "
-                f"{', '.join(lanes)} gate on these cases; fix: say in each section what is true of the cases (what "
+                f"{shown_path(card.path)}: every section of the dataset card still says `{TEMPLATE_MARK}`, and "
+                f"{agree(len(lanes), 'lane', 'lanes')} {', '.join(lanes)} {agree(len(lanes), 'gates', 'gate')} on these cases; fix: say in each section what is true of the cases (what "
                 "they are fit to judge, where they come from, who labelled them), or write `none` and why",
                 location=shown_path(card.path),
             )

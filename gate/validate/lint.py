@@ -26,6 +26,7 @@ from gate.model.paths import shown_path
 from gate.model.policy import Lane
 from gate.model.states import Finding, State
 from gate.model.supersede import superseded_ids
+from gate.model.wording import agree
 from gate.validate.card import drafted_card_lanes
 from gate.validate.context import Context, describe_locations
 from gate.validate.templates import TEMPLATE_MARK
@@ -89,7 +90,7 @@ def _missing_calibration(ctx: Context, lanes: list[str]) -> list[Finding]:
     if req is None or not requiring or ctx.loaded.resolve(req.file).is_file():
         return []
     message = (
-        f"{ctx.policy_key('calibration.file')}: {req.file} does not exist, so lane(s) {', '.join(requiring)} cannot "
+        f"{ctx.policy_key('calibration.file')}: {req.file} does not exist, so {agree(len(requiring), 'lane', 'lanes')} {', '.join(requiring)} cannot "
         "pass (judge_uncalibrated); fix: run a lane over the `calibration` partition and `gate calibrate` on its "
         "records (it writes the file), or correct the path, relative to the policy file"
     )
