@@ -298,7 +298,7 @@ def check_never_passes(name: str, full: dict[str, Any], stopped: dict[str, Any])
     failure rate or against the base: a slice the full lane calls exceeded is never passed, and a
     run whose full lane has a slice exceeded or regressed never ends `passed`. (Its answers are judged
     in a seeded random order, so this holds but for a chance the stop's confidence allows: on these
-    suites, where a topic that fails sorts last, far below one in a million.)"""
+    suites, where a topic that fails sorts last, at worst about five in a million.)"""
     rows = (full.get("product") or {}).get("slices", {})
     exceeded = {n for n, row in rows.items() if row["verdict"] == "exceeded"}
     regressed = {b.get("slice") for b in full["blockers"] if b["kind"] == "regressed"}
