@@ -1019,17 +1019,41 @@ def cmd_init(args: argparse.Namespace) -> int:
     for message in report.notes:
         say(out, f"note: {log_text(message)}")
     policy = shown_path(args.dir / "policy.yaml")
+    todo = ", ".join(_init_todo(args.dir))
     say(
         out,
-        "\nnext: fill the six control templates in "
-        f"{shown_path(args.dir / 'cases' / 'controls.jsonl')} (gate validate refuses them until they are filled), "
-        f"write the criterion in {shown_path(args.dir / 'prompts' / 'criterion.txt')} and the dataset card, then "
-        "check the suite, and run it offline (that checks the wiring, not the prompt):\n"
+        f"\nnext: {todo + ', then check' if todo else 'check'} the suite, and run it offline (that checks the wiring, "
+        "not the prompt):\n"
         f"  gate validate --policy {policy}\n"
         f"  python scripts/demo_offline.py --policy {policy}",
         hang=len("next: "),
     )
     return 0
+
+
+def _init_todo(suite: Path) -> list[str]:
+    """What of the suite `gate init` wrote still says `TO FILL`: the next step asks for that only."""
+    from gate.model.paths import shown_path
+    from gate.validate.templates import TEMPLATE_MARK
+
+    def marked(path: Path) -> bool:
+        try:
+            return TEMPLATE_MARK in path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    controls, criterion = suite / "cases" / "controls.jsonl", suite / "prompts" / "criterion.txt"
+    card = marked(suite / "DATASET_CARD.md")
+    todo = []
+    if marked(controls):
+        todo.append(
+            f"fill the six control templates in {shown_path(controls)} (gate validate refuses them until they are filled)"
+        )
+    if marked(criterion):
+        todo.append(f"write the criterion in {shown_path(criterion)}" + (" and the dataset card" if card else ""))
+    elif card:
+        todo.append(f"write the dataset card {shown_path(suite / 'DATASET_CARD.md')}")
+    return todo
 
 
 def cmd_review_queue(args: argparse.Namespace) -> int:

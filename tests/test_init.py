@@ -283,7 +283,7 @@ def test_an_all_to_fill_card_is_a_finding_on_every_lane_that_gates_and_not_on_ca
         got, out, _ = run("validate", "--policy", "suite/policy.yaml", "--lane", lane)
         assert got == code, (lane, out)
         assert ("every section of the dataset card still says `TO FILL`" in out) == (code == 1)
-        assert ("the dataset card still says `TO FILL` in 9 section(s)" in out) == (code == 0)  # a note
+        assert ("the dataset card still says `TO FILL` in 9 sections" in out) == (code == 0)  # a note
 
 
 def test_init_from_into_an_existing_suite_appends_the_new_answers(tmp_path: Path) -> None:
@@ -293,7 +293,7 @@ def test_init_from_into_an_existing_suite_appends_the_new_answers(tmp_path: Path
     before = {p: p.read_bytes() for p in suite.rglob("*") if p.is_file()}
     code, out, _ = run("init", "suite", "--from", write_csv(tmp_path / "more.csv", rows))  # 12 old, 12 new
     assert code == 0
-    assert "appended 12 answer(s) to suite/cases/cases.jsonl" in out
+    assert "appended 12 answers to suite/cases/cases.jsonl" in out
     for path, data in before.items():  # nothing written before changes: the two files only grow
         assert path.read_bytes().startswith(data if path.name != "evidence.yaml" else data.rstrip(b"\n")), path
     cases = lines(suite / "cases" / "cases.jsonl")
@@ -307,9 +307,14 @@ def test_init_from_into_an_existing_suite_appends_the_new_answers(tmp_path: Path
     assert all(old_groups.get(c["group_id"], c["partition"]) == c["partition"] for c in new)  # groups stay whole
     fill_controls(suite)
     fill_card(suite)
+    criterion = suite / "prompts" / "criterion.txt"
+    criterion.write_text(criterion.read_text().replace("TO FILL", "A pass states the reference's figures."))
     assert run("validate", "--policy", "suite/policy.yaml")[0] == 0
     code, out, _ = run("init", "suite", "--from", tmp_path / "more.csv")  # again: nothing new
     assert code == 0 and "no new answer to append to suite/cases/cases.jsonl" in out
+    # The suite's controls, criterion and card are filled: the next step asks for none of them again.
+    assert "fill the six control templates" not in out and "write the criterion" not in out, out
+    assert "next: check the suite, and run it offline" in " ".join(out.split()), out
     assert len(lines(suite / "cases" / "cases.jsonl")) == 24
 
 

@@ -42,6 +42,7 @@ from gate.model.escape import is_name, visible
 from gate.model.loading import sha256_hex
 from gate.model.paths import shown_path
 from gate.model.policy_keys import RULES
+from gate.model.wording import plural
 from gate.model.yaml12 import load_yaml12
 from gate.validate.templates import TEMPLATE_MARK
 
@@ -648,9 +649,9 @@ def append_answers(target: Path, answers: Sequence[Answer], seed: int, report: I
             )
         else:  # the file says only `{}` (no evidence yet): it becomes the new texts
             evidence_path.write_text(evidence_text(added), encoding="utf-8")
-    counted = f"appended {len(new)} answer(s) to {shown_path(cases_path)}"
+    counted = f"appended {plural(len(new), 'answer')} to {shown_path(cases_path)}"
     report.appended.append(
-        counted + (f" and {len(added)} evidence text(s) to {shown_path(evidence_path)}" if added else "")
+        counted + (f" and {plural(len(added), 'evidence text')} to {shown_path(evidence_path)}" if added else "")
     )
     report.notes += policy_gaps(target, new)
     for a in new:

@@ -26,7 +26,7 @@ from gate.model.paths import shown_path
 from gate.model.policy import Lane
 from gate.model.states import Finding, State
 from gate.model.supersede import superseded_ids
-from gate.model.wording import agree
+from gate.model.wording import agree, plural
 from gate.validate.card import drafted_card_lanes
 from gate.validate.context import Context, describe_locations
 from gate.validate.templates import TEMPLATE_MARK
@@ -171,6 +171,6 @@ def _drafts(ctx: Context) -> list[str]:
         marked = [key for key, text in card.sections.items() if TEMPLATE_MARK in text]
         if marked:
             out.append(
-                f"{shown_path(card.path)}: the dataset card still says `{TEMPLATE_MARK}` in {len(marked)} section(s); say what is true of the cases"
+                f"{shown_path(card.path)}: the dataset card still says `{TEMPLATE_MARK}` in {plural(len(marked), 'section')}; say what is true of the cases"
             )
     return out
