@@ -461,12 +461,13 @@ def _serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token", default=None, help="a secret of 16 characters or more that every request must carry (in the address)"
     )
+    _path_flag(parser, "--policy", "the policy (default: the one the queue's header names, relative to the queue)")
     parser.add_argument(
         "--reviewers-per-item",
         type=_positive,
-        default=2,
         metavar="K",
-        help="independent labels an item needs before it leaves the queue (default 2)",
+        help="independent labels an item needs before it leaves the queue (default: the policy's "
+        "review.reviewers_per_item, 2); give status and export the same",
     )
     parser.add_argument(
         "--allow-self-adjudication",
@@ -1078,6 +1079,7 @@ def cmd_review_serve(args: argparse.Namespace) -> int:
         host=args.host,
         token=args.token,
         reviewers_per_item=args.reviewers_per_item,
+        policy=args.policy,
         allow_self_adjudication=args.allow_self_adjudication,
     )
     return serve(options)

@@ -24,6 +24,7 @@ import gate_process
 import httpx
 import pytest
 from starlette.testclient import TestClient
+from suite import write_suite
 
 from gate.cli import main
 from gate.review.ledger import final_labels, read_ledger
@@ -38,8 +39,10 @@ LOCAL = "http://127.0.0.1:8765"
 
 
 def write_test_queue(
-    path: Path, n: int = 4, *, labels: tuple[str, ...] = ("pass", "fail"), stratum: bool = True
+    path: Path, n: int = 4, *, labels: tuple[str, ...] = ("pass", "fail"), stratum: bool = True, **policy: Any
 ) -> Path:
+    """A queue of n items, and beside it the policy it labels for (`policy.yaml`, with `policy` set)."""
+    write_suite(path.parent, policy_id="support-refunds", **policy)
     header = QueueHeader(
         policy_id="support-refunds",
         policy_path="policy.yaml",
@@ -509,7 +512,7 @@ def test_the_server_writes_nothing_but_the_ledger(server: tuple[str, Path, Any],
 
     base, _, _ = server  # started in tmp_path, which held the queue and an empty labels/
     before = files()
-    assert set(before) == {"queue.jsonl"}
+    assert "queue.jsonl" in before and not any(name.startswith("labels") for name in before)
     with httpx.Client(base_url=base) as client:
         token = csrf_of(client)
         item = client.get("/api/next", params={"reviewer": "ann"}).json()["item"]
@@ -520,6 +523,34 @@ def test_the_server_writes_nothing_but_the_ledger(server: tuple[str, Path, Any],
     after = files()
     assert {k: v for k, v in after.items() if k != "labels/ann.jsonl"} == before
     assert "labels/ann.jsonl" in after
+
+
+def test_serve_takes_the_reviewers_an_item_from_the_policy_as_status_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """review.reviewers_per_item: 3 in the queue's policy: the page keeps an item in the queue until
+    its third label, as `gate review status` counts it; --reviewers-per-item overrides both."""
+    write_test_queue(tmp_path / "queue.jsonl", 1, review={"reviewers_per_item": 3})
+    proc = start_server(tmp_path)
+    try:
+        banner = proc.stdout.readline()
+        base = read_address(proc)
+        assert "3 reviewers an item" in banner, banner
+        with httpx.Client(base_url=base) as client:
+            token = csrf_of(client)
+            for who in ("ann", "bob"):
+                item = client.get("/api/next", params={"reviewer": who}).json()["item"]
+                body = {"reviewer": who, "item_id": item["item_id"], "label": "pass", "reason": "r"}
+                assert client.post("/api/label", json=body, headers={"X-Gate-CSRF": token}).status_code == 200
+            assert client.get("/api/next", params={"reviewer": "cat"}).json()["item"] is not None  # 2 of 3
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert main(["review", "status", str(tmp_path / "queue.jsonl"), "--ledger", str(tmp_path / "labels")]) == 0
+    assert "1 items, 0 with 3 labels or settled" in capsys.readouterr().out
+    code = main(["review", "status", str(tmp_path / "queue.jsonl"), "--ledger", str(tmp_path / "labels"),
+                 "--reviewers-per-item", "2"])  # fmt: skip
+    assert code == 0 and "1 items, 1 with 2 labels or settled" in capsys.readouterr().out
 
 
 def test_the_servers_socket_sends_each_answer_at_once() -> None:

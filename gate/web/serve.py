@@ -30,7 +30,8 @@ class ServeOptions:
     port: int = 8765
     host: str = LOOPBACK
     token: str | None = None
-    reviewers_per_item: int = 2
+    reviewers_per_item: int | None = None  # None: the policy's review.reviewers_per_item
+    policy: Path | None = None  # None: the policy the queue's header names
     allow_self_adjudication: bool = False
     ledger_directory: bool = False  # --ledger ended in "/": a directory, made when it does not exist yet
 
@@ -46,7 +47,7 @@ def is_loopback(host: str) -> bool:
 
 def check_options(opts: ServeOptions) -> None:
     """The flags alone: a usage error before any file is read."""
-    if opts.reviewers_per_item < 1:
+    if opts.reviewers_per_item is not None and opts.reviewers_per_item < 1:
         raise UsageError("gate review serve: --reviewers-per-item must be 1 or more (default 2)")
     if not 0 <= opts.port <= 65535:
         raise UsageError(f"gate review serve: --port {opts.port} is not a port (0 to 65535; 0 lets the system pick)")
@@ -96,13 +97,17 @@ def address(host: str, port: int, token: str | None, path: str = "/") -> str:
 def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
     """Serve the page until interrupted (Ctrl-C: exit 0)."""
     check_options(opts)
+    from gate.commands.review import queue_policy
     from gate.review.queue import read_queue
     from gate.web.desk import Desk
 
     queue = read_queue(opts.queue)
+    # K as `gate review status` and `export` count it: the policy's, unless the flag says otherwise
+    policy = queue_policy(queue, opts.policy)
+    k = opts.reviewers_per_item or policy.policy.review.reviewers_per_item
     if opts.ledger_directory and not from_working_directory(opts.ledger).exists():
         from_working_directory(opts.ledger).mkdir()
-    desk = Desk(queue, opts.ledger, opts.reviewers_per_item, allow_self_adjudication=opts.allow_self_adjudication)
+    desk = Desk(queue, opts.ledger, k, allow_self_adjudication=opts.allow_self_adjudication)
 
     import uvicorn
 
@@ -115,7 +120,7 @@ def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
     where = "a directory, one file per reviewer" if from_working_directory(opts.ledger).is_dir() else "one file"
     out.write(
         f"Review page for {len(queue.items)} items of {shown_path(opts.queue)}, "
-        f"{opts.reviewers_per_item} reviewers an item; labels go to {shown_path(opts.ledger)} ({where}).\n"
+        f"{k} reviewers an item; labels go to {shown_path(opts.ledger)} ({where}).\n"
         f"  label:      {address(opts.host, port, opts.token)}\n"
         f"  adjudicate: {address(opts.host, port, opts.token, '/adjudicate')}\n"
         + (
