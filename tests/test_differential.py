@@ -841,3 +841,18 @@ def test_a_lane_that_stops_and_fails_on_regression_is_refused(tmp_path: Path) ->
     run_example(suite, tmp_path / "example", {"decide"}.__contains__)
     full = json.loads((tmp_path / "example" / "plain" / "result.json").read_text())
     assert ("regressed", "s0") in {(b["kind"], b["slice"]) for b in full["blockers"]}
+
+
+def test_a_case_without_evidence_under_review_is_not_also_an_input_contract_defect(tmp_path: Path) -> None:
+    """`missing_evidence: review` and a case with no reference, citing no evidence ids (it has none):
+    on 0ca9dd1 the case was also an input_contract blocker for citing no evidence, so the run was
+    quality_failed with no model call, against the rule the team chose. The generator now writes such
+    a case as a real one would be; the plain run, gate decide and the dry run route it to review."""
+    suite = Suite(
+        slices=(("s0", 0, None),),
+        cases=(*controls_with(), CaseSpec("c-0", "s0", "pass"), CaseSpec("c-1", "s0", "pass", reference=False)),
+        missing_evidence="review",
+    )
+    run_example(suite, tmp_path, {"decide", "dry_run"}.__contains__)  # check_missing_evidence_rule on the plain run
+    full = json.loads((tmp_path / "plain" / "result.json").read_text())
+    assert projection(full)["blockers"] == [("missing_evidence", "s0", ("c-1",))]
