@@ -48,15 +48,23 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_openai import Behaviour, FakeOpenAI, RecordedRequest, bad_request, reply  # noqa: E402
 
-from gate.cli import main as gate_main  # noqa: E402
-from gate.judge.render import RenderError, render_case  # noqa: E402
-from gate.model.cases import Case, load_dataset  # noqa: E402
-from gate.model.errors import GateError, UsageError  # noqa: E402
-from gate.model.paths import shown_path  # noqa: E402
-from gate.model.policy import LoadedPolicy, load_policy  # noqa: E402
-from gate.model.textfit import say  # noqa: E402
-from gate.plan.inputs import DEFAULT_CACHE_DIR, cache_dir_for  # noqa: E402
-from gate.plan.responses import answer_cases, read_responses  # noqa: E402
+try:
+    from gate.cli import main as gate_main
+    from gate.judge.render import RenderError, render_case
+    from gate.model.cases import Case, load_dataset
+    from gate.model.errors import GateError, UsageError
+    from gate.model.paths import shown_path
+    from gate.model.policy import LoadedPolicy, load_policy
+    from gate.model.textfit import say
+    from gate.plan.inputs import DEFAULT_CACHE_DIR, cache_dir_for
+    from gate.plan.responses import answer_cases, read_responses
+except ModuleNotFoundError as exc:  # another interpreter than the virtualenv's: one paragraph, no traceback
+    sys.stderr.write(
+        f"demo_offline: this Python ({sys.executable}) cannot import {exc.name or 'gate'}, so the demo cannot start; "
+        f"fix: run it with the virtualenv `make demo` made ({ROOT / '.venv' / 'bin' / 'python'} "
+        f"{Path(__file__).resolve()} ...), or `. {ROOT / '.venv' / 'bin' / 'activate'}` first\n"
+    )
+    raise SystemExit(2) from None
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # The blocks the rule judge reads: a line naming the field (`REFERENCE`, `RESPONSE (untrusted ...)`)
@@ -284,6 +292,7 @@ def _parser() -> argparse.ArgumentParser:
 def _banner(args: argparse.Namespace, base_url: str, key_env: str) -> str:
     """What the demo says before gate's own output: which judge answers, and what the run can show."""
     shard = f", shard {args.shard}" if args.shard else ""
+    lane = f" --lane {args.lane}" if args.lane != "pr" else ""  # gate run's lane is pr unless told
     how = (
         "a local fake that judges by a rule (it fails a figure in digits the reference lacks, and misses "
         "one written in words)"
@@ -299,7 +308,7 @@ def _banner(args: argparse.Namespace, base_url: str, key_env: str) -> str:
         real = (
             "This checks the wiring (policy, cases, rendering, reports, exit codes), not the prompt: the "
             f"offline judge answers with your labels. To try the prompt, set ${key_env} and run `gate run "
-            f"--policy {args.policy}`, or point evaluator.base_url at a local model (docs/LOCAL_MODEL.md)."
+            f"--policy {args.policy}{lane}`, or point evaluator.base_url at a local model (docs/LOCAL_MODEL.md)."
         )
     said = (
         f"No key needed: judging {args.policy} (lane {args.lane}{shard}) with the offline provider at "

@@ -263,3 +263,32 @@ def test_a_taken_port_names_gate_demo_port_which_the_readme_explains(demo: Modul
     assert f"cannot listen on 127.0.0.1:{port}" in err.getvalue() and "set GATE_DEMO_PORT" in err.getvalue()
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert "When another program holds port 8765, set `GATE_DEMO_PORT` to a free one" in readme
+
+
+def test_the_banner_names_the_lane_it_judges_in_the_command_that_tries_the_prompt(
+    demo: ModuleType, suite: Path
+) -> None:
+    """`gate run --policy P` alone runs the pr lane: for another lane the banner's command names it."""
+    code, out, _ = run_demo(demo, "--policy", str(suite), "--lane", "calibration", "--out", "o")
+    assert code in (0, 1), out
+    said = " ".join(out.split())
+    assert f"To try the prompt, set $OPENAI_API_KEY and run `gate run --policy {suite} --lane calibration`" in said, (
+        said
+    )
+
+
+def test_run_by_a_python_without_gate_the_demo_says_which_interpreter_to_use(tmp_path: Path) -> None:
+    """`python scripts/demo_offline.py` outside the virtualenv: one paragraph naming the fix, exit 2
+    (a usage error), never a traceback and exit 1 (a verdict's code)."""
+    import subprocess
+    import sys
+
+    # -S: no site-packages, so neither gate nor its dependencies can be imported (as in a bare python)
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "scripts" / "demo_offline.py"), "--policy", "p.yaml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "cannot import gate, so the demo cannot start; fix: run it with the virtualenv" in done.stderr
+    assert ".venv/bin/activate" in done.stderr
