@@ -114,3 +114,21 @@ def test_a_bad_ledger_is_exit_2_naming_the_file_and_line(tmp_path: Path, capsys:
     label(ledger, other, 0, "ben", "pass")
     code, out = status(tmp_path, ledger, capsys)
     assert code == 2 and "labels/ben.jsonl:1 (review ledger): item" in out and "is in no queue given" in out
+
+
+def test_labels_past_k_from_another_machine_all_count_and_status_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page refuses a label past K, but reviewers labelling apart (their files met in git) or an
+    import can give an item more: every independent label counts, and status names such items."""
+    queue = file_queue(tmp_path, n=2)
+    capsys.readouterr()
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for who, value in (("ana", "pass"), ("ben", "pass"), ("cy", "fail")):
+        label(ledger, queue, 0, who, value)
+    code, out = status(tmp_path, ledger, capsys, "--format", "json")
+    [row] = json.loads(out)["slices"]
+    assert code == 0 and (row["unanimous"], row["awaiting_adjudication"], row["beyond_k"]) == (0, 1, 1)
+    code, out = status(tmp_path, ledger, capsys)
+    assert "1 item with more than 2 labels (labelled apart, or imported): every label counts" in out, out

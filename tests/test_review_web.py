@@ -168,6 +168,20 @@ def test_a_second_label_of_one_item_from_another_tab_is_refused(tmp_path: Path) 
     assert len(ledger_lines(ledger)) == 1
 
 
+def test_a_label_past_the_k_th_is_refused_and_the_reviewer_gets_the_next_item(tmp_path: Path) -> None:
+    """Bob and carl had the same item open when it had one label of two: bob's gives it its second;
+    carl's, sent a moment later, is refused (no third label the design did not ask for), and
+    carl's page moves on to the next item."""
+    page, ledger = page_for(tmp_path, n=2, k=2)
+    item = page.label_next("ann", "pass")
+    assert page.label("bob", item, "fail").status_code == 200
+    late = page.label("carl", item, "fail")
+    assert late.status_code == 409, late.text
+    assert "its 2 labels" in late.json()["error"] and "the next one" in late.json()["error"]
+    assert [line["reviewer"] for line in ledger_lines(ledger)] == ["ann", "bob"]
+    assert page.next("carl")["item"]["item_id"] != item
+
+
 @pytest.mark.parametrize(
     ("body", "says"),
     [

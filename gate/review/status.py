@@ -42,6 +42,7 @@ class SliceStatus:
     kappa: float | None
     min_alpha: float
     pairable: int = 0  # items with two or more labels that are not abstentions: what alpha rests on
+    beyond_k: int = 0  # items with more than K independent labels (labelled apart, or imported): all count
 
     @property
     def unanimous_share(self) -> float | None:
@@ -64,6 +65,7 @@ class SliceStatus:
             "abstained": self.abstained,
             "abstentions": self.abstentions,
             "awaiting_adjudication": self.awaiting_adjudication,
+            "beyond_k": self.beyond_k,
             "reviewers": list(self.reviewers),
             "alpha": self.alpha,
             "alpha_interval": list(self.interval) if self.interval is not None else None,
@@ -122,6 +124,7 @@ def slice_status(
                 kappa=_kappa(units, ids),
                 min_alpha=min_alpha,
                 pairable=sum(1 for labels in boundary.values() if len(labels) >= 2),
+                beyond_k=sum(1 for i in ids if len(units.get(i, {})) > k),
             )
         )
     return out
@@ -147,6 +150,11 @@ def status_text(rows: Sequence[SliceStatus], k: int) -> list[str]:
             f"  Krippendorff's alpha {_figure(row.alpha)}{interval} (bootstrap 95%), least {row.min_alpha:g}"
             + (f"; Cohen's kappa {_figure(row.kappa)}" if row.kappa is not None else ""),
         ]
+        if row.beyond_k:
+            lines.append(
+                f"  {row.beyond_k} item{'s' if row.beyond_k > 1 else ''} with more than {k} labels (labelled apart, "
+                "or imported): every label counts, so all must agree or an adjudicator settles it"
+            )
         if row.interval is not None and row.pairable < FEW_ITEMS:
             lines.append(f"  {FEW_ITEMS_NOTE}")
         if row.low_agreement:

@@ -220,7 +220,8 @@ class Desk:
             }
 
     def label(self, act: Act) -> LedgerLine:
-        """Append the reviewer's label (fsynced before it returns). A second label of one item is refused."""
+        """Append the reviewer's label (fsynced before it returns). A second label of one item by one
+        reviewer is refused, and so is a label past the item's K (it got them while this reviewer read it)."""
         self.check_name(act.person)
         with self._lock:
             self._fresh()
@@ -229,6 +230,12 @@ class Desk:
                 raise Refused(409, "you labelled this item already (in another tab?): undo that label to change it")
             if item.item_id in self._adjudicated:
                 raise Refused(409, "this item was settled while you read it: here is the next one")
+            if len(self._reviewers(item.item_id)) >= self.k:
+                raise Refused(
+                    409,
+                    f"this item got its {self.k} labels from others while you read it (your label was not "
+                    "recorded): here is the next one",
+                )
             fields = {**self._base(item), "kind": "label", "reviewer": act.person, "label": act.label,
                       "reason": act.reason, "evidence": list(act.evidence)}  # fmt: skip
             return self._append(fields)
