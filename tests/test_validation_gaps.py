@@ -209,3 +209,18 @@ def test_near_misses_get_a_did_you_mean_and_no_pydantic_text(tmp_path: Path, edi
     found = " | ".join(messages(report))
     assert said in found
     assert "Input should be" not in found and "instance of" not in found
+
+
+@pytest.mark.parametrize("mode", ["review", "block"])
+def test_a_case_without_a_reference_reads_in_the_singular_and_two_in_the_plural(tmp_path: Path, mode: str) -> None:
+    bare = [case(f"c-{i}", reference="") for i in (1, 2)]
+    for c in bare:
+        c["human_adjudication"]["evidence"] = []
+    outcome = "need a person" if mode == "review" else "block the gate"
+    one = outcome.replace("need ", "needs ").replace("block ", "blocks ")
+    _, _, report = validate(suite_with(tmp_path / "one", [*controls(), bare[0]], missing_evidence=mode))
+    assert f"case c-1 has no `reference`, so it is withheld from the judge and {one}" in " ".join(messages(report))
+    _, _, report = validate(suite_with(tmp_path / "two", [*controls(), *bare], missing_evidence=mode))
+    assert f"2 cases have no `reference`, so they are withheld from the judge and {outcome}" in " ".join(
+        messages(report)
+    )

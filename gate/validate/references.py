@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gate.model.cases import Case
 from gate.model.states import Finding, State
+from gate.model.wording import agree
 from gate.validate.context import Context, contract, grouped
 
 MISSING_EVIDENCE_ROLE = "missing_evidence"
@@ -35,10 +36,12 @@ def missing_references(ctx: Context) -> list[Finding]:
             by_role.setdefault(role, []).append(i)
     findings: list[Finding] = []
     for slice_name, idx in by_slice.items():
+        n = len({ctx.cases[i].case_id for i in idx})  # grouped() says "case X has" or "N cases have"
+        withheld_from = f"{agree(n, 'it is', 'they are')} withheld from the judge and"
         if mode == "block":
-            outcome = "they are withheld from the judge and block the gate (`missing_evidence: block`)"
+            outcome = f"{withheld_from} {agree(n, 'blocks', 'block')} the gate (`missing_evidence: block`)"
         else:
-            outcome = "they are withheld from the judge and need a person (`missing_evidence: review`)"
+            outcome = f"{withheld_from} {agree(n, 'needs', 'need')} a person (`missing_evidence: review`)"
         findings.append(
             grouped(
                 ctx,
