@@ -21,12 +21,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import demo_offline  # noqa: E402
+
+from gate.model.textfit import say  # noqa: E402
 
 POLICY = Path("policies/example-product/policy.yaml")
 VERSIONS = (  # version, its answers, the verdict expected, the version it is compared with
@@ -34,6 +36,9 @@ VERSIONS = (  # version, its answers, the verdict expected, the version it is co
     ("v2.4", "responses/app-v2.4.jsonl", "review_required", "v2.3"),
 )
 AUDIT = ("v2.4", "audit/ledger", "audit/queue.jsonl", "quality_failed")  # the run re-decided with people's labels
+
+
+NAME_COLUMN = 24  # the summary's slice-name column
 
 
 def _pct(x: float | None) -> str:
@@ -49,7 +54,7 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
         raw = k / n if n else None
         judge = s["judge"]
         lines.append(
-            f"    {name:<24} judged fail {k:>3}/{n:<3} ({_pct(raw)} raw) -> corrected {_pct(s['estimate'])} "
+            f"    {name:<{NAME_COLUMN}} judged fail {k:>3}/{n:<3} ({_pct(raw)} raw) -> corrected {_pct(s['estimate'])} "
             f"[{_pct(s['low'])}, {_pct(s['high'])}] vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
             f"  (judge Se {judge['se']['x']}/{judge['se']['n']}, Sp {judge['sp']['x']}/{judge['sp']['n']})"
         )
@@ -57,20 +62,20 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
         if audit:
             f, p = audit["judged_fail"], audit["judged_pass"]
             lines.append(
-                f"    {'':<24} people's audit: {_pct(audit['estimate'])} [{_pct(audit['low'])}, {_pct(audit['high'])}]"
+                f"    {'':<{NAME_COLUMN}} people's audit: {_pct(audit['estimate'])} [{_pct(audit['low'])}, {_pct(audit['high'])}]"
                 f": {audit['verdict']} (people failed {f['people_fail']}/{f['audited']} the judge failed, "
                 f"{p['people_fail']}/{p['audited']} it passed); decided by {s['decided_by']}"
             )
         zero = s.get("zero_tolerance")
         if zero:
             lines.append(
-                f"    {'':<24} zero tolerance (max_failures {zero['max_failures']}): {zero['verdict']}, "
+                f"    {'':<{NAME_COLUMN}} zero tolerance (max_failures {zero['max_failures']}): {zero['verdict']}, "
                 f"{len(zero['confirmed'])} confirmed, {len(zero['unaudited'])} awaiting people"
             )
         base = s.get("base")
         if base:
             lines.append(
-                f"    {'':<24} against the base: {base['pass_to_fail']} turned pass -> fail, {base['fail_to_pass']} "
+                f"    {'':<{NAME_COLUMN}} against the base: {base['pass_to_fail']} turned pass -> fail, {base['fail_to_pass']} "
                 f"fail -> pass (exact McNemar p = {base['p_value']:.2g})"
             )
     return lines
@@ -96,9 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if base is not None:
             extra += ["--base-result", str(Path(args.out) / base)]
             against = f" --base-result {Path(args.out) / base}"
-        print(
-            f"\n=== app {version}: gate run --lane app --responses {policy_dir / responses}{against} ===\n", flush=True
-        )
+        say(sys.stdout, f"\n=== app {version}: gate run --lane app --responses {policy_dir / responses}{against} ===\n")
+        sys.stdout.flush()
         run = ["--policy", args.policy, "--lane", "app", "--out", str(out), "--rule-judge"]
         code = demo_offline.main([*run, "--responses", str(policy_dir / responses), *extra])
         result_path = out / "result.json"
@@ -115,17 +119,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = _audited(args.out, args.policy, policy_dir, summary, wrong)
     if code is not None:
         return code
-    print("\nProduct gate summary (policies/example-product, offline rule judge)")
-    print("\n".join(summary))
+    print_summary(summary, sys.stdout)
     if wrong:
-        print("\nUnexpected: " + "; ".join(wrong), file=sys.stderr)
+        say(sys.stderr, "\nUnexpected: " + "; ".join(wrong))
         return 1
-    print(
+    say(
+        sys.stdout,
         "\nAs expected: v2.3 may ship; v2.4 may not (its refund-window answers for annual plans are wrong):\n"
         "the calibration estimate alone left billing-policy-critical open, people's audit of v2.4's own answers decided it.\n"
-        "'raw' is the share the judge failed; 'corrected' allows for the failures the judge misses, so it is higher."
+        "'raw' is the share the judge failed; 'corrected' allows for the failures the judge misses, so it is higher.",
     )
     return 0
+
+
+def print_summary(summary: Sequence[str], out: IO[str]) -> None:
+    """The summary, wrapped between words on a terminal (a slice's figures hang under its first
+    figure, past the name column); in a log each line stays one line."""
+    say(out, "\nProduct gate summary (policies/example-product, offline rule judge)")
+    for line in summary:
+        named = line.startswith("    ") and not line.startswith("     ")  # a slice's first line: its name
+        say(out, line, hang=NAME_COLUMN + 1 if named else 2)
 
 
 def _audited(out: str, policy: str, policy_dir: Path, summary: list[str], wrong: list[str]) -> int | None:
@@ -137,7 +150,8 @@ def _audited(out: str, policy: str, policy_dir: Path, summary: list[str], wrong:
     shown = (
         f"gate decide --records {run} --audit {policy_dir / ledger} --audit-queue {policy_dir / queue} --out {decided}"
     )
-    print(f"\n=== app {version} with people's audit: {shown} ===\n", flush=True)
+    say(sys.stdout, f"\n=== app {version} with people's audit: {shown} ===\n")
+    sys.stdout.flush()
     code = gate(
         ["decide", "--policy", policy, "--records", str(run), "--audit", str(policy_dir / ledger),
          "--audit-queue", str(policy_dir / queue), "--out", str(decided)]

@@ -257,3 +257,39 @@ def test_the_audit_of_v24_is_a_ledger_of_the_review_api_on_its_queue() -> None:
     finals = final_labels(lines, queue, 2)
     assert len(finals) == len(queue.items) == 322 and {f.status for f in finals.values()} == {"unanimous"}
     assert queue.header.design["strata"]["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 26}
+
+
+def test_the_demo_products_summary_fits_100_columns_and_breaks_no_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo-product`'s closing summary on a 100-column terminal: no line wider (the terminal
+    would cut `vs li` / `mit 12.5%`), the same words as in a log, where each line stays one line."""
+    import io
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    monkeypatch.setenv("COLUMNS", "100")
+    import demo_product
+
+    judged = {"estimate": 0.26, "low": 0.122, "high": 0.438, "max_failure_rate": 0.125, "verdict": "exceeded"}
+    people = {"estimate": 0.258, "low": 0.134, "high": 0.396, "verdict": "exceeded"}
+    critical = {
+        **judged, "n": 120, "judged_fail": 26, "decided_by": "audit",
+        "judge": {"se": {"x": 50, "n": 60}, "sp": {"x": 120, "n": 120}},
+        "audit": {**people, "judged_fail": {"people_fail": 26, "audited": 26}, "judged_pass": {"people_fail": 5, "audited": 94}},
+        "zero_tolerance": {"max_failures": 0, "verdict": "passed", "confirmed": [], "unaudited": []},
+        "base": {"pass_to_fail": 25, "fail_to_pass": 0, "p_value": 5.96e-08},
+    }  # fmt: skip
+    summary = ["  app v2.4: quality_failed (exit 1; failure_rate_exceeded)"]
+    summary += demo_product.slice_lines({"product": {"slices": {"billing-policy-critical": critical}}})
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen, log = Terminal(), io.StringIO()
+    demo_product.print_summary(summary, screen)
+    demo_product.print_summary(summary, log)
+    lines = screen.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 100, lines
+    assert screen.getvalue().split() == log.getvalue().split()
+    assert len(log.getvalue().strip().splitlines()) == len(summary) + 1  # one line each in a log
+    figures = next(i for i, line in enumerate(lines) if "judged fail" in line)
+    assert lines[figures + 1].startswith(" " * 29) and not lines[figures + 1].startswith(" " * 30), lines
