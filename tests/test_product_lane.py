@@ -248,6 +248,7 @@ def test_a_rate_whose_interval_holds_the_limit_is_inconclusive_and_says_what_wou
     row = res["product"]["slices"]["critical"]
     assert row["verdict"] == "inconclusive" and row["low"] <= 0.15 < row["high"]
     assert row["decide_hint"] and row["decide_hint"] in b["message"] and "answers" in row["decide_hint"]
+    assert f"). {row['decide_hint']}" in b["message"], b["message"]  # a sentence of its own, never "; The"
     # One interval, written one way: the figures and the hint name the same ends.
     intervals = set(re.findall(r"\d[\d.]*%-\d[\d.]*%", b["message"]))
     assert len(intervals) == 1, b["message"]

@@ -190,7 +190,7 @@ def _open_or_passed(
     text = audit_first(hint, answers, judge, limit, pe)
     row.update(verdict="inconclusive", decide_hint=text)
     message = (
-        f"slice {name}: the limit lies inside the interval, so the evidence decides neither way: {figures}; {text}"
+        f"slice {name}: the limit lies inside the interval, so the evidence decides neither way: {figures}. {text}"
     )
     return row, [Finding(State.REVIEW_REQUIRED, FAILURE_RATE_INCONCLUSIVE, message, answers.failing, name)]
 
