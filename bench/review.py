@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+EXAMPLE = ROOT / "policies" / "example-product" / "policy.yaml"
 WORDS = ("refund", "annual", "plan", "within", "days", "delivery", "customer", "support", "account", "the", "is", "of")
 
 
@@ -42,10 +43,13 @@ def text(i: int, n_words: int) -> str:
 
 
 def write_big_queue(path: Path, n: int) -> None:
+    from gate.model.loading import sha256_hex
     from gate.review.queue import QueueHeader, make_item, write_queue
 
+    # the product example's policy, which `gate review serve` reads (review.reviewers_per_item) and checks
     header = QueueHeader(
-        policy_id="bench", policy_path="policy.yaml", policy_sha256="0" * 64, rubric_version="r1",
+        policy_id="support-app", policy_path=str(EXAMPLE), policy_sha256=sha256_hex(EXAMPLE.read_bytes()),
+        rubric_version="r1",
         allowed_values=("pass", "fail"), sources=({"kind": "file", "path": "answers.jsonl", "sha256": "0" * 64},),
     )  # fmt: skip
     items = (

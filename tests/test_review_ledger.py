@@ -48,6 +48,12 @@ def test_two_cases_with_the_same_text_are_two_items_and_an_edit_is_a_new_one() -
     assert item_id("a", "q", "r", "x") != item_id("b", "q", "r", "x")
     assert item_id("a", "q", "r", "x") != item_id("a", "q", "r", "x ")
     assert item_id("a", "q", "r", "x") == item_id("a", "q", "r", "x")
+    # ids are in every ledger line: a faster reader must make the same ones
+    assert item_id("a", "q", "r", "x") == "0d071c01ca4be80af4efbf3717d2b2bd6b4e6e4f7cec07b7725525e01a59fbb5"
+    assert (
+        item_id(None, "q é", "r", "x", response_sha256="f" * 64)
+        == "0dd46ad3fe1a412197e33d6f7a3fb9e41fe0f6c05774e29203c465b6b5f5c5c4"
+    )
 
 
 def test_the_draw_depends_on_the_seed_alone_so_a_larger_sample_extends_a_smaller_one() -> None:
@@ -71,6 +77,9 @@ def test_a_queue_round_trips_and_is_never_overwritten(tmp_path: Path) -> None:
         (lambda obj: {**obj, "verdict": "fail"}, "unknown key `verdict`"),
         (lambda obj: {**obj, "response": obj["response"] + "!"}, "`response_sha256` is not the sha256"),
         (lambda obj: {**obj, "draw": -1}, "`draw` must be"),
+        (lambda obj: {**obj, "evidence": ["doc", 7]}, "`evidence` must be a list"),
+        (lambda obj: {**obj, "case_id": None}, "`case_id` must be text"),
+        (lambda obj: {**obj, "source": "judge"}, "`source` must be one of"),
     ],
 )
 def test_a_queue_holding_the_judge_or_an_edited_answer_is_refused_by_line(
@@ -81,6 +90,19 @@ def test_a_queue_holding_the_judge_or_an_edited_answer_is_refused_by_line(
     lines[2] = json.dumps(edit(json.loads(lines[2])))
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(QueueError, match=r"bad\.jsonl:3 \(review queue\): " + message.replace("(", r"\(")):
+        read_queue(tmp_path / "bad.jsonl")
+
+
+def test_a_queue_line_spread_over_two_lines_is_refused_by_its_line_and_a_blank_line_is_skipped(
+    tmp_path: Path,
+) -> None:
+    make_queue(tmp_path)
+    lines = (tmp_path / "queue.jsonl").read_text().splitlines()
+    (tmp_path / "blank.jsonl").write_text("\n".join([*lines[:2], "", *lines[2:]]) + "\n")
+    assert [i.case_id for i in read_queue(tmp_path / "blank.jsonl").items] == ["c0", "c1", "c2"]
+    lines[2] = json.dumps(json.loads(lines[2]), indent=1)  # the same object, pretty-printed
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(QueueError, match=r"bad\.jsonl:3 \(review queue\): not a JSON value"):
         read_queue(tmp_path / "bad.jsonl")
 
 

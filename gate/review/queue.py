@@ -20,7 +20,7 @@ from typing import Any
 
 from gate.model.errors import UsageError
 from gate.model.escape import visible
-from gate.model.loading import FileProblem, canonical_json, open_binary, sha256_hex
+from gate.model.loading import FileProblem, canonical_json, gc_paused, open_binary, sha256_hex
 from gate.model.paths import from_working_directory, shown_path
 
 ABSTAIN = "abstain"
@@ -124,12 +124,15 @@ def item_id(case_id: str | None, user_input: str, reference: str, response: str,
 
     Each part is written with its length first, so no two different items hash the same bytes; the
     response enters as its sha256 (pass it when known: a 100,000-item queue then hashes each text once).
+    The bytes are made by one formatting and hashed by one call: every item of a queue is checked so.
     """
-    chunks = [b"review-item-v1\n"]
-    for part in (case_id, user_input, reference, response_sha256 or sha256_hex(response)):
-        data = b"-" if part is None else b"+" + part.encode("utf-8")
-        chunks += [b"%d:" % len(data), data]
-    return hashlib.sha256(b"".join(chunks)).hexdigest()
+    case = b"1:-" if case_id is None else b"%d:+%s" % (len(raw := case_id.encode("utf-8")) + 1, raw)
+    question, evidence = user_input.encode("utf-8"), reference.encode("utf-8")
+    answer = (response_sha256 or sha256_hex(response)).encode("utf-8")
+    data = b"review-item-v1\n%s%d:+%s%d:+%s%d:+%s" % (
+        case, len(question) + 1, question, len(evidence) + 1, evidence, len(answer) + 1, answer
+    )  # fmt: skip
+    return hashlib.sha256(data).hexdigest()
 
 
 def make_item(
@@ -218,7 +221,8 @@ _OPTIONAL_TEXT = ("case_id", "slice", "stratum")
 
 
 def _item_problem(obj: Any) -> str | None:
-    """What is wrong with an item line's shape, or None (kept cheap: a queue may hold 100,000 items)."""
+    """What is wrong with an item line's shape, or None (kept cheap: a queue may hold 100,000 items,
+    so the common case is one test of every key's type at once, and the slow path says which)."""
     if type(obj) is not dict:
         return "an item must be a JSON object"
     if not obj.keys() <= _ITEM_KEY_SET:
@@ -227,6 +231,22 @@ def _item_problem(obj: Any) -> str | None:
             f"unknown key `{visible(unknown, 40)}`: a queue holds the question, evidence and answer only, never "
             "the judge's verdict, reason or model, nor a reviewer's label"
         )
+    get = obj.get
+    evidence, draw = get("evidence", []), get("draw")
+    if (
+        type(get("item_id")) is str and type(get("user_input")) is str and type(get("reference")) is str
+        and type(get("response")) is str and type(get("response_sha256")) is str and type(get("source")) is str
+        and type(get("case_id", "")) is str and type(get("slice", "")) is str and type(get("stratum", "")) is str
+        and type(evidence) is list and (not evidence or set(map(type, evidence)) == {str})
+        and (draw is None or (type(draw) is int and draw >= 0))
+        and obj["source"] in SOURCES
+    ):  # fmt: skip
+        return None
+    return _shape_problem(obj)
+
+
+def _shape_problem(obj: dict[str, Any]) -> str:
+    """Which key of an item line that failed the quick test is wrong, and how."""
     for key in _REQUIRED_TEXT:
         if type(obj.get(key)) is not str:
             return f"`{key}` must be text"
@@ -239,9 +259,7 @@ def _item_problem(obj: Any) -> str | None:
     draw = obj.get("draw")
     if draw is not None and (type(draw) is not int or draw < 0):
         return "`draw` must be a whole number from 0"
-    if obj["source"] not in SOURCES:
-        return f"`source` must be one of {', '.join(SOURCES)}"
-    return None
+    return f"`source` must be one of {', '.join(SOURCES)}"
 
 
 _ITEM_DEFAULTS: dict[str, Any] = {"case_id": None, "slice": None, "stratum": None, "draw": None}
@@ -282,15 +300,34 @@ def _data(path: Path) -> bytes:
         raise QueueError(f"{exc.message}; fix: pass the file `gate review queue --out` wrote") from None
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _values(text: str) -> list[Any] | None:
+    """One JSON value a line, read straight from the text (no copy of it joined into one array):
+    None when any line is not exactly one value and its newline (a blank line, spaces, a value over
+    two lines): then each line is read on its own, to name the one at fault."""
+    decode = _DECODER.raw_decode
+    out: list[Any] = []
+    at, end = 0, len(text)
+    while at < end:
+        value, at = decode(text, at)
+        if text[at] != "\n":
+            return None
+        out.append(value)
+        at += 1
+    return out if len(out) == text.count("\n") else None
+
+
 def _parsed(data: bytes, shown: str) -> list[tuple[int, Any]]:
-    """Each non-blank line's number and JSON value; one parse for the whole file when it is sound."""
-    if data.endswith(b"\n") and not data.startswith(b"\n") and b"\n\n" not in data:  # as written: no blank line
+    """Each non-blank line's number and JSON value; one pass over the whole file when it is sound."""
+    if data.endswith(b"\n"):  # as written
         try:
-            values = json.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
-            if len(values) == data.count(b"\n"):
-                return list(enumerate(values, start=1))
-        except (ValueError, RecursionError):
-            pass
+            values = _values(data.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError among them
+            values = None
+        if values is not None:
+            return list(enumerate(values, start=1))
     out: list[tuple[int, Any]] = []
     for lineno, raw in enumerate(data.split(b"\n"), start=1):  # find the line that does not parse
         if not raw.strip():
@@ -308,6 +345,11 @@ def read_queue(path: Path) -> Queue:
     """The queue file, every line checked; a problem is a QueueError naming the file and line."""
     shown = shown_path(path)
     data = _data(path)
+    with gc_paused():  # 100,000 items are ~1.5 million long-lived objects: no collection rescans them
+        return _read(path, shown, data)
+
+
+def _read(path: Path, shown: str, data: bytes) -> Queue:
     parsed = _parsed(data, shown)
     if not parsed:
         raise _fail(shown, "the file is empty; fix: build the queue with `gate review queue`")

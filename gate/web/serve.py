@@ -8,6 +8,7 @@ The server writes nothing but the ledger.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import socket
 import sys
@@ -108,6 +109,7 @@ def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
     if opts.ledger_directory and not from_working_directory(opts.ledger).exists():
         from_working_directory(opts.ledger).mkdir()
     desk = Desk(queue, opts.ledger, k, allow_self_adjudication=opts.allow_self_adjudication)
+    gc.freeze()  # the queue lives as long as the page: no collection between two labels rescans it
 
     import uvicorn
 
