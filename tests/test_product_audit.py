@@ -279,7 +279,7 @@ def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
 
 
 def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_could_not(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     policy = audit_suite(tmp_path / "suite", fake, 0.1)
     lines = answers_of(20)
@@ -307,7 +307,13 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
     out = tmp_path / "decided"
+    capsys.readouterr()
     assert decide(policy, run, out, "--audit", str(ledger)) == 1
+    # An answer people audited shows their label, never "human unlabelled", on the terminal and in the report.
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "p-000: human fail (people's audit), judge fail" in screen and "human unlabelled" not in screen, screen
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "human **fail (people's audit)**, judge **fail**" in report and "unlabelled" not in report
     res = result(out)
     [b] = [b for b in res["blockers"] if b["kind"] == "failure_rate_exceeded"]
     assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 20

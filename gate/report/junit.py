@@ -6,27 +6,12 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from gate.model.escape import xml_text
-from gate.report.sections import human_text
+from gate.report.sections import human_text, people_labels
 
 if TYPE_CHECKING:
     from gate.model.result import Result
 
 QUALITY_OUTCOMES = {"false_pass", "false_fail"}
-
-
-def people_labels(result: Result) -> dict[str, str]:
-    """A product lane's answers people audited: case id -> their final label (pass or fail)."""
-    found: dict[str, str] = {}
-    if result.product is None:
-        return found
-    for s in result.product.slices.values():
-        if s.zero_tolerance is not None:
-            found.update({c: "fail" for c in s.zero_tolerance.confirmed})
-            found.update({c: "pass" for c in s.zero_tolerance.cleared})
-        if s.audit is not None:
-            found.update({c: "fail" for c in (*s.audit.confirmed_fail, *s.audit.missed_fail)})
-            found.update({c: "pass" for c in s.audit.cleared_fail})
-    return found
 
 
 def _people(label: str | None) -> str:

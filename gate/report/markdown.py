@@ -138,6 +138,7 @@ MAX_DETAILED = 10
 
 def _blockers(result: Result) -> list[str]:
     cases = {c.case_id: c for c in result.cases}
+    people = sections.people_labels(result)
     blockers = result.blockers
     if not blockers:
         return ["No blockers.", ""]
@@ -158,7 +159,7 @@ def _blockers(result: Result) -> list[str]:
                     lines.append(f"  - cases: {id_list(ids)}")
                 continue
             detailed = [i for i in ids if i in cases][:MAX_DETAILED]
-            lines += [f"  - {code_id(i)}: {_case_detail(cases[i])}" for i in detailed]
+            lines += [f"  - {code_id(i)}: {_case_detail(cases[i], people.get(i))}" for i in detailed]
             rest = [i for i in ids if i not in detailed]
             if rest:
                 lines.append(f"  - {'and ' if detailed else ''}{len(rest)} more: {id_list(rest)}")
@@ -166,7 +167,7 @@ def _blockers(result: Result) -> list[str]:
     return lines
 
 
-def _case_detail(c: CaseRow) -> str:
+def _case_detail(c: CaseRow, audited: str | None = None) -> str:
     if c.bucket == "errored":
         return f"evaluator error {code_id(c.error_kind)}: {escape(c.error_message or '', MAX_REASON_CHARS)}"
     if c.bucket == "withheld":
@@ -176,7 +177,7 @@ def _case_detail(c: CaseRow) -> str:
     labels = c.labels
     votes = f" (votes: {', '.join(escape(v) for v in labels)})" if len(labels) > 1 else ""
     why = f" — judge: “{escape(c.reason, MAX_REASON_CHARS)}”" if c.reason else ""
-    return f"human **{escape(sections.human_text(c.human_label))}**, judge **{escape(c.verdict)}**{votes}{why}"
+    return f"human **{escape(sections.human_text(c.human_label, audited))}**, judge **{escape(c.verdict)}**{votes}{why}"
 
 
 def _slice_table(result: Result) -> list[str]:

@@ -270,9 +270,27 @@ def not_needed_term(not_needed: int) -> str:
     return f" + {not_needed} not needed" if not_needed else ""
 
 
-def human_text(label: str | None) -> str:
-    """A case's human label as said to a person: an application's answer nobody labelled is `unlabelled`."""
+def human_text(label: str | None, audited: str | None = None) -> str:
+    """A case's human label as said to a person: an application's answer people labelled in the audit
+    says so (`fail (people's audit)`); one nobody labelled is `unlabelled`."""
+    if label is None and audited is not None:
+        return f"{audited} (people's audit)"
     return "unlabelled" if label is None else label
+
+
+def people_labels(result: Result) -> dict[str, str]:
+    """A product lane's answers people audited: case id -> their final label (pass or fail)."""
+    found: dict[str, str] = {}
+    if result.product is None:
+        return found
+    for s in result.product.slices.values():
+        if s.zero_tolerance is not None:
+            found.update({c: "fail" for c in s.zero_tolerance.confirmed})
+            found.update({c: "pass" for c in s.zero_tolerance.cleared})
+        if s.audit is not None:
+            found.update({c: "fail" for c in (*s.audit.confirmed_fail, *s.audit.missed_fail)})
+            found.update({c: "pass" for c in s.audit.cleared_fail})
+    return found
 
 
 def shows_slice_table(result: Result) -> bool:

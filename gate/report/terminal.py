@@ -39,7 +39,14 @@ from gate.report.markdown import (
 )
 from gate.report.next_steps import CALIBRATION_PARTITION, next_steps
 from gate.report.product import VERDICT_TEXT, heading, method_line, slice_views
-from gate.report.sections import batch_line, calibration_lines, human_text, not_needed_term, shows_slice_table
+from gate.report.sections import (
+    batch_line,
+    calibration_lines,
+    human_text,
+    not_needed_term,
+    people_labels,
+    shows_slice_table,
+)
 
 if TYPE_CHECKING:
     from gate.model.result import CaseRow, Result
@@ -97,7 +104,7 @@ def _ids(ids: Sequence[Any], limit: int = MAX_IDS) -> Text:
     return out
 
 
-def _case_detail(c: CaseRow) -> Text:
+def _case_detail(c: CaseRow, audited: str | None = None) -> Text:
     if c.bucket == "errored":
         return Text.assemble(
             "evaluator error ", safe_text(c.error_kind), ": ", whole_text(c.error_message or "", "records.jsonl")
@@ -107,7 +114,10 @@ def _case_detail(c: CaseRow) -> Text:
     if c.bucket == "unrun":
         return Text("not judged")
     out = Text.assemble(
-        "human ", safe_text(human_text(c.human_label), style="bold"), ", judge ", safe_text(c.verdict, style="bold")
+        "human ",
+        safe_text(human_text(c.human_label, audited), style="bold"),
+        ", judge ",
+        safe_text(c.verdict, style="bold"),
     )
     if len(c.labels) > 1:
         out.append_text(Text.assemble(" (votes: ", Text(", ").join(safe_text(v) for v in c.labels), ")"))
@@ -127,6 +137,7 @@ def _blockers(result: Result, console: Console) -> None:
         console.print("Blockers: none")
         return
     cases = {c.case_id: c for c in result.cases}
+    people = people_labels(result)
     console.print(Text(f"Blockers ({len(blockers)})", style="bold"))
     for state in STATE_ORDER:
         group = [b for b in blockers if b.state == state]
@@ -143,7 +154,9 @@ def _blockers(result: Result, console: Console) -> None:
             judged = [i for i in ids if i in cases and cases[i].bucket not in ("unrun", "withheld")]
             detailed = [] if b.kind in LIST_ONLY_KINDS else judged[:MAX_DETAILED]
             for i in detailed:
-                print_indented(console, 6, Text.assemble(safe_text(i, style="cyan"), ": ", _case_detail(cases[i])))
+                print_indented(
+                    console, 6, Text.assemble(safe_text(i, style="cyan"), ": ", _case_detail(cases[i], people.get(i)))
+                )
             rest = [i for i in ids if i not in detailed]
             if rest:
                 label = f"{plural(len(rest), 'more case')}: " if detailed else "cases: "
