@@ -131,4 +131,16 @@ def test_labels_past_k_from_another_machine_all_count_and_status_says_so(
     [row] = json.loads(out)["slices"]
     assert code == 0 and (row["unanimous"], row["awaiting_adjudication"], row["beyond_k"]) == (0, 1, 1)
     code, out = status(tmp_path, ledger, capsys)
+    assert "Krippendorff's alpha n/a (bootstrap" not in out  # alpha is known here; and n/a has no interval
     assert "1 item with more than 2 labels (labelled apart, or imported): every label counts" in out, out
+
+
+def test_alpha_undefined_says_why_and_claims_no_interval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queue = file_queue(tmp_path, n=2)
+    capsys.readouterr()
+    ledger = tmp_path / "ledger.jsonl"
+    for i in range(2):
+        for who in ("ana", "ben"):
+            label(ledger, queue, i, who, "pass")
+    code, out = status(tmp_path, ledger, capsys)
+    assert code == 0 and "Krippendorff's alpha n/a (every label given is the same), least 0.667" in out, out

@@ -134,6 +134,12 @@ def _figure(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _alpha_note(row: SliceStatus) -> str:
+    if row.alpha is not None:
+        return "bootstrap 95%"
+    return "no item has two labels yet" if row.pairable == 0 else "every label given is the same"
+
+
 def status_text(rows: Sequence[SliceStatus], k: int) -> list[str]:
     """The figures for a person, one block per slice (names are queue text: the caller escapes lines)."""
     lines: list[str] = []
@@ -147,7 +153,7 @@ def status_text(rows: Sequence[SliceStatus], k: int) -> list[str]:
             + (f" ({share:.0%} of those labelled)" if share is not None else "")
             + f", adjudicated {row.adjudicated}, awaiting adjudication {row.awaiting_adjudication}, "
             f"final abstain {row.abstained} ({row.abstentions} abstentions given)",
-            f"  Krippendorff's alpha {_figure(row.alpha)}{interval} (bootstrap 95%), least {row.min_alpha:g}"
+            f"  Krippendorff's alpha {_figure(row.alpha)}{interval} ({_alpha_note(row)}), least {row.min_alpha:g}"
             + (f"; Cohen's kappa {_figure(row.kappa)}" if row.kappa is not None else ""),
         ]
         if row.beyond_k:
