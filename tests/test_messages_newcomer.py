@@ -130,12 +130,14 @@ def test_a_pr_runs_next_steps_calibrate_on_the_calibration_lane_not_on_its_own_r
 def test_a_measuring_lane_that_passed_says_it_measured_and_that_gate_calibrate_comes_next(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A calibration lane where the judge agreed with people everywhere still measured, not gated:
-    its run says so and names gate calibrate on its records, never 'nothing blocks' alone."""
+    """A calibration lane that passed (one false fail, within the slice's limit) still measured, not
+    gated: its run says so and names gate calibrate on its records, never 'nothing blocks' alone, and
+    claims no agreement it did not see."""
     monkeypatch.setenv("GATE_TEST_KEY", "sk-test-messages")
     monkeypatch.setenv("RAGAS_DO_NOT_TRACK", "true")
     monkeypatch.chdir(tmp_path)
     cal = [case(f"k-{i}", partition="calibration", label="fail" if i < 3 else "pass") for i in range(6)]
+    cal[3] = case("k-3", partition="calibration", label="pass", response="Answer for k-3. [[judge:fail]]")
     with FakeOpenAI() as fake:
         policy = write_suite(
             tmp_path / "s",
@@ -146,7 +148,8 @@ def test_a_measuring_lane_that_passed_says_it_measured_and_that_gate_calibrate_c
         code, screen = _run_screen(policy, "cal", "cal-out")
     assert code == 0, screen
     assert "passed (exit 0): measured, not gated" in screen and "gate calibrate comes next" in screen, screen
-    assert "nothing blocks" not in screen, screen
+    assert "nothing blocks" not in screen and "agreed with people on every" not in screen, screen
+    assert result(tmp_path / "cal-out")["slices"]["critical"]["false_fail"] == 1  # a disagreement, within limits
     assert "Next steps" in screen and "gate calibrate --policy s/policy.yaml --records cal-out" in screen, screen
     report = (tmp_path / "cal-out" / "report.md").read_text()
     assert "measured, not gated" in report and "gate calibrate" in report, report

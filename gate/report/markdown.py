@@ -42,10 +42,10 @@ MEASURED_MEANING = (
     "measured, not gated: this lane measures the judge against people and gates no merge; the "
     "disagreements below are in its records, and gate calibrate comes next."
 )
-# A lane that measures the judge and recorded no disagreement.
+# A lane that measures the judge and passed (no disagreement over its slices' limits: maybe some within).
 MEASURED_AGREED = (
-    "measured, not gated: this lane measures the judge against people and gates no merge; the judge "
-    "agreed with people on every case it judged here, and gate calibrate comes next."
+    "measured, not gated: this lane measures the judge against people and gates no merge; its records "
+    "hold where the judge and people agree and differ, and gate calibrate comes next."
 )
 STATE_ORDER = ("quality_failed", "evaluation_incomplete", "review_required")
 
