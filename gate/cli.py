@@ -1125,7 +1125,7 @@ def cmd_review_export(args: argparse.Namespace) -> int:
 
 def _print_export(outcome: Any, args: argparse.Namespace) -> int:
     from gate.model.paths import shown_path
-    from gate.review.status import LOW_AGREEMENT
+    from gate.review.status import LOW_AGREEMENT, status_text
 
     def id_list(ids: Sequence[str], limit: int = 20) -> str:
         return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
@@ -1147,6 +1147,8 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
     exported = outcome.exported
     corrected = [c["case_id"] for c in exported.cases if "supersedes" in c]
     print(f"wrote {shown_path(args.out)}: {len(exported.cases)} cases into partition {args.partition}")
+    for line in status_text(outcome.rows, outcome.k):  # the agreement the cases rest on, as status shows it
+        print(log_text(f"  {line}"))
     if corrected:
         print(log_text(f"  {len(corrected)} supersede a case whose label people corrected: {id_list(corrected)}"))
     if exported.confirmed:

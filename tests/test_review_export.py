@@ -84,6 +84,7 @@ def test_exported_cases_pass_validate_and_feed_calibrate(
     assert adjudicated["provenance"]["adjudicator"] == "cy" and adjudicated["human_adjudication"]["label"] == "pass"
     assert all(c["partition"] == "calibration" and c["human_adjudication"]["evidence"] for c in cases)
     assert "final abstain, not exported: reviewed-3" in printed and "supersede a case" in printed
+    assert "unanimous 6" in printed and "Krippendorff's alpha 0.735" in printed  # the agreement it rests on
     assert "Reviewer qualifications: reviewers ana, ben; adjudicators cy" in printed and "Collection window" in printed
     assert main([*args, "--partition", "calibration"]) == 2  # never into an existing file
     # Appended to the suite: valid, and the calibration lane's run feeds gate calibrate.

@@ -429,6 +429,8 @@ class ExportOutcome:
     exported: Exported | None
     refused: tuple[SliceStatus, ...] = ()  # slices whose alpha is below review.min_alpha
     card_lines: tuple[str, ...] = ()
+    rows: tuple[SliceStatus, ...] = ()  # every slice's agreement, as `gate review status` shows it
+    k: int = 2
 
 
 def _check_partition(loaded: LoadedPolicy, partition: str) -> None:
@@ -479,7 +481,7 @@ def run_export(
     existing = load_dataset(labelled.loaded).cases
     exported = export_cases(labelled.queue, labelled.finals, labelled.lines, existing, request)
     _write_new(out, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in exported.cases))
-    return ExportOutcome(out, exported, low, tuple(card_lines(labelled, exported)))
+    return ExportOutcome(out, exported, low, tuple(card_lines(labelled, exported)), tuple(rows), labelled.k)
 
 
 def _write_new(path: Path, text: str) -> None:
