@@ -233,7 +233,7 @@ def test_a_malformed_calibration_file_is_a_usage_error_naming_file_field_and_fix
 
 def test_policy_keys_are_checked(tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]) -> None:
     for requirement, words in [
-        ({"max_false_pass_high": {"critical": 0.5}}, "no bound for slice(s) ['general']"),
+        ({"max_false_pass_high": {"critical": 0.5}}, "no bound for slice general; fix"),
         ({"max_false_pass_high": {"critical": 0.5, "general": 0.5, "nope": 0.5}}, "slice 'nope'"),
         ({"max_false_pass_high": 1.5}, "not a rate"),
         ({"min_kappa": ".nan"}, "min_kappa"),

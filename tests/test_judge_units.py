@@ -115,7 +115,7 @@ def test_render_matches_ragas_and_hashes() -> None:
     [
         ("{response}", ("response",), {"response": None}, "no value"),
         ("{response}", ("response",), {"response": ""}, "blank"),
-        ("{response}", ("response",), {"response": "a", "reference": "b"}, "no placeholder"),
+        ("{response}", ("response",), {"response": "a", "reference": "b"}, "input field reference has no placeholder"),
         ("{response} {reference}", ("response",), {"response": "a"}, "differ"),
         ("{response}", ("response", "reference"), {"response": "a", "reference": "b"}, "differ"),
         ("{response:.3}", ("response",), {"response": "abcdefgh"}, "format spec"),

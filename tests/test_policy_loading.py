@@ -191,7 +191,7 @@ def test_prompt_and_price_problems_reported_together(tmp_path: Path) -> None:
         (("metric", "allowed_values"), ["pass"], "must contain pass and fail"),
         (("metric", "allowed_values"), ["pass", "fail", "maybe"], "may only add review_required"),
         (("evaluator", "repeats"), 2, "repeats must be odd"),
-        (("lanes", "pr", "partitions"), ["staging"], "unknown partition"),
+        (("lanes", "pr", "partitions"), ["staging"], "names unknown partition staging; fix"),
         (("version",), 2, "`version`"),
     ],
 )

@@ -271,7 +271,12 @@ def test_missing_evidence_control_with_reference(suite: Suite) -> None:
 def test_pair_with_one_case(suite: Suite) -> None:
     suite.case("s-1")["pair"] = {"id": "p-1", "kind": "flip"}
     (f,) = suite.findings()
-    assert f.kind == "input_contract" and "'p-1'" in f.message and "s-1" in f.message and "1 case(s)" in f.message
+    assert (
+        f.kind == "input_contract"
+        and "'p-1'" in f.message
+        and "s-1" in f.message
+        and "which has 1 case (s-1)" in f.message
+    )
 
 
 def test_pair_with_three_cases(suite: Suite) -> None:
@@ -286,7 +291,7 @@ def test_a_pair_id_on_many_cases_names_a_few_and_counts_the_rest(suite: Suite) -
     ids = [f"p-{i:02d}" for i in range(12)]
     suite.cases += [make_case(cid, pair={"id": "big", "kind": "invariant"}, user_input=words(cid)) for cid in ids]
     (f,) = suite.findings()
-    assert "which has 12 case(s) (p-00, p-01, p-02, p-03, p-04 and 7 more)" in f.message
+    assert "which has 12 cases (p-00, p-01, p-02, p-03, p-04 and 7 more)" in f.message
     assert "p-05" not in f.message and f.case_ids == tuple(ids)
 
 
@@ -323,7 +328,7 @@ def test_lane_lacking_a_control_role(suite: Suite) -> None:
     suite.cases = [c for c in suite.cases if c.get("expected_control_role") != "injection"]
     found = suite.findings()
     assert kinds(found) == ["control_missing", "control_missing"]  # pr and release
-    assert all("injection" in f.message and "lanes." in f.message for f in found)
+    assert all("no control case for role injection;" in f.message and "lanes." in f.message for f in found)
     (f,) = suite.findings(lane="release")
     assert f.state is State.QUALITY_FAILED and "`lanes.release.controls`" in f.message
 

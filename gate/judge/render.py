@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gate.model.cases import Case
 from gate.model.loading import canonical_json, sha256_hex
+from gate.model.wording import agree
 
 # Bump when what the judge sees for the same case and template changes (rollback bundle).
 RENDERER_VERSION = "1"
@@ -85,7 +86,11 @@ def render_fields(template: str, placeholders: Sequence[str], fields: Mapping[st
     declared = _checked_placeholders(template, tuple(placeholders))
     unexpected = sorted(set(fields) - set(declared))
     if unexpected:
-        raise RenderError(f"input field(s) {unexpected} have no placeholder in the prompt; fix: remove them")
+        n = len(unexpected)
+        raise RenderError(
+            f"input {agree(n, 'field', 'fields')} {', '.join(unexpected)} {agree(n, 'has', 'have')} no placeholder in "
+            "the prompt; fix: remove them"
+        )
     kwargs: dict[str, str] = {}
     for name in declared:
         value = fields.get(name)

@@ -38,6 +38,7 @@ from gate.model.loading import sha256_hex as _sha256
 from gate.model.overrides import Override, case_problems, kind_problems, slice_problems
 from gate.model.paths import from_working_directory, shown_path
 from gate.model.strict import Strict
+from gate.model.wording import agree
 from gate.model.yaml12 import as_written
 
 ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection"]
@@ -245,7 +246,11 @@ class Trend(Strict):
             raise ValueError("`bands` must describe exactly the bands 1, 2, 3, 4 and 5")
         empty = [k for k, v in self.bands.items() if not v.strip()]
         if empty:
-            raise ValueError(f"band(s) {empty} have an empty description; fix: say what a response in that band is")
+            n = len(empty)
+            raise ValueError(
+                f"{agree(n, 'band', 'bands')} {', '.join(map(str, empty))} {agree(n, 'has', 'have')} an empty description; "
+                "fix: say what a response in that band is"
+            )
         return self
 
 
@@ -441,7 +446,8 @@ class Policy(Strict):
             bad = [p for p in lane.partitions if p not in known]
             if bad:
                 raise ValueError(
-                    f"`lanes.{name}.partitions` names unknown partition(s) {bad}; "
+                    f"`lanes.{name}.partitions` names unknown {agree(len(bad), 'partition', 'partitions')} "
+                    f"{', '.join(bad)}; "
                     f"fix: declare them under `partitions:` or use one of {sorted(known)}"
                 )
         ids = [o.id for o in self.overrides]
@@ -521,7 +527,8 @@ class Policy(Strict):
                 )
             if missing:
                 raise ValueError(
-                    f"`calibration.max_false_pass_high` gives no bound for slice(s) {missing}; fix: name every slice "
+                    f"`calibration.max_false_pass_high` gives no bound for {agree(len(missing), 'slice', 'slices')} "
+                    f"{', '.join(missing)}; fix: name every slice "
                     "of `slices`, or write one number for all"
                 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gate.model.policy import CONTROL_ROLES
 from gate.model.states import Finding, State
+from gate.model.wording import agree
 from gate.validate.context import Context, contract
 
 
@@ -23,8 +24,8 @@ def missing_controls(ctx: Context) -> list[Finding]:
             Finding(
                 State.QUALITY_FAILED,
                 "control_missing",
-                f"{ctx.policy_key(key)} is true but the dataset has no control case for role(s) "
-                f"{', '.join(missing)}; fix: add a case with `expected_control_role` set to each missing role, "
+                f"{ctx.policy_key(key)} is true but the dataset has no control case for "
+                f"{agree(len(missing), 'role', 'roles')} {', '.join(missing)}; fix: add a case with `expected_control_role` set to each missing role, "
                 f"or set `{key}: false`",
                 location=f"{ctx.policy_file}:{key}",
                 extra={"lane": name, "missing_roles": missing},

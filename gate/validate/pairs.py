@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gate.model.states import Finding, State
 from gate.model.supersede import superseded_ids
+from gate.model.wording import plural
 from gate.validate.context import MAX_FINDINGS_PER_KIND, Context, capped, contract, describe_locations
 
 
@@ -23,7 +24,7 @@ def pair_defects(ctx: Context) -> list[Finding]:
                 contract(
                     ctx,
                     idx,
-                    f"share pair id {pair_id!r}, which has {len(idx)} case(s) ({names}) instead of exactly two",
+                    f"share pair id {pair_id!r}, which has {plural(len(idx), 'case')} ({names}) instead of exactly two",
                     "give the pair exactly two cases (add the missing one or use a new pair id for the others)",
                 )
             )
