@@ -57,7 +57,7 @@ def test_a_control_labelled_against_its_role(tmp_path: Path, role: str, label: s
     [message] = [m for m in messages(report) if "control role" in m]
     assert message.startswith("cases.jsonl:")  # the file and the line
     assert f"case ctl-{role} has control role {role} but human label {label!r}" in message
-    assert f"fix: label them {need!r}" in message
+    assert f"fix: label it {need!r}" in message and "or give it the `expected_control_role` its answer fits" in message
 
 
 def test_a_reference_that_is_not_its_evidence(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -81,6 +82,7 @@ def grouped(
         count = f"case {ids[0]}"
         verb, _, rest = what.partition(" ")
         what = f"{_SINGULAR.get(verb, verb)} {rest}" if rest else what
+        fix = re.sub(r"\bthem\b", "it", re.sub(r"\btheir\b", "its", fix))  # "label them" of one case: "label it"
     else:
         count = f"{len(ids)} cases"
     message = f"{describe_locations(locations)}: {count} {what}; fix: {fix}"
