@@ -107,6 +107,28 @@ def test_failing_gating_check_blocks_with_case_ids(tmp_path: Path, fake: FakeOpe
     assert main(["decide", "--policy", str(policy), "--records", str(tmp_path / "out" / "records.jsonl")]) == 1
 
 
+def test_a_case_a_check_failed_before_any_call_is_not_judged_never_judge_none(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lane that stops when decided, decided by a gating check before any call: the case the check
+    failed was never judged, and its line says so (it said 'human pass, judge None')."""
+    cases = [*controls(), case("c-1", response="Refunds within 7 days, FORBIDDEN promise. [[judge:pass]]"), case("c-2")]
+    lanes = {"pr": {"partitions": ["sentinel"], "controls": True, "stop_when_decided": True}}
+    policy = write_suite(
+        tmp_path / "s", cases, evaluator={"base_url": fake.base_url}, checks=[check("no_refund_promise")], lanes=lanes
+    )
+    (tmp_path / "s" / "checks").mkdir()
+    (tmp_path / "s" / "checks" / "team.py").write_text(CHECKS_PY, encoding="utf-8")
+    capsys.readouterr()
+    code, res, _ = run(policy, tmp_path / "out")
+    assert code == 1 and blockers(res)["check_failed"]["case_ids"] == ["c-1"] and fake.count() == 0
+    screen = " ".join(capsys.readouterr().out.split())
+    assert "c-1: human pass, not judged (the verdict was decided without it)" in screen, screen
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "None" not in screen and "None" not in report, report
+    assert "human **pass**, not judged (the verdict was decided without it)" in report
+
+
 def test_non_gating_check_is_reported_only(tmp_path: Path, fake: FakeOpenAI) -> None:
     cases = [*controls(), case("c-1", response="FORBIDDEN yet fine. [[judge:pass]]")]
     policy = suite(tmp_path / "s", fake, cases, [check("no_refund_promise", gate=False)])

@@ -174,6 +174,8 @@ def _case_detail(c: CaseRow, audited: str | None = None) -> str:
         return "withheld (no reference evidence)"
     if c.bucket == "unrun":
         return "not judged"
+    if c.verdict is None:  # not needed: decided before it was judged (a gating check, a stop)
+        return f"human **{escape(sections.human_text(c.human_label, audited))}**, {sections.NOT_JUDGED}"
     labels = c.labels
     votes = f" (votes: {', '.join(escape(v) for v in labels)})" if len(labels) > 1 else ""
     why = f" — judge: “{escape(c.reason, MAX_REASON_CHARS)}”" if c.reason else ""

@@ -270,6 +270,10 @@ def not_needed_term(not_needed: int) -> str:
     return f" + {not_needed} not needed" if not_needed else ""
 
 
+# A case decided without being judged (not needed: a gating check or a stop decided the lane first).
+NOT_JUDGED = "not judged (the verdict was decided without it)"
+
+
 def human_text(label: str | None, audited: str | None = None) -> str:
     """A case's human label as said to a person: an application's answer people labelled in the audit
     says so (`fail (people's audit)`); one nobody labelled is `unlabelled`."""

@@ -40,6 +40,7 @@ from gate.report.markdown import (
 from gate.report.next_steps import CALIBRATION_PARTITION, next_steps
 from gate.report.product import VERDICT_TEXT, heading, method_line, slice_views
 from gate.report.sections import (
+    NOT_JUDGED,
     batch_line,
     calibration_lines,
     human_text,
@@ -113,6 +114,8 @@ def _case_detail(c: CaseRow, audited: str | None = None) -> Text:
         return Text("withheld (no reference evidence)")
     if c.bucket == "unrun":
         return Text("not judged")
+    if c.verdict is None:  # not needed: decided before it was judged (a gating check, a stop)
+        return Text.assemble("human ", safe_text(human_text(c.human_label, audited), style="bold"), f", {NOT_JUDGED}")
     out = Text.assemble(
         "human ",
         safe_text(human_text(c.human_label, audited), style="bold"),
