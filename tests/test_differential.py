@@ -700,6 +700,10 @@ def test_the_dry_run_says_the_check_blockers_stop_the_run_passing(tmp_path: Path
     assert code == 1
     assert "cannot pass (check_failed, quality_failed): gating check no_forbidden" in stdout
     assert "cannot pass (check_error, evaluation_incomplete): check explodes" in stdout
+    # Each names its cases, as the run's blocker does under it.
+    failed = next(line for line in stdout.splitlines() if "cannot pass (check_failed" in line)
+    errored = next(line for line in stdout.splitlines() if "cannot pass (check_error" in line)
+    assert failed.endswith(" [cases: c-0]") and errored.endswith(" [cases: c-1]"), stdout
     assert "before any call: quality_failed (check_failed); whatever the judge says the run can end no better" in stdout
 
 

@@ -20,6 +20,7 @@ from gate.model.states import CONTROL_ERROR, Finding, State, blocking_findings, 
 from gate.model.trend_rubric import load_trend
 from gate.model.wording import plural
 from gate.plan.selection import Plan
+from gate.validate.context import describe_locations
 
 # What a decision over no judgment says only because nothing is judged yet (its cases unrun, its
 # controls without a verdict): the run's judgments settle both.
@@ -105,7 +106,8 @@ def print_plan(
         out.write(f"  no API key in ${ev.api_key_env}: a real run would call nobody and end missing_credentials\n")
     for f in before_any_call(blockers):  # known before any call; the run would judge, but could not pass
         if f not in blocking:
-            out.write(f"  cannot pass ({f.kind}, {f.state.value}): {log_text(f.message)}\n")
+            cases = f" [cases: {describe_locations(list(f.case_ids))}]" if f.case_ids else ""  # as validate names them
+            out.write(f"  cannot pass ({f.kind}, {f.state.value}): {log_text(f.message + cases)}\n")
     out.write("  order:\n")
     held = {c.case_id for c in plan.withheld}
     for i, c in enumerate(plan.eligible, start=1):
