@@ -136,7 +136,7 @@ FUZZ_EXAMPLES ?= 2000
 FUZZ_PARTS ?= 2
 fuzz-lanes: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true GATE_FUZZ_LANES=$(FUZZ_EXAMPLES) GATE_FUZZ_PARTS=$(FUZZ_PARTS) $(BIN)/python -m pytest -q \
-		-p no:cacheprovider -n $(FUZZ_PARTS) --timeout=0 --hypothesis-show-statistics tests/test_differential.py -k every_path
+		-p no:cacheprovider -n $(FUZZ_PARTS) --timeout=0 --hypothesis-show-statistics tests/lanes/test_differential.py -k every_path
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -773,7 +773,7 @@ def format_findings_text(
     heads = [log_text(line) for line in (summary, header) if line is not None]
     if not findings and not out.isatty() and summary is not None:
         # Piped or in CI rich would write these lines as they are: not loading it is ~15 ms of
-        # `gate validate`'s start (issue 12; tests/test_startup.py pins the bytes to rich's).
+        # `gate validate`'s start (tests/cli/test_startup.py pins the bytes to rich's).
         out.write("".join(f"{line}\n" for line in heads))
         return
     from rich.text import Text

@@ -3,7 +3,7 @@
 policies/example-product/ gates a fictional support assistant's own answers. Its cases and its two
 response files are generated here from templates, with a fixed seed, so anyone can regenerate them
 byte for byte (`--check` says whether the committed files are what this script writes;
-tests/test_product_example.py runs it).
+tests/lanes/test_product_example.py runs it).
 
 The truth rule (how every answer's label is decided): each question has one required figure (the
 refund window, the reset link's lifetime, the shipping time...). An answer passes when it states

@@ -3,7 +3,7 @@
 Handling a Ragas API migration safely: library behaviour first, judge behaviour after.
 1. Deterministic checks: the ragas import contract pinned to the lock (import, constructor,
    placeholders, MetricResult, allowed labels, saved configuration, async path) and every stored
-   records/result schema version (tests/test_ragas_contract.py, tests/test_schema_versions.py).
+   records/result schema version (tests/judge/test_ragas_contract.py, tests/model/test_schema_versions.py).
    A failure here is an API migration defect: stop, fix the code, never the criterion.
 2. The frozen controls and the PR lane under the current environment: against the real provider
    when the policy's key is set, else offline against the fake provider answering as the human
@@ -57,7 +57,7 @@ def stage(title: str) -> None:
 
 def contract_stage() -> bool:
     stage("1/3 deterministic checks: import contract and stored schema versions")
-    tests = ["tests/test_ragas_contract.py", "tests/test_schema_versions.py"]
+    tests = ["tests/judge/test_ragas_contract.py", "tests/model/test_schema_versions.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT)
     if proc.returncode != 0:
         print("API migration defect: the library no longer matches what the gate relies on. Fix the code")

@@ -19,9 +19,18 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI
+
+# The tests live in a folder per package of gate (tests/README.md); the shared harness (the fakes,
+# the suite builders) stays here. A test may import a helper of another folder's test module by name.
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted(p for p in _TESTS.iterdir() if p.is_dir() and p.name not in {"fixtures", "__pycache__"}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
+from fake_openai import FakeOpenAI  # noqa: E402
 
 # selenium (the browser test's, `make ui-test`) brings trio, whose hypothesis plugin would import
 # trio into every test process that imports hypothesis; no test here needs it.

@@ -1,4 +1,4 @@
-"""The generative differential test's pieces (tests/test_differential.py): small random suites, the
+"""The generative differential test's pieces (tests/lanes/test_differential.py): small random suites, the
 scripted judge that answers them, the paths a suite is run through, and the oracle.
 
 A `Suite` is plain frozen data: slices and their limits, cases (labels, pairs of both kinds,

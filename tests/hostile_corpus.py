@@ -9,7 +9,7 @@ long fields, special files in place of a file, and injections in every text fiel
 The property (issue 11): the real CLI ends every input with exit 2 and a message naming the file,
 or with findings, within a time bound; never a traceback, never an "internal error", never a log
 line an attacker starts, never a report that carries a second sticky marker or XML that does not
-parse. `tests/test_hostile_corpus.py` runs a small sample; `bench/fuzz_inputs.py` a large one.
+parse. `tests/validate/test_hostile_corpus.py` runs a small sample; `bench/fuzz_inputs.py` a large one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`python` and `gate` of a scratch checkout, started warm (tests/gate_process.py) from a shell.
 
-The doc pages' commands (tests/test_readme.py) and the make targets the example tests run
+The doc pages' commands (tests/house/test_readme.py) and the make targets the example tests run
 (`make demo`, `make demo-product`, ...) are typed into bash as a newcomer types them; each would
 start a fresh interpreter that spends seconds of CPU importing ragas before it judges anything.
 The scratch checkout's `.venv/bin/python` and `.venv/bin/gate` are this launcher instead: it
