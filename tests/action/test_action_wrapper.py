@@ -432,7 +432,9 @@ def test_release_image_pushes_the_tags_the_wrapper_pulls(
 
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
 def test_a_cancelled_job_stops_the_container(tmp_path: Path, sig: signal.Signals, status: int) -> None:
-    out = run_wrapper(tmp_path, stub={"STUB_RUN_SECONDS": "15"}, cancel=sig)
+    # The stub's run lasts 90 s unless killed: on a loaded machine the cancel may reach the wrapper
+    # many seconds after the run began, and a run that ended first would exit 0 with nothing to stop.
+    out = run_wrapper(tmp_path, stub={"STUB_RUN_SECONDS": "90"}, cancel=sig)
     assert out.returncode == status, out.log
     run = out.run_call()["argv"]
     assert "--init" in run
