@@ -362,11 +362,14 @@ def _check_product_stop(stopped: dict[str, Any]) -> None:
 def _check_product_looks(name: str, full: dict[str, Any], looked: dict[str, Any]) -> None:
     """A product lane that stops when decided bounds each failure rate by an interval valid at every
     look, wider than the full run's: on the same answers (it did not stop) a slice it calls exceeded
-    or passed, the full run calls the same; it may call inconclusive what the full run decides."""
+    or passed, the full run calls the same; it may call inconclusive what the full run decides, or
+    incomplete when an answer is missing (the full run's interval can call it exceeded all the same)."""
     assert looked["counts"] == full["counts"], f"{name}: {looked}\nwhere the full run has {full}"
+    unanswered = {"missing_response", "unrun_cases", "evaluator_errors", "budget_exhausted"}
+    undecided = ("inconclusive", "incomplete") if unanswered & {x[0] for x in looked["blockers"]} else ("inconclusive",)
     for slice_name, (verdict, n, k) in looked["product"].items():
         full_verdict, full_n, full_k = full["product"][slice_name]
-        assert (n, k) == (full_n, full_k) and verdict in (full_verdict, "inconclusive"), (
+        assert (n, k) == (full_n, full_k) and verdict in (full_verdict, *undecided), (
             f"{name}: slice {slice_name} {verdict} ({k} of {n}) where the full run has {full_verdict}"
         )
     rates = ("failure_rate_exceeded", "failure_rate_inconclusive")
@@ -812,6 +815,24 @@ def test_a_product_lane_that_stops_when_decided_may_call_inconclusive_what_the_f
         uncalibrated=("s0", "s2"),
     )
     run_example(suite, tmp_path, {"stop_when_decided", "decide"}.__contains__)
+
+
+def test_a_stopping_product_lane_may_call_incomplete_what_the_full_run_exceeds_past_a_missing_answer(
+    tmp_path: Path,
+) -> None:
+    """make fuzz-lanes at cfb1db8 (a product part): one answer of the slice is missing from the
+    responses file. The full lane's fixed interval calls the slice exceeded all the same; the lane that
+    stops when decided, with its wider interval, cannot, and with an answer missing the slice is
+    incomplete (the missing_response blocker says why), not inconclusive. The oracle had allowed only
+    inconclusive."""
+    cases = tuple(CaseSpec(f"c-{i}", "s0", "fail") for i in range(5))
+    suite = Suite(
+        slices=(("s0", 0, None),), cases=cases, controls=False, product=True, unanswered=("c-0",), concurrency=2
+    )
+    full, got = run_paths(suite, tmp_path, "stop_when_decided")
+    assert full["product"]["slices"]["s0"]["verdict"] == "exceeded"
+    assert got["stop_when_decided"]["product"]["slices"]["s0"]["verdict"] == "incomplete"
+    run_example(suite, tmp_path / "oracle", {"stop_when_decided"}.__contains__)
 
 
 def test_a_stopping_product_lane_never_passes_a_topic_that_fails_last(tmp_path: Path) -> None:
