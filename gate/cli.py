@@ -1095,7 +1095,7 @@ def cmd_review_status(args: argparse.Namespace) -> int:
         print(json.dumps(status_json(labelled, rows), indent=2))
     else:
         for line in status_text(rows, labelled.k):
-            print(log_text(line))
+            say(sys.stdout, log_text(line))
     return 0
 
 
@@ -1105,9 +1105,15 @@ def cmd_review_export(args: argparse.Namespace) -> int:
 
     if args.format == "label-studio":
         for path in export_label_studio(args.queue, args.out):
-            print(f"wrote {shown_path(path)}")
-        print("next: create a Label Studio project with config.xml, import tasks.json, label, export as JSON, then")
-        print(f"  gate review import {shown_path(args.queue)} --ledger labels/ --format label-studio EXPORT.json")
+            say(sys.stdout, f"wrote {shown_path(path)}")
+        say(
+            sys.stdout,
+            "next: create a Label Studio project with config.xml, import tasks.json, label, export as JSON, then",
+        )
+        say(
+            sys.stdout,
+            f"  gate review import {shown_path(args.queue)} --ledger labels/ --format label-studio EXPORT.json",
+        )
         return 0
     if args.ledger is None or args.partition is None:
         raise UsageError("gate review export: --format cases needs --ledger and --partition; fix: pass both")
@@ -1132,44 +1138,49 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
 
     if outcome.exported is None:
         for row in outcome.refused:
-            print(
+            say(
+                sys.stderr,
                 log_text(f"slice {row.slice}: alpha {row.alpha:.3f} is below {row.min_alpha:g}: {LOW_AGREEMENT}"),
-                file=sys.stderr,
             )
         names = ", ".join(row.slice for row in outcome.refused)
-        print(
+        say(
+            sys.stderr,
             log_text(
                 f"nothing was written; fix the rubric and label again, or pass --accept-low-agreement (recorded in each case) to export {names}"
             ),
-            file=sys.stderr,
         )
         return 1
     exported = outcome.exported
     corrected = [c["case_id"] for c in exported.cases if "supersedes" in c]
-    print(f"wrote {shown_path(args.out)}: {len(exported.cases)} cases into partition {args.partition}")
+    say(sys.stdout, f"wrote {shown_path(args.out)}: {len(exported.cases)} cases into partition {args.partition}")
     for line in status_text(outcome.rows, outcome.k):  # the agreement the cases rest on, as status shows it
-        print(log_text(f"  {line}"))
+        say(sys.stdout, log_text(f"  {line}"))
     if corrected:
-        print(log_text(f"  {len(corrected)} supersede a case whose label people corrected: {id_list(corrected)}"))
+        say(
+            sys.stdout,
+            log_text(f"  {len(corrected)} supersede a case whose label people corrected: {id_list(corrected)}"),
+        )
     if exported.confirmed:
-        print(
+        say(
+            sys.stdout,
             log_text(
                 f"  {len(exported.confirmed)} confirmed as labelled, left as they are: {id_list(list(exported.confirmed))}"
-            )
+            ),
         )
     if exported.abstained:
-        print(log_text(f"  final abstain, not exported: {id_list(list(exported.abstained))}"))
+        say(sys.stdout, log_text(f"  final abstain, not exported: {id_list(list(exported.abstained))}"))
     if exported.not_final:
-        print(f"  {exported.not_final} items have no final label yet (pending or awaiting adjudication)")
+        say(sys.stdout, f"  {exported.not_final} items have no final label yet (pending or awaiting adjudication)")
     for row in outcome.refused:
-        print(
+        say(
+            sys.stdout,
             log_text(
                 f"  slice {row.slice}: exported with --accept-low-agreement (alpha {row.alpha:.3f}), recorded in each case"
-            )
+            ),
         )
     for line in outcome.card_lines:
-        print(log_text(line))
-    print("next: append them to the policy's cases file, then gate validate and gate calibrate")
+        say(sys.stdout, log_text(line))
+    say(sys.stdout, "next: append them to the policy's cases file, then gate validate and gate calibrate")
     return 0
 
 
@@ -1179,15 +1190,18 @@ def cmd_review_import(args: argparse.Namespace) -> int:
 
     outcome = import_label_studio(args.queue, args.ledger, args.export, blind=args.blind)
     got = outcome.imported
-    print(
-        f"{shown_path(args.export)}: {got.tasks} tasks, {len(got.lines)} annotations ({got.cancelled} cancelled, not read)"
+    say(
+        sys.stdout,
+        f"{shown_path(args.export)}: {got.tasks} tasks, {len(got.lines)} annotations ({got.cancelled} cancelled, not read)",
     )
-    print(
-        f"  appended {outcome.appended} ledger lines to {shown_path(args.ledger)}; {outcome.already} were already there"
+    say(
+        sys.stdout,
+        f"  appended {outcome.appended} ledger lines to {shown_path(args.ledger)}; {outcome.already} were already there",
     )
-    print(
+    say(
+        sys.stdout,
         f"  {got.without_annotations} tasks without annotations; {got.not_in_export} items of the queue not in the "
-        "export (Label Studio's default export leaves out unannotated tasks)"
+        "export (Label Studio's default export leaves out unannotated tasks)",
     )
     return 0
 

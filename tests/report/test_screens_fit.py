@@ -164,3 +164,15 @@ def test_a_product_run_fits_and_shows_no_none_no_metric_zeros_and_no_false_fit(t
     assert "fits the policy." not in said and "the judge is unfit to decide general (blockers below)" in said
     report = (out / "report.md").read_text()
     assert "None" not in report and "human **unlabelled**" in report and "| slice | false pass" not in report
+
+
+def test_the_review_status_and_export_fit_and_break_no_word(tmp_path: Path) -> None:
+    """The agreement lines of `gate review status` run past 100 columns ("final abstain 0 (0" /
+    "abstentions given)" was cut mid-phrase by the terminal): they wrap between words like the rest."""
+    root = Path(__file__).resolve().parents[2] / "policies" / "example-product" / "audit"
+    queue, ledger = root / "queue.jsonl", root / "ledger"
+    assert_fits(*both(["review", "status", str(queue), "--ledger", str(ledger)]))
+    export = ["review", "export", str(queue), "--ledger", str(ledger), "--partition", "calibration", "--out"]
+    screen = printed(lambda: gate(*export, "audit.jsonl"), True)
+    pipe = printed(lambda: gate(*export, "audit-b.jsonl"), False)
+    assert_fits(screen, pipe.replace("audit-b.jsonl", "audit.jsonl"))
