@@ -70,7 +70,7 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
         if zero:
             lines.append(
                 f"    {'':<{NAME_COLUMN}} zero tolerance (max_failures {zero['max_failures']}): {zero['verdict']}, "
-                f"{len(zero['confirmed'])} confirmed, {len(zero['unaudited'])} awaiting people"
+                f"{len(zero['confirmed']) + len(zero.get('missed', []))} confirmed failing, {len(zero['unaudited'])} awaiting people"
             )
         base = s.get("base")
         if base:

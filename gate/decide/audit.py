@@ -109,7 +109,7 @@ def audit_slice(
     sha = {o.case.case_id: o.response_sha256 or "" for o in answers.judged}
     used = frozenset((c, sha[c]) for c in in_draw)
     findings: list[Finding] = []
-    zero = _zero(name, failing, in_draw, max_failures, command) if max_failures is not None else None
+    zero = _zero(name, failing, passing, in_draw, max_failures, command) if max_failures is not None else None
     if zero is not None:
         findings += zero[1]
     # The draw may be only the start of a stratum's order (a queue's sample): the population is the run's.
@@ -297,25 +297,28 @@ def _ratio_text(r: tuple[float, float]) -> str:
 def _zero(
     name: str,
     failing: Sequence[str],
+    passing: Sequence[str],
     labels: Mapping[str, ar.Final],
     max_failures: int,
     command: str,
 ) -> tuple[dict[str, Any], list[Finding]]:
-    z = ar.zero_tolerance(failing, labels, max_failures)
+    z = ar.zero_tolerance(failing, labels, max_failures, passing)
     row = {
         "max_failures": max_failures,
         "verdict": z.verdict,
         "confirmed": list(z.confirmed),
+        "missed": list(z.missed),
         "cleared": list(z.cleared),
         "unaudited": list(z.unaudited),
     }
     if z.verdict == "failure_confirmed":
-        n = len(z.confirmed)
+        n = len(z.failures)
+        how = f"{len(z.confirmed)} the judge failed, {len(z.missed)} it passed"
         message = (
-            f"slice {name}: people confirmed {plural(n, 'answer')} the judge failed as failing "
-            f"({', '.join(z.confirmed[:10])}), more than `max_failures: {max_failures}` allows"
+            f"slice {name}: people confirmed {plural(n, 'answer')} as failing ({how}: "
+            f"{', '.join(z.failures[:10])}{' ...' if n > 10 else ''}), more than `max_failures: {max_failures}` allows"
         )
-        return row, [Finding(State.QUALITY_FAILED, FAILURE_CONFIRMED, message, z.confirmed, name)]
+        return row, [Finding(State.QUALITY_FAILED, FAILURE_CONFIRMED, message, z.failures, name)]
     if z.verdict == "audit_required":
         n = len(z.unaudited)
         message = (

@@ -151,26 +151,36 @@ def audit_verdict(rate: AuditRate, max_failure_rate: float) -> AuditVerdict:
 
 @dataclass(frozen=True)
 class ZeroTolerance:
-    """`max_failures: N`: every answer the judge failed must be audited, and at most N confirmed."""
+    """`max_failures: N`: every answer the judge failed must be audited, and at most N failing answers
+    confirmed by people, whichever way the judge went (one the judge passed and people failed counts)."""
 
     confirmed: tuple[str, ...]  # judged fail, and people failed it
     cleared: tuple[str, ...]  # judged fail, and people passed it
     unaudited: tuple[str, ...]  # judged fail, no final pass or fail from people yet
     max_failures: int
+    missed: tuple[str, ...] = ()  # judged pass, and people failed it (found in the audit's draw)
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """Every answer people confirmed as failing."""
+        return self.confirmed + self.missed
 
     @property
     def verdict(self) -> Literal["failure_confirmed", "audit_required", "passed"]:
-        if len(self.confirmed) > self.max_failures:
+        if len(self.failures) > self.max_failures:
             return "failure_confirmed"
         return "audit_required" if self.unaudited else "passed"
 
 
-def zero_tolerance(judged_fail: Sequence[str], labels: Mapping[str, Final], max_failures: int) -> ZeroTolerance:
+def zero_tolerance(
+    judged_fail: Sequence[str], labels: Mapping[str, Final], max_failures: int, judged_pass: Sequence[str] = ()
+) -> ZeroTolerance:
     return ZeroTolerance(
         confirmed=tuple(c for c in judged_fail if labels.get(c) == "fail"),
         cleared=tuple(c for c in judged_fail if labels.get(c) == "pass"),
         unaudited=tuple(c for c in judged_fail if labels.get(c) not in ("fail", "pass")),
         max_failures=max_failures,
+        missed=tuple(c for c in judged_pass if labels.get(c) == "fail"),
     )
 
 

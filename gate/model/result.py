@@ -531,13 +531,14 @@ class ProductAudit(Part):
 
 
 class ZeroTolerance(Part):
-    """`max_failures`: every answer the judge failed audited, at most this many confirmed."""
+    """`max_failures`: every answer the judge failed audited, at most this many confirmed failing."""
 
     max_failures: int
     verdict: Literal["passed", "failure_confirmed", "audit_required"]
-    confirmed: list[str]
+    confirmed: list[str]  # judged fail, and people failed it
     cleared: list[str]
     unaudited: list[str]
+    missed: list[str] = []  # judged pass, and people failed it: confirmed failures too
 
 
 class ProductSlice(Part):

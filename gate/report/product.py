@@ -107,6 +107,7 @@ def _zero_text(s: ProductSlice) -> str | None:
         f"zero tolerance (at most {z.max_failures} confirmed): {words[z.verdict]}; of the answers the judge failed, "
         f"people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and {len(z.unaudited)} await people's label"
         + (f" ({', '.join(z.confirmed[:10])} confirmed)" if z.confirmed else "")
+        + (f"; people failed {len(z.missed)} the judge passed ({', '.join(z.missed[:10])})" if z.missed else "")
     )
 
 

@@ -289,7 +289,7 @@ def people_labels(result: Result) -> dict[str, str]:
         return found
     for s in result.product.slices.values():
         if s.zero_tolerance is not None:
-            found.update({c: "fail" for c in s.zero_tolerance.confirmed})
+            found.update({c: "fail" for c in (*s.zero_tolerance.confirmed, *s.zero_tolerance.missed)})
             found.update({c: "pass" for c in s.zero_tolerance.cleared})
         if s.audit is not None:
             found.update({c: "fail" for c in (*s.audit.confirmed_fail, *s.audit.missed_fail)})

@@ -544,3 +544,15 @@ def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> Non
     assert text is not None and text.endswith(
         f"of the 2,957 it passed, in the queue's order (gate review queue --from OUT --sample {passes})"
     )
+
+
+def test_an_answer_the_judge_passed_and_people_failed_counts_against_zero_tolerance() -> None:
+    """A zero-tolerance slice (max_failures: 0) where the judge failed nothing, and people's audit of
+    the answers it passed found one failing: that is a confirmed failure (policies/example-product's
+    account-security in v2.4 said "zero tolerance: passed" over lockout-app-012)."""
+    from gate.decide import audit_rate as ar
+
+    z = ar.zero_tolerance((), {"a": "fail", "b": "pass"}, 0, ("a", "b", "c"))
+    assert (z.verdict, z.failures, z.missed) == ("failure_confirmed", ("a",), ("a",))
+    assert ar.zero_tolerance((), {"b": "pass"}, 0, ("a", "b")).verdict == "passed"
+    assert ar.zero_tolerance(("x",), {"a": "fail", "x": "fail"}, 1, ("a",)).verdict == "failure_confirmed"

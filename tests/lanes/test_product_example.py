@@ -169,7 +169,7 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     summary = done.stdout[done.stdout.rindex("Product gate summary") :]
     assert "app v2.3: passed (exit 0; no blockers)" in summary
     assert "app v2.4: review_required (exit 4; failure_rate_inconclusive)" in summary
-    assert "app v2.4 with people's audit: quality_failed (exit 1; failure_rate_exceeded)" in summary
+    assert "app v2.4 with people's audit: quality_failed (exit 1; failure_confirmed, failure_rate_exceeded)" in summary
     assert summary.rstrip().splitlines()[-3].startswith("As expected: v2.3 may ship; v2.4 may not")
 
     passed = json.loads((work / "gate-out-product" / "v2.3" / "result.json").read_text())
@@ -181,18 +181,19 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     (inconclusive,) = open_["blockers"]
     assert (inconclusive["kind"], inconclusive["slice"]) == ("failure_rate_inconclusive", "billing-policy-critical")
     assert "people labelling" in inconclusive["message"] and "gate review queue" in inconclusive["message"]
-    (blocker,) = failed["blockers"]
-    assert (blocker["kind"], blocker["slice"], failed["state"]) == (
-        "failure_rate_exceeded",
-        "billing-policy-critical",
-        "quality_failed",
-    )
+    # The zero-tolerance slice: the judge failed none of its answers, but people's audit of those it
+    # passed found one failing (lockout-app-012): a confirmed failure, which max_failures: 0 forbids.
+    assert failed["state"] == "quality_failed"
+    assert sorted((b["kind"], b["slice"]) for b in failed["blockers"]) == [
+        ("failure_confirmed", "account-security"),
+        ("failure_rate_exceeded", "billing-policy-critical"),
+    ]
     audited = failed["product"]["slices"]["billing-policy-critical"]
     assert audited["decided_by"] == "audit" and audited["audit"]["low"] > audited["max_failure_rate"] == 0.125
     assert audited["low"] <= 0.125  # the calibration estimate alone could not say
     assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["people_fail"]) == (26, 5)
     zero = failed["product"]["slices"]["account-security"]["zero_tolerance"]
-    assert zero["max_failures"] == 0 and zero["verdict"] == "passed"
+    assert (zero["max_failures"], zero["verdict"], zero["missed"]) == (0, "failure_confirmed", ["lockout-app-012"])
     failed = open_
     critical = failed["product"]["slices"]["billing-policy-critical"]
     assert (critical["judged_fail"], critical["n"], critical["verdict"]) == (26, 120, "inconclusive")
