@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from gate.decide import audit_bounds
 from gate.decide.failure_rate import Rate, _cp_edges, _smallest, box_share, percent, span
 
-METHOD = "audit+box-clopper-pearson"
+METHOD = audit_bounds.METHOD
 # Final labels of an audited answer, as the decision reads them: people failed it, passed it, or
 # there is no final pass/fail yet (abstained, awaiting adjudication, or unlabelled).
 Final = Literal["fail", "pass", "open"]
@@ -87,6 +88,7 @@ class AuditRate:
     q_pass: Rate  # ... among audited judged-pass answers
     fail_sample: StratumSample
     pass_sample: StratumSample
+    confidence: float
     method: str = METHOD
 
 
@@ -108,6 +110,53 @@ def _mix(pi_low: float, pi_high: float, q_f: float, q_p: float, up: bool) -> flo
     return min(1.0, max(ends)) if up else max(0.0, min(ends))
 
 
+def _high_counts(fs: StratumSample, ps: StratumSample) -> tuple[int, int, int, int] | None:
+    """What the upper bound reads (gate/decide/audit_bounds.py): every judged-fail answer people did not
+    pass, audited or not, counts as failing, and so do the judged-pass sample's unsettled answers.
+    None: a judged-pass stratum with no audited answer bounds nothing."""
+    n = fs.population + ps.population
+    if n == 0 or (ps.population > 0 and ps.size == 0):
+        return None
+    return fs.fails + fs.open + (fs.population - fs.size), n, ps.fails + ps.open, ps.size
+
+
+def _high(fs: StratumSample, ps: StratumSample, confidence: float) -> float:
+    counts = _high_counts(fs, ps)
+    return 1.0 if counts is None else audit_bounds.audit_high(*counts, 1.0 - confidence)
+
+
+def sample_verdict(fs: StratumSample, ps: StratumSample, limit: float, confidence: float) -> AuditVerdict:
+    """The verdict at the limit: each exact test run at the limit itself (the bounds are its display)."""
+    alpha = 1.0 - confidence
+    counts = _high_counts(fs, ps)
+    if counts is not None and audit_bounds.high_pvalue(*counts, limit) <= alpha:
+        return "passed"
+    n, half = fs.population + ps.population, alpha / 2
+    if n and fs.size and audit_bounds.low_pvalue(fs.population, n, fs.fails, fs.size, limit, half) <= half:
+        return "exceeded"
+    return "exceeded" if _box_low(fs, ps, half) > limit else "inconclusive"
+
+
+def _box_low(fs: StratumSample, ps: StratumSample, alpha: float) -> float:
+    """The box's lower bound at `alpha`: pi, q_F and q_P each at a third of it. It reads the failures
+    people find among the answers the judge passed, which the exact test leaves out."""
+    k, n = fs.population, fs.population + ps.population
+    if n == 0:
+        return 0.0
+    pi_low, pi_high = _cp_edges(k, n, alpha / 3)
+    return _mix(pi_low, pi_high, _q(fs, alpha / 3).low, _q(ps, alpha / 3).low, up=False)
+
+
+def _low(fs: StratumSample, ps: StratumSample, confidence: float) -> float:
+    """The lower bound: the larger of the exact test's (the judged-fail answers people failed) and the box's,
+    each at half of 1 - confidence, so the larger misses at most 1 - confidence (union bound). Unsettled
+    answers count as passing."""
+    half = (1.0 - confidence) / 2
+    n = fs.population + ps.population
+    exact = audit_bounds.audit_low(fs.population, n, fs.fails, fs.size, half) if n and fs.size else 0.0
+    return max(exact, _box_low(fs, ps, half))
+
+
 def audit_rate(*, fail_sample: StratumSample, pass_sample: StratumSample, confidence: float) -> AuditRate:
     """The slice's failure rate from its two audited strata (their populations are K and n - K)."""
     alpha = box_share(confidence)
@@ -125,8 +174,8 @@ def audit_rate(*, fail_sample: StratumSample, pass_sample: StratumSample, confid
         estimate = pi.value * q_f.value + (1 - pi.value) * q_p.value
     return AuditRate(
         estimate=estimate,
-        low=_mix(pi.low, pi.high, q_f.low, q_p.low, up=False),
-        high=_mix(pi.low, pi.high, q_f.high, q_p.high, up=True),
+        low=_low(fail_sample, pass_sample, confidence),
+        high=_high(fail_sample, pass_sample, confidence),
         judged_fail=k,
         n=n,
         pi=pi,
@@ -134,16 +183,13 @@ def audit_rate(*, fail_sample: StratumSample, pass_sample: StratumSample, confid
         q_pass=q_p,
         fail_sample=fail_sample,
         pass_sample=pass_sample,
+        confidence=confidence,
     )
 
 
 def audit_verdict(rate: AuditRate, max_failure_rate: float) -> AuditVerdict:
-    """passed when the whole interval is within the limit, exceeded when all of it is above."""
-    if rate.high <= max_failure_rate:
-        return "passed"
-    if rate.low > max_failure_rate:
-        return "exceeded"
-    return "inconclusive"
+    """passed when the exact test puts the rate within the limit, exceeded when above it."""
+    return sample_verdict(rate.fail_sample, rate.pass_sample, max_failure_rate, rate.confidence)
 
 
 # --- zero tolerance ---
@@ -325,24 +371,38 @@ def audits_to_decide(
     """The fewest audited answers that would decide the slice: a sample of the answers the judge failed
     and one of those it passed (at least one of each stratum that has answers, as the decision needs),
     people failing them at the shares `q_fail` and `q_pass` (projected, as what_would_decide projects
-    answers), the smallest total first. Counted by `audit_rate` and `audit_verdict`, the functions
-    that decide. None: no number up to the strata's sizes (or MAX_MORE_AUDITED) decides it."""
+    answers), the smallest total first. Counted by the exact tests `audit_verdict` runs (gate/decide/
+    audit_bounds.py). None: no number up to the strata's sizes (or MAX_MORE_AUDITED) decides it."""
     passes = n - judged_fail
+    alpha = 1.0 - confidence
+    least_pass = 1 if passes else 0  # the decision reads the audit only with a judged-pass answer audited
+    sizes = _fail_sizes(judged_fail, audited_fail) if judged_fail else [0]
     best: tuple[int, int] | None = None
-    for a_f in _fail_sizes(judged_fail, audited_fail) if judged_fail else [0]:
-        if best is not None and a_f + 1 >= best[0] + best[1]:
+
+    # Exceeded: the smallest judged-fail sample that decides (scanned, not bisected: rounding the projected
+    # failures makes the verdict step up and down with the size).
+    for a_f in sizes if judged_fail else []:
+        fs = _projected(judged_fail, a_f, q_fail)
+        if (
+            fs.fails
+            and sample_verdict(fs, _projected(passes, least_pass, q_pass), max_failure_rate, confidence) == "exceeded"
+        ):
+            best = (a_f, least_pass)
+            break
+    # Passed: the upper bound counts every judged-fail answer not audited as failing.
+    for a_f in sizes:
+        if best is not None and a_f + least_pass >= best[0] + best[1]:
             break
         fail_sample = _projected(judged_fail, a_f, q_fail)
 
-        def decides(m: int, fail_sample: StratumSample = fail_sample) -> bool:
-            pass_sample = _projected(passes, m, q_pass)
-            rate = audit_rate(fail_sample=fail_sample, pass_sample=pass_sample, confidence=confidence)
-            return audit_verdict(rate, max_failure_rate) != "inconclusive"
+        def passed(m: int, fail_sample: StratumSample = fail_sample) -> bool:
+            counts = _high_counts(fail_sample, _projected(passes, m, q_pass))
+            return counts is not None and audit_bounds.high_pvalue(*counts, max_failure_rate) <= alpha
 
         if passes == 0:
-            found: int | None = 0 if decides(0) else None
+            found: int | None = 0 if passed(0) else None
         else:
-            found = _smallest(decides, min(passes, MAX_MORE_AUDITED))
+            found = _smallest(passed, min(passes, MAX_MORE_AUDITED))
         if found is not None and (best is None or a_f + found < best[0] + best[1]):
             best = (a_f, found)
     return best

@@ -144,17 +144,19 @@ def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
 ) -> None:
     policy, responses, run, lines = good_run
     passing = [line["case_id"] for line in lines[3:]]
-    skipped = draw_order(seed_of(responses), "critical", "judged_pass", passing)[10]
+    skipped = set(draw_order(seed_of(responses), "critical", "judged_pass", passing)[10:16])
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
-        if line["case_id"] == skipped:
+        if line["case_id"] in skipped:
             label(ledger, line, "pass", reviewers=("ana",))  # one label of two: awaiting the second
             continue
         label(ledger, line, "fail" if i == 0 else "pass")
     out = tmp_path / "decided"
+    # Six answers people passed so far, each awaiting its second reviewer: counted as failing, they keep
+    # the upper bound above the limit; counted as the passes they look like, the slice would pass.
     assert decide(policy, run, out, "--audit", str(ledger)) == 4
     audit = result(out)["product"]["slices"]["critical"]["audit"]
-    assert audit["judged_pass"]["open"] == 1 and audit["verdict"] == "inconclusive" and audit["high"] > 0.2
+    assert audit["judged_pass"]["open"] == 6 and audit["verdict"] == "inconclusive" and audit["high"] > 0.2
     [b] = result(out)["blockers"]
     assert (
         b["kind"] == "failure_rate_inconclusive" and "without a final label count against the verdict" in b["message"]
@@ -288,13 +290,13 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     # What would decide it names the audit in numbers, with the command that makes its queue; labelling just
     # those answers (the first in the draw order, people failing them as predicted) decides it.
     [open_] = result(run)["blockers"]
-    route = "people labelling the first 12 of the 20 answers the judge failed and the first 1 of the 40 it passed"
+    route = "people labelling the first 8 of the 20 answers the judge failed and the first 1 of the 40 it passed"
     assert f"Cheapest: {route}, in the queue's order (gate review queue --policy" in open_["message"]
-    assert f"--from {run} --out audit-queue.jsonl) would decide it (13 labels)" in open_["message"]
+    assert f"--from {run} --out audit-queue.jsonl) would decide it (9 labels)" in open_["message"]
     seed = seed_of(tmp_path / "responses.jsonl")
     ids = [line["case_id"] for line in lines]
     first = (
-        draw_order(seed, "critical", "judged_fail", ids[:20])[:12]
+        draw_order(seed, "critical", "judged_fail", ids[:20])[:8]
         + draw_order(seed, "critical", "judged_pass", ids[20:])[:1]
     )
     route_ledger = tmp_path / "route.jsonl"
@@ -302,7 +304,7 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
         if line["case_id"] in first:
             label(route_ledger, line, "fail" if int(line["case_id"][2:]) < 20 else "pass")
     assert decide(policy, run, tmp_path / "route", "--audit", str(route_ledger)) == 1
-    assert result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]["judged_fail"]["audited"] == 12
+    assert result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]["judged_fail"]["audited"] == 8
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
@@ -502,22 +504,27 @@ def test_a_strata_sample_is_the_draw_prefix_to_its_last_final_label_and_open_ans
         "b",
         "c",
     )
-    settled = ar.stratum_sample(order, {"a": "pass", "b": "pass", "c": "fail"})
+    # 200 answers the judge passed, the first 60 of their draw labelled, one of them (p-007) still open.
+    passing = [f"p-{i:03d}" for i in range(200)]
+    labels: dict[str, ar.Final] = {c: "pass" for c in passing[:60]}
+    labels["p-003"] = "fail"
+    opened = {c: v for c, v in labels.items() if c != "p-007"}
     fail = ar.StratumSample(population=10, size=10, fails=5, passes=5, case_ids=())
-    wide = ar.audit_rate(fail_sample=fail, pass_sample=sample, confidence=0.95)
-    narrow = ar.audit_rate(fail_sample=fail, pass_sample=settled, confidence=0.95)
-    assert wide.low <= narrow.low and wide.high > narrow.high  # b unlabelled: a failure for high, a pass for low
-    # No answer judged fail: the judged-fail share may still be up to pi's bound, with people's share there
-    # unknown (anything up to 1): high = pi_high + (1 - pi_high) * q_P_high, both 1 - (0.05/3)^(1/300).
+    settled = ar.audit_rate(fail_sample=fail, pass_sample=ar.stratum_sample(passing, labels), confidence=0.95)
+    unsettled = ar.audit_rate(fail_sample=fail, pass_sample=ar.stratum_sample(passing, opened), confidence=0.95)
+    assert unsettled.pass_sample.open == 1 and settled.pass_sample.open == 0
+    assert unsettled.low <= settled.low and unsettled.high > settled.high  # a failure for high, a pass for low
+    # No answer judged fail, 300 the judge passed audited and people passed every one: the only way to be
+    # wrong is a failure rate at which 300 passes in a row happen 5% of the time or less, 1 - 0.05^(1/300).
     nothing = ar.audit_rate(
         fail_sample=ar.StratumSample(0, 0, 0, 0, ()),
         pass_sample=ar.StratumSample(300, 300, 0, 300, ()),
         confidence=0.95,
     )
-    edge = 1 - (0.05 / 3) ** (1 / 300)
+    edge = 1 - 0.05 ** (1 / 300)
     assert nothing.estimate == 0.0 and nothing.low == 0.0
-    assert nothing.high == pytest.approx(edge + (1 - edge) * edge, rel=1e-6)
-    assert ar.audit_verdict(nothing, 0.03) == "passed" and ar.audit_verdict(nothing, 0.02) == "inconclusive"
+    assert edge <= nothing.high <= edge * 1.01  # the nuisance grid's cells may only widen it, and by little
+    assert ar.audit_verdict(nothing, 0.0101) == "passed" and ar.audit_verdict(nothing, 0.0098) == "inconclusive"
 
 
 def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> None:
@@ -539,6 +546,18 @@ def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> Non
         confidence=0.95,
     )
     assert ar.audit_verdict(decided, 0.02) == "passed" and ar.audit_verdict(one_fewer, 0.02) == "inconclusive"
+    # A 2% limit at 3,000 answers, the product at 0.5% with a judge of Se 0.85 and Sp 0.99: at most 300
+    # labels (the box of three bounds needed about 440).
+    assert fails == 43 and fails + passes <= 300
+    # The product at twice its limit (4%: 131 of 3,000 judged fail, people failing 78% of them): exceeded
+    # after at most 20 confirmed failures.
+    worse = ar.audits_to_decide(
+        judged_fail=131, n=3000, q_fail=0.78, q_pass=0.0063, confidence=0.95, max_failure_rate=0.02
+    )
+    assert worse is not None and round(0.78 * worse[0]) <= 20
+    confirmed = ar.StratumSample(131, worse[0], round(0.78 * worse[0]), worse[0] - round(0.78 * worse[0]), ())
+    verdict = ar.sample_verdict(confirmed, ar.StratumSample(2869, worse[1], 0, worse[1], ()), 0.02, 0.95)
+    assert verdict == "exceeded"
     # More judged-pass answers than the queue draws by default: the command asks for them.
     text = ar.audit_route_text(route, (0, 0), "gate review queue --from OUT", (43, 2957))
     assert text is not None and text.endswith(
