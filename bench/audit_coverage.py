@@ -114,13 +114,14 @@ def high_threshold(n: int, m: int, limit: float) -> int:
     return lo
 
 
-HALF = ALPHA / 2  # the lower bound: the exact test and the box, each at half
+EXACT = ALPHA * ar.EXACT_SHARE  # the lower bound: the exact test at this share, the box at the rest
+BOX = ALPHA - EXACT
 
 
 @functools.cache
 def low_threshold_all(n: int, limit: float) -> int:
     """Every judged-fail answer audited: the fewest confirmed failures that reject p <= limit."""
-    ok = np.flatnonzero(binom.sf(np.arange(n + 1) - 1, n, limit) <= HALF)
+    ok = np.flatnonzero(binom.sf(np.arange(n + 1) - 1, n, limit) <= EXACT)
     return int(ok[0]) if ok.size else n + 1
 
 
@@ -128,18 +129,18 @@ def low_threshold_all(n: int, limit: float) -> int:
 def low_threshold_sampled(n: int, a: int, limit: float) -> float:
     """A sample of a judged-fail answers: the smallest statistic cp_low(K)*cp_low(X, a) that rejects."""
     lo, hi = limit, 1.0  # the tail falls as the observed statistic rises
-    if ab.sampled_tail(hi, n, a, limit, HALF) > HALF:
+    if ab.sampled_tail(hi, n, a, limit, EXACT) > EXACT:
         return 2.0
     for _ in range(40):
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if ab.sampled_tail(mid, n, a, limit, HALF) <= HALF else (mid, hi)
+        lo, hi = (lo, mid) if ab.sampled_tail(mid, n, a, limit, EXACT) <= EXACT else (mid, hi)
     return hi
 
 
 def box_exceeds(k: int, n: int, a_f: int, x_f: Any, m: int, limit: float) -> Any:
-    """Per x_F: the fewest judged-pass failures x_P (of m) at which the box at HALF is above the limit
+    """Per x_F: the fewest judged-pass failures x_P (of m) at which the box at BOX is above the limit
     (m + 1: none). Both ends of pi must be: low is the smaller end."""
-    third = HALF / 3
+    third = BOX / 3
     pi_ends = (float(cp_low(k, n, third)), float(cp_high(k, n, third)))
     qf_lo = cp_low(x_f, a_f, third) if a_f else np.zeros(np.shape(x_f))
     need = np.full(np.shape(x_f), -np.inf)
@@ -179,7 +180,7 @@ def exact_cell(n: int, p: float, se: float, sp: float, a: int, limit: float) -> 
         elif k <= a:
             exact = xs >= low_threshold_all(n, limit)
         else:
-            exact = (cp_low(k, n, HALF) * cp_low(xs, a, HALF)) >= low_threshold_sampled(n, a, limit)
+            exact = (cp_low(k, n, EXACT) * cp_low(xs, a, EXACT)) >= low_threshold_sampled(n, a, limit)
         box = (
             binom.sf(box_exceeds(k, n, a_f, xs, m, limit) - 1, m, q_p)
             if m
@@ -210,9 +211,9 @@ def cross_check(
             elif a_f[i] >= k[i]:
                 hit = x_f[i] >= low_threshold_all(n, limit)
             else:
-                stat = float(cp_low(int(k[i]), n, HALF) * cp_low(int(x_f[i]), int(a_f[i]), HALF))
+                stat = float(cp_low(int(k[i]), n, EXACT) * cp_low(int(x_f[i]), int(a_f[i]), EXACT))
                 hit = stat >= low_threshold_sampled(n, int(a_f[i]), limit)
-            low, _ = box_bounds(k[i], n, a_f[i], x_f[i], a_p[i], x_p[i], HALF)
+            low, _ = box_bounds(k[i], n, a_f[i], x_f[i], a_p[i], x_p[i], BOX)
             want = "exceeded" if hit or float(low) > limit else None
         bad += int(got != (want or "inconclusive"))
     return bad

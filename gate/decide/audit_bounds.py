@@ -23,7 +23,9 @@ whole `1 - confidence`, where a box of three bounds spends a third on each and p
 **low** (does the slice exceed its limit?): since `p >= r_F`, the lowest `L` at which an exact test
 of `r_F <= L` still rejects. With every judged-fail answer audited, `X_F` alone decides it
 (Clopper-Pearson on n). With a sample of them, the statistic is the product of Clopper-Pearson's
-lower bounds of `pi` and `q_F`, its tail taken at the worst `pi` with `pi * q_F = L`.
+lower bounds of `pi` and `q_F`, its tail taken at the worst `pi` with `pi * q_F = L`. It reads no
+judged-pass answer, so gate/decide/audit_rate.py sets the box of three bounds beside it (a union
+bound: 80% of 1 - confidence to this test, 20% to the box).
 
 Both sups over a nuisance are taken on a grid of cells, each bounded by the corner that makes the
 tail largest (each tail is monotone in each parameter), so the grid can only make a bound wider,
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-METHOD = "audit+exact-unconditional"
+METHOD = "audit+exact-tests"
 _CELLS = 160  # nuisance cells per test
 _STEPS = 40  # bisection steps of a bound: far below a reported digit
 _TAIL = 1e-12  # probability left out of a binomial window, added back as a bound

@@ -8,12 +8,11 @@ audited judged-pass answers people failed, the slice's failure rate is
     p = pi * q_F + (1 - pi) * q_P
 
 which needs no assumption that the judge errs on these answers as it did on calibration's: the
-labels are on the answers themselves. The interval is a box, as for the calibration estimate
-(gate/decide/failure_rate.py): each of `pi`, `q_F` and `q_P` gets a one-sided Clopper-Pearson bound
-at `(1 - confidence) / 3`, `high` from the three upper bounds and `low` from the three lower ones
-(`p` rises with `q_F` and `q_P`; for `pi` the more extreme of its two bounds is taken, since `p`
-rises with `pi` exactly when `q_F > q_P`). A bound of `p` can only be wrong when one of its three
-bounds is, so each holds at `confidence` on its own.
+labels are on the answers themselves. Each side of its interval is an exact test
+(gate/decide/audit_bounds.py): `passed` by one test of `r_F + q_P` over the whole `1 - confidence`,
+`exceeded` by the larger of an exact test of `pi * q_F` (at 80% of it) and the box of three
+Clopper-Pearson bounds over `pi`, `q_F` and `q_P` (at 20%; it alone reads the failures among the
+answers the judge passed). The verdict runs the tests at the limit; the bounds are their edges, for display.
 
 Inside a stratum's sample an answer without a final pass or fail (unlabelled, abstained, awaiting
 adjudication) counts as a failure for `high` and as a pass for `low`: skipping the hard answers
@@ -34,6 +33,9 @@ from gate.decide import audit_bounds
 from gate.decide.failure_rate import Rate, _cp_edges, _smallest, box_share, percent, span
 
 METHOD = audit_bounds.METHOD
+# The lower bound's split of 1 - confidence: most to the exact test, which decides `exceeded` with the
+# fewest confirmed failures; the rest to the box, which alone reads failures the judge passed.
+EXACT_SHARE = 0.8
 # Final labels of an audited answer, as the decision reads them: people failed it, passed it, or
 # there is no final pass/fail yet (abstained, awaiting adjudication, or unlabelled).
 Final = Literal["fail", "pass", "open"]
@@ -131,10 +133,10 @@ def sample_verdict(fs: StratumSample, ps: StratumSample, limit: float, confidenc
     counts = _high_counts(fs, ps)
     if counts is not None and audit_bounds.high_pvalue(*counts, limit) <= alpha:
         return "passed"
-    n, half = fs.population + ps.population, alpha / 2
-    if n and fs.size and audit_bounds.low_pvalue(fs.population, n, fs.fails, fs.size, limit, half) <= half:
+    n, share = fs.population + ps.population, alpha * EXACT_SHARE
+    if n and fs.size and audit_bounds.low_pvalue(fs.population, n, fs.fails, fs.size, limit, share) <= share:
         return "exceeded"
-    return "exceeded" if _box_low(fs, ps, half) > limit else "inconclusive"
+    return "exceeded" if _box_low(fs, ps, alpha - share) > limit else "inconclusive"
 
 
 def _box_low(fs: StratumSample, ps: StratumSample, alpha: float) -> float:
@@ -148,13 +150,13 @@ def _box_low(fs: StratumSample, ps: StratumSample, alpha: float) -> float:
 
 
 def _low(fs: StratumSample, ps: StratumSample, confidence: float) -> float:
-    """The lower bound: the larger of the exact test's (the judged-fail answers people failed) and the box's,
-    each at half of 1 - confidence, so the larger misses at most 1 - confidence (union bound). Unsettled
-    answers count as passing."""
-    half = (1.0 - confidence) / 2
-    n = fs.population + ps.population
-    exact = audit_bounds.audit_low(fs.population, n, fs.fails, fs.size, half) if n and fs.size else 0.0
-    return max(exact, _box_low(fs, ps, half))
+    """The lower bound: the larger of the exact test's (the judged-fail answers people failed, at
+    EXACT_SHARE of 1 - confidence) and the box's (at the rest), so the larger misses at most
+    1 - confidence (union bound). Unsettled answers count as passing."""
+    alpha = 1.0 - confidence
+    share, n = alpha * EXACT_SHARE, fs.population + ps.population
+    exact = audit_bounds.audit_low(fs.population, n, fs.fails, fs.size, share) if n and fs.size else 0.0
+    return max(exact, _box_low(fs, ps, alpha - share))
 
 
 def audit_rate(*, fail_sample: StratumSample, pass_sample: StratumSample, confidence: float) -> AuditRate:

@@ -290,13 +290,13 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     # What would decide it names the audit in numbers, with the command that makes its queue; labelling just
     # those answers (the first in the draw order, people failing them as predicted) decides it.
     [open_] = result(run)["blockers"]
-    route = "people labelling the first 8 of the 20 answers the judge failed and the first 1 of the 40 it passed"
+    route = "people labelling the first 7 of the 20 answers the judge failed and the first 1 of the 40 it passed"
     assert f"Cheapest: {route}, in the queue's order (gate review queue --policy" in open_["message"]
-    assert f"--from {run} --out audit-queue.jsonl) would decide it (9 labels)" in open_["message"]
+    assert f"--from {run} --out audit-queue.jsonl) would decide it (8 labels)" in open_["message"]
     seed = seed_of(tmp_path / "responses.jsonl")
     ids = [line["case_id"] for line in lines]
     first = (
-        draw_order(seed, "critical", "judged_fail", ids[:20])[:8]
+        draw_order(seed, "critical", "judged_fail", ids[:20])[:7]
         + draw_order(seed, "critical", "judged_pass", ids[20:])[:1]
     )
     route_ledger = tmp_path / "route.jsonl"
@@ -304,7 +304,7 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
         if line["case_id"] in first:
             label(route_ledger, line, "fail" if int(line["case_id"][2:]) < 20 else "pass")
     assert decide(policy, run, tmp_path / "route", "--audit", str(route_ledger)) == 1
-    assert result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]["judged_fail"]["audited"] == 8
+    assert result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]["judged_fail"]["audited"] == 7
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
