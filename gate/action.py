@@ -303,8 +303,12 @@ def run_options(ctx: ActionContext) -> RunOptions:
         base_result=_base_path(ctx),
         batch=BatchOptions(ctx.batch) if ctx.batch in ("submit", "collect", "wait") else None,  # type: ignore[arg-type]
         responses=_responses_path(ctx),
-        audit=ctx.working_directory / ctx.audit if ctx.audit else None,
+        audit=_audit_path(ctx),
     )
+
+
+def _audit_path(ctx: ActionContext) -> Path | None:
+    return ctx.working_directory / ctx.audit if ctx.audit else None
 
 
 def _responses_path(ctx: ActionContext) -> Path | None:
@@ -352,7 +356,9 @@ def run_gate(ctx: ActionContext) -> int:
         try:
             if ctx.merge:
                 dirs = [Path(d) for d in merge_dirs(ctx)]
-                decision = merge_into(ctx.policy, dirs, ctx.out_dir, _responses_path(ctx), _base_path(ctx)).decision
+                decision = merge_into(
+                    ctx.policy, dirs, ctx.out_dir, _responses_path(ctx), _base_path(ctx), _audit_path(ctx)
+                ).decision
             else:
                 decision = run_into(ctx.policy, run_options(ctx))
         except (Exception, KeyboardInterrupt) as exc:

@@ -337,6 +337,7 @@ def _merge_flags(parser: argparse.ArgumentParser) -> None:
     )
     _responses_flag(parser, "a product lane: the answers the shards judged (the same file every shard was given)")
     _path_flag(parser, "--base-result", "a product lane: the base branch's run, paired slice by slice")
+    _audit_flags(parser)
     _format_flag(parser, "the merged result")
 
 
@@ -968,7 +969,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from gate.commands.steps import merge_into
 
     with _stdout_for(args.format):
-        merged = merge_into(args.policy, args.shards, args.out, args.responses, args.base_result)
+        merged = merge_into(
+            args.policy, args.shards, args.out, args.responses, args.base_result, args.audit, args.audit_queue
+        )
     _print_outcome(merged.decision.result, args.out, args.format, args.policy)
     return exit_state(None, merged.decision.state)[1]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.commands.assemble import RunEvidence, assemble, beside
-from gate.commands.decide import evidence_of_records, refuse_other_policy
+from gate.commands.decide import AuditInputs, evidence_of_records, refuse_other_policy
 from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision
 from gate.judge.journal import JOURNAL_FILE
@@ -155,6 +155,8 @@ def merge(
     clock: Callable[[], dt.date] = today,
     responses: Path | None = None,
     base_result: Path | None = None,
+    audit: Path | None = None,
+    audit_queue: Path | None = None,
 ) -> Merged:
     if not directories:
         raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
@@ -199,6 +201,8 @@ def merge(
         sections={"merged_shards": merged_shards},
         responses=responses,
         base_result=base_result,  # a product lane's base run: the shards' answers paired with it, as one run's
+        # People's audit of the answers every shard judged; the first shard's directory holds the run's answers.
+        audit=AuditInputs(audit, audit_queue, shards[0].directory),
     )
     records = tuple(r for s in shards for r in s.records)
     return Merged(evidence, assemble(evidence), records, tuple(s.directory for s in shards))

@@ -53,6 +53,8 @@ def merge_into(
     out_dir: Path,
     responses: Path | None = None,
     base_result: Path | None = None,
+    audit: Path | None = None,
+    audit_queue: Path | None = None,
 ) -> Merged:
     """Merge the shards' output directories into one decision written into `out_dir`."""
     from gate.commands.merge import merge, write_merged
@@ -60,7 +62,7 @@ def merge_into(
     if any(out_dir.resolve() == d.resolve() for d in shards):
         raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
     clear_outputs(out_dir)
-    merged = merge(policy, shards, responses=responses, base_result=base_result)
+    merged = merge(policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue)
     return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
 
 

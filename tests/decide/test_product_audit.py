@@ -234,6 +234,38 @@ def test_the_action_input_audit_reaches_the_product_lane(
         assert row["decided_by"] == "audit" and row["audit"]["verdict"] == "passed"
 
 
+def test_the_action_merge_job_decides_the_shards_with_the_audit_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI
+) -> None:
+    """A sharded product lane in the Action: the merge job's `audit` input reaches `gate merge`."""
+    from fake_github import FakeGitHub
+    from runner_env import parse_github_output, runner_env
+
+    from gate.action import main as action_main
+
+    with FakeGitHub(user_status=403) as github:
+        monkeypatch.chdir(tmp_path)
+        env = runner_env(
+            tmp_path, api_url=github.base_url, lane="app", responses="answers.jsonl", audit="audit", merge="shard-*"
+        )
+        env["RAGAS_DO_NOT_TRACK"] = "true"
+        evals = tmp_path / "workspace" / "evals"
+        policy = audit_suite(evals, fake, 0.2)
+        lines = answers_of(3)
+        responses = write_responses(evals / "answers.jsonl", lines)
+        for i in (1, 2):
+            run_app(policy, evals / f"shard-{i}", responses, "--shard", f"{i}/2")
+        (evals / "audit").mkdir()
+        for i, line in enumerate(lines):
+            label(evals / "audit", line, "fail" if i == 0 else "pass")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert action_main() == 0
+        assert parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())["state"] == "passed"
+        row = result(evals / "gate-out")["product"]["slices"]["critical"]
+        assert row["decided_by"] == "audit" and row["audit"]["verdict"] == "passed"
+
+
 def test_the_policy_names_the_ledger_for_run_and_decide_alike(tmp_path: Path, fake: FakeOpenAI) -> None:
     lanes = {
         "calibration": {"partitions": ["calibration"], "controls": True},
@@ -575,3 +607,28 @@ def test_an_answer_the_judge_passed_and_people_failed_counts_against_zero_tolera
     assert (z.verdict, z.failures, z.missed) == ("failure_confirmed", ("a",), ("a",))
     assert ar.zero_tolerance((), {"b": "pass"}, 0, ("a", "b")).verdict == "passed"
     assert ar.zero_tolerance(("x",), {"a": "fail", "x": "fail"}, 1, ("a",)).verdict == "failure_confirmed"
+
+
+def test_merged_shards_are_decided_with_the_audit_as_the_whole_run_is(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate merge --audit`: the shards of a product lane, merged with people's labels, reach the verdict
+    the whole run reaches with them (a sharded CI has no other route to the audit but a re-decide)."""
+    policy, responses, run, lines = good_run
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    whole = tmp_path / "whole"
+    assert decide(policy, run, whole, "--audit", str(ledger)) == 0
+    shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    for i, out in enumerate(shards, start=1):
+        run_app(policy, out, responses, "--shard", f"{i}/2")
+    merged = tmp_path / "merged"
+    args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
+    assert main(args) == 4  # without the labels: the calibration estimate alone, inconclusive
+    assert main([*args, "--audit", str(ledger)]) == 0
+    row = result(merged)["product"]["slices"]["critical"]
+    assert row["decided_by"] == "audit" and row["audit"] == result(whole)["product"]["slices"]["critical"]["audit"]
+    capsys.readouterr()
+    assert main([*args, "--audit", str(tmp_path / "nowhere.jsonl")]) == 2
+    assert "nowhere.jsonl" in capsys.readouterr().err
