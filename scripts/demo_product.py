@@ -21,13 +21,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import demo_offline  # noqa: E402
 
+from gate.decide.failure_rate import percent  # noqa: E402
 from gate.model.textfit import say  # noqa: E402
 
 POLICY = Path("policies/example-product/policy.yaml")
@@ -41,8 +42,13 @@ AUDIT = ("v2.4", "audit/ledger", "audit/queue.jsonl", "quality_failed")  # the r
 NAME_COLUMN = 24  # the summary's slice-name column
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+def _pct(x: float | None, rounding: Literal["near", "down", "up"] = "near") -> str:
+    """As the gate prints a rate; an interval's ends round outwards, as on its terminal."""
+    return "n/a" if x is None else percent(x, rounding)
+
+
+def _span(low: float, high: float) -> str:
+    return f"[{_pct(low, 'down')}, {_pct(high, 'up')}]"
 
 
 def slice_lines(result: dict[str, Any]) -> list[str]:
@@ -55,14 +61,14 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
         judge = s["judge"]
         lines.append(
             f"    {name:<{NAME_COLUMN}} judged fail {k:>3}/{n:<3} ({_pct(raw)} raw) -> corrected {_pct(s['estimate'])} "
-            f"[{_pct(s['low'])}, {_pct(s['high'])}] vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
+            f"{_span(s['low'], s['high'])} vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
             f"  (judge Se {judge['se']['x']}/{judge['se']['n']}, Sp {judge['sp']['x']}/{judge['sp']['n']})"
         )
         audit = s.get("audit")
         if audit:
             f, p = audit["judged_fail"], audit["judged_pass"]
             lines.append(
-                f"    {'':<{NAME_COLUMN}} people's audit: {_pct(audit['estimate'])} [{_pct(audit['low'])}, {_pct(audit['high'])}]"
+                f"    {'':<{NAME_COLUMN}} people's audit: {_pct(audit['estimate'])} {_span(audit['low'], audit['high'])}"
                 f": {audit['verdict']} (people failed {f['people_fail']}/{f['audited']} the judge failed, "
                 f"{p['people_fail']}/{p['audited']} it passed); decided by {s['decided_by']}"
             )

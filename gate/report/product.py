@@ -173,9 +173,17 @@ def method_line(product: Product) -> str:
         if product.sequential
         else ""
     )
+    audited = sorted({s.audit.method for s in product.slices.values() if s.audit is not None})
+    audit = (
+        f" People's audit: {', '.join(audited)} (passed: one exact test over the answers the judge failed and a"
+        " sample of those it passed; exceeded: an exact test of the failures people confirmed beside a box of"
+        " three bounds)."
+        if audited
+        else ""
+    )
     return (
         f"Method {product.method}{looks}. Se: the share of labelled failing answers the judge caught; "
-        "Sp: the share of labelled passing answers it passed (from calibration)."
+        f"Sp: the share of labelled passing answers it passed (from calibration).{audit}"
     )
 
 

@@ -129,6 +129,9 @@ def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_w
     report = (out / "report.md").read_text()
     assert "decided by people's audit" in report and "calibration estimate" in report
     assert "decided by people's audit" in terminal
+    # The method line names the audit's method beside calibration's, on the terminal and in the report.
+    assert "People's audit: audit+exact-tests" in " ".join(terminal.split())
+    assert "People's audit: audit+exact-tests" in " ".join(report.split())
     assert "(decides)</text>" in (out / "product.svg").read_text()  # the picture draws the audit's interval too
 
     # The same labels given to the run itself: the same decision.
