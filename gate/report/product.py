@@ -40,7 +40,8 @@ class SliceView:
     """One product slice as plain text, the same words in every renderer."""
 
     name: str
-    verdict: str  # the result's verdict key
+    verdict: str  # the verdict key a reader sees (colour, icon): the failure rate's, or zero tolerance's
+    verdict_text: str  # its words
     rate: str  # the estimate, or "–" without calibration figures
     interval: str  # low-high, ends rounded outwards
     limit: str
@@ -98,11 +99,28 @@ def _cal(s: ProductSlice) -> str:
     return f"{percent(s.estimate)} ({span(s.low, s.high)})"
 
 
+ZERO_WORDS = {"passed": "passed", "failure_confirmed": "failure confirmed", "audit_required": "audit required"}
+
+
+def shown_verdict(s: ProductSlice) -> tuple[str, str]:
+    """The slice's verdict as a reader sees it, its key (colour, icon) and words: the failure rate's,
+    joined by zero tolerance's when that blocks the slice, so a slice people confirmed failing never
+    reads as a green "passed"."""
+    words = VERDICT_TEXT.get(s.verdict, s.verdict)
+    z = s.zero_tolerance
+    if z is None or z.verdict == "passed":
+        return s.verdict, words
+    zero = f"zero tolerance: {ZERO_WORDS[z.verdict]}"
+    if z.verdict == "failure_confirmed":
+        return "exceeded", zero if s.verdict == "passed" else f"{words}; {zero}"
+    return (s.verdict, f"{words}; {zero}") if s.verdict != "passed" else ("inconclusive", zero)
+
+
 def _zero_text(s: ProductSlice) -> str | None:
     z = s.zero_tolerance
     if z is None:
         return None
-    words = {"passed": "passed", "failure_confirmed": "failure confirmed", "audit_required": "audit required"}
+    words = ZERO_WORDS
     return (
         f"zero tolerance (at most {z.max_failures} confirmed): {words[z.verdict]}; of the answers the judge failed, "
         f"people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and {len(z.unaudited)} await people's label"
@@ -126,9 +144,11 @@ def _look_text(s: ProductSlice) -> str | None:
 
 def slice_view(name: str, s: ProductSlice) -> SliceView:
     judged = s.estimate is not None and s.low is not None and s.high is not None
+    verdict, verdict_text = shown_verdict(s)
     return SliceView(
         name=name,
-        verdict=s.verdict,
+        verdict=verdict,
+        verdict_text=verdict_text,
         rate=percent(s.estimate) if s.estimate is not None else "–",
         interval=span(s.low, s.high) if judged and s.low is not None and s.high is not None else "–",
         limit=percent(s.max_failure_rate),
@@ -208,7 +228,7 @@ def product_section(result: Result) -> list[str]:
     for v in views:
         icon = VERDICT_ICON.get(v.verdict, "")
         lines.append(
-            f"| {code_id(v.name)} | {icon} {escape(VERDICT_TEXT.get(v.verdict, v.verdict))} | {v.rate} | "
+            f"| {code_id(v.name)} | {icon} {escape(v.verdict_text)} | {v.rate} | "
             f"{v.interval} | {v.limit} | {v.judged_fail} | {escape(v.se)} | {escape(v.sp)} |"
         )
     notes = []
@@ -269,13 +289,13 @@ def _row(i: int, s: ProductSlice, name: str) -> list[str]:
     def px(rate: float) -> float:
         return round(LEFT + (AXIS_END - LEFT) * min(max(rate, 0.0), scale_max) / scale_max, 1)
 
-    colour = COLOURS.get(s.verdict, "#6e7781")
-    verdict = VERDICT_TEXT.get(s.verdict, s.verdict)
+    shown, verdict = shown_verdict(s)
+    colour = COLOURS.get(shown, "#6e7781")
     lx = px(s.max_failure_rate)
     out = [
         f'<text x="12" y="{y + 22}" class="name">{_x(name, 30)}</text>',
-        f'<text x="12" y="{y + 42}" class="small" style="fill:{colour}">{_x(verdict)}: '
-        f"{s.judged_fail:,} of {s.n:,} judged fail</text>",
+        f'<text x="12" y="{y + 40}" class="small" style="fill:{colour}">{_x(verdict)}</text>',
+        f'<text x="12" y="{y + 55}" class="small" style="fill:#57606a">{s.judged_fail:,} of {s.n:,} judged fail</text>',
         f'<line x1="{LEFT}" y1="{axis_y}" x2="{AXIS_END}" y2="{axis_y}" stroke="#d0d7de"/>',
         f'<text x="{LEFT}" y="{axis_y + 16}" class="tick">0%</text>',
         f'<text x="{AXIS_END}" y="{axis_y + 16}" text-anchor="end" class="tick">{percent(scale_max)}</text>',

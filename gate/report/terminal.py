@@ -38,7 +38,7 @@ from gate.report.markdown import (
     withheld_text,
 )
 from gate.report.next_steps import CALIBRATION_PARTITION, next_steps
-from gate.report.product import VERDICT_TEXT, heading, method_line, slice_views
+from gate.report.product import heading, method_line, slice_views
 from gate.report.sections import (
     NOT_JUDGED,
     batch_line,
@@ -228,7 +228,7 @@ def _product(result: Result, console: Console) -> None:
         return
     console.print(Text(heading(product), style="bold"))
     for v in slice_views(product, result.waived):
-        verdict = Text(VERDICT_TEXT.get(v.verdict, log_text(v.verdict)), style=VERDICT_STYLE.get(v.verdict, ""))
+        verdict = Text(log_text(v.verdict_text), style=VERDICT_STYLE.get(v.verdict, ""))
         rate = f"failure rate {v.rate} (interval {v.interval})" if v.interval != "–" else "no failure rate"
         line = Text.assemble(
             safe_text(v.name, style="cyan"),

@@ -194,6 +194,13 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["people_fail"]) == (26, 5)
     zero = failed["product"]["slices"]["account-security"]["zero_tolerance"]
     assert (zero["max_failures"], zero["verdict"], zero["missed"]) == (0, "failure_confirmed", ["lockout-app-012"])
+    # What a person reads of that slice says it blocks: never a green "passed" (its failure rate alone passed).
+    picture = (work / "gate-out-product" / "v2.4-audited" / "product.svg").read_text(encoding="utf-8")
+    assert 'style="fill:#cf222e">zero tolerance: failure confirmed</text>' in picture
+    report = (work / "gate-out-product" / "v2.4-audited" / "report.md").read_text(encoding="utf-8")
+    assert "| `account-security` | ❌ zero tolerance: failure confirmed |" in report
+    screen = " ".join(done.stdout.split())
+    assert "account-security: zero tolerance: failure confirmed; failure rate 0%" in screen
     failed = open_
     critical = failed["product"]["slices"]["billing-policy-critical"]
     assert (critical["judged_fail"], critical["n"], critical["verdict"]) == (26, 120, "inconclusive")

@@ -181,7 +181,7 @@ def test_the_picture_has_a_bar_a_dot_and_a_limit_per_slice() -> None:
     assert len(bars) == len(dots) == 4 and len(limits) == 5  # the incomplete slice has a limit, no interval
     words = [e.text or "" for e in root.iter(f"{ns}text")]
     assert "limit 2%" in words and "interval 0%-0.92%" in words and "no interval" in words
-    assert "exceeded: 90 of 300 judged fail" in words
+    assert "exceeded" in words and "90 of 300 judged fail" in words
     # each bar lies on its own row's scale: the exceeded slice's bar starts right of its limit
     returns_bar, returns_limit = bars[3], limits[3]
     assert float(returns_bar.get("x1") or 0) > float(returns_limit.get("x1") or 0)
