@@ -120,7 +120,9 @@ def _zero_text(s: ProductSlice) -> str | None:
     z = s.zero_tolerance
     if z is None:
         return None
-    words = ZERO_WORDS
+    words = dict(ZERO_WORDS)
+    if s.verdict == "incomplete":  # answers not judged yet may still be failed: nothing passed so far
+        words["passed"] = "open until every answer is judged"
     return (
         f"zero tolerance (at most {z.max_failures} confirmed): {words[z.verdict]}; of the answers the judge failed, "
         f"people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and {len(z.unaudited)} await people's label"

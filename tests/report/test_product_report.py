@@ -254,3 +254,25 @@ def test_a_product_run_through_the_cli_shows_its_slice_everywhere(
         in printed
     )
     assert "product.svg" in printed  # among the files the run wrote
+
+
+def test_zero_tolerance_reads_open_on_a_slice_whose_answers_were_not_judged_and_blocks_in_red() -> None:
+    """A zero-tolerance slice with nothing judged (the run stopped on a provider fault) has no failure
+    confirmed yet, but nothing passed either; one people confirmed failing reads as failing, never
+    a green "passed", even where its failure rate passed."""
+    product = product_section()
+    zero = {"max_failures": 0, "verdict": "passed", "confirmed": [], "cleared": [], "unaudited": [], "missed": []}
+    product["slices"][HOSTILE]["zero_tolerance"] = zero
+    product["slices"]["billing-policy-critical"]["zero_tolerance"] = {
+        **zero,
+        "verdict": "failure_confirmed",
+        "missed": ["b-1"],
+    }
+    report = render_report(sample("quality_failed").with_(product=product))
+    assert "zero tolerance (at most 0 confirmed): open until every answer is judged" in report
+    row = next(line for line in report.splitlines() if line.startswith("| `billing-policy-critical`"))
+    assert "❌ zero tolerance: failure confirmed" in row
+    _, root = _svg(product)
+    ns = "{http://www.w3.org/2000/svg}"
+    red = [e.text for e in root.iter(f"{ns}text") if "#cf222e" in (e.get("style") or "")]
+    assert "zero tolerance: failure confirmed" in red
