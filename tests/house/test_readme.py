@@ -202,6 +202,22 @@ def checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return work, env
 
 
+def make_in_checkout(tmp_path: Path, target: str, timeout: int = 900) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`make TARGET` in a fresh checkout (the virtualenv taken as made), as a newcomer types it."""
+    work, env = checkout(tmp_path)
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", target],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    return work, done
+
+
 LAUNCHED = ("python", "python3", "gate")
 
 
@@ -286,17 +302,7 @@ def test_make_calibrate_offline_measures_the_judge_the_example_ships(tmp_path: P
     quality_failed (the scripted false pass, exit 1), and the measurement still follows, writing the
     calibration the example's release lane requires. If the figures changed with the example's
     judge or cases, run `make calibrate-offline` and commit policies/example/calibration/."""
-    work, env = checkout(tmp_path)
-    done = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "calibrate-offline"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    work, done = make_in_checkout(tmp_path, "calibrate-offline")
     assert "gate exited 1" in done.stdout + done.stderr
     measured = json.loads((work / "policies/example/calibration/calibration.json").read_text())
     shipped = json.loads((ROOT / "policies/example/calibration/calibration.json").read_text())

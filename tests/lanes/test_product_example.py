@@ -115,19 +115,9 @@ def test_make_calibrate_product_offline_measures_the_judge_the_example_ships(tmp
     lane's records judged by the offline rule judge: the lane ends quality_failed on the judge's
     misses (exit 1, expected), the measurement follows. If the figures changed with the example's
     judge or cases, run `make calibrate-product-offline` and commit the calibration directory."""
-    from test_readme import checkout
+    from test_readme import make_in_checkout
 
-    work, env = checkout(tmp_path)
-    done = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "calibrate-product-offline"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    work, done = make_in_checkout(tmp_path, "calibrate-product-offline")
     assert "gate exited 1" in done.stdout and "Traceback" not in done.stderr
     measured = json.loads((work / "policies/example-product/calibration/calibration.json").read_text())
     shipped = json.loads((PRODUCT / "calibration" / "calibration.json").read_text())
@@ -151,19 +141,9 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     failure_rate_exceeded on billing-policy-critical, its raw judged share (26 of 120) below the
     corrected estimate, and against v2.3 the answers that turned; the figures the example's README
     states are the run's."""
-    from test_readme import checkout
+    from test_readme import make_in_checkout
 
-    work, env = checkout(tmp_path)
-    done = subprocess.run(
-        ["make", "-s", "-o", ".venv/.installed", "demo-product"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    work, done = make_in_checkout(tmp_path, "demo-product", timeout=1200)
     assert "Traceback" not in done.stderr
     assert "No key needed: judging policies/example-product/policy.yaml (lane app)" in done.stdout
     summary = done.stdout[done.stdout.rindex("Product gate summary") :]
