@@ -31,7 +31,7 @@ Three tables, printed side by side in one run (confidence 95%):
    calibration (100 labelled failing, 1,000 passing answers) and falls to 0.6 on the run's answers,
    and its false alarm rate when nothing changed.
 
-    .venv/bin/python bench/audit_coverage.py            # the whole run (~ ten minutes on 2 cores)
+    .venv/bin/python bench/audit_coverage.py            # the whole run (about six minutes on 2 cores)
     .venv/bin/python bench/audit_coverage.py --quick    # N = 400 and 3,000, fewer cells
 """
 
