@@ -27,10 +27,6 @@ from gate.review.draw import STRATA, draw_order
 from gate.review.ledger import LedgerLine, final_labels, read_ledger
 from gate.review.queue import Queue, read_queue
 
-# How many people label each item before their labels are final (as `gate review serve` asks by default):
-# an item with fewer is pending, and counts against the verdict inside the audited prefix.
-REVIEWERS_PER_ITEM = 2
-
 
 def _queue_order(
     order: Mapping[tuple[str, str], tuple[str, ...]], slice: str, stratum: str, case_ids: Sequence[str]
@@ -40,13 +36,14 @@ def _queue_order(
     return [c for c in order.get((slice, stratum), ()) if c in wanted]
 
 
-def _finals(lines: Sequence[LedgerLine], queue: Queue | None) -> dict[tuple[str, str], Final]:
-    """People's final label per answer (case id, response sha256): pass or fail when unanimous or
-    adjudicated; `open` for a final abstention or another label. Items still pending or in
-    disagreement are left out: inside the audited prefix they count against the verdict anyway."""
+def _finals(lines: Sequence[LedgerLine], queue: Queue | None, reviewers: int) -> dict[tuple[str, str], Final]:
+    """People's final label per answer (case id, response sha256): pass or fail when `reviewers`
+    people agree or an adjudicator settled it; `open` for a final abstention or another label. Items
+    still pending (fewer labels than the policy's `review.reviewers_per_item`) or in disagreement are
+    left out: inside the audited prefix they count against the verdict anyway."""
     key_of = {line.item_id: (line.case_id, line.response_sha256) for line in lines if line.case_id is not None}
     out: dict[tuple[str, str], Final] = {}
-    for item, final in final_labels(lines, queue, REVIEWERS_PER_ITEM).items():
+    for item, final in final_labels(lines, queue, reviewers).items():
         key = key_of.get(item)
         if key is None or key[0] is None or final.status in ("pending", "disagreement"):
             continue
@@ -61,12 +58,14 @@ def read_audit(
     *,
     seed: str,
     answers: Mapping[str, str],
+    reviewers: int,
 ) -> AuditEvidence:
     """The audit's evidence. `answers`: case id -> sha256 of the response this run judges (or
-    judged); `seed`: the default draw's seed (the run's responses_sha256)."""
+    judged); `seed`: the default draw's seed (the run's responses_sha256); `reviewers`: the labels
+    that settle an answer (the policy's `review.reviewers_per_item`, as `gate review` counts them)."""
     queue = read_queue(queue_path) if queue_path is not None else None
     lines = read_ledger(ledger, queue)
-    labels = _finals(lines, queue)
+    labels = _finals(lines, queue, reviewers)
     notes: list[str] = []
     if queue is not None:
         drawn: dict[tuple[str, str], list[tuple[int, str]]] = {}

@@ -111,7 +111,7 @@ def audit_of(
         )
     from gate.measure.audit import read_audit
 
-    return read_audit(ledger, queue, seed=seed, answers=answers)
+    return read_audit(ledger, queue, seed=seed, answers=answers, reviewers=loaded.policy.review.reviewers_per_item)
 
 
 def product_lane_check(

@@ -44,11 +44,18 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 
 
 def audit_suite(
-    root: Path, fake: FakeOpenAI, limit: float, overrides: list[dict[str, Any]] | None = None, **slice_keys: Any
+    root: Path,
+    fake: FakeOpenAI,
+    limit: float,
+    overrides: list[dict[str, Any]] | None = None,
+    review: dict[str, Any] | None = None,
+    **slice_keys: Any,
 ) -> Path:
     slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": limit, **slice_keys}}
     cases = [product_case(f"p-{i:03d}") for i in range(60)]
-    extra = {"overrides": overrides} if overrides else {}
+    extra: dict[str, Any] = {"overrides": overrides} if overrides else {}
+    if review:
+        extra["review"] = review
     policy = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url}, **extra)
     write_calibration(policy, {"critical": WEAK_JUDGE})
     return policy
@@ -635,3 +642,21 @@ def test_merged_shards_are_decided_with_the_audit_as_the_whole_run_is(
     capsys.readouterr()
     assert main([*args, "--audit", str(tmp_path / "nowhere.jsonl")]) == 2
     assert "nowhere.jsonl" in capsys.readouterr().err
+
+
+def test_an_audited_answer_is_settled_by_as_many_people_as_the_policy_asks(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """`review.reviewers_per_item: 3`: two agreeing labels leave an answer awaiting its third reviewer, as
+    `gate review serve` and `status` count it, so the audit cannot decide yet; with the third it does."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2, review={"reviewers_per_item": 3})
+    lines = answers_of(3)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")  # ana and bo: two of the three
+    assert decide(policy, run, tmp_path / "two", "--audit", str(ledger)) == 4
+    assert result(tmp_path / "two")["product"]["slices"]["critical"]["decided_by"] == "calibration"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass", reviewers=("cy",))
+    assert decide(policy, run, tmp_path / "three", "--audit", str(ledger)) == 0
+    assert result(tmp_path / "three")["product"]["slices"]["critical"]["decided_by"] == "audit"
