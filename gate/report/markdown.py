@@ -60,6 +60,9 @@ def state_meaning(result: Result) -> str:
 
 
 MAX_REASON_CHARS = 280
+# A blocker's message whole: the longest the gate writes (a route to decide a slice, with its command)
+# is about 900 characters; untrusted text inside it is already cut where it enters.
+MAX_BLOCKER_CHARS = 1500
 # GitHub caps comments near 64 KiB; keep a margin for the marker and the trim note.
 MAX_REPORT_BYTES = 60_000
 
@@ -152,7 +155,7 @@ def _blockers(result: Result) -> list[str]:
             where = f" · slice {code_id(b.slice)}" if b.slice else ""
             owner = owner_text(b)
             where += f" · owner {escape(owner)}" if owner else ""
-            lines.append(f"- **{code_id(b.kind)}**{where}: {escape(blocker_message(b), 600)}")
+            lines.append(f"- **{code_id(b.kind)}**{where}: {escape(blocker_message(b), MAX_BLOCKER_CHARS)}")
             ids = list(b.case_ids)
             if b.kind in LIST_ONLY_KINDS:
                 if ids:

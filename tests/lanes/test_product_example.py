@@ -161,6 +161,10 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     (inconclusive,) = open_["blockers"]
     assert (inconclusive["kind"], inconclusive["slice"]) == ("failure_rate_inconclusive", "billing-policy-critical")
     assert "people labelling" in inconclusive["message"] and "gate review queue" in inconclusive["message"]
+    # The PR comment holds that route whole, its command included (it was cut at 600 characters).
+    comment = (work / "gate-out-product" / "v2.4" / "report.md").read_text(encoding="utf-8")
+    [blocker] = [line for line in comment.splitlines() if line.startswith("- **`failure_rate_inconclusive`**")]
+    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl) would decide it (17 labels)" in blocker
     # The zero-tolerance slice: the judge failed none of its answers, but people's audit of those it
     # passed found one failing (lockout-app-012): a confirmed failure, which max_failures: 0 forbids.
     assert failed["state"] == "quality_failed"
