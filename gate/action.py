@@ -180,7 +180,7 @@ def parse_fail_on(raw: str) -> frozenset[str]:
     unknown = sorted(items - set(STATES))
     if unknown:
         raise InputError(
-            f"input 'fail-on': unknown state(s) {', '.join(unknown)}; use a comma list of "
+            f"input 'fail-on': unknown {'state' if len(unknown) == 1 else 'states'} {', '.join(unknown)}; use a comma list of "
             f"{', '.join(STATES)} (or 'none')"
         )
     return frozenset(items)

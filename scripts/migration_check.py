@@ -122,9 +122,13 @@ def diagnose(result: dict[str, Any], comparison: dict[str, Any]) -> bool:
         by_step.setdefault(t["first_divergence"], []).append(t["case_id"])
     for step, ids in by_step.items():
         reading = READING.get(step, "the cases or gold changed: not a migration effect; re-run on the same data")
-        print(f"- {step}: {len(ids)} case(s) ({', '.join(ids[:8])}{' ...' if len(ids) > 8 else ''}): {reading}")
+        print(
+            f"- {step}: {len(ids)} {'case' if len(ids) == 1 else 'cases'} ({', '.join(ids[:8])}{' ...' if len(ids) > 8 else ''}): {reading}"
+        )
     if failures:
-        print(f"- {len(failures)} control(s) failed: review every critical transition before accepting the upgrade")
+        print(
+            f"- {len(failures)} {'control' if len(failures) == 1 else 'controls'} failed: review every critical transition before accepting the upgrade"
+        )
     return False
 
 

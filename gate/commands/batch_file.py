@@ -16,6 +16,7 @@ from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.records import RECORDS_FILE, Record, read_records
 from gate.model.result import BatchCounts
+from gate.model.wording import agree, plural
 
 BATCH_FILE = "batch.json"
 INPUT_FILE = "batch-input.jsonl"
@@ -125,12 +126,12 @@ def refuse_uncollected(out_dir: Path, policy_path: str | Path, lane: str) -> Non
     if bf.input_file_id is None:  # the submit's upload failed: nothing went to the provider yet
         raise UsageError(
             f"{shown_path(out_dir / BATCH_FILE)} holds the lines of a `--batch submit` from this --out whose upload "
-            f"failed: {n} judgment(s) not sent or paid yet, which the next `--batch submit` here sends; a live run "
+            f"failed: {plural(n, 'judgment')} not sent or paid yet, which the next `--batch submit` here sends; a live run "
             f"here would judge them too; fix: send them: `{command} submit` (or run live into another --out)"
         )
     command += " collect"
     raise UsageError(
         f"{shown_path(out_dir / BATCH_FILE)} holds batch {bf.batch_id or '(not created yet)'}, submitted from this "
-        f"--out and not collected: {n} judgment(s) wait for it, already reserved at batch prices; a live run here "
+        f"--out and not collected: {plural(n, 'judgment')} {agree(n, 'waits', 'wait')} for it, already reserved at batch prices; a live run here "
         f"would judge and pay for them a second time; fix: collect it: `{command}` (or run live into another --out)"
     )

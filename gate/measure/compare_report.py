@@ -17,6 +17,7 @@ from gate.measure.rollback import bundle_rows
 from gate.model import escape
 from gate.model.escape import log_text
 from gate.model.paths import shown_path
+from gate.model.wording import plural
 from gate.report.terminal import MAX_IDS, print_indented, safe_text
 
 MAX_CRITICAL_ROWS = 15
@@ -60,8 +61,8 @@ def _split(c: Comparison) -> tuple[list[Transition], list[Transition]]:
 
 def _counts_line(c: Comparison, *, kinds: bool = False) -> str:
     if not c.transitions:
-        return f"No verdict changed: {c.unchanged} case(s) judged the same on both sides."
-    line = f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases"
+        return f"No verdict changed: {plural(c.unchanged, 'case')} judged the same on both sides."
+    line = f"{plural(len(c.transitions), 'transition')} over {plural(c.unchanged + len(c.transitions), 'case')}"
     if kinds:
         line += ": " + ", ".join(f"{_kind(k)} **{n}**" for k, n in c.counts.items())
     return line + "."
@@ -138,10 +139,12 @@ def print_compare(comparison: Comparison, files: Sequence[Path], console: Consol
         )
     )
     if not c.transitions:
-        console.print(f"No verdict changed: {c.unchanged} case(s) judged the same on both sides.")
+        console.print(f"No verdict changed: {plural(c.unchanged, 'case')} judged the same on both sides.")
     else:
         kinds = ", ".join(f"{log_text(k)} {n}" for k, n in c.counts.items())
-        console.print(f"{len(c.transitions)} transition(s) over {c.unchanged + len(c.transitions)} cases: {kinds}")
+        console.print(
+            f"{plural(len(c.transitions), 'transition')} over {plural(c.unchanged + len(c.transitions), 'case')}: {kinds}"
+        )
     shown = [t for t in c.transitions if t.critical] if c.critical_slices is not None else list(c.transitions)
     for t in shown[:MAX_IDS]:
         where = {"none": "same inputs: the judge itself moved", "unknown": "first difference not recorded"}.get(

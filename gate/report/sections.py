@@ -14,7 +14,7 @@ from gate.model.escape import code as code_id
 from gate.model.escape import id_list
 from gate.model.escape import markdown as escape
 from gate.model.money import money
-from gate.model.wording import plural
+from gate.model.wording import agree, plural
 
 if TYPE_CHECKING:
     from gate.model.result import (
@@ -131,15 +131,18 @@ def drift_section(result: Result) -> list[str]:
     by_reason = drift.proposed_by_reason
     lines += [
         "",
-        f"**{drift.proposed_cases} proposed case(s)** in `proposed-cases.jsonl` "
-        f"({by_reason.disagreement} disagreement(s) with the last run, "
-        f"{by_reason.new_failure_shape} new failure shape(s)): for privacy review and independent "
+        f"**{plural(drift.proposed_cases, 'proposed case')}** in `proposed-cases.jsonl` "
+        f"({plural(by_reason.disagreement, 'disagreement')} with the last run, "
+        f"{plural(by_reason.new_failure_shape, 'new failure shape')}): for privacy review and independent "
         "labels in a future dataset version. The gold cases are never changed. "
         "`gate review queue --policy POLICY --from OUT --out proposed-queue.jsonl` queues them for people to "
         "label, blind to the judge (docs/REVIEW.md).",
     ]
     if drift.skipped_lines:
-        lines += ["", f"{len(drift.skipped_lines)} trace line(s) skipped, first: {escape(drift.skipped_lines[0], 200)}"]
+        lines += [
+            "",
+            f"{plural(len(drift.skipped_lines), 'trace line')} skipped, first: {escape(drift.skipped_lines[0], 200)}",
+        ]
     lines.append("")
     return lines
 
@@ -196,7 +199,9 @@ def strata_lines(strata: Strata | None, heading: str) -> list[str]:
             "completed case"
         )
     if strata.unstratified_cases:
-        notes.append(f"{strata.unstratified_cases} case(s) without a declared stratum are left out of both columns")
+        notes.append(
+            f"{plural(strata.unstratified_cases, 'case')} without a declared stratum {agree(strata.unstratified_cases, 'is', 'are')} left out of both columns"
+        )
     lines += [""] + [f"> {n}" for n in notes] + ([""] if notes else [])
     return lines
 

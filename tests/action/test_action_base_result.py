@@ -62,7 +62,7 @@ def test_transitions_reach_the_comment_critical_first(tmp_path: Path, fake: Fake
     assert code == 0
     (comment,) = fake.comments("acme/support-bot", 17)
     body = comment["body"]
-    assert "### Against the base run" in body and "2 transition(s)" in body
+    assert "### Against the base run" in body and "2 transitions over" in body
     assert body.index("`c-1`") < body.index("`g-1`")  # c-1 is in the critical slice
     assert "**prompt**" in body
     saved = json.loads((ctx.out_dir / "compare.json").read_text())

@@ -100,7 +100,8 @@ def test_drift_run_proposes_cases_without_touching_the_gold_file(tmp_path: Path,
     # the gold cases are read, never written
     assert {p.name: sha(p) for p in (root / "cases.jsonl", root / "evidence.yaml")} == gold
     report = (tmp_path / "run1" / "report.md").read_text()
-    assert "Drift: production traces" in report and "proposed case(s)" in report
+    assert "Drift: production traces" in report and f"{len(proposed)} proposed cases" in report
+    assert "(s)" not in report  # counts agree with their nouns
 
     # the same seed draws the same traces; a verdict that flips on the same input is a disagreement
     fake.reset()

@@ -40,4 +40,4 @@ def test_a_judge_that_moved_is_read_as_evaluator_behaviour(
     assert migration_check.diagnose(result, comparison) is False
     out = capsys.readouterr().out
     assert "3/3 compare against the stored run" in out
-    assert f"- none: 1 case(s) ({flipped}): same rendered inputs and configuration" in out
+    assert f"- none: 1 case ({flipped}): same rendered inputs and configuration" in out

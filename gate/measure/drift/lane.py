@@ -43,6 +43,7 @@ from gate.model.traces import (
     load_traces,
     previous_drift,
 )
+from gate.model.wording import agree, plural
 from gate.run.sweep import judge_each
 
 DRIFT_RECORDS = "drift-records.jsonl"
@@ -228,7 +229,7 @@ def _incomplete(loaded: LoadedPolicy, sample: Sequence[Case], records: list[Reco
             Finding(
                 State.EVALUATION_INCOMPLETE,
                 "evaluator_errors",
-                f"{len(errored)} trace(s) got no verdict (evaluator errors), limit {limit}",
+                f"{plural(len(errored), 'trace')} got no verdict (evaluator errors), limit {limit}",
                 case_ids=tuple(errored),
             )
         )
@@ -239,7 +240,7 @@ def _incomplete(loaded: LoadedPolicy, sample: Sequence[Case], records: list[Reco
             Finding(
                 State.EVALUATION_INCOMPLETE,
                 kind,
-                f"{len(unrun)} sampled trace(s) unjudged: {why}",
+                f"{plural(len(unrun), 'sampled trace')} unjudged: {why}",
                 case_ids=tuple(unrun),
             )
         )
@@ -294,7 +295,7 @@ def _result(
             },
             "notes": [
                 "drift lane: production traces, no human labels; the state says only whether the run completed",
-                f"{summary['proposed_cases']} proposed case(s) in {PROPOSED_CASES} for independent human review: "
+                f"{plural(summary['proposed_cases'], 'proposed case')} in {PROPOSED_CASES} for independent human review: "
                 f"gate review queue --policy {shown_path(loaded.path)} --from {shown_path(opts.out_dir)} "
                 "--out proposed-queue.jsonl",
                 *_carried_note(carried),
@@ -310,6 +311,6 @@ def _carried_note(carried: Sequence[Record]) -> list[str]:
         return []
     attempts = sum(len(r.attempts) for r in carried)
     return [
-        f"{attempts} attempt(s) of an earlier drift run in this --out, killed before it finished, are billed "
+        f"{plural(attempts, 'attempt')} of an earlier drift run in this --out, killed before it finished, {agree(attempts, 'is', 'are')} billed "
         f"in this run's cost ({math.fsum(r.budget_charge for r in carried):.6g} counted against the boundary)"
     ]
