@@ -23,6 +23,7 @@ the fake provider and returns the result.json it ended with and the requests the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -127,6 +128,10 @@ class Suite:
     # every answer passed: each answer judged fail now turned pass -> fail. The `stop` lane cannot
     # have it too (refused), so the stop paths are not compared on such a suite.
     regression: bool = False
+    # People's audit of the `pr` lane's answers: the product cases two reviewers labelled (with the
+    # case's label, what a person reading it finds), in audit.jsonl beside the policy. Given to every
+    # `pr` path (`--audit`); the `stop` lane decides without it (its stop reads calibration alone).
+    audited: tuple[str, ...] = ()
 
     @property
     def tight(self) -> bool:
@@ -181,6 +186,7 @@ def _case_dict(c: CaseSpec) -> dict[str, Any]:
 
 
 RESPONSES = "responses.jsonl"
+AUDIT = "audit.jsonl"
 PRODUCT_LIMIT = 0.3
 # The calibrated judge of a product suite, every slice: it catches 95 of 100 failing answers, passes 995 of 1000.
 PRODUCT_JUDGE = {"true_fail": 95, "false_pass": 5, "true_pass": 995, "false_fail": 5}
@@ -208,7 +214,35 @@ def _productize(suite: Suite, root: Path, cases: list[dict[str, Any]]) -> list[d
             c["partition"] = "product"
         out.append(c)
     (root / RESPONSES).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    _write_audit(suite, root, {line["case_id"]: line["response"] for line in lines})
     return out
+
+
+def _write_audit(suite: Suite, root: Path, responses: dict[str, str]) -> None:
+    """audit.jsonl: two blind reviewers' labels on each audited answer, as `gate review serve` appends them."""
+    labels = {c.case_id: c.label for c in suite.cases}
+    lines = []
+    for case_id in suite.audited:
+        if case_id not in responses:
+            continue
+        sha = hashlib.sha256(responses[case_id].encode()).hexdigest()
+        for reviewer in ("ana", "bo"):
+            lines.append(
+                {
+                    "at": "2026-12-05T07:15:01.000Z",
+                    "kind": "label",
+                    "item_id": hashlib.sha256(f"{case_id}:{sha}".encode()).hexdigest(),
+                    "case_id": case_id,
+                    "response_sha256": sha,
+                    "reviewer": reviewer,
+                    "label": labels[case_id],
+                    "reason": "read against the evidence",
+                    "queue_sha256": "0" * 64,
+                    "rubric_version": "rubric-1",
+                    "blind": True,
+                }
+            )
+    (root / AUDIT).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
 def write_product_calibration(policy: Path, slice_names: list[str]) -> None:
@@ -360,7 +394,8 @@ class Lab:
     def inputs(self, lane: str) -> tuple[str, ...]:
         responses = ("--responses", str(self.policy.parent / RESPONSES)) if self.suite.product else ()
         base = ("--base-result", str(self.base(lane))) if self.suite.regression and lane == "pr" else ()
-        return (*responses, *base)
+        audit = ("--audit", str(self.policy.parent / AUDIT)) if self.suite.audited and lane == "pr" else ()
+        return (*responses, *base, *audit)
 
     def base(self, lane: str) -> Path:
         return self.tmp / f"base-{lane}"
@@ -440,8 +475,8 @@ def plain(lab: Lab) -> Outcome:
 
 
 def stop_when_decided(lab: Lab) -> Outcome | None:
-    if lab.suite.regression:
-        return None  # the stop lane cannot fail on regression (refused): nothing to compare
+    if lab.suite.regression or lab.suite.audited:
+        return None  # the stop lane cannot fail on regression (refused), and decides without the audit
     arm(lab.fake, lab.suite)
     res = lab.run(lab.out("stop"), lane="stop")
     return Outcome(res, lab.fake.count(), boundary=lab.suite.max_total_cost)
@@ -472,7 +507,7 @@ def workers(lab: Lab) -> Outcome | None:
 
 def workers_stop(lab: Lab) -> Outcome | None:
     """The stop_when_decided lane judged by two worker processes: one shared stop flag."""
-    if lab.suite.concurrency < 2 or lab.suite.regression:
+    if lab.suite.concurrency < 2 or lab.suite.regression or lab.suite.audited:
         return None
     arm(lab.fake, lab.suite)
     with workers_env(2):
@@ -641,7 +676,8 @@ def projection(res: dict[str, Any]) -> dict[str, Any]:
     out = {"state": res["state"], "blockers": blockers, "counts": counts}
     if res.get("product"):
         out["product"] = {
-            name: (row["verdict"], row["n"], row["judged_fail"]) for name, row in res["product"]["slices"].items()
+            name: (row["verdict"], row["n"], row["judged_fail"], row.get("decided_by"))
+            for name, row in res["product"]["slices"].items()
         }
     return out
 

@@ -660,3 +660,28 @@ def test_an_audited_answer_is_settled_by_as_many_people_as_the_policy_asks(tmp_p
         label(ledger, line, "fail" if i == 0 else "pass", reviewers=("cy",))
     assert decide(policy, run, tmp_path / "three", "--audit", str(ledger)) == 0
     assert result(tmp_path / "three")["product"]["slices"]["critical"]["decided_by"] == "audit"
+
+
+def test_a_shard_holding_none_of_the_audited_answers_still_runs_with_the_ledger(
+    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]]
+) -> None:
+    """A workflow gives `audit` to every matrix job. A shard whose share holds none of the labelled
+    answers is no wrong ledger: the labels are on answers of the lane it is a share of. It runs (never
+    exit 2), and the merge reads them."""
+    policy, responses, _run, lines = good_run
+    ledger = tmp_path / "ledger.jsonl"
+    from gate.plan.shard import shard_of
+
+    # One answer the judge failed and one it passed, both in shard 2: shard 1 holds neither.
+    label(ledger, lines[0], "fail")
+    label(ledger, lines[8], "pass")
+    assert {shard_of(c, 2) for c in ("p-000", "p-008")} == {2}
+    shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    codes = [
+        run_app(policy, out, responses, "--shard", f"{i}/2", "--audit", str(ledger)) for i, out in enumerate(shards, 1)
+    ]
+    assert 2 not in codes and all((out / "result.json").is_file() for out in shards)
+    merged = tmp_path / "merged"
+    args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
+    assert main([*args, "--audit", str(ledger)]) == 4
+    assert result(merged)["product"]["slices"]["critical"]["audit"]["confirmed_fail"] == ["p-000"]

@@ -476,7 +476,8 @@ def test_every_path_reaches_the_plain_runs_decision(
 def product_suites(draw: st.DrawFn) -> Suite:
     """A suite as a product lane; now and then a slice calibration.json has no figures for, and an
     answer the responses file leaves out. At length (make fuzz-lanes) also a topic that fails and
-    sorts last, and a lane that fails on a regression against a base run (`make test`'s seeded
+    sorts last, a lane that fails on a regression against a base run, and people's audit of some of
+    its answers (`make test`'s seeded
     examples stay the ones they were: no draw is added there)."""
     suite = draw(suites())
     uncalibrated = tuple(name for name, _, _ in suite.slices if draw(st.integers(0, 7)) == 0)
@@ -488,6 +489,9 @@ def product_suites(draw: st.DrawFn) -> Suite:
         suite = draw(topic_last(suite))
     if FUZZING and draw(st.integers(0, 3)) == 0:
         suite = replace(suite, regression=True)
+    if FUZZING and draw(st.integers(0, 2)) == 0:  # people's audit of some answers, given to every `pr` path
+        product = [c.case_id for c in suite.cases if c.role is None]
+        suite = replace(suite, audited=tuple(cid for cid in product if draw(st.booleans())))
     return suite
 
 
@@ -526,6 +530,8 @@ def test_every_path_of_a_product_lane_reaches_the_plain_runs_decision(
         event(f"a topic that fails sorts last, concurrency {suite.concurrency}")
     if suite.regression:
         event("fail_on_regression against a base run")
+    if suite.audited:
+        event("people's audit given to every pr path")
     run_example(suite, tmp_path_factory.mktemp("product"), chosen.__contains__)
 
 
@@ -881,3 +887,32 @@ def test_a_case_without_evidence_under_review_is_not_also_an_input_contract_defe
     run_example(suite, tmp_path, {"decide", "dry_run"}.__contains__)  # check_missing_evidence_rule on the plain run
     full = json.loads((tmp_path / "plain" / "result.json").read_text())
     assert projection(full)["blockers"] == [("missing_evidence", "s0", ("c-1",))]
+
+
+def test_every_path_of_a_product_lane_with_peoples_audit_reaches_the_plain_runs_decision(tmp_path: Path) -> None:
+    """People's audit given to every path of the `pr` lane (run, decide, shards then merge, batch, kill
+    then resume, workers, the dry run): each reaches the plain run's state, blockers, counts and each
+    slice's verdict and `decided_by`. The judge disagrees with people on one answer of each slice, so
+    the audit (people's labels) and the calibration estimate (the judge's verdicts) part; every answer
+    is labelled, so the audit decides both slices, and one is exceeded."""
+    ok = [CaseSpec(f"a-{i:02d}", "s0", "pass") for i in range(14)]
+    bad = [CaseSpec(f"b-{i:02d}", "s1", "fail" if i < 9 else "pass") for i in range(14)]
+    cases = (*controls_with(), *ok, *bad, CaseSpec("a-99", "s0", "pass", Script("disagree")))
+    suite = Suite(
+        slices=(("s0", 0, None), ("s1", 0, None)),
+        cases=cases,
+        product=True,
+        concurrency=2,
+        audited=tuple(c.case_id for c in cases if c.role is None),
+    )
+    with key_env(), FakeOpenAI() as fake:
+        lab = Lab(suite, write(suite, tmp_path / "suite", fake.base_url), fake, tmp_path)
+        lab.plain = plain(lab)
+        full = lab.plain.result
+        slices = full["product"]["slices"]
+        assert {name: row["decided_by"] for name, row in slices.items()} == {"s0": "audit", "s1": "audit"}
+        assert slices["s1"]["verdict"] == "exceeded" and full["state"] == "quality_failed"
+        for name in ("decide", "shards", "batch", "kill_resume", "workers", "dry_run"):
+            got = PATHS[name](lab)
+            assert got is not None, name
+            check_path(name, lab, got)
