@@ -367,8 +367,8 @@ def _check_product_looks(name: str, full: dict[str, Any], looked: dict[str, Any]
     assert looked["counts"] == full["counts"], f"{name}: {looked}\nwhere the full run has {full}"
     unanswered = {"missing_response", "unrun_cases", "evaluator_errors", "budget_exhausted"}
     undecided = ("inconclusive", "incomplete") if unanswered & {x[0] for x in looked["blockers"]} else ("inconclusive",)
-    for slice_name, (verdict, n, k) in looked["product"].items():
-        full_verdict, full_n, full_k = full["product"][slice_name]
+    for slice_name, (verdict, n, k, _decided_by) in looked["product"].items():
+        full_verdict, full_n, full_k, _ = full["product"][slice_name]
         assert (n, k) == (full_n, full_k) and verdict in (full_verdict, *undecided), (
             f"{name}: slice {slice_name} {verdict} ({k} of {n}) where the full run has {full_verdict}"
         )
