@@ -59,9 +59,11 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
         n, k = int(s["n"]), int(s["judged_fail"])
         raw = k / n if n else None
         judge = s["judge"]
+        # The calibration estimate's own verdict: the audit's, when it decided, is on the next line.
+        alone = s.get("calibration_verdict") or s["verdict"]
         lines.append(
             f"    {name:<{NAME_COLUMN}} judged fail {k:>3}/{n:<3} ({_pct(raw)} raw) -> corrected {_pct(s['estimate'])} "
-            f"{_span(s['low'], s['high'])} vs limit {_pct(s['max_failure_rate'])}: {s['verdict']}"
+            f"{_span(s['low'], s['high'])} vs limit {_pct(s['max_failure_rate'])}: {alone}"
             f"  (judge Se {judge['se']['x']}/{judge['se']['n']}, Sp {judge['sp']['x']}/{judge['sp']['n']})"
         )
         audit = s.get("audit")

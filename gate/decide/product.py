@@ -345,7 +345,7 @@ def _audited(
     verdict = a.row["verdict"]
     if verdict != "exceeded" and answers.unjudged:
         verdict = "incomplete"
-    row.update(decided_by="audit", verdict=verdict)
+    row.update(decided_by="audit", verdict=verdict, calibration_verdict=row["verdict"])
     return row, [*kept, *a.findings], a.used
 
 

@@ -558,6 +558,8 @@ class ProductSlice(Part):
     # With people's audit (--audit): which estimate decided the verdict (the audit's whenever it has usable
     # labels), the audit estimate, and the zero-tolerance count.
     decided_by: Literal["calibration", "audit"] = "calibration"
+    # Decided by the audit: what the calibration estimate (estimate, low, high above) said on its own.
+    calibration_verdict: ProductVerdict | None = None
     audit: ProductAudit | None = None
     zero_tolerance: ZeroTolerance | None = None
     # A lane that stops once decided: the look that decided the slice (the first `n` answers judged,

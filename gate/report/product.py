@@ -96,7 +96,17 @@ def _audit_text(s: ProductSlice) -> str | None:
 def _cal(s: ProductSlice) -> str:
     if s.estimate is None or s.low is None or s.high is None:
         return "none"
-    return f"{percent(s.estimate)} ({span(s.low, s.high)})"
+    alone = s.calibration_verdict if s.decided_by == "audit" else None
+    said = f", {VERDICT_TEXT.get(alone, alone)}" if alone else ""
+    return f"{percent(s.estimate)} ({span(s.low, s.high)}){said}"
+
+
+def _deciding(s: ProductSlice) -> tuple[float | None, float | None, float | None]:
+    """The estimate and interval behind the slice's verdict: the audit's when people's labels decided
+    it (the calibration estimate's are then shown beside it), else the calibration estimate's."""
+    if s.decided_by == "audit" and s.audit is not None:
+        return s.audit.estimate, s.audit.low, s.audit.high
+    return s.estimate, s.low, s.high
 
 
 ZERO_WORDS = {"passed": "passed", "failure_confirmed": "failure confirmed", "audit_required": "audit required"}
@@ -145,14 +155,14 @@ def _look_text(s: ProductSlice) -> str | None:
 
 
 def slice_view(name: str, s: ProductSlice) -> SliceView:
-    judged = s.estimate is not None and s.low is not None and s.high is not None
+    estimate, low, high = _deciding(s)
     verdict, verdict_text = shown_verdict(s)
     return SliceView(
         name=name,
         verdict=verdict,
         verdict_text=verdict_text,
-        rate=percent(s.estimate) if s.estimate is not None else "–",
-        interval=span(s.low, s.high) if judged and s.low is not None and s.high is not None else "–",
+        rate=percent(estimate) if estimate is not None else "–",
+        interval=span(low, high) if estimate is not None and low is not None and high is not None else "–",
         limit=percent(s.max_failure_rate),
         judged_fail=f"{s.judged_fail:,} of {s.n:,}",
         se=_judge_rate(s.judge.se if s.judge else None),

@@ -184,7 +184,14 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     report = (work / "gate-out-product" / "v2.4-audited" / "report.md").read_text(encoding="utf-8")
     assert "| `account-security` | ❌ zero tolerance: failure confirmed |" in report
     screen = " ".join(done.stdout.split())
-    assert "account-security: zero tolerance: failure confirmed; failure rate 0%" in screen
+    assert "account-security: zero tolerance: failure confirmed; failure rate 1% (interval 0.003%-4.7%)" in screen
+    # The audit decided billing-policy-critical: its line gives the audit's interval, which lies above
+    # the limit as "exceeded" says, and the calibration estimate beside it says it alone was open
+    # (it read "exceeded; failure rate 26% (interval 12.1%-43.8%) against a limit of 12.5%").
+    assert "billing-policy-critical: exceeded; failure rate 25.8% (interval 15.3%-35.8%)" in screen, screen
+    assert "the calibration estimate beside it: 26% (12.1%-43.8%), inconclusive" in screen
+    assert "| `billing-policy-critical` | ❌ exceeded | 25.8% | 15.3%-35.8% |" in report
+    assert "-> corrected 26% [12.1%, 43.8%] vs limit 12.5%: inconclusive" in summary.split("with people's audit")[1]
     failed = open_
     critical = failed["product"]["slices"]["billing-policy-critical"]
     assert (critical["judged_fail"], critical["n"], critical["verdict"]) == (26, 120, "inconclusive")
