@@ -318,13 +318,16 @@ def _row(i: int, s: ProductSlice, name: str) -> list[str]:
         out.append(f'<text x="{AXIS_END + 14}" y="{axis_y - 6}" class="small">no interval</text>')
         return out
     x0, x1, xe = px(s.low), px(s.high), px(s.estimate)
-    if s.audit is not None:  # people's audit decided the slice: its interval below the calibration estimate's
+    interval = "interval"
+    if s.audit is not None:  # people's audit: its interval (dotted) below the calibration estimate's
         a0, a1 = px(s.audit.low), px(s.audit.high)
+        decides = " (decides)" if s.decided_by == "audit" else ""
+        interval = "calibration"
         out += [
             f'<line x1="{a0}" y1="{axis_y - 2}" x2="{a1}" y2="{axis_y - 2}" stroke="{colour}" stroke-width="3" '
             'stroke-dasharray="2 2"/>',
-            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">audit {span(s.audit.low, s.audit.high)} '
-            "(decides)</text>",
+            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">audit {span(s.audit.low, s.audit.high)}'
+            f"{decides}</text>",
         ]
     return [
         *out,
@@ -332,7 +335,7 @@ def _row(i: int, s: ProductSlice, name: str) -> list[str]:
         'stroke-linecap="round"/>',
         f'<circle cx="{xe}" cy="{axis_y - 10}" r="5" fill="#ffffff" stroke="{colour}" stroke-width="2"/>',
         f'<text x="{AXIS_END + 14}" y="{axis_y - 14}" class="name">{percent(s.estimate)}</text>',
-        f'<text x="{AXIS_END + 14}" y="{axis_y + 2}" class="small">interval {span(s.low, s.high)}</text>',
+        f'<text x="{AXIS_END + 14}" y="{axis_y + 2}" class="small">{interval} {span(s.low, s.high)}</text>',
     ]
 
 

@@ -276,3 +276,35 @@ def test_zero_tolerance_reads_open_on_a_slice_whose_answers_were_not_judged_and_
     ns = "{http://www.w3.org/2000/svg}"
     red = [e.text for e in root.iter(f"{ns}text") if "#cf222e" in (e.get("style") or "")]
     assert "zero tolerance: failure confirmed" in red
+
+
+def _audit(verdict: str, estimate: float, low: float, high: float) -> dict[str, Any]:
+    stratum = {"audited": 20, "open": 0, "people_fail": 2, "people_pass": 18, "population": 30}
+    return {
+        "estimate": estimate, "low": low, "high": high, "verdict": verdict, "method": "audit+exact-tests",
+        "judged_fail": stratum, "judged_pass": {**stratum, "people_fail": 0, "people_pass": 20, "population": 270},
+        "confirmed_fail": [], "missed_fail": [], "cleared_fail": [], "transport": None, "decide_hint": None,
+    }  # fmt: skip
+
+
+def test_a_slice_the_audit_decided_shows_the_audits_interval_and_the_calibration_verdict_beside_it() -> None:
+    """The slice's line gives the interval behind its verdict: the audit's when people's labels decided
+    it, with the calibration estimate's own verdict beside it; an audit that did not decide is drawn,
+    never labelled as deciding (it read "exceeded ... 1.9%-20.4%" against a 10% limit, and every
+    audit's bar said "(decides)")."""
+    product = product_section()
+    shipping = product["slices"]["shipping-general"]
+    shipping.update(
+        decided_by="audit",
+        verdict="exceeded",
+        calibration_verdict="inconclusive",
+        audit=_audit("exceeded", 0.13, 0.104, 0.2),
+    )
+    product["slices"]["refunds"]["audit"] = _audit("inconclusive", 0.1, 0.02, 0.2)
+    report = render_report(sample("quality_failed").with_(product=product))
+    row = next(line for line in report.splitlines() if line.startswith("| `shipping-general`"))
+    assert "| ❌ exceeded | 13% | 10.4%-20% | 10% |" in row, row
+    assert "the calibration estimate beside it: 11.1% (1.9%-20.4%), inconclusive" in report
+    text, _ = _svg(product)
+    assert ">audit 10.4%-20% (decides)</text>" in text and ">calibration 1.9%-20.4%</text>" in text
+    assert ">audit 2%-20%</text>" in text  # refunds: drawn, not deciding
