@@ -109,6 +109,14 @@ def _no_figures(name: str) -> Finding:
     return Finding(State.REVIEW_REQUIRED, JUDGE_UNFIT, message, slice=name)
 
 
+def _audit_labels_on(pe: ProductEvidence, answers: SliceAnswers) -> bool:
+    """Does people's audit hold a label on one of the slice's answers, judged or not?"""
+    if pe.audit is None:
+        return False
+    ids = {*answers.unjudged, *(o.case.case_id for o in answers.judged)}
+    return any(case_id in ids for case_id, _ in pe.audit.labels)
+
+
 def _slice(
     name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence, look: Look | None = None
 ) -> tuple[dict[str, Any], list[Finding]]:
@@ -130,8 +138,12 @@ def _slice(
         "base": None,
     }
     if counts is None:
-        # Uncalibrated: judge_uncalibrated (or the calibration's own blocker) says why.
-        return row, [] if not pe.calibrated else [_no_figures(name)]
+        # Uncalibrated: judge_uncalibrated (or the calibration's own blocker) says why. Without figures
+        # only people's audit can decide the slice: while answers it labelled wait to be judged (a dry
+        # run: all of them) that is still open, and the blockers that say why they wait decide.
+        if not pe.calibrated or (answers.unjudged and _audit_labels_on(pe, answers)):
+            return row, []
+        return row, [_no_figures(name)]
     judge = _judge_of(counts, pe.confidence)
     row["judge"] = {"se": _rate_dict(judge.se), "sp": _rate_dict(judge.sp)}
     if n == 0:

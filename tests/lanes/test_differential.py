@@ -916,3 +916,39 @@ def test_every_path_of_a_product_lane_with_peoples_audit_reaches_the_plain_runs_
             got = PATHS[name](lab)
             assert got is not None, name
             check_path(name, lab, got)
+
+
+def test_gate_decide_reads_peoples_audit_on_an_answer_the_run_withheld(tmp_path: Path) -> None:
+    """make fuzz-lanes (FUZZ_EXAMPLES=150, a product part): people labelled c-3, whose case has no
+    reference evidence, so the run withheld it. The run took the ledger (the label is on one of its
+    answers) and noted the label unused; gate decide over its records refused it as another run's
+    ledger (usage error), reading only the answers the records judged."""
+    suite = Suite(
+        slices=(("s0", 0, None),),
+        cases=(*controls_with(), CaseSpec("c-0", "s0", "pass"), CaseSpec("c-3", "s0", "pass", reference=False)),
+        missing_evidence="review",
+        product=True,
+        audited=("c-3",),
+    )
+    run_example(suite, tmp_path, CHEAP.__contains__)
+    assert any("c-3" in note for note in json.loads((tmp_path / "plain" / "result.json").read_text())["notes"])
+
+
+def test_the_dry_run_leaves_open_a_slice_without_calibration_figures_that_peoples_audit_may_decide(
+    tmp_path: Path,
+) -> None:
+    """A slice calibration.json has no figures for, and a ledger with people's label on one of its
+    answers: the run's audit decides the slice; the dry run, before any call, said judge_unfit
+    (review_required: "whatever the judge says the run can end no better"). Found beside the withheld
+    answer above."""
+    suite = Suite(
+        slices=(("s0", 0, None),),
+        cases=(*controls_with(), *(CaseSpec(f"c-{i}", "s0", "pass") for i in range(3))),
+        product=True,
+        uncalibrated=("s0",),
+        audited=("c-1",),
+    )
+    run_example(suite, tmp_path, {"dry_run", "decide"}.__contains__)
+    assert (
+        json.loads((tmp_path / "plain" / "result.json").read_text())["product"]["slices"]["s0"]["decided_by"] == "audit"
+    )
