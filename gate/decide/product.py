@@ -219,7 +219,8 @@ def audit_first(
         false_pass=judge.se.n - judge.se.x,
         false_fail=judge.sp.n - judge.sp.x,
     )
-    audit = audit_route(answers, counts, limit, pe.confidence, pe.queue_command)
+    # On a lane that stops once decided the audit cannot pass a slice its interval left open.
+    audit = None if pe.sequential else audit_route(answers, counts, limit, pe.confidence, pe.queue_command)
     if audit is None:
         return hint.text
     labels, route = audit
@@ -333,6 +334,8 @@ def _unchecked(ev: Evidence, pe: ProductEvidence, why_not: str | None) -> Findin
 
 # The calibration estimate's verdict findings, which the audit's replace when the audit decides.
 _RATE_KINDS = frozenset({FAILURE_RATE_EXCEEDED, FAILURE_RATE_INCONCLUSIVE, JUDGE_UNFIT})
+# How far a verdict holds a slice back: on a lane that stops once decided the audit may only raise it.
+_SEVERITY = {"passed": 0, "inconclusive": 1, "judge_unfit": 1, "incomplete": 1, "exceeded": 2}
 
 
 def _audited(
@@ -353,6 +356,11 @@ def _audited(
     row = {**row, "decided_by": "calibration", "audit": a.row, "zero_tolerance": a.zero}
     if not a.decides or a.row is None:
         return row, [*found, *a.findings], a.used
+    if pe.sequential and _SEVERITY[a.row["verdict"]] < _SEVERITY[row["verdict"]]:
+        # The lane stopped once decided: how many answers were judged hung on the judge's verdicts, and
+        # the audit's tests count on a number fixed in advance. So here the audit may hold a slice
+        # back, never let one through that the sequential interval did not pass.
+        return row, [*found, *(f for f in a.findings if f.kind not in _RATE_KINDS)], a.used
     kept = [f for f in found if f.kind not in _RATE_KINDS]
     verdict = a.row["verdict"]
     if verdict != "exceeded" and answers.unjudged:

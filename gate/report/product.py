@@ -85,11 +85,17 @@ def _audit_text(s: ProductSlice) -> str | None:
     transport = ""
     if a.transport is not None and not a.transport.carries_over:
         transport = "; the judge's calibration does not describe it on these answers"
-    return (
-        f"decided by people's audit: {VERDICT_TEXT.get(a.verdict, a.verdict)}, failure rate {est} (interval "
+    figures = (
+        f"{VERDICT_TEXT.get(a.verdict, a.verdict)}, failure rate {est} (interval "
         f"{span(a.low, a.high)}); people failed {f.people_fail} of {f.audited} audited answers the judge failed "
         f"({f.population:,} in all) and {p.people_fail} of {p.audited} it passed ({p.population:,} in all)"
-        f"{pending}{transport}; the calibration estimate beside it: {_cal(s)}"
+        f"{pending}{transport}"
+    )
+    if s.decided_by == "audit":
+        return f"decided by people's audit: {figures}; the calibration estimate beside it: {_cal(s)}"
+    return (
+        f"people's audit: {figures}; it does not decide here: the lane stopped once decided, so the audit "
+        "may hold a slice back but never pass one its interval left open"
     )
 
 

@@ -685,3 +685,36 @@ def test_a_shard_holding_none_of_the_audited_answers_still_runs_with_the_ledger(
     args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
     assert main([*args, "--audit", str(ledger)]) == 4
     assert result(merged)["product"]["slices"]["critical"]["audit"]["confirmed_fail"] == ["p-000"]
+
+
+def test_on_a_lane_that_stops_once_decided_the_audit_holds_a_slice_back_but_never_passes_one(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """`stop_when_decided: true`: how many answers the lane judged hung on the judge's verdicts, and the
+    audit's tests count on a number fixed in advance, so the audit there may only raise a verdict. A
+    slice the sequential interval leaves open stays open though people's labels would pass it (the
+    audit passed it, exit 0); one it passed is exceeded when people's labels say so."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    policy.write_text(policy.read_text().replace("product: true", "product: true\n    stop_when_decided: true"))
+    lines = answers_of(3)
+    responses = write_responses(tmp_path / "responses.jsonl", lines)
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    run = tmp_path / "open"
+    assert run_app(policy, run, responses, "--audit", str(ledger)) == 4
+    row = result(run)["product"]["slices"]["critical"]
+    assert (row["verdict"], row["decided_by"], row["audit"]["verdict"]) == ("inconclusive", "calibration", "passed")
+    assert "people labelling" not in (row["decide_hint"] or "")  # the audit is no route to a pass here
+    report = (run / "report.md").read_text(encoding="utf-8")
+    assert "it does not decide here: the lane stopped once decided" in report
+    # A slice the sequential interval passes (no answer judged fail), which people fail throughout.
+    clean = answers_of(0)
+    responses = write_responses(tmp_path / "clean.jsonl", clean)
+    failing = tmp_path / "failing.jsonl"
+    for line in clean:
+        label(failing, line, "fail")
+    assert run_app(policy, tmp_path / "passed", responses) == 0
+    assert decide(policy, tmp_path / "passed", tmp_path / "held", "--audit", str(failing)) == 1
+    held = result(tmp_path / "held")["product"]["slices"]["critical"]
+    assert (held["verdict"], held["decided_by"], held["calibration_verdict"]) == ("exceeded", "audit", "passed")
