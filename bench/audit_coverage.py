@@ -397,6 +397,15 @@ def _flags(k: Any, a_f: Any, x_f: Any, a_p: Any, x_p: Any, se_x: Any, sp_x: Any,
         pp = (fo(p_lo, se_hi, sp_hi), fo(p_hi, se_lo, sp_lo))
     apart |= (a_f > 0) & ((pf[1] < qf_lo) | (qf_hi < pf[0]))
     apart |= (a_p > 0) & ((pp[1] < qp_lo) | (qp_hi < pp[0]))
+    # Se and Sp on the run, from the same bounds, against calibration's.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        run_se_lo = np.nan_to_num(pi_lo * qf_lo / (pi_lo * qf_lo + (1 - pi_lo) * qp_hi), nan=0.0)
+        run_se_hi = np.nan_to_num(pi_hi * qf_hi / (pi_hi * qf_hi + (1 - pi_hi) * qp_lo), nan=1.0)
+        a_lo, b_hi = (1 - pi_hi) * (1 - qp_hi), pi_hi * (1 - qf_lo)
+        a_hi, b_lo = (1 - pi_lo) * (1 - qp_lo), pi_lo * (1 - qf_hi)
+        run_sp_lo = np.nan_to_num(a_lo / (a_lo + b_hi), nan=0.0)
+        run_sp_hi = np.nan_to_num(a_hi / (a_hi + b_lo), nan=1.0)
+    apart |= (se_hi < run_se_lo) | (run_se_hi < se_lo) | (sp_hi < run_sp_lo) | (run_sp_hi < sp_lo)
     return apart & (a_f + a_p > 0) & ((a_f > 0) | (k == 0)) & ((a_p > 0) | (k == N))
 
 

@@ -316,6 +316,10 @@ def transport(
         apart = apart or _apart(predicted_fail, seen_fail)
     if pass_sample.size:
         apart = apart or _apart(predicted_pass, seen_pass)
+    # Se and Sp themselves, as the audit measures them on this run, from the same bounds (no level spent
+    # again): the odds ratio alone hides a drop in Se behind the width Sp's bounds give it.
+    run_se_range, run_sp_range = _run_accuracy(pi_lo, pi_hi, qf, qp)
+    apart = apart or _apart((se_lo, se_hi), run_se_range) or _apart((sp_lo, sp_hi), run_sp_range)
     rate = audit_rate(fail_sample=fail_sample, pass_sample=pass_sample, confidence=confidence)
     run_se = run_sp = None
     if rate.estimate is not None and 0.0 < rate.estimate < 1.0:
@@ -323,6 +327,25 @@ def transport(
         run_se = min(1.0, pi * rate.q_fail.value / rate.estimate)
         run_sp = min(1.0, (1 - pi) * (1 - rate.q_pass.value) / (1 - rate.estimate))
     return Transport(predicted, seen, not apart, run_se, run_sp, predicted_fail, seen_fail, predicted_pass, seen_pass)
+
+
+def _share(part: float, rest: float) -> float | None:
+    """part / (part + rest); None where both are 0 (the audit says nothing there)."""
+    return part / (part + rest) if part + rest > 0 else None
+
+
+def _run_accuracy(pi_lo: float, pi_hi: float, qf: Rate, qp: Rate) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The ranges of Se = pi*q_F / (pi*q_F + (1 - pi)*q_P) and Sp = (1 - pi)(1 - q_P) / ((1 - pi)(1 - q_P)
+    + pi*(1 - q_F)) the audit's bounds allow: Se rises with pi and q_F and falls with q_P; Sp falls with
+    pi and q_P and rises with q_F. An end the bounds leave undefined is the widest (0 or 1)."""
+    se_lo = _share(pi_lo * qf.low, (1 - pi_lo) * qp.high)
+    se_hi = _share(pi_hi * qf.high, (1 - pi_hi) * qp.low)
+    sp_lo = _share((1 - pi_hi) * (1 - qp.high), pi_hi * (1 - qf.low))
+    sp_hi = _share((1 - pi_lo) * (1 - qp.low), pi_lo * (1 - qf.high))
+    return (
+        (0.0 if se_lo is None else se_lo, 1.0 if se_hi is None else se_hi),
+        (0.0 if sp_lo is None else sp_lo, 1.0 if sp_hi is None else sp_hi),
+    )
 
 
 def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:

@@ -28,6 +28,7 @@ from test_product_lane import (
 )
 
 from gate.cli import main
+from gate.decide import audit_rate as ar
 from gate.review.draw import draw_order
 from gate.review.ledger import append_line
 from gate.review.queue import item_id
@@ -537,8 +538,6 @@ def test_a_person_may_decide_an_inconclusive_slice_but_never_an_exceeded_one(
 
 
 def test_a_strata_sample_is_the_draw_prefix_to_its_last_final_label_and_open_answers_widen_both_sides() -> None:
-    from gate.decide import audit_rate as ar
-
     order = ["a", "b", "c", "d", "e"]
     sample = ar.stratum_sample(order, {"a": "pass", "c": "fail", "x": "fail"})
     assert (sample.size, sample.fails, sample.passes, sample.open) == (3, 1, 1, 1) and sample.case_ids == (
@@ -570,7 +569,6 @@ def test_a_strata_sample_is_the_draw_prefix_to_its_last_final_label_and_open_ans
 
 
 def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> None:
-    from gate.decide import audit_rate as ar
 
     route = ar.audits_to_decide(
         judged_fail=43, n=3000, q_fail=0.3, q_pass=0.0008, confidence=0.95, max_failure_rate=0.02
@@ -611,7 +609,6 @@ def test_an_answer_the_judge_passed_and_people_failed_counts_against_zero_tolera
     """A zero-tolerance slice (max_failures: 0) where the judge failed nothing, and people's audit of
     the answers it passed found one failing: that is a confirmed failure (policies/example-product's
     account-security in v2.4 said "zero tolerance: passed" over lockout-app-012)."""
-    from gate.decide import audit_rate as ar
 
     z = ar.zero_tolerance((), {"a": "fail", "b": "pass"}, 0, ("a", "b", "c"))
     assert (z.verdict, z.failures, z.missed) == ("failure_confirmed", ("a",), ("a",))
@@ -691,30 +688,54 @@ def test_on_a_lane_that_stops_once_decided_the_audit_holds_a_slice_back_but_neve
     tmp_path: Path, fake: FakeOpenAI
 ) -> None:
     """`stop_when_decided: true`: how many answers the lane judged hung on the judge's verdicts, and the
-    audit's tests count on a number fixed in advance, so the audit there may only raise a verdict. A
-    slice the sequential interval leaves open stays open though people's labels would pass it (the
-    audit passed it, exit 0); one it passed is exceeded when people's labels say so."""
-    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    audit's tests count on a number fixed in advance, so the audit there may only raise a verdict. At an
+    8% limit the sequential interval can never pass this slice (0 of 60 judged fail bounds it at 9.2%
+    with this judge), whatever order the answers come in: it judges all 60 and leaves the slice open.
+    People's labels (the one answer the judge failed cleared, none failing) would pass it, and did
+    (exit 0); they stay beside the open verdict. Labels that fail every answer hold it back: exceeded."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.08)
     policy.write_text(policy.read_text().replace("product: true", "product: true\n    stop_when_decided: true"))
-    lines = answers_of(3)
+    lines = answers_of(1)
     responses = write_responses(tmp_path / "responses.jsonl", lines)
     ledger = tmp_path / "ledger.jsonl"
-    for i, line in enumerate(lines):
-        label(ledger, line, "fail" if i == 0 else "pass")
+    for line in lines:
+        label(ledger, line, "pass")
     run = tmp_path / "open"
     assert run_app(policy, run, responses, "--audit", str(ledger)) == 4
     row = result(run)["product"]["slices"]["critical"]
-    assert (row["verdict"], row["decided_by"], row["audit"]["verdict"]) == ("inconclusive", "calibration", "passed")
+    assert (row["n"], row["verdict"], row["decided_by"], row["audit"]["verdict"]) == (
+        60,
+        "inconclusive",
+        "calibration",
+        "passed",
+    )
     assert "people labelling" not in (row["decide_hint"] or "")  # the audit is no route to a pass here
     report = (run / "report.md").read_text(encoding="utf-8")
     assert "it does not decide here: the lane stopped once decided" in report
-    # A slice the sequential interval passes (no answer judged fail), which people fail throughout.
-    clean = answers_of(0)
-    responses = write_responses(tmp_path / "clean.jsonl", clean)
     failing = tmp_path / "failing.jsonl"
-    for line in clean:
+    for line in lines:
         label(failing, line, "fail")
-    assert run_app(policy, tmp_path / "passed", responses) == 0
-    assert decide(policy, tmp_path / "passed", tmp_path / "held", "--audit", str(failing)) == 1
+    assert decide(policy, run, tmp_path / "held", "--audit", str(failing)) == 1
     held = result(tmp_path / "held")["product"]["slices"]["critical"]
-    assert (held["verdict"], held["decided_by"], held["calibration_verdict"]) == ("exceeded", "audit", "passed")
+    assert (held["verdict"], held["decided_by"], held["calibration_verdict"]) == ("exceeded", "audit", "inconclusive")
+
+
+def test_the_transport_test_notices_a_drop_in_sensitivity_that_the_odds_ratio_hides() -> None:
+    """Calibration measured Se 0.9 and Sp 0.99 (100 + 1,000 labelled answers); on this run of 3,000 the
+    judge failed 118, people confirm 90 of them and fail 28 of 1,000 it passed: Se about 0.53. The odds
+    ratios the two allow overlap (Sp's width hides it), so the test said the calibration carried over;
+    Se measured on the run against calibration's Se, from the same bounds, sets them apart."""
+
+    def on_the_run(missed: int) -> ar.Transport | None:
+        return ar.transport(
+            fail_sample=ar.StratumSample(118, 118, 90, 28, ()),
+            pass_sample=ar.StratumSample(2882, 1000, missed, 1000 - missed, ()),
+            true_fail=90, false_pass=10, true_pass=990, false_fail=10, confidence=0.95,
+        )  # fmt: skip
+
+    dropped = on_the_run(28)
+    assert dropped is not None and dropped.run_se is not None and dropped.run_se < 0.6
+    assert dropped.predicted[0] <= dropped.seen[1]  # the odds ratios overlap
+    assert dropped.carries_over is False
+    same = on_the_run(5)  # Se about 0.86 on the run, as calibration measured
+    assert same is not None and same.carries_over is True
