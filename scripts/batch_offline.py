@@ -37,6 +37,7 @@ from fake_batches import FakeBatches  # noqa: E402
 from fake_openai import BATCH_HEADER, FakeOpenAI  # noqa: E402
 
 from gate.cli import main as gate_main  # noqa: E402
+from gate.model.wording import agree, plural  # noqa: E402
 
 
 def read_records(out: Path) -> list[dict[str, Any]]:
@@ -67,7 +68,7 @@ def parity(policy: Path, live: Path, batch: Path, lines_run: int) -> list[str]:
     differing = sorted(k for k in lv.keys() | bv.keys() if lv.get(k) != bv.get(k))
     if differing:
         problems.append(
-            f"{len(differing)} judgment(s) differ, first {differing[0]}: {lv.get(differing[0])} vs {bv.get(differing[0])}"
+            f"{plural(len(differing), 'judgment')} {agree(len(differing), 'differs', 'differ')}, first {differing[0]}: {lv.get(differing[0])} vs {bv.get(differing[0])}"
         )
     if read_result(live)["state"] != read_result(batch)["state"]:
         problems.append(f"state {read_result(live)['state']} live vs {read_result(batch)['state']} batch")
@@ -81,9 +82,9 @@ def parity(policy: Path, live: Path, batch: Path, lines_run: int) -> list[str]:
         )
     ]
     if off:
-        problems.append(f"{len(off)} batch judgment(s) not billed at the batch price")
+        problems.append(f"{plural(len(off), 'batch judgment')} not billed at the batch price")
     if lines_run != len(lines):
-        problems.append(f"the provider ran {lines_run} line(s) for {len(lines)} batch judgment(s)")
+        problems.append(f"the provider ran {plural(lines_run, 'line')} for {plural(len(lines), 'batch judgment')}")
     return problems
 
 
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = read_result(out)
     live_cost = read_result(live)["cost"]["total"]
     print(
-        f"\nbatch lane: state {res['state']} (live: {read_result(live)['state']}); {lines} batch line(s) answered; "
+        f"\nbatch lane: state {res['state']} (live: {read_result(live)['state']}); {plural(lines, 'batch line')} answered; "
         f"cost {res['cost']['total']:.6f} {res['cost']['currency']} against {live_cost:.6f} live "
         f"({res['cost']['total'] / live_cost:.2f}x; the controls are judged live at full price)"
     )

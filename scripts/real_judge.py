@@ -45,6 +45,8 @@ from typing import Any
 
 import yaml
 
+from gate.model.wording import plural
+
 ROOT = Path(__file__).resolve().parent.parent
 GATE = ROOT / ".venv" / "bin" / "gate"
 EXAMPLE = ROOT / "policies" / "example"
@@ -261,7 +263,9 @@ def contract_failures(
         failures.append(f"metered tokens (in, out) {metered} but the server counted {tokens}")
     answered = [a for r in sent_records for a in r["attempts"] if a.get("status_code") == 200]
     if answered and not (metered[0] > 0 and result["cost"]["total"] > 0):
-        failures.append(f"{len(answered)} answered attempt(s) but metered {metered}, cost {result['cost']['total']}")
+        failures.append(
+            f"{plural(len(answered), 'answered attempt')} but metered {metered}, cost {result['cost']['total']}"
+        )
     roles = [r["control_role"] is not None for r in sent_records]
     if True in roles and False in roles and roles.index(False) < len(roles) - roles[::-1].index(True) - 1:
         failures.append("a case was judged before every control was")
@@ -371,7 +375,7 @@ def wrong_key_run(policy: Path, out: Path, env: dict[str, str], port: int, tally
     kinds = {r["error_kind"] for r in records}
     if run.state != "evaluation_incomplete" or kinds != {"auth"} or not 1 <= run.http_attempts <= slots:
         sys.exit(
-            f"real-judge [wrong-key]: state {run.state}, error kinds {sorted(map(str, kinds))}, {run.http_attempts} request(s)"
+            f"real-judge [wrong-key]: state {run.state}, error kinds {sorted(map(str, kinds))}, {plural(run.http_attempts, 'request')}"
         )
     return run
 
@@ -430,7 +434,7 @@ def main() -> None:
     for run in runs:
         print(describe(run))
     print(
-        f"real-judge: every assertion held on {len(runs)} run(s) against llama.cpp's server in {time.monotonic() - started:.0f} s"
+        f"real-judge: every assertion held on {plural(len(runs), 'run')} against llama.cpp's server in {time.monotonic() - started:.0f} s"
     )
 
 
