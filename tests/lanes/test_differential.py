@@ -226,6 +226,11 @@ def check_same(name: str, lab: Lab, got: Outcome) -> None:
             check_stop_leaves_nothing_unrun(name, s, base, got.result)
         if s.tight and not s.order_free:
             return  # which cases fit the boundary depends on timing: nothing to compare
+        if PAIR_STOP in base.get("notes", []) + got.result.get("notes", []):
+            # A violated pair stops scheduling; which answers were in flight then (judged) or not yet
+            # sent (unrun) depends on timing, on either run: the state must agree.
+            assert b["state"] == a["state"], f"{name}: {b['state']} where the plain run has {a['state']}"
+            return
         both_failed = base["state"] == got.result["state"] == "quality_failed"
         if s.control_race and not both_failed:  # every lane stops in the controls, deciding or not
             check_control_race(name, s, a, b)
