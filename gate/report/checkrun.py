@@ -20,6 +20,7 @@ from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.states import State
 from gate.model.textfit import fit_bytes
+from gate.report.markdown import blockers_heading
 from gate.report.product import product_section
 from gate.report.sections import calibration_lines
 
@@ -125,7 +126,7 @@ def _summary(result: Result) -> str:
         # The owner column (as in report.md) when the policy routes blockers (`owners:`).
         owned = any(b.routed for b in result.blockers)
         columns = ["state", "kind", "slice", *(["owner"] if owned else []), "cases", "message"]
-        lines += ["### Blockers", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+        lines += [f"### {blockers_heading(result)}", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
         ordered = sorted(result.blockers, key=lambda b: _STATE_ORDER.index(b.state) if b.state in _STATE_ORDER else 9)
         for b in ordered:
             ids = b.case_ids

@@ -59,6 +59,18 @@ def state_meaning(result: Result) -> str:
     return STATE_MEANING[result.state]
 
 
+# A measuring lane's findings where the judge and people differ past a slice's limit.
+_DISAGREEMENTS = frozenset({"false_pass_limit", "false_fail_limit"})
+
+
+def blockers_heading(result: Result) -> str:
+    """The blocker list's title: on a lane that measures the judge, disagreements with people are what
+    it measured, not what blocks a merge."""
+    if measures(result) and result.blockers and all(b.kind in _DISAGREEMENTS for b in result.blockers):
+        return "Disagreements with people"
+    return "Blockers"
+
+
 MAX_REASON_CHARS = 280
 # A blocker's message whole: the longest the gate writes (a route to decide a slice, with its command)
 # is about 900 characters; untrusted text inside it is already cut where it enters.
@@ -293,7 +305,7 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
         "",
         *([f"_{escape(withheld)}_", ""] if (withheld := withheld_text(result)) else []),
         *sections.calibration_section(result),
-        "### Blockers",
+        f"### {blockers_heading(result)}",
         *_blockers(result),
         *product.product_section(result),
     ]

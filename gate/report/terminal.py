@@ -33,6 +33,7 @@ from gate.report.markdown import (
     STATE_MEANING,
     STATE_ORDER,
     blocker_message,
+    blockers_heading,
     shard_text,
     state_meaning,
     withheld_text,
@@ -141,7 +142,7 @@ def _blockers(result: Result, console: Console) -> None:
         return
     cases = {c.case_id: c for c in result.cases}
     people = people_labels(result)
-    console.print(Text(f"Blockers ({len(blockers)})", style="bold"))
+    console.print(Text(f"{blockers_heading(result)} ({len(blockers)})", style="bold"))
     for state in STATE_ORDER:
         group = [b for b in blockers if b.state == state]
         if group:

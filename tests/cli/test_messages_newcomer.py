@@ -125,6 +125,11 @@ def test_a_pr_runs_next_steps_calibrate_on_the_calibration_lane_not_on_its_own_r
     assert "quality_failed (exit 1): measured, not gated" in cal and "gate calibrate comes next" in cal, cal
     assert "fix them before merging" not in cal and "overrides:" not in cal, cal
     assert "fix them before merging" in pr and "overrides:" in pr, pr
+    # What it found is headed as what it is, on the screen, in the report and in the check run.
+    assert "Disagreements with people (1)" in cal and "Blockers" not in cal, cal
+    assert "Blockers (1)" in pr and "Disagreements with people" not in pr, pr
+    report = (tmp_path / "cal-out" / "report.md").read_text(encoding="utf-8")
+    assert "### Disagreements with people" in report and "### Blockers" not in report, report
 
 
 def test_a_measuring_lane_that_passed_says_it_measured_and_that_gate_calibrate_comes_next(
