@@ -21,6 +21,7 @@ that look are counted in `n` and never un-decide it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -381,7 +382,11 @@ def new_stop_check(policy: Policy, plan: Plan, pe: ProductEvidence) -> ProductSt
     judges = {name: _judge_of(c, pe.confidence) for name, c in pe.judges.items()} if pe.calibrated else {}
     slices = {c.slice for c in plan.eligible if not c.is_control}
     order = [c.case_id for c in plan.scheduled if not c.is_control]
-    return ProductStopCheck(slices, limits, judges, pe.confidence, order)
+    zero = {name for name, s in policy.slices.items() if s.max_failures is not None}
+    whole = Counter(
+        s for _, s in {(c.case_id, c.slice) for c in plan.scheduled if c.slice in zero and not c.is_control}
+    )
+    return ProductStopCheck(slices, limits, judges, pe.confidence, order, whole)
 
 
 def _came_back(ev: Evidence) -> list[tuple[CaseOutcome, bool | None]]:

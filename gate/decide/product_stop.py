@@ -7,7 +7,9 @@ A slice is decided at the first look whose interval lies within its limit (`pass
 the lane stopped, or judged because another slice was still open) are recorded and billed, and
 never un-decide it. Only `exceeded` may still follow a `passed` look, when the answers judged
 since fail the slice on their own interval: what was judged never passes what it already fails.
-The lane is decided once any slice is `exceeded` or every slice it judges has `passed`.
+The lane is decided once any slice is `exceeded` or every slice it judges has `passed`, and every
+answer of a zero-tolerance slice (`max_failures`: people confirm each answer the judge fails there)
+has come back.
 
 `ProductStopCheck.add` takes one answer's verdict and keeps, per slice, the two counts `k` (judged
 fail) and `n` (judged) and the look that decided it: one interval evaluation per answer, never a
@@ -91,8 +93,13 @@ class ProductStopCheck:
         judges: Mapping[str, fr.JudgeAccuracy],
         confidence: float,
         order: Sequence[str] | None = None,
+        whole: Mapping[str, int] | None = None,
     ) -> None:
         self.slices = frozenset(slices)
+        # Zero-tolerance slices (`max_failures`) and how many answers each holds: people confirm every
+        # answer the judge fails there, so the lane may not pass before all of them are back.
+        self.whole = dict(whole or {})
+        self._come_back: dict[str, int] = {}
         self.looks: dict[str, SliceLooks] = {
             name: SliceLooks(limits[name], judges[name], confidence)
             for name in sorted(self.slices)
@@ -122,18 +129,22 @@ class ProductStopCheck:
         return self._decided
 
     def _look(self, slice: str, judged_fail: bool | None) -> None:
+        self._come_back[slice] = self._come_back.get(slice, 0) + 1
         looks = self.looks.get(slice)
-        if looks is None or judged_fail is None:
-            return
-        looks.add(judged_fail)
-        if not self._decided and (
-            looks.verdict == "exceeded"
-            or (looks.verdict == "passed" and len(self.looks) == len(self.slices) and self._all_passed())
-        ):
-            self._decided = True  # and stays so: a later answer may only turn a passed slice exceeded
+        if looks is not None and judged_fail is not None:
+            looks.add(judged_fail)
+        if self._decided or looks is None:
+            return  # decided stays so: a later answer may only turn a passed slice exceeded
+        passing = (looks.verdict == "passed" or slice in self.whole) and self._all_passed()
+        self._decided = looks.verdict == "exceeded" or passing
 
     def _all_passed(self) -> bool:
-        return all(s.verdict == "passed" for s in self.looks.values())
+        """Every slice passed, and every zero-tolerance slice has all its answers back."""
+        return (
+            len(self.looks) == len(self.slices)
+            and all(s.verdict == "passed" for s in self.looks.values())
+            and all(self._come_back.get(name, 0) >= count for name, count in self.whole.items())
+        )
 
     @property
     def decided(self) -> bool:

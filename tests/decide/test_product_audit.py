@@ -739,3 +739,23 @@ def test_the_transport_test_notices_a_drop_in_sensitivity_that_the_odds_ratio_hi
     assert dropped.carries_over is False
     same = on_the_run(5)  # Se about 0.86 on the run, as calibration measured
     assert same is not None and same.carries_over is True
+
+
+def test_a_lane_that_stops_once_decided_judges_every_answer_of_a_zero_tolerance_slice(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """`max_failures: 0` on a lane with `stop_when_decided`: the judge passes the first answers and the
+    interval passes the slice early, but zero tolerance asks people to confirm every answer the judge
+    fails, so the lane judges all 60 (it stopped at 40 judgments, 25 answers never judged, and zero
+    tolerance read 'passed'). The one answer the judge fails, wherever the seeded order puts it, then
+    awaits people: audit_required."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2, max_failures=0)
+    policy.write_text(policy.read_text().replace("product: true", "product: true\n    stop_when_decided: true"))
+    lines = answers_of(1)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    res = result(run)
+    row = res["product"]["slices"]["critical"]
+    assert row["n"] == 60 and res["counts"].get("not_needed", 0) == 0, res["counts"]
+    assert row["zero_tolerance"]["verdict"] == "audit_required" and row["zero_tolerance"]["unaudited"] == ["p-000"]
+    assert [b["kind"] for b in res["blockers"]] == ["audit_required"]

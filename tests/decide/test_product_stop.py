@@ -378,3 +378,19 @@ def test_a_judge_slower_on_a_wrong_answer_cannot_keep_it_out_of_the_look(tmp_pat
     row = result(out)["product"]["slices"]["critical"]
     assert row["verdict"] == "passed" and row["failing_cases"] == [first]
     assert row["decided_at"]["judged_fail"] == 1 and row["decided_at"]["n"] >= 57
+
+
+def test_a_zero_tolerance_slice_keeps_the_lane_open_until_every_one_of_its_answers_is_back() -> None:
+    """`max_failures` asks people to confirm every answer the judge fails in the slice: an answer never
+    judged is one nobody looked at. So the lane may stop on every slice passed only once each
+    zero-tolerance slice's answers have all come back (judged, or without a verdict); an exceeded slice
+    still stops it at once. It stopped a 60-answer slice after 35 passing answers, and zero tolerance
+    read 'passed' over the 25 never judged."""
+    order = [f"a-{i}" for i in range(60)]
+    check = ProductStopCheck(["a"], {"a": 0.3}, {"a": J95}, 0.95, order, whole={"a": 60})
+    decided_at = next((i for i, case_id in enumerate(order, 1) if check.add(case_id, "a", i == 60 and None)), None)
+    assert decided_at == 60 and check.look("a") is not None and check.look("a").n < 60  # type: ignore[union-attr]
+    plain = ProductStopCheck(["a"], {"a": 0.3}, {"a": J95}, 0.95, order)
+    assert next(i for i, case_id in enumerate(order, 1) if plain.add(case_id, "a", False)) < 60
+    failing = ProductStopCheck(["a"], {"a": 0.05}, {"a": J95}, 0.95, order, whole={"a": 60})
+    assert next(i for i, case_id in enumerate(order, 1) if failing.add(case_id, "a", True)) < 60
