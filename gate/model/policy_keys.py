@@ -204,7 +204,9 @@ RULES: dict[str, tuple[str, str]] = {
         "require_calibration: true",
     ),
     "lanes.<lane>.stop_when_decided": (
-        "Stop paying once `quality_failed` is certain (a product lane: once every slice is decided). Refused on "
+        "Stop paying once `quality_failed` is certain (a product lane: once every slice is decided, a "
+        "zero-tolerance slice with all its answers judged; people's audit there can hold a slice back, never "
+        "pass it). Refused on "
         "a lane that runs `held_out` or `calibration`, which must be measured whole, and beside "
         "`fail_on_regression`, which needs every answer compared with the base.",
         "stop_when_decided: true",
