@@ -109,7 +109,12 @@ def audit_slice(
     sha = {o.case.case_id: o.response_sha256 or "" for o in answers.judged}
     used = frozenset((c, sha[c]) for c in in_draw)
     findings: list[Finding] = []
-    zero = _zero(name, failing, passing, in_draw, max_failures, command) if max_failures is not None else None
+    # Answers sent that came back with no verdict hold zero tolerance open with a blocker of its own (the
+    # lane may tolerate evaluator errors; this slice may not); answers not run yet have their own blockers.
+    unchecked = answers.no_verdict
+    zero = (
+        _zero(name, failing, passing, in_draw, max_failures, command, unchecked) if max_failures is not None else None
+    )
     if zero is not None:
         findings += zero[1]
     # The draw may be only the start of a stratum's order (a queue's sample): the population is the run's.
@@ -301,8 +306,9 @@ def _zero(
     labels: Mapping[str, ar.Final],
     max_failures: int,
     command: str,
+    unjudged: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[Finding]]:
-    z = ar.zero_tolerance(failing, labels, max_failures, passing)
+    z = ar.zero_tolerance(failing, labels, max_failures, passing, unjudged)
     row = {
         "max_failures": max_failures,
         "verdict": z.verdict,
@@ -310,6 +316,7 @@ def _zero(
         "missed": list(z.missed),
         "cleared": list(z.cleared),
         "unaudited": list(z.unaudited),
+        "unjudged": list(z.unjudged),
     }
     if z.verdict == "failure_confirmed":
         n = len(z.failures)
@@ -320,15 +327,30 @@ def _zero(
         )
         return row, [Finding(State.QUALITY_FAILED, FAILURE_CONFIRMED, message, z.failures, name)]
     if z.verdict == "audit_required":
-        n = len(z.unaudited)
-        message = (
-            f"slice {name} allows at most {plural(max_failures, 'failure')} people confirm, and {plural(n, 'answer')} "
-            f"the judge failed {agree(n, 'has', 'have')} no final label from people yet ({', '.join(z.unaudited[:10])}"
-            f"{' ...' if n > 10 else ''}); fix: have people label them: `{command}`, then `gate review serve`, "
-            "and decide again with --audit LEDGER"
+        parts = []
+        if z.unaudited:
+            n = len(z.unaudited)
+            parts.append(
+                f"{plural(n, 'answer')} the judge failed {agree(n, 'has', 'have')} no final label from people yet "
+                f"({_ids(z.unaudited)}); fix: have people label them: `{command}`, then `gate review serve`, and "
+                "decide again with --audit LEDGER"
+            )
+        if z.unjudged:
+            n = len(z.unjudged)
+            parts.append(
+                f"{plural(n, 'answer')} {agree(n, 'has', 'have')} no verdict from the judge ({_ids(z.unjudged)}: an "
+                "evaluator error or a tie between repeats), so nobody has checked "
+                f"{agree(n, 'it', 'them')}; fix: judge {agree(n, 'it', 'them')} (run the lane again with --resume)"
+            )
+        message = f"slice {name} allows at most {plural(max_failures, 'failure')} people confirm, and " + "; and ".join(
+            parts
         )
-        return row, [Finding(State.REVIEW_REQUIRED, AUDIT_REQUIRED, message, z.unaudited, name)]
+        return row, [Finding(State.REVIEW_REQUIRED, AUDIT_REQUIRED, message, (*z.unaudited, *z.unjudged), name)]
     return row, []
+
+
+def _ids(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:10]) + (" ..." if len(ids) > 10 else "")
 
 
 def unused_note(audit: AuditEvidence, used: frozenset[tuple[str, str]]) -> str | None:

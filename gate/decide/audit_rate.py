@@ -207,6 +207,9 @@ class ZeroTolerance:
     unaudited: tuple[str, ...]  # judged fail, no final pass or fail from people yet
     max_failures: int
     missed: tuple[str, ...] = ()  # judged pass, and people failed it (found in the audit's draw)
+    # Sent, and no verdict from the judge (an evaluator error, a tie): nobody has checked these, so
+    # the slice cannot pass while they stand, whatever errors the lane otherwise tolerates.
+    unjudged: tuple[str, ...] = ()
 
     @property
     def failures(self) -> tuple[str, ...]:
@@ -217,11 +220,15 @@ class ZeroTolerance:
     def verdict(self) -> Literal["failure_confirmed", "audit_required", "passed"]:
         if len(self.failures) > self.max_failures:
             return "failure_confirmed"
-        return "audit_required" if self.unaudited else "passed"
+        return "audit_required" if self.unaudited or self.unjudged else "passed"
 
 
 def zero_tolerance(
-    judged_fail: Sequence[str], labels: Mapping[str, Final], max_failures: int, judged_pass: Sequence[str] = ()
+    judged_fail: Sequence[str],
+    labels: Mapping[str, Final],
+    max_failures: int,
+    judged_pass: Sequence[str] = (),
+    unjudged: Sequence[str] = (),
 ) -> ZeroTolerance:
     return ZeroTolerance(
         confirmed=tuple(c for c in judged_fail if labels.get(c) == "fail"),
@@ -229,6 +236,7 @@ def zero_tolerance(
         unaudited=tuple(c for c in judged_fail if labels.get(c) not in ("fail", "pass")),
         max_failures=max_failures,
         missed=tuple(c for c in judged_pass if labels.get(c) == "fail"),
+        unjudged=tuple(unjudged),
     )
 
 

@@ -24,6 +24,9 @@ class SliceAnswers:
     judged: tuple[CaseOutcome, ...]  # pass or fail verdicts: n
     failing: tuple[str, ...]  # judged fail: k
     unjudged: tuple[str, ...]  # unrun (missing responses, budget, interruption): the slice is incomplete
+    # Sent but with no pass or fail from the judge (an evaluator error, a tie between repeats): never
+    # counted in n, and never checked by anyone.
+    no_verdict: tuple[str, ...] = ()
 
 
 def answers_by_slice(ev: Evidence) -> dict[str, SliceAnswers]:
@@ -44,5 +47,10 @@ def answers_of(outcomes_of_cases: Iterable[CaseOutcome]) -> dict[str, SliceAnswe
             judged=judged,
             failing=tuple(sorted(o.case.case_id for o in judged if o.verdict == "fail")),
             unjudged=tuple(o.case.case_id for o in outcomes if o.bucket == "unrun"),
+            no_verdict=tuple(
+                o.case.case_id
+                for o in outcomes
+                if o.bucket == "errored" or (o.bucket == "completed" and o.verdict not in ("pass", "fail"))
+            ),
         )
     return out

@@ -168,8 +168,8 @@ RULES: dict[str, tuple[str, str]] = {
     "slices.<slice>.max_failures": (
         "A product lane only, zero tolerance: every answer the judge fails in the slice must be labelled by people "
         "(`audit_required` until it is), and more than N they confirm failing (those it failed, and those it "
-        "passed that people failed in the audit) is `failure_confirmed`; see "
-        "docs/PRODUCT_GATE.md.",
+        "passed that people failed in the audit) is `failure_confirmed`; an answer the judge gave no verdict "
+        "(an error the lane tolerates, a tie) keeps it open; see docs/PRODUCT_GATE.md.",
         "max_failures: 0",
     ),
     "slices.<slice>.priority": ("Lower runs first when the budget is tight.", "priority: 0"),

@@ -539,6 +539,7 @@ class ZeroTolerance(Part):
     cleared: list[str]
     unaudited: list[str]
     missed: list[str] = []  # judged pass, and people failed it: confirmed failures too
+    unjudged: list[str] = []  # sent, no verdict from the judge (an error, a tie): nobody checked them
 
 
 class ProductSlice(Part):

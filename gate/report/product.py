@@ -22,7 +22,7 @@ from gate.model.escape import id_list, visible, xml_text
 from gate.model.escape import markdown as escape
 
 if TYPE_CHECKING:
-    from gate.model.result import Product, ProductRate, ProductSlice, Result, Waived
+    from gate.model.result import Product, ProductRate, ProductSlice, Result, Waived, ZeroTolerance
 
 VERDICT_TEXT = {
     "passed": "passed",
@@ -126,24 +126,36 @@ def shown_verdict(s: ProductSlice) -> tuple[str, str]:
     z = s.zero_tolerance
     if z is None or z.verdict == "passed":
         return s.verdict, words
-    zero = f"zero tolerance: {ZERO_WORDS[z.verdict]}"
+    zero = f"zero tolerance: {_zero_words(z)}"
     if z.verdict == "failure_confirmed":
         return "exceeded", zero if s.verdict == "passed" else f"{words}; {zero}"
     return (s.verdict, f"{words}; {zero}") if s.verdict != "passed" else ("inconclusive", zero)
+
+
+def _zero_words(z: ZeroTolerance, incomplete: bool = False) -> str:
+    """Zero tolerance's verdict in words: answers the judge has not judged leave it open, not passed
+    (and no person's label can settle them: they need judging first)."""
+    if z.verdict == "failure_confirmed":
+        return ZERO_WORDS[z.verdict]
+    if (z.unjudged and not z.unaudited) or (incomplete and z.verdict == "passed"):
+        return "open until every answer is judged"
+    return ZERO_WORDS[z.verdict]
 
 
 def _zero_text(s: ProductSlice) -> str | None:
     z = s.zero_tolerance
     if z is None:
         return None
-    words = dict(ZERO_WORDS)
-    if s.verdict == "incomplete":  # answers not judged yet may still be failed: nothing passed so far
-        words["passed"] = "open until every answer is judged"
+    unjudged = (
+        f"; {len(z.unjudged)} without a verdict from the judge ({', '.join(z.unjudged[:10])})" if z.unjudged else ""
+    )
     return (
-        f"zero tolerance (at most {z.max_failures} confirmed): {words[z.verdict]}; of the answers the judge failed, "
-        f"people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and {len(z.unaudited)} await people's label"
+        f"zero tolerance (at most {z.max_failures} confirmed): {_zero_words(z, s.verdict == 'incomplete')}; of the "
+        f"answers the judge failed, people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and "
+        f"{len(z.unaudited)} await people's label"
         + (f" ({', '.join(z.confirmed[:10])} confirmed)" if z.confirmed else "")
         + (f"; people failed {len(z.missed)} the judge passed ({', '.join(z.missed[:10])})" if z.missed else "")
+        + unjudged
     )
 
 

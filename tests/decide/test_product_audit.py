@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI
+from fake_openai import FakeOpenAI, server_error
 from suite import result
 from test_product_lane import (
     KEY_ENV,
@@ -759,3 +759,23 @@ def test_a_lane_that_stops_once_decided_judges_every_answer_of_a_zero_tolerance_
     assert row["n"] == 60 and res["counts"].get("not_needed", 0) == 0, res["counts"]
     assert row["zero_tolerance"]["verdict"] == "audit_required" and row["zero_tolerance"]["unaudited"] == ["p-000"]
     assert [b["kind"] for b in res["blockers"]] == ["audit_required"]
+
+
+def test_a_zero_tolerance_slice_never_passes_over_an_answer_the_judge_did_not_judge(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    """`max_failures: 0`, and the lane tolerates one evaluator error (`limits.max_evaluator_errors: 1`):
+    the provider fails on p-007 every time, so nobody has checked it. The slice stays open, naming
+    p-007 and how to judge it (it read 'zero tolerance: passed', exit 0)."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2, max_failures=0)
+    policy.write_text(policy.read_text().replace("max_evaluator_errors: 0", "max_evaluator_errors: 1"))
+    fake.script("App answer for p-007.", server_error())
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", answers_of(0))) == 4
+    res = result(run)
+    zero = res["product"]["slices"]["critical"]["zero_tolerance"]
+    assert (zero["verdict"], zero["unjudged"]) == ("audit_required", ["p-007"])
+    [b] = res["blockers"]
+    assert b["kind"] == "audit_required" and b["case_ids"] == ["p-007"] and "--resume" in b["message"]
+    report = (run / "report.md").read_text(encoding="utf-8")
+    assert "zero tolerance: open until every answer is judged" in report
