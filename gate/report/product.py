@@ -94,8 +94,9 @@ def _audit_text(s: ProductSlice) -> str | None:
     if s.decided_by == "audit":
         return f"decided by people's audit: {figures}; the calibration estimate beside it: {_cal(s)}"
     return (
-        f"people's audit: {figures}; it does not decide here: the lane stopped once decided, so the audit "
-        "may hold a slice back but never pass one its interval left open"
+        f"people's audit: {figures}; it does not decide here: on a lane that stops once decided the audit "
+        "may hold a slice back but never pass one its interval did not (for people's labels to pass it, "
+        "judge it on a lane without stop_when_decided)"
     )
 
 

@@ -711,7 +711,7 @@ def test_on_a_lane_that_stops_once_decided_the_audit_holds_a_slice_back_but_neve
     )
     assert "people labelling" not in (row["decide_hint"] or "")  # the audit is no route to a pass here
     report = (run / "report.md").read_text(encoding="utf-8")
-    assert "it does not decide here: the lane stopped once decided" in report
+    assert "it does not decide here: on a lane that stops once decided the audit may hold" in report
     failing = tmp_path / "failing.jsonl"
     for line in lines:
         label(failing, line, "fail")
