@@ -402,7 +402,8 @@ def check_dry_run(lab: Lab, got: Outcome) -> None:
     # A slice with no judge figures is judge_unfit before any call, unless people labelled one of its
     # answers: then whether the audit decides it hangs on the judge's verdicts (which stratum each
     # answer falls in), so only the run can say.
-    audited = {c.slice for c in lab.suite.cases if c.case_id in lab.suite.audited}
+    labelled = set(lab.suite.audited) - set(lab.suite.unanswered)  # no label is made on a missing answer
+    audited = {c.slice for c in lab.suite.cases if c.case_id in labelled}
     run = [x for x in run if not (x[0] == "judge_unfit" and x[1] in audited)]
     assert dry == run, f"dry run: {dry}\nwhere the run found before any call: {run}"
     if BLOCKED in lab.plain.result.get("notes", []):
@@ -994,3 +995,18 @@ def test_the_dry_run_leaves_judge_unfit_to_the_run_where_the_audit_may_decide_an
     run_example(suite, tmp_path, {"dry_run", "decide"}.__contains__)
     full = json.loads((tmp_path / "plain" / "result.json").read_text())
     assert ("judge_unfit", "s0") in {(b["kind"], b["slice"]) for b in full["blockers"]}
+
+
+def test_the_dry_run_names_judge_unfit_where_the_only_audited_answer_is_missing(tmp_path: Path) -> None:
+    """make fuzz-lanes (FUZZ_EXAMPLES=600, a product part): the audit names c-1, which responses.jsonl
+    lacks, so the ledger holds no label and s0 (no judge figures) is judge_unfit before any call, on
+    the run and the dry run alike; the oracle had set s0 aside as audited."""
+    suite = Suite(
+        slices=(("s0", 0, None),),
+        cases=(*controls_with(), CaseSpec("c-0", "s0", "pass"), CaseSpec("c-1", "s0", "pass")),
+        product=True,
+        uncalibrated=("s0",),
+        unanswered=("c-1",),
+        audited=("c-1",),
+    )
+    run_example(suite, tmp_path, {"dry_run"}.__contains__)
