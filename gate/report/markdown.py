@@ -220,8 +220,8 @@ def _cost(result: Result) -> list[str]:
     bound = f" of a {money(result.limits.max_total_cost, cur)} boundary" if result.limits is not None else ""
     lines = [
         f"**{money(cost.total, cur)}**{bound} · {cost.input_tokens} input / "
-        f"{cost.output_tokens} output tokens · {cost.http_attempts} HTTP attempts "
-        f"({cost.retries} retries) · {cost.cached_calls} judgments from cache",
+        f"{cost.output_tokens} output tokens · {plural(cost.http_attempts, 'HTTP attempt')} "
+        f"({plural(cost.retries, 'retry', 'retries')}) · {plural(cost.cached_calls, 'judgment')} from cache",
     ]
     batch = sections.batch_line(result)
     if batch is not None:

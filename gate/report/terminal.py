@@ -265,8 +265,8 @@ def _cost(result: Result, console: Console) -> None:
         line.append(f" of a {money(result.limits.max_total_cost, cur)} boundary")
     line.append(
         f"; {cost.input_tokens} input / {cost.output_tokens} output tokens, "
-        f"{cost.http_attempts} HTTP attempts ({cost.retries} retries), "
-        f"{cost.cached_calls} judgments from cache"
+        f"{plural(cost.http_attempts, 'HTTP attempt')} ({plural(cost.retries, 'retry', 'retries')}), "
+        f"{plural(cost.cached_calls, 'judgment')} from cache"
     )
     console.print(line)
     batch = batch_line(result)

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_github import sample
 from fake_openai import FakeOpenAI, reply
 from rich.console import Console
 from suite import write_suite
 
 from gate.cli import build_parser, main
 from gate.model.result import load_result
+from gate.report.markdown import render_report
 from gate.report.terminal import make_console, print_outcome
 from gate.run.progress import Progress
 
@@ -240,3 +242,15 @@ def test_compare_prints_plain_counts_and_transitions(
     text = capsys.readouterr().out
     assert text.startswith("gate compare: base ") and "No verdict changed" in text
     assert not ANSI.search(text) and "##" not in text and "|---" not in text and "<details>" not in text
+
+
+def test_the_cost_line_counts_in_words() -> None:
+    """'66 HTTP attempts (1 retry), 1 judgment from cache', never '(1 retries)' (seen in a product run
+    that retried one 500), on the terminal and in the report."""
+    res = sample("passed")
+    res = res.with_(cost=res.cost.model_copy(update={"http_attempts": 66, "retries": 1, "cached_calls": 1}))
+    console = Console(file=io.StringIO(), width=200, no_color=True)
+    print_outcome(res, None, console)
+    screen = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "66 HTTP attempts (1 retry), 1 judgment from cache" in screen, screen
+    assert "66 HTTP attempts (1 retry) · 1 judgment from cache" in render_report(res)
