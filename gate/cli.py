@@ -24,7 +24,7 @@ from gate.model.escape import log_text
 from gate.model.process import exit_process, gc_paused, guarded_output, without_pydantic_plugins
 from gate.model.states import Finding, State, blocking_findings, exit_state
 from gate.model.textfit import say
-from gate.model.wording import plural
+from gate.model.wording import agree, plural
 
 if TYPE_CHECKING:
     from gate.model.result import Result
@@ -1155,7 +1155,10 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
         return 1
     exported = outcome.exported
     corrected = [c["case_id"] for c in exported.cases if "supersedes" in c]
-    say(sys.stdout, f"wrote {shown_path(args.out)}: {len(exported.cases)} cases into partition {args.partition}")
+    say(
+        sys.stdout,
+        f"wrote {shown_path(args.out)}: {plural(len(exported.cases), 'case')} into partition {args.partition}",
+    )
     for line in status_text(outcome.rows, outcome.k):  # the agreement the cases rest on, as status shows it
         say(sys.stdout, log_text(f"  {line}"))
     if corrected:
@@ -1173,7 +1176,10 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
     if exported.abstained:
         say(sys.stdout, log_text(f"  final abstain, not exported: {id_list(list(exported.abstained))}"))
     if exported.not_final:
-        say(sys.stdout, f"  {exported.not_final} items have no final label yet (pending or awaiting adjudication)")
+        say(
+            sys.stdout,
+            f"  {plural(exported.not_final, 'item')} {agree(exported.not_final, 'has', 'have')} no final label yet (pending or awaiting adjudication)",
+        )
     for row in outcome.refused:
         say(
             sys.stdout,
@@ -1203,7 +1209,7 @@ def cmd_review_import(args: argparse.Namespace) -> int:
     )
     say(
         sys.stdout,
-        f"  {got.without_annotations} tasks without annotations; {got.not_in_export} items of the queue not in the "
+        f"  {plural(got.without_annotations, 'task')} without annotations; {plural(got.not_in_export, 'item')} of the queue not in the "
         "export (Label Studio's default export leaves out unannotated tasks)",
     )
     return 0

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gate.model.wording import plural
 from gate.review.agreement import alpha, alpha_interval, cohen_kappa
 from gate.review.ledger import FinalLabel, LedgerLine, active_lines, final_labels
 from gate.review.queue import ABSTAIN, Queue
@@ -147,8 +148,8 @@ def status_text(rows: Sequence[SliceStatus], k: int) -> list[str]:
         share = row.unanimous_share
         interval = f" [{row.interval[0]:.3f}, {row.interval[1]:.3f}]" if row.interval is not None else ""
         lines += [
-            f"slice {row.slice}: {row.items} items, {row.done} with {k} labels or settled "
-            f"({len(row.reviewers)} reviewers)",
+            f"slice {row.slice}: {plural(row.items, 'item')}, {row.done} with {plural(k, 'label')} or settled "
+            f"({plural(len(row.reviewers), 'reviewer')})",
             f"  unanimous {row.unanimous}"
             + (f" ({share:.0%} of those labelled)" if share is not None else "")
             + f", adjudicated {row.adjudicated}, awaiting adjudication {row.awaiting_adjudication}, "

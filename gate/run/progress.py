@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING
 
 from gate.model.escape import styled
 from gate.model.textfit import say
+from gate.model.wording import plural
 
 if TYPE_CHECKING:
     from rich.progress import Progress as RichProgress
@@ -78,7 +79,7 @@ class Progress:
         """The plain progress line; `eta=False` once scheduling stopped (nothing more is sent)."""
         reused = f" ({self.reused} reused)" if self.reused else ""
         return (
-            f"gate: {self.done}/{self.total} judgments{reused}, {self.errors} errors, "
+            f"gate: {self.done}/{self.total} judgments{reused}, {plural(self.errors, 'error')}, "
             f"{self.spend(budget_used, reserved)}, {self.clock() - self.started:.0f}s"
             + (f", ETA {self.eta()}" if eta else "")
         )
@@ -117,7 +118,7 @@ class Progress:
                 TextColumn("{task.description}"),
                 BarColumn(bar_width=10),
                 MofNCompleteColumn(),
-                TextColumn("{task.fields[errors]} errors"),
+                TextColumn("{task.fields[errors]}"),
                 TextColumn("{task.fields[spend]}"),
                 TextColumn("{task.fields[eta]}"),
                 console=console,
@@ -129,7 +130,7 @@ class Progress:
                 self.phase_label,
                 total=self.total,
                 completed=self.done,
-                errors=0,
+                errors=plural(0, "error"),
                 spend=self.spend(0.0),
                 eta=f"ETA {self.eta()}",
             )
@@ -155,7 +156,9 @@ class Progress:
         if self.tty:
             bar, task = self._live()
             spend = self.spend(budget_used, reserved)
-            bar.update(task, completed=self.done, errors=self.errors, spend=spend, eta=f"ETA {self.eta()}")
+            bar.update(
+                task, completed=self.done, errors=plural(self.errors, "error"), spend=spend, eta=f"ETA {self.eta()}"
+            )
             bar.refresh()
         elif (
             done // self.step != before // self.step
@@ -200,7 +203,12 @@ class Progress:
             spend = self.spend(budget_used, reserved)
             eta = "" if stop_reason is not None else f"ETA {self.eta()}"  # after a stop nothing more is sent
             self._bar.update(
-                self._task, description="judged", completed=self.done, errors=self.errors, spend=spend, eta=eta
+                self._task,
+                description="judged",
+                completed=self.done,
+                errors=plural(self.errors, "error"),
+                spend=spend,
+                eta=eta,
             )
             self._bar.refresh()
             self._bar.stop()

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from gate.model.errors import UsageError
 from gate.model.paths import from_working_directory, shown_path
+from gate.model.wording import plural
 
 LOOPBACK = "127.0.0.1"
 MIN_TOKEN_CHARS = 16
@@ -121,8 +122,8 @@ def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
     port = sock.getsockname()[1]
     where = "a directory, one file per reviewer" if from_working_directory(opts.ledger).is_dir() else "one file"
     out.write(
-        f"Review page for {len(queue.items)} items of {shown_path(opts.queue)}, "
-        f"{k} reviewers an item; labels go to {shown_path(opts.ledger)} ({where}).\n"
+        f"Review page for {plural(len(queue.items), 'item')} of {shown_path(opts.queue)}, "
+        f"{plural(k, 'reviewer')} an item; labels go to {shown_path(opts.ledger)} ({where}).\n"
         f"  label:      {address(opts.host, port, opts.token)}\n"
         f"  adjudicate: {address(opts.host, port, opts.token, '/adjudicate')}\n"
         + (

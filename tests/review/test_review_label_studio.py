@@ -81,7 +81,7 @@ def test_label_studio_round_trip_two_annotators_and_an_unannotated_task(
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "3 tasks, 4 annotations (1 cancelled, not read)" in out and "appended 4 ledger lines" in out
-    assert "1 tasks without annotations; 1 items of the queue not in the export" in out
+    assert "1 task without annotations; 1 item of the queue not in the export" in out
     lines = read_ledger(ledger, queue)
     assert sorted({line.reviewer for line in lines}) == ["label-studio:11", "label-studio:12"]
     assert all(line.blind is False for line in lines) and {line.label for line in lines} == {"pass", "fail"}

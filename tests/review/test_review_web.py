@@ -561,10 +561,10 @@ def test_serve_takes_the_reviewers_an_item_from_the_policy_as_status_does(
         proc.kill()
         proc.wait(timeout=30)
     assert main(["review", "status", str(tmp_path / "queue.jsonl"), "--ledger", str(tmp_path / "labels")]) == 0
-    assert "1 items, 0 with 3 labels or settled" in capsys.readouterr().out
+    assert "1 item, 0 with 3 labels or settled" in capsys.readouterr().out
     code = main(["review", "status", str(tmp_path / "queue.jsonl"), "--ledger", str(tmp_path / "labels"),
                  "--reviewers-per-item", "2"])  # fmt: skip
-    assert code == 0 and "1 items, 1 with 2 labels or settled" in capsys.readouterr().out
+    assert code == 0 and "1 item, 1 with 2 labels or settled" in capsys.readouterr().out
 
 
 def test_the_servers_socket_sends_each_answer_at_once() -> None:

@@ -32,7 +32,7 @@ def test_a_ci_log_gets_a_plain_line_every_tenth() -> None:
     progress.close(None, 0.2)
     lines = log.getvalue().splitlines()
     assert 10 <= len(lines) <= 11 and "\x1b" not in log.getvalue()
-    assert lines[-1].startswith("gate: 200/200 judgments, 1 errors, 0.1990 spent + 0.0000 reserved of 2 USD")
+    assert lines[-1].startswith("gate: 200/200 judgments, 1 error, 0.1990 spent + 0.0000 reserved of 2 USD")
 
 
 def test_a_terminal_gets_a_live_bar_with_errors_spend_and_eta() -> None:
@@ -44,7 +44,7 @@ def test_a_terminal_gets_a_live_bar_with_errors_spend_and_eta() -> None:
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", tty.getvalue())
     assert "\x1b[" in tty.getvalue()  # drawn in place, not a line per judgment
     final = plain.replace("\r", "\n").strip().splitlines()[-1]
-    assert "4/4" in final and "1 errors" in final and "0.0300 spent + 0.0000 reserved of 0.5 EUR" in final
+    assert "4/4" in final and "1 error " in final and "0.0300 spent + 0.0000 reserved of 0.5 EUR" in final
     assert "ETA" in final
 
 
