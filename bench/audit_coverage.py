@@ -316,6 +316,13 @@ def _box(limit: float, k: int, q_f: float, q_p: float) -> int | None:
     return best
 
 
+def expected_strata(p: float, se: float, sp: float) -> tuple[int, float, float]:
+    """At N answers and true rate p: the judged-fail count, and the share people fail of the answers
+    the judge failed (q_F) and of those it passed (q_P), as expected."""
+    judged_fail = se * p + (1 - sp) * (1 - p)
+    return round(judged_fail * N), se * p / judged_fail, (1 - se) * p / (1 - judged_fail)
+
+
 def labels_needed() -> None:
     se, sp = 0.85, 0.99
     print(f"\n2. Labels needed to decide: N = {N:,} answers, judge Se {se}, Sp {sp} (expected counts)")
@@ -325,9 +332,7 @@ def labels_needed() -> None:
     )
     for limit, ratio in itertools.product((0.01, 0.02, 0.05, 0.10), (0.25, 2.0)):
         p = ratio * limit
-        k = round((se * p + (1 - sp) * (1 - p)) * N)
-        q_f = se * p / (se * p + (1 - sp) * (1 - p))
-        q_p = (1 - se) * p / ((1 - se) * p + sp * (1 - p))
+        k, q_f, q_p = expected_strata(p, se, sp)
         route = ar.audits_to_decide(judged_fail=k, n=N, q_fail=q_f, q_pass=q_p, confidence=CONF, max_failure_rate=limit)
         audit = "never" if route is None else f"{route[0] + route[1]:,}"
         split = "" if route is None else f"({route[0]} + {route[1]:,})"

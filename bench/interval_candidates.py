@@ -35,6 +35,7 @@ import argparse
 import itertools
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.audit_coverage import JUDGES, _cal_labels, draw_run, high_threshold  # noqa: E402
+from bench.audit_coverage import JUDGES, _cal_labels, draw_run, expected_strata, high_threshold  # noqa: E402
 from gate.decide import audit_rate as ar  # noqa: E402
 from gate.decide.failure_rate import box_share, cp_high, cp_low, rogan_gladen  # noqa: E402
 
@@ -102,38 +103,52 @@ def box_bounds(k: Any, n: int, caught: Any, m_fail: int, passed: Any, m_pass: in
     return low, high
 
 
+@dataclass
+class Tally:
+    """Per rule, the worst rate seen of each kind and where, and the cells over 1 - confidence by more
+    than the simulation's noise."""
+
+    noise: float
+    worst: dict[str, tuple[float, str]] = field(default_factory=dict)
+    over: dict[str, int] = field(default_factory=dict)
+    cells: int = 0
+
+    def cell(self, where: str, rates: dict[str, list[tuple[str, float]]]) -> None:
+        """One cell's rates: rule -> [(kind, rate)]."""
+        self.cells += 1
+        for rule, found in rates.items():
+            for kind, rate in found:
+                key = f"{rule} {kind}"
+                if rate > self.worst.get(key, (-1.0, ""))[0]:
+                    self.worst[key] = (rate, where)
+            self.over[rule] = self.over.get(rule, 0) + int(any(rate > ALPHA + self.noise for _, rate in found))
+
+    def print_worst(self, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            rate, where = self.worst[key]
+            print(f"  worst {key:<22} {rate:6.3f}  ({where})")
+
+
 def calibration_grid(rng: np.random.Generator, sims: int) -> None:
     print(f"1. Lee et al. against the gate's calibration box: {sims:,} simulated runs per cell, confidence {CONF:g}")
-    worst: dict[str, tuple[float, str]] = {}
-    over = {"lee": 0, "box": 0}
-    cells = 0
-    noise = 3 * np.sqrt(ALPHA * (1 - ALPHA) / sims)
+    tally = Tally(3 * np.sqrt(ALPHA * (1 - ALPHA) / sims))
     for limit, ratio, se, sp, m, n in itertools.product(*CAL_GRID.values()):
         p = ratio * limit
         q = se * p + (1 - sp) * (1 - p)
         k = rng.binomial(n, q, size=sims)
         caught = rng.binomial(m, se, size=sims)
         passed = rng.binomial(m, sp, size=sims)
-        where = f"limit {limit:.0%}, p {ratio:g}L, Se {se}, Sp {sp}, m {m}, N {n:,}"
-        cells += 1
+        rates: dict[str, list[tuple[str, float]]] = {}
         for name, bounds in (("lee", lee_bounds), ("box", box_bounds)):
             low, high = bounds(k, n, caught, m, passed, m)
-            rates = []
-            if ratio >= 1:
-                rates.append(("false approval", float(np.mean(high <= limit))))
+            rates[name] = [("false approval", float(np.mean(high <= limit)))] if ratio >= 1 else []
             if ratio <= 1:
-                rates.append(("false failure", float(np.mean(low > limit))))
-            for what, rate in rates:
-                key = f"{name} {what}"
-                if rate > worst.get(key, (-1.0, ""))[0]:
-                    worst[key] = (rate, where)
-            over[name] += int(any(rate > ALPHA + noise for _, rate in rates))
-    for key in ("lee false approval", "lee false failure", "box false approval", "box false failure"):
-        rate, where = worst[key]
-        print(f"  worst {key:<22} {rate:6.3f}  ({where})")
+                rates[name].append(("false failure", float(np.mean(low > limit))))
+        tally.cell(f"limit {limit:.0%}, p {ratio:g}L, Se {se}, Sp {sp}, m {m}, N {n:,}", rates)
+    tally.print_worst(("lee false approval", "lee false failure", "box false approval", "box false failure"))
     print(
-        f"  cells over {ALPHA:.0%} by more than simulation noise (3 sd = {noise:.3f}), of {cells:,}:"
-        f" Lee et al. {over['lee']:,}, the gate's box {over['box']:,}"
+        f"  cells over {ALPHA:.0%} by more than simulation noise (3 sd = {tally.noise:.3f}), of {tally.cells:,}:"
+        f" Lee et al. {tally.over['lee']:,}, the gate's box {tally.over['box']:,}"
     )
 
 
@@ -179,10 +194,7 @@ def audit_passes(k: Any, n: int, a: int, failing_in_fail: Any, failing_in_pass: 
 
 def audit_grid(rng: np.random.Generator, sims: int) -> None:
     print(f"\n2. PPI against the gate's audit: {sims:,} simulated runs per cell, confidence {CONF:g}")
-    worst: dict[str, tuple[float, str]] = {}
-    over = {"ppi": 0, "audit": 0}
-    cells = 0
-    noise = 3 * np.sqrt(ALPHA * (1 - ALPHA) / sims)
+    tally = Tally(3 * np.sqrt(ALPHA * (1 - ALPHA) / sims))
     for (n, limit, ratio, a), (judge, (se, sp)) in itertools.product(
         itertools.product(*AUDIT_GRID.values()), JUDGES.items()
     ):
@@ -200,29 +212,17 @@ def audit_grid(rng: np.random.Generator, sims: int) -> None:
         size = np.maximum(a_f + a_p, 1)
         missed, wrongly_failed, _ = uniform_audit(rng, run, size)
         low, high = ppi_bounds(k, n, size, missed, wrongly_failed)
-        where = f"N {n:,}, limit {limit:.0%}, p {ratio:g}L, judge {judge}, a {a}"
-        cells += 1
-        found: dict[str, list[float]] = {"ppi": [], "audit": []}
+        rates: dict[str, list[tuple[str, float]]] = {"ppi": [], "audit": []}
         if ratio >= 1:
-            found["ppi"].append(float(np.mean(high <= limit)))
-            found["audit"].append(float(np.mean(gate_pass)))
-            for name in found:
-                key = f"{name} false approval"
-                if found[name][-1] > worst.get(key, (-1.0, ""))[0]:
-                    worst[key] = (found[name][-1], where)
+            rates["ppi"].append(("false approval", float(np.mean(high <= limit))))
+            rates["audit"].append(("false approval", float(np.mean(gate_pass))))
         if ratio <= 1:
-            rate = float(np.mean(low > limit))
-            found["ppi"].append(rate)
-            if rate > worst.get("ppi false failure", (-1.0, ""))[0]:
-                worst["ppi false failure"] = (rate, where)
-        for name, rates in found.items():
-            over[name] += int(any(r > ALPHA + noise for r in rates))
-    for key in ("ppi false approval", "ppi false failure", "audit false approval"):
-        rate, where = worst[key]
-        print(f"  worst {key:<22} {rate:6.3f}  ({where})")
+            rates["ppi"].append(("false failure", float(np.mean(low > limit))))
+        tally.cell(f"N {n:,}, limit {limit:.0%}, p {ratio:g}L, judge {judge}, a {a}", rates)
+    tally.print_worst(("ppi false approval", "ppi false failure", "audit false approval"))
     print(
-        f"  cells over {ALPHA:.0%} by more than simulation noise (3 sd = {noise:.3f}), of {cells:,}: PPI"
-        f" {over['ppi']:,}, the gate's audit {over['audit']:,} (its false failure is computed exactly in"
+        f"  cells over {ALPHA:.0%} by more than simulation noise (3 sd = {tally.noise:.3f}), of {tally.cells:,}: PPI"
+        f" {tally.over['ppi']:,}, the gate's audit {tally.over['audit']:,} (its false failure is computed exactly in"
         " bench/audit_coverage.py)"
     )
 
@@ -271,9 +271,7 @@ def labels_needed() -> None:
 
     for limit, ratio in itertools.product((0.01, 0.02, 0.05, 0.10), (0.25, 2.0)):
         p = ratio * limit
-        k = round((se * p + (1 - sp) * (1 - p)) * N)
-        q_f = se * p / (se * p + (1 - sp) * (1 - p))
-        q_p = (1 - se) * p / ((1 - se) * p + sp * (1 - p))
+        k, q_f, q_p = expected_strata(p, se, sp)
         route = ar.audits_to_decide(judged_fail=k, n=N, q_fail=q_f, q_pass=q_p, confidence=CONF, max_failure_rate=limit)
         audit = None if route is None else route[0] + route[1]
         print(
