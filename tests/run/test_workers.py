@@ -319,7 +319,7 @@ def test_resume_after_a_parent_died_between_folding_and_removing_bills_each_reco
 def progress_lines(stderr: str) -> list[tuple[int, int, int, int]]:
     """(done, total, reused, errors) of each plain progress line."""
     found = re.findall(
-        r"^gate: (\d+)/(\d+) judgments(?: \((\d+) reused\))?, (\d+) errors, [\d.]+ spent \+ [\d.]+ reserved of 1 USD",
+        r"^gate: (\d+)/(\d+) judgments(?: \((\d+) reused\))?, (\d+) errors?, [\d.]+ spent \+ [\d.]+ reserved of 1 USD",
         stderr,
         re.M,
     )
