@@ -156,9 +156,19 @@ def run_wrapper(
     return Outcome(steps, calls, workspace, temp)
 
 
+_DEFAULT_SIGNALS_THEN_EXEC = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
 def cancelled_run(runner: Runner, inputs: dict[str, str], docker_log: Path, sig: signal.Signals) -> list[StepRun]:
     """Start the step, and once `docker run` is under way send it `sig` as a cancelled job does."""
     ((name, argv, env),) = runner.steps(inputs)
+    # A runner starts its steps with every signal at its default. Under nohup, or as a background job of
+    # a script, this test inherits SIGHUP / SIGINT ignored, which bash may not trap: reset them, then exec.
+    argv = [sys.executable, "-c", _DEFAULT_SIGNALS_THEN_EXEC, *argv]
     proc = subprocess.Popen(
         argv, env=env, cwd=runner.workspace, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
