@@ -1134,10 +1134,8 @@ def cmd_review_export(args: argparse.Namespace) -> int:
 
 def _print_export(outcome: Any, args: argparse.Namespace) -> int:
     from gate.model.paths import shown_path
+    from gate.model.wording import listed
     from gate.review.status import LOW_AGREEMENT, status_text
-
-    def id_list(ids: Sequence[str], limit: int = 20) -> str:
-        return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
     if outcome.exported is None:
         for row in outcome.refused:
@@ -1164,17 +1162,17 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
     if corrected:
         say(
             sys.stdout,
-            log_text(f"  {len(corrected)} supersede a case whose label people corrected: {id_list(corrected)}"),
+            log_text(f"  {len(corrected)} supersede a case whose label people corrected: {listed(corrected, 20)}"),
         )
     if exported.confirmed:
         say(
             sys.stdout,
             log_text(
-                f"  {len(exported.confirmed)} confirmed as labelled, left as they are: {id_list(list(exported.confirmed))}"
+                f"  {len(exported.confirmed)} confirmed as labelled, left as they are: {listed(exported.confirmed, 20)}"
             ),
         )
     if exported.abstained:
-        say(sys.stdout, log_text(f"  final abstain, not exported: {id_list(list(exported.abstained))}"))
+        say(sys.stdout, log_text(f"  final abstain, not exported: {listed(exported.abstained, 20)}"))
     if exported.not_final:
         say(
             sys.stdout,

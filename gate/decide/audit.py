@@ -29,7 +29,7 @@ from gate.model.states import (
     Finding,
     State,
 )
-from gate.model.wording import agree, plural
+from gate.model.wording import agree, listed, plural
 from gate.review.draw import JUDGED_FAIL, JUDGED_PASS
 
 if TYPE_CHECKING:
@@ -323,7 +323,7 @@ def _zero(
         how = f"{len(z.confirmed)} the judge failed, {len(z.missed)} it passed"
         message = (
             f"slice {name}: people confirmed {plural(n, 'answer')} as failing ({how}: "
-            f"{', '.join(z.failures[:10])}{' ...' if n > 10 else ''}), more than `max_failures: {max_failures}` allows"
+            f"{listed(z.failures)}), more than `max_failures: {max_failures}` allows"
         )
         return row, [Finding(State.QUALITY_FAILED, FAILURE_CONFIRMED, message, z.failures, name)]
     if z.verdict == "audit_required":
@@ -332,13 +332,13 @@ def _zero(
             n = len(z.unaudited)
             parts.append(
                 f"{plural(n, 'answer')} the judge failed {agree(n, 'has', 'have')} no final label from people yet "
-                f"({_ids(z.unaudited)}); fix: have people label them: `{command}`, then `gate review serve`, and "
+                f"({listed(z.unaudited)}); fix: have people label them: `{command}`, then `gate review serve`, and "
                 "decide again with --audit LEDGER"
             )
         if z.unjudged:
             n = len(z.unjudged)
             parts.append(
-                f"{plural(n, 'answer')} {agree(n, 'has', 'have')} no verdict from the judge ({_ids(z.unjudged)}: an "
+                f"{plural(n, 'answer')} {agree(n, 'has', 'have')} no verdict from the judge ({listed(z.unjudged)}: an "
                 "evaluator error or a tie between repeats), so nobody has checked "
                 f"{agree(n, 'it', 'them')}; fix: judge {agree(n, 'it', 'them')} (run the lane again with --resume)"
             )
@@ -347,10 +347,6 @@ def _zero(
         )
         return row, [Finding(State.REVIEW_REQUIRED, AUDIT_REQUIRED, message, (*z.unaudited, *z.unjudged), name)]
     return row, []
-
-
-def _ids(ids: Sequence[str]) -> str:
-    return ", ".join(ids[:10]) + (" ..." if len(ids) > 10 else "")
 
 
 def unused_note(audit: AuditEvidence, used: frozenset[tuple[str, str]]) -> str | None:

@@ -18,7 +18,7 @@ from gate.model.fingerprint import UNKNOWN, policy_components, record_components
 from gate.model.policy import LoadedPolicy, Policy
 from gate.model.records import Record, majority
 from gate.model.states import Finding, blocking_findings
-from gate.model.wording import plural
+from gate.model.wording import listed, plural
 from gate.plan.selection import Plan
 
 # Errors that mean "not judged" rather than "the evaluator failed on this case".
@@ -293,7 +293,7 @@ def _completed(case: Case, oks: Sequence[Record], called: bool) -> CaseOutcome:
 
 
 def conflict_note(conflicted: Sequence[str]) -> str:
-    shown = ", ".join(conflicted[:5]) + (" ..." if len(conflicted) > 5 else "")
+    shown = listed(conflicted, 5)
     return (
         f"records of the same judgment disagree for {plural(len(conflicted), 'case')} ({shown}): runs were mixed or a file "
         "was edited; a person decides"

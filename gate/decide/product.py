@@ -230,10 +230,8 @@ def audit_first(
     if (calibration and min(calibration) < labels) or (
         hint.more_answers is not None and hint.more_answers <= 10 * labels
     ):
-        return f"{hint.text} Or {route} would decide it ({labels:,} {'label' if labels == 1 else 'labels'})."
-    return (
-        f"Cheapest: {route} would decide it ({labels:,} {'label' if labels == 1 else 'labels'}). Otherwise: {hint.text}"
-    )
+        return f"{hint.text} Or {route} would decide it ({labels:,} {agree(labels, 'label', 'labels')})."
+    return f"Cheapest: {route} would decide it ({labels:,} {agree(labels, 'label', 'labels')}). Otherwise: {hint.text}"
 
 
 def _base(

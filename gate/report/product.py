@@ -20,6 +20,7 @@ from gate.decide.failure_rate import percent, span
 from gate.model.escape import code as code_id
 from gate.model.escape import id_list, visible, xml_text
 from gate.model.escape import markdown as escape
+from gate.model.wording import listed
 
 if TYPE_CHECKING:
     from gate.model.result import Product, ProductRate, ProductSlice, Result, Waived, ZeroTolerance
@@ -147,15 +148,13 @@ def _zero_text(s: ProductSlice) -> str | None:
     z = s.zero_tolerance
     if z is None:
         return None
-    unjudged = (
-        f"; {len(z.unjudged)} without a verdict from the judge ({', '.join(z.unjudged[:10])})" if z.unjudged else ""
-    )
+    unjudged = f"; {len(z.unjudged)} without a verdict from the judge ({listed(z.unjudged)})" if z.unjudged else ""
     return (
         f"zero tolerance (at most {z.max_failures} confirmed): {_zero_words(z, s.verdict == 'incomplete')}; of the "
         f"answers the judge failed, people confirmed {len(z.confirmed)}, cleared {len(z.cleared)}, and "
         f"{len(z.unaudited)} await people's label"
-        + (f" ({', '.join(z.confirmed[:10])} confirmed)" if z.confirmed else "")
-        + (f"; people failed {len(z.missed)} the judge passed ({', '.join(z.missed[:10])})" if z.missed else "")
+        + (f" ({listed(z.confirmed)} confirmed)" if z.confirmed else "")
+        + (f"; people failed {len(z.missed)} the judge passed ({listed(z.missed)})" if z.missed else "")
         + unjudged
     )
 

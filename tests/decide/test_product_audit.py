@@ -418,6 +418,18 @@ def test_zero_tolerance_requires_every_judged_fail_answer_audited_and_fails_on_a
     assert res["product"]["slices"]["critical"]["zero_tolerance"]["cleared"] == ["p-000"]
 
 
+def test_a_long_list_of_answers_to_audit_names_ten_and_counts_the_rest(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """The message names the first ten answers and says how many more; the blocker lists all of them."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=0)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", answers_of(13))) == 4
+    blockers = result(run)["blockers"]
+    [b] = [x for x in blockers if x["kind"] == "audit_required"]
+    assert b["case_ids"] == [f"p-{i:03d}" for i in range(13)]
+    assert "p-000, p-001, p-002, p-003, p-004, p-005, p-006, p-007, p-008, p-009 and 3 more)" in b["message"]
+    assert "p-010" not in b["message"]
+
+
 def test_audit_flags_outside_a_product_lane_are_usage_errors(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
