@@ -282,7 +282,7 @@ def product_section(result: Result) -> list[str]:
 # --- the picture ---
 
 ROW = 64
-WIDTH = 800
+WIDTH = 860  # room for "audit (dotted) 12.1%-43.8% (decides)" after the axis
 LEFT = 250  # the slice names' column ends here
 AXIS_END = 590  # the numbers' column starts after it
 TOP = 44
@@ -340,11 +340,11 @@ def _row(i: int, s: ProductSlice, name: str) -> list[str]:
     if s.audit is not None:  # people's audit: its interval (dotted) below the calibration estimate's
         a0, a1 = px(s.audit.low), px(s.audit.high)
         decides = " (decides)" if s.decided_by == "audit" else ""
-        interval = "calibration"
+        interval = "calibration (bar)"
         out += [
             f'<line x1="{a0}" y1="{axis_y - 2}" x2="{a1}" y2="{axis_y - 2}" stroke="{colour}" stroke-width="3" '
             'stroke-dasharray="2 2"/>',
-            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">audit {span(s.audit.low, s.audit.high)}'
+            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">audit (dotted) {span(s.audit.low, s.audit.high)}'
             f"{decides}</text>",
         ]
     return [

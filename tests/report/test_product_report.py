@@ -291,7 +291,7 @@ def test_a_slice_the_audit_decided_shows_the_audits_interval_and_the_calibration
     """The slice's line gives the interval behind its verdict: the audit's when people's labels decided
     it, with the calibration estimate's own verdict beside it; an audit that did not decide is drawn,
     never labelled as deciding (it read "exceeded ... 1.9%-20.4%" against a 10% limit, and every
-    audit's bar said "(decides)")."""
+    audit's bar said "(decides)"; nothing said which line was which)."""
     product = product_section()
     shipping = product["slices"]["shipping-general"]
     shipping.update(
@@ -306,5 +306,6 @@ def test_a_slice_the_audit_decided_shows_the_audits_interval_and_the_calibration
     assert "| ❌ exceeded | 13% | 10.4%-20% | 10% |" in row, row
     assert "the calibration estimate beside it: 11.1% (1.9%-20.4%), inconclusive" in report
     text, _ = _svg(product)
-    assert ">audit 10.4%-20% (decides)</text>" in text and ">calibration 1.9%-20.4%</text>" in text
-    assert ">audit 2%-20%</text>" in text  # refunds: drawn, not deciding
+    # Which line is which: the calibration estimate's bar, the audit's dotted line below it.
+    assert ">audit (dotted) 10.4%-20% (decides)</text>" in text and ">calibration (bar) 1.9%-20.4%</text>" in text
+    assert ">audit (dotted) 2%-20%</text>" in text  # refunds: drawn, not deciding
