@@ -1,6 +1,6 @@
 """Benchmark: does the audit estimate hold, what does it cost in labels, and does the transport test notice?
 
-The audit estimate (gate/decide/audit_rate.py, gate/decide/audit_bounds.py) decides a product slice
+The audit estimate (gate/estimate/audit_rate.py, gate/estimate/audit_bounds.py) decides a product slice
 from people's labels on a random sample of the run's own answers, per stratum (the K answers the judge
 failed, the N - K it passed): an exact test of r_F + q_P against the limit for `passed` (every
 judged-fail answer not audited counts as failing), an exact test of pi * q_F for `exceeded`.
@@ -52,9 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gate.decide import audit_bounds as ab  # noqa: E402
-from gate.decide import audit_rate as ar  # noqa: E402
-from gate.decide.failure_rate import box_share, cp_high, cp_low, rogan_gladen  # noqa: E402
+from gate.estimate import audit_bounds as ab  # noqa: E402
+from gate.estimate import audit_rate as ar  # noqa: E402
+from gate.estimate.failure_rate import box_share, cp_high, cp_low, rogan_gladen  # noqa: E402
 
 CONF = 0.95
 ALPHA = 1 - CONF

@@ -47,8 +47,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.audit_coverage import JUDGES, _cal_labels, draw_run, expected_strata, high_threshold  # noqa: E402
-from gate.decide import audit_rate as ar  # noqa: E402
-from gate.decide.failure_rate import box_share, cp_high, cp_low, rogan_gladen  # noqa: E402
+from gate.estimate import audit_rate as ar  # noqa: E402
+from gate.estimate.failure_rate import box_share, cp_high, cp_low, rogan_gladen  # noqa: E402
 
 CONF = 0.95
 ALPHA = 1 - CONF

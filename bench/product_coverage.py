@@ -1,6 +1,6 @@
 """Benchmark: does the product gate's interval hold, and how often does each rule pass a bad product?
 
-Simulates gate/decide/failure_rate.py over a grid of cells: the true failure rate p around each
+Simulates gate/estimate/failure_rate.py over a grid of cells: the true failure rate p around each
 limit L (p/L in 0.25, 0.5, 0.8, 1, 1.25, 2), the judge's true sensitivity Se (0.6-0.99) and
 specificity Sp (0.8-0.999), calibration with m labelled answers each way (m labelled failing ones
 measure Se, m labelled passing ones Sp; 10-1,000), and N product answers (50-10,000), each judged
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gate.decide.failure_rate import (  # noqa: E402
+from gate.estimate.failure_rate import (  # noqa: E402
     CS_PRIOR,
     box_share,
     cp_high,

@@ -1,7 +1,7 @@
 """How many labelled answers and product answers give what precision on a slice's failure rate.
 
 For a judge with true sensitivity Se and specificity Sp and a product whose true failure rate is p,
-it prints the interval gate/decide/failure_rate.py reports (confidence 95%) at the expected counts:
+it prints the interval gate/estimate/failure_rate.py reports (confidence 95%) at the expected counts:
 m_f labelled failing answers of which round(Se m_f) caught, m_p labelled passing answers of which
 round(Sp m_p) passed, N answers of which round(N q) judged fail (q = Se p + (1 - Sp)(1 - p)). The
 interval's high is the smallest limit that slice could pass; with stop_when_decided its k/n bound
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gate.decide.failure_rate import failure_rate, judge_accuracy  # noqa: E402
+from gate.estimate.failure_rate import failure_rate, judge_accuracy  # noqa: E402
 
 CONFIDENCE = 0.95
 

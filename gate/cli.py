@@ -807,7 +807,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     findings += found.findings
     notes = list(found.notes)
     if args.lane is not None:  # a product lane: what `gate run` would find of its limits and calibration
-        from gate.measure.product import product_lane_check
+        from gate.measure.product_evidence import product_lane_check
         from gate.model.policy import today
 
         product = product_lane_check(loaded, dataset, args.lane, os.environ, today())

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import demo_offline  # noqa: E402
 
-from gate.decide.failure_rate import percent  # noqa: E402
+from gate.estimate.failure_rate import percent  # noqa: E402
 from gate.model.textfit import say  # noqa: E402
 
 POLICY = Path("policies/example-product/policy.yaml")

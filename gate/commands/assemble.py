@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.decide.core import Decision, add_costs, cost_summary, decide
-from gate.decide.product import ProductEvidence
+from gate.decide.product.verdict import ProductEvidence
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, Unrecorded, recover
 from gate.measure import certify
 from gate.measure.trend import TREND_RECORDS, compare_to_base, summarize
@@ -72,7 +72,7 @@ class RunEvidence:
     # `gate run --batch`: the upper bound the boundary held for the batch at submission; the bill
     # then says `batch: true` (its records are billed at the batch prices already).
     batch_reserved: float | None = None
-    # A product lane: the judge's figures per slice and the base run's verdicts (gate/decide/product.py).
+    # A product lane: the judge's figures per slice and the base run's verdicts (gate/decide/product/verdict.py).
     product: ProductEvidence | None = None
 
     def adding(self, *findings: Finding, notes: Sequence[str] = ()) -> RunEvidence:

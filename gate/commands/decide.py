@@ -15,19 +15,19 @@ from typing import Any
 
 from gate.commands.assemble import OutDirEvidence, RunEvidence, TrendEvidence, assemble, read_out_dirs
 from gate.commands.outputs import write_assembled
-from gate.decide.audit import AuditEvidence
 from gate.decide.core import Decision
 from gate.judge.checks import evaluate_checks
 from gate.judge.cost import max_cost_notes
 from gate.measure import certify
 from gate.measure.calibrate import requirement
-from gate.measure.product import audit_of, product_evidence, read_base_verdicts
+from gate.measure.product_evidence import audit_of, product_evidence, read_base_verdicts
 from gate.model.policy import LoadedPolicy, today
 from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
 from gate.plan.selection import recorded_order_seed
 from gate.plan.shard import Shard, lane_cases, select
+from gate.review.audit_labels import AuditEvidence
 from gate.run.lineage import make_lineage, recorded_judge
 
 

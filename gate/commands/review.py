@@ -154,7 +154,7 @@ def _lane_of(result: dict[str, Any]) -> str | None:
 
 
 def _product(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any], responses_sha: str) -> Built:
-    from gate.decide.slice_answers import answers_of
+    from gate.decide.product.answers import answers_of
 
     responses = _answers_file(req, responses_sha)
     decision = _run_outcomes(req, _lane_of(result), responses)

@@ -31,7 +31,7 @@ from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide import settled
 from gate.decide.core import Decision
-from gate.decide.product import ProductEvidence, new_stop_check
+from gate.decide.product.verdict import ProductEvidence, new_stop_check
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
@@ -41,7 +41,7 @@ from gate.judge.pacing import Pacer, pacer_for, pacing
 from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.measure.drift.lane import DriftRun
-from gate.measure.product import audit_of, product_evidence, read_base_verdicts
+from gate.measure.product_evidence import audit_of, product_evidence, read_base_verdicts
 from gate.measure.trend import TREND_RECORDS, read_base_trend
 from gate.measure.trend_lane import judge_trend, trend_todo
 from gate.model.cases import Dataset
@@ -104,7 +104,7 @@ class RunOptions:
     pacer: Pacer | None = None
     responses: Path | None = None  # `--responses FILE`: a product lane's answers (gate/plan/responses.py)
     order_seed: str | None = None  # `--order-seed S`: a product lane's shuffle (None: derived from the inputs)
-    audit: Path | None = None  # `--audit LEDGER`: people's labels on this run's answers (gate/measure/audit.py)
+    audit: Path | None = None  # `--audit LEDGER`: people's labels on this run's answers (gate/review/audit_labels.py)
     audit_queue: Path | None = None  # `--audit-queue QUEUE`: the draw those labels were made on
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from gate.decide.control_stop import settle_after_controls
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
-from gate.decide.product import ProductEvidence, decide_product
+from gate.decide.product.verdict import ProductEvidence, decide_product
 from gate.decide.rules import apply_rules, control_failures, unjudged_controls
 from gate.decide.settled import settle, stopped_early
 from gate.judge.cost import boundary
@@ -101,7 +101,7 @@ def decide(
 ) -> Decision:
     """The inputs' findings and every rule's, less what active overrides waive, decide the state.
 
-    `product`: a product lane's judge figures and base (gate/decide/product.py), whose per-slice
+    `product`: a product lane's judge figures and base (gate/decide/product/verdict.py), whose per-slice
     findings join the rules' and whose section joins result.json."""
     ev = prepare_evidence(
         loaded,

@@ -14,8 +14,8 @@ cannot add a quality blocker), and `decide` asks `settle` of the records, which 
 never sent `not_needed` only when that same question says `quality_failed`: the stop and the
 final decision agree by construction, and `gate decide` on a stopped run's records gives the
 run's result. On a product lane the run also stops once every slice is decided by the answers
-judged, each at the look that decided it (gate/decide/product_stop.py, replayed over that same
-evidence by gate/decide/product.py's `settled`).
+judged, each at the look that decided it (gate/decide/product/stop.py, replayed over that same
+evidence by gate/decide/product/verdict.py's `settled`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import datetime as dt
 from collections.abc import Sequence
 
 from gate.decide.evidence import Evidence, prepare_evidence
-from gate.decide.product import ProductEvidence
-from gate.decide.product import settled as product_settled
+from gate.decide.product.verdict import ProductEvidence
+from gate.decide.product.verdict import settled as product_settled
 from gate.decide.rules import apply_rules
 from gate.model.overrides import apply_overrides
 from gate.model.policy import LoadedPolicy

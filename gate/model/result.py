@@ -453,7 +453,7 @@ class StoppedEarly(Part):
 
 
 class ProductRate(Part):
-    """A proportion x/n with its one-sided bounds (gate.decide.failure_rate.Rate)."""
+    """A proportion x/n with its one-sided bounds (gate.estimate.failure_rate.Rate)."""
 
     value: float
     low: float

@@ -78,7 +78,7 @@ JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "ca
 MISSING_RESPONSE = "missing_response"
 NOT_JUDGED_YET = frozenset({"missing_shard", "batch_pending", "batch_failed", MISSING_RESPONSE})
 
-# A product lane's verdicts, per slice (gate/decide/product.py): the judge-corrected failure rate is
+# A product lane's verdicts, per slice (gate/decide/product/verdict.py): the judge-corrected failure rate is
 # above its limit (quality_failed, owner product), or the limit lies inside its interval
 # (review_required); `regressed`: significantly more answers turned pass -> fail than back since the
 # base run (quality_failed, with `fail_on_regression`). A slice whose judge cannot tell a failing
@@ -89,7 +89,7 @@ FAILURE_RATE_EXCEEDED = "failure_rate_exceeded"
 FAILURE_RATE_INCONCLUSIVE = "failure_rate_inconclusive"
 REGRESSED = "regressed"
 REGRESSION_UNCHECKED = "regression_unchecked"
-# People's audit of a product run (gate/decide/audit.py): a zero-tolerance slice (`max_failures`) with more
+# People's audit of a product run (gate/decide/product/audit.py): a zero-tolerance slice (`max_failures`) with more
 # failures people confirmed (quality_failed, owner product), or with answers the judge failed that
 # people have not labelled yet (review_required); a judge whose calibration does not describe it on
 # this run's answers (review_required, owner evaluator).

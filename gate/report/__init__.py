@@ -2,6 +2,6 @@
 JUnit XML, the terminal, and a product lane's picture (product.svg).
 
 What it holds: pure functions from a `gate.model.result.Result` to text; nothing here writes.
-What it may import: `gate.model` (and the stages before it for types; `gate.decide.failure_rate`
+What it may import: `gate.model` (and the stages before it for types; `gate.estimate.failure_rate`
 for how a failure rate is written).
 """

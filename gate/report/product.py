@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gate.decide.failure_rate import percent, span
+from gate.estimate.failure_rate import percent, span
 from gate.model.escape import code as code_id
 from gate.model.escape import id_list, visible, xml_text
 from gate.model.escape import markdown as escape

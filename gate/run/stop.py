@@ -9,7 +9,7 @@ flight finish and are billed, and `decide` marks the cases never sent `not_neede
 
 On a product lane the application's answers carry no human label: each answer's verdict, once its
 repeats are in, goes to the lane's incremental check instead (`AnswerCheck`, bound by `gate run` to
-`gate.decide.product_stop.ProductStopCheck`), which updates that slice's counts and asks its
+`gate.decide.product.stop.ProductStopCheck`), which updates that slice's counts and asks its
 interval once, so a look costs the same at the ten-thousandth answer as at the first. Its looks
 follow the lane's seeded order (an answer is looked at once those before it are back), which
 `gate decide` follows too; such a lane is judged in one process, so the looks are one sequence.
@@ -40,7 +40,7 @@ Hopeless = Callable[[Sequence[Record]], bool]
 
 
 class AnswerCheck(Protocol):
-    """A product lane's stop, one answer at a time (gate.decide.product_stop.ProductStopCheck)."""
+    """A product lane's stop, one answer at a time (gate.decide.product.stop.ProductStopCheck)."""
 
     def add(self, case_id: str, slice: str, judged_fail: bool | None) -> bool:
         """One answer back: judged fail, pass, or no verdict (None); whether the lane is now decided."""

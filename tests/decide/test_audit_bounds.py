@@ -13,8 +13,8 @@ import itertools
 import pytest
 from scipy.stats import binom
 
-from gate.decide import audit_bounds as ab
-from gate.decide import audit_rate as ar
+from gate.estimate import audit_bounds as ab
+from gate.estimate import audit_rate as ar
 
 ALPHA = 0.05
 
@@ -109,7 +109,7 @@ def test_the_sampled_lower_test_holds_along_the_whole_edge_of_its_hypothesis() -
     1 (with q_F = limit/pi, the edge of p <= limit where the test is most likely to err)."""
     import numpy as np
 
-    from gate.decide.failure_rate import cp_low
+    from gate.estimate.failure_rate import cp_low
 
     n, a, limit = 200, 20, 0.1
     lo, hi = limit, 1.0  # the smallest statistic the test rejects at

@@ -1,4 +1,4 @@
-"""The product gate's statistics (gate/decide/failure_rate.py) against known values: scipy's own
+"""The product gate's statistics (gate/estimate/failure_rate.py) against known values: scipy's own
 Clopper-Pearson, hand-computed Rogan-Gladen corners and binomial sums, the verdict rules, and the
 sentence that says what would decide an inconclusive slice."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gate.decide.failure_rate import (
+from gate.estimate.failure_rate import (
     METHOD,
     METHOD_SEQUENTIAL,
     FailureRate,
@@ -260,7 +260,7 @@ def test_probabilities_of_the_binomial_used_here_are_scipys() -> None:
 
 
 def test_importing_the_module_loads_neither_numpy_nor_scipy() -> None:
-    probe = "import json, sys, gate.decide.failure_rate; print(json.dumps(sorted(sys.modules)))"
+    probe = "import json, sys, gate.estimate.failure_rate; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     loaded = set(json.loads(out.stdout))
     assert "numpy" not in loaded and "scipy" not in loaded
@@ -285,7 +285,7 @@ def test_the_sequential_interval_is_defined_at_every_count_up_to_twenty_thousand
         # the scalar edges the decision uses are the vectorised ones, to double precision
         fixed = failure_rate(judged_fail=k, n=n, judge=j, confidence=0.95)
         assert rate.high >= fixed.high - 1e-12 and rate.low <= fixed.low + 1e-12, (k, n)
-    from gate.decide.failure_rate import _cs_edge
+    from gate.estimate.failure_rate import _cs_edge
 
     for (k, n), low, high in zip(grid, lows, highs, strict=True):
         assert _cs_edge(k, n, A, up=False) == pytest.approx(low, abs=1e-12)

@@ -1,5 +1,5 @@
 """Tests that notice hand-made mutations of the stop and the product decision (decide/settled.py,
-decide/product.py, run/stop.py, decide/failure_rate.py): each says what a user would see change.
+decide/product/verdict.py, run/stop.py, estimate/failure_rate.py): each says what a user would see change.
 Through the real CLI and HTTP to the fake provider, except the statistics, which are pure."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from test_product_lane import (
     write_responses,
 )
 
-from gate.decide.failure_rate import judge_accuracy, what_would_decide
+from gate.estimate.failure_rate import judge_accuracy, what_would_decide
 
 __all__ = ["fake"]  # the fixture, shared with tests/decide/test_product_lane.py
 
@@ -109,7 +109,7 @@ def test_a_case_started_before_the_stop_finishes_all_its_repeats(tmp_path: Path,
     assert res["stopped_early"]["not_needed"] == [f"g-{i}" for i in range(4)]
 
 
-# --- decide/product.py -----------------------------------------------------------------------------
+# --- decide/product/verdict.py ------------------------------------------------------------------
 
 APP = {
     "calibration": {"partitions": ["calibration"], "controls": True},
@@ -174,7 +174,7 @@ def test_a_two_slice_lane_stops_only_once_both_slices_pass(tmp_path: Path, fake:
     assert rows["general"]["n"] >= rows["general"]["decided_at"]["n"] > 0
 
 
-# --- decide/failure_rate.py -------------------------------------------------------------------------
+# --- estimate/failure_rate.py -------------------------------------------------------------------
 
 
 def test_labelling_is_suggested_only_when_it_takes_a_tenth_of_the_answers() -> None:

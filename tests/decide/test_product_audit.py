@@ -28,7 +28,7 @@ from test_product_lane import (
 )
 
 from gate.cli import main
-from gate.decide import audit_rate as ar
+from gate.estimate import audit_rate as ar
 from gate.review.draw import draw_order
 from gate.review.ledger import append_line
 from gate.review.queue import item_id

@@ -21,8 +21,8 @@ from suite import result
 from test_product_lane import GOOD_JUDGE, answer, app_suite, fake, product_case, write_calibration, write_responses
 
 from gate.cli import main
-from gate.decide.failure_rate import failure_rate, judge_accuracy, slice_verdict
-from gate.decide.product_stop import ProductStopCheck
+from gate.decide.product.stop import ProductStopCheck
+from gate.estimate.failure_rate import failure_rate, judge_accuracy, slice_verdict
 from gate.model.cases import load_dataset
 from gate.model.policy import load_policy
 from gate.plan.selection import default_order_seed, make_plan

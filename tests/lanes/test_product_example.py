@@ -217,9 +217,9 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
 
 def test_the_precision_tables_of_the_product_gate_doc_are_the_gates_own_bounds() -> None:
     """docs/PRODUCT_GATE.md's 'How much data decides what': each cell is the upper bound
-    gate/decide/failure_rate.py gives a slice whose true failure rate is 1%, judged by a judge that
+    gate/estimate/failure_rate.py gives a slice whose true failure rate is 1%, judged by a judge that
     catches 85% of wrong answers and passes 100% (first table) or 99% (second) of right ones."""
-    from gate.decide.failure_rate import failure_rate, judge_accuracy
+    from gate.estimate.failure_rate import failure_rate, judge_accuracy
 
     doc = (ROOT / "docs" / "PRODUCT_GATE.md").read_text(encoding="utf-8")
     part = doc[doc.index("## How much data decides what") :]

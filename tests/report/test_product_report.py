@@ -20,7 +20,7 @@ from suite import result
 from test_product_lane import app_suite, fake, run_app, verdicts, write_responses
 
 from gate.commands.outputs import _write_reports
-from gate.decide.failure_rate import failure_rate, judge_accuracy, percent, slice_verdict, span, what_would_decide
+from gate.estimate.failure_rate import failure_rate, judge_accuracy, percent, slice_verdict, span, what_would_decide
 from gate.model.result import Product, Result
 from gate.report.checkrun import build_check_run
 from gate.report.markdown import render_report, render_summary

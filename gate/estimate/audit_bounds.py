@@ -24,7 +24,7 @@ whole `1 - confidence`, where a box of three bounds spends a third on each and p
 of `r_F <= L` still rejects. With every judged-fail answer audited, `X_F` alone decides it
 (Clopper-Pearson on n). With a sample of them, the statistic is the product of Clopper-Pearson's
 lower bounds of `pi` and `q_F`, its tail taken at the worst `pi` with `pi * q_F = L`. It reads no
-judged-pass answer, so gate/decide/audit_rate.py sets the box of three bounds beside it (a union
+judged-pass answer, so gate/estimate/audit_rate.py sets the box of three bounds beside it (a union
 bound: 80% of 1 - confidence to this test, 20% to the box).
 
 Both sups over a nuisance are taken on a grid of cells, each bounded by the corner that makes the
@@ -86,7 +86,7 @@ def _cp_low_table(n: int, gamma: float) -> NDArray[Any]:
     """Clopper-Pearson's lower bound of K/n for every K: the sampled test reads it a cell at a time."""
     import numpy as np
 
-    from gate.decide.failure_rate import cp_low
+    from gate.estimate.failure_rate import cp_low
 
     table = cp_low(np.arange(n + 1), n, gamma)
     table.setflags(write=False)
@@ -96,7 +96,7 @@ def _cp_low_table(n: int, gamma: float) -> NDArray[Any]:
 def low_pvalue_sampled(k: int, n: int, x: int, a: int, limit: float, gamma: float) -> float:
     """The exact p-value of `pi * q_F <= limit` given `k` of `n` judged fail and `x` of a sample of
     `a < k` of them failed by people. Statistic: `cp_low(K, n) * cp_low(X, min(a, K))`, both at `gamma`."""
-    from gate.decide.failure_rate import cp_low
+    from gate.estimate.failure_rate import cp_low
 
     if x == 0 or limit >= 1.0:
         return 1.0
@@ -108,7 +108,7 @@ def sampled_tail(observed: float, n: int, a: int, limit: float, gamma: float) ->
     import numpy as np
     from scipy.stats import binom
 
-    from gate.decide.failure_rate import cp_low
+    from gate.estimate.failure_rate import cp_low
 
     if observed <= limit:
         return 1.0
@@ -166,7 +166,7 @@ def audit_high(y1: int, n: int, y2: int, m: int, alpha: float) -> float:
 
 def audit_low(k: int, n: int, x: int, a: int, alpha: float) -> float:
     """The lower bound: the largest limit at which the exact test still rejects `p <= limit`."""
-    from gate.decide.failure_rate import cp_low
+    from gate.estimate.failure_rate import cp_low
 
     if x == 0:
         return 0.0

@@ -9,7 +9,7 @@ audited judged-pass answers people failed, the slice's failure rate is
 
 which needs no assumption that the judge errs on these answers as it did on calibration's: the
 labels are on the answers themselves. Each side of its interval is an exact test
-(gate/decide/audit_bounds.py): `passed` by one test of `r_F + q_P` over the whole `1 - confidence`,
+(gate/estimate/audit_bounds.py): `passed` by one test of `r_F + q_P` over the whole `1 - confidence`,
 `exceeded` by the larger of an exact test of `pi * q_F` (at 80% of it) and the box of three
 Clopper-Pearson bounds over `pi`, `q_F` and `q_P` (at 20%; it alone reads the failures among the
 answers the judge passed). The verdict runs the tests at the limit; the bounds are their edges, for display.
@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gate.decide import audit_bounds
-from gate.decide.failure_rate import Rate, _cp_edges, _smallest, box_share, percent, span
+from gate.estimate import audit_bounds
+from gate.estimate.failure_rate import Rate, _cp_edges, _smallest, box_share, percent, span
 
 METHOD = audit_bounds.METHOD
 # The lower bound's split of 1 - confidence: most to the exact test, which decides `exceeded` with the
@@ -113,7 +113,7 @@ def _mix(pi_low: float, pi_high: float, q_f: float, q_p: float, up: bool) -> flo
 
 
 def _high_counts(fs: StratumSample, ps: StratumSample) -> tuple[int, int, int, int] | None:
-    """What the upper bound reads (gate/decide/audit_bounds.py): every judged-fail answer people did not
+    """What the upper bound reads (gate/estimate/audit_bounds.py): every judged-fail answer people did not
     pass, audited or not, counts as failing, and so do the judged-pass sample's unsettled answers.
     None: a judged-pass stratum with no audited answer bounds nothing."""
     n = fs.population + ps.population

@@ -9,23 +9,36 @@ item of the queue, is a usage error naming the file and line (gate/review/ledger
 
 What reaches the decision (`AuditEvidence`): per answer, named by its case id and the sha256 of the
 response people saw, people's final label; the draw order of each stratum. The decision keeps only
-labels on answers the run judged (gate/decide/audit.py) and lists the others in a note.
+labels on answers the run judged (gate/decide/product/audit.py) and lists the others in a note.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate.decide.audit import AuditEvidence
-from gate.decide.audit_rate import Final
+from gate.estimate import audit_rate as ar
+from gate.estimate.audit_rate import Final
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.wording import agree, plural
 from gate.review.draw import STRATA, draw_order
 from gate.review.ledger import LedgerLine, final_labels, read_ledger
 from gate.review.queue import Queue, read_queue
+
+
+@dataclass(frozen=True)
+class AuditEvidence:
+    """People's final labels on the audit queue of a product run, as the decision reads them."""
+
+    source: str  # the ledger, as shown to people
+    # (case_id, response_sha256) -> people's final label, for the answers in the draw only.
+    labels: Mapping[tuple[str, str], ar.Final]
+    # (slice, stratum, case ids) -> the stratum's draw order (the queue's, or the default seed's).
+    order: ar.Orderer
+    notes: tuple[str, ...] = field(default=())
 
 
 def _queue_order(

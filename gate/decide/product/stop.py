@@ -1,7 +1,7 @@
 """A product lane that stops once decided: each slice's failure rate, updated one answer at a time.
 
 The lane looks after every answer it judges (`stop_when_decided`), so a slice's interval is the
-confidence sequence's (gate/decide/failure_rate.py, `sequential`), valid at every look at once.
+confidence sequence's (gate/estimate/failure_rate.py, `sequential`), valid at every look at once.
 A slice is decided at the first look whose interval lies within its limit (`passed`) or above it
 (`exceeded`), and that look's verdict is the slice's: the answers judged after it (in flight when
 the lane stopped, or judged because another slice was still open) are recorded and billed, and
@@ -15,7 +15,7 @@ has come back.
 fail) and `n` (judged) and the look that decided it: one interval evaluation per answer, never a
 rebuild of the decision. The looks follow the seeded order the lane sends its answers in
 (gate/plan/selection.py), an answer being looked at once all those before it are back. The run's
-stop feeds it each answer as it comes back; the decision (gate/decide/product.py) feeds it the
+stop feeds it each answer as it comes back; the decision (gate/decide/product/verdict.py) feeds it the
 recorded answers of the same plan, in the same order, so the look the run stopped at is the look
 `gate decide` finds, and its verdict is the same. Pure: no I/O.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gate.decide import failure_rate as fr
+from gate.estimate import failure_rate as fr
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A product lane's answers per slice, and the judge's calibration counts for a slice: what the
-calibration estimate (gate/decide/product.py) and the audit estimate (gate/decide/audit.py) both read."""
+calibration estimate (gate/decide/product/verdict.py) and the audit estimate (gate/decide/product/audit.py) both read."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """A product slice decided with people's labels on this run's own answers (the audit).
 
 Pure: it reads the slice's judged answers (`SliceAnswers`), the labels people gave them
-(`AuditEvidence`, read from the ledger by gate/measure/audit.py) and the calibration's counts, and
+(`AuditEvidence`, read from the ledger by gate/review/audit_labels.py) and the calibration's counts, and
 returns the slice's `audit` row, the findings that replace the calibration estimate's when the audit
-decides, and the zero-tolerance and transport findings. The statistics are gate/decide/audit_rate.py's.
+decides, and the zero-tolerance and transport findings. The statistics are gate/estimate/audit_rate.py's.
 
 The rule is fixed before the data: a slice with usable audit labels (a final label in the prefix of
 the draw order of each stratum that has answers) is decided by the audit estimate; any other by the
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gate.decide import audit_rate as ar
-from gate.decide import failure_rate as fr
+from gate.estimate import audit_rate as ar
+from gate.estimate import failure_rate as fr
 from gate.model.states import (
     AUDIT_REQUIRED,
     CALIBRATION_NOT_TRANSFERABLE,
@@ -30,22 +30,11 @@ from gate.model.states import (
     State,
 )
 from gate.model.wording import agree, listed, plural
+from gate.review.audit_labels import AuditEvidence
 from gate.review.draw import JUDGED_FAIL, JUDGED_PASS
 
 if TYPE_CHECKING:
-    from gate.decide.slice_answers import JudgeCounts, SliceAnswers
-
-
-@dataclass(frozen=True)
-class AuditEvidence:
-    """People's final labels on the audit queue of a product run, as the decision reads them."""
-
-    source: str  # the ledger, as shown to people
-    # (case_id, response_sha256) -> people's final label, for the answers in the draw only.
-    labels: Mapping[tuple[str, str], ar.Final]
-    # (slice, stratum, case ids) -> the stratum's draw order (the queue's, or the default seed's).
-    order: ar.Orderer
-    notes: tuple[str, ...] = field(default=())
+    from gate.decide.product.answers import JudgeCounts, SliceAnswers
 
 
 @dataclass(frozen=True)

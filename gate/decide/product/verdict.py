@@ -3,7 +3,7 @@
 Pure: it reads the frozen `Evidence` (the application's answers, judged) and a `ProductEvidence`
 (the judge's counts per slice from calibration.json, the base run's verdicts), and returns the
 findings and result.json's `product` section; the state and the exit code follow from the
-findings, as for every rule. The statistics are gate/decide/failure_rate.py's.
+findings, as for every rule. The statistics are gate/estimate/failure_rate.py's.
 
 Per slice: `n` answers judged (completed, with a pass or fail verdict; errors, abstentions and
 unjudged answers are never counted), `k` of them judged fail. The verdict is `passed` (the upper
@@ -15,7 +15,7 @@ own blockers say so), or no figures for the judge that decided (its calibration 
 An `exceeded` slice stands even when some answers are unjudged: what was judged already fails it.
 On a lane that stops once decided (`sequential`), a slice's verdict and interval are those of the
 look that decided it, found by replaying the answers in the order they were recorded through
-gate/decide/product_stop.py (`stop_check`), the check the run's stop asked: answers judged after
+gate/decide/product/stop.py (`stop_check`), the check the run's stop asked: answers judged after
 that look are counted in `n` and never un-decide it.
 """
 
@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.decide import failure_rate as fr
-from gate.decide.audit import AuditEvidence, audit_route, audit_slice, unused_note
 from gate.decide.evidence import CaseOutcome, Evidence
-from gate.decide.product_stop import Look, ProductStopCheck
-from gate.decide.slice_answers import JudgeCounts, SliceAnswers, answers_by_slice
+from gate.decide.product.answers import JudgeCounts, SliceAnswers, answers_by_slice
+from gate.decide.product.audit import audit_route, audit_slice, unused_note
+from gate.decide.product.stop import Look, ProductStopCheck
+from gate.estimate import failure_rate as fr
 from gate.model.policy import Policy
 from gate.model.states import (
     FAILURE_RATE_EXCEEDED,
@@ -42,6 +42,7 @@ from gate.model.states import (
 )
 from gate.model.wording import agree, plural
 from gate.plan.selection import Plan
+from gate.review.audit_labels import AuditEvidence
 
 JUDGE_UNFIT = "judge_unfit"
 
@@ -425,7 +426,7 @@ def stop_check(ev: Evidence, pe: ProductEvidence) -> ProductStopCheck:
 
 def settled(ev: Evidence, pe: ProductEvidence) -> bool:
     """Whether the lane is decided by the answers judged so far (stop_when_decided): one slice
-    `exceeded`, or every slice `passed`, each at the look that decided it (gate/decide/product_stop.py).
+    `exceeded`, or every slice `passed`, each at the look that decided it (gate/decide/product/stop.py).
     The bounds hold at every look, so asking after each answer does not inflate the error; the
     answers never sent are then `not_needed`."""
     return stop_check(ev, pe).decided

@@ -3,7 +3,7 @@
 The judge's sensitivity and specificity per slice come from the calibration.json the policy names
 (only when it measured the very judge that decided: `gate.measure.calibrate.requirement`); the base
 run's verdicts from `--base-result`'s result.json (untrusted, validated). Both become one frozen
-`ProductEvidence` that gate/decide/product.py decides from, on every path (run, decide, merge).
+`ProductEvidence` that gate/decide/product/verdict.py decides from, on every path (run, decide, merge).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate.decide.audit import AuditEvidence
-from gate.decide.product import BaseVerdicts, ProductEvidence
-from gate.decide.slice_answers import JudgeCounts
+from gate.decide.product.answers import JudgeCounts
+from gate.decide.product.verdict import BaseVerdicts, ProductEvidence
 from gate.measure.calibrate.requirement import JudgeCalibration
 from gate.model.cases import Dataset
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.result import ResultProblem, load_result
 from gate.model.states import Finding
+from gate.review.audit_labels import AuditEvidence
 
 
 def product_evidence(
@@ -109,7 +109,7 @@ def audit_of(
             f"--audit reads people's labels on a product lane's answers, and lane {lane} is not a product lane; "
             "fix: drop --audit, or pass --lane with a product lane"
         )
-    from gate.measure.audit import read_audit
+    from gate.review.audit_labels import read_audit
 
     return read_audit(ledger, queue, seed=seed, answers=answers, reviewers=loaded.policy.review.reviewers_per_item)
 
@@ -122,7 +122,7 @@ def product_lane_check(
     not measure this judge its `judge_uncalibrated`; and per slice, the smallest `max_failure_rate`
     the slice could pass with its calibration and the answers the lane holds (none judged fail, the
     best case), with a finding when the slice's limit is below it: no run can pass it."""
-    from gate.decide import failure_rate as fr
+    from gate.estimate import failure_rate as fr
     from gate.judge import installed_version, resolve_base_url
     from gate.measure.calibrate import requirement
     from gate.model.errors import PolicyError
