@@ -37,7 +37,9 @@ parse_retry_after`, as the retry path reads it), else the reset header of the wi
 paid nothing).
 
 Waiters are served in turn (an asyncio lock per event loop): the first in line sleeps until its
-request fits, the others queue behind it, so a large request is never starved by small ones.
+request fits, the others queue behind it, so a large request is never starved by small ones. A
+waiter asks the run at every step whether its request is still wanted (`admit(wanted=...)`): a lane
+that stopped while it waited (a decided verdict, a failed control) sends nothing more.
 
 Worker processes SHARE the parent's windows rather than split them: the pacer's numbers live in
 shared memory behind one lock (`shared=True`; forked workers inherit it), because the provider
@@ -240,12 +242,21 @@ class Pacer:
             return raw * self._ratio() + max_output_tokens, raw
 
     # -- admitting ------------------------------------------------------------------------------
-    async def admit(self, prompt_chars: int, max_output_tokens: int) -> Ticket:
-        """Wait (in turn) until one request of this size fits every known window; take it."""
+    async def admit(
+        self, prompt_chars: int, max_output_tokens: int, wanted: Callable[[], bool] | None = None
+    ) -> Ticket | None:
+        """Wait (in turn) until one request of this size fits every known window; take it. `wanted`
+        is asked before the request is taken and at every step of a wait: once it says no (the lane
+        stopped while this request waited), nothing is taken and None is returned."""
         tokens, raw = self.estimate(prompt_chars, max_output_tokens)
         async with self._turn():
             started: float | None = None
             while True:
+                if wanted is not None and not wanted():
+                    if started is not None:  # the wait it announced is over
+                        with self._lock:
+                            self._cells[_WAIT_UNTIL] = self._cells[_WAIT_WHY] = 0.0
+                    return None
                 with self._lock:
                     now = self.clock()
                     started = now if started is None else started

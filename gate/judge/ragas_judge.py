@@ -39,7 +39,7 @@ from gate.judge import (
     ragas_version,
     resolve_base_url,
 )
-from gate.judge.budget import SEND_GATE, Budget, Prices
+from gate.judge.budget import SEND_GATE, Budget, Prices, SendGate
 from gate.judge.cache import CacheKeyParts, JudgmentCache, key_parts
 from gate.judge.cached import hit_judgment, sound_hit
 from gate.judge.metering import SINK, JudgmentSink, WireAttempt, WireExpectations, event_hooks
@@ -393,7 +393,13 @@ class RagasEvaluator:
         async with self._semaphore():
             while True:
                 if pacer is not None:  # waiting for the provider's window is not part of the attempt's timeout
-                    sink.ticket = await pacer.admit(len(rendered.prompt), ev.max_output_tokens)
+                    gate = SEND_GATE.get()
+                    ticket = await pacer.admit(
+                        len(rendered.prompt), ev.max_output_tokens, gate.may_send if gate is not None else None
+                    )
+                    if ticket is None and gate is not None:  # the lane stopped while this one waited
+                        return self._stopped(sink, gate, "for the provider's rate limit")
+                    sink.ticket = ticket
                 try:
                     result = await asyncio.wait_for(self._metric.ascore(llm=self._llm, **rendered.kwargs), timeout_s)
                 except TimeoutError:
@@ -429,15 +435,22 @@ class RagasEvaluator:
         if await sink.budget.settled_since(sink.busy_settles, 2 * timeout_s + 10.0):
             gate = SEND_GATE.get()
             if gate is not None and not gate.may_send():  # the lane stopped while this one waited
-                gate.refused = True
-                sink.refused = "stopped"
-                sink.refusal_message = "not sent: the lane stopped while this judgment waited for budget room"
+                RagasEvaluator._stopped(sink, gate, "for budget room")
                 return False
             sink.refusal_message = None
             return True
         sink.refused = "budget"
         sink.budget.exhausted = True
         return False
+
+    @staticmethod
+    def _stopped(sink: JudgmentSink, gate: SendGate, waited_for: str) -> _Outcome:
+        """The lane stopped (a decided verdict, a failed control, the boundary) while this judgment
+        waited: its request is not sent, and it is not needed."""
+        gate.refused = True
+        sink.refused = "stopped"
+        sink.refusal_message = f"not sent: the lane stopped while this judgment waited {waited_for}"
+        return _Outcome(kind="cancelled", message=sink.refusal_message)
 
     @staticmethod
     def _mark_last(sink: JudgmentSink, sent_before: int, kind: RecordErrorKind | None) -> None:

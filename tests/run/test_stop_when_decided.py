@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_limits import BucketLimits
 from fake_openai import FakeOpenAI, reply, server_error, slow
 from suite import case, controls, gate, result, write_suite
 
@@ -313,3 +314,22 @@ def test_a_judgment_waiting_for_budget_room_is_not_sent_once_the_verdict_is_deci
     assert len(res["stopped_early"]["not_needed"]) == 1
     recorded = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert len(recorded) == SENT_CONTROLS + 2 and res["cost"]["http_attempts"] == fake.count()
+
+
+def test_a_judgment_held_by_the_pacer_is_not_sent_once_the_verdict_is_decided(tmp_path: Path) -> None:
+    """The provider's window (its rate-limit headers) holds seven requests a minute: the controls
+    and two cases fit, the third case waits in the pacer for the window to refill (about 9 s). The
+    first case answered is a false pass that decides the verdict; the waiting judgment asks the run
+    again, and sends nothing."""
+    limits = BucketLimits(requests_per_minute=SENT_CONTROLS + 2)
+    with FakeOpenAI(limiter=limits) as fake:
+        policy = suite_with(tmp_path, fake, [false_pass("c-bad"), case("c-ok"), *general(10)], concurrency=3)
+        out = tmp_path / "out"
+        assert run_lane(policy, out, "pr") == 1
+        sent = fake.count()
+    res = result(out)
+    assert sent == SENT_CONTROLS + 2 and limits.refused == 0  # the held judgment never reached the provider
+    assert res["state"] == "quality_failed" and res["counts"]["unrun"] == 0
+    assert res["stopped_early"]["not_needed"] == [f"g-{i:03d}" for i in range(10)]
+    recorded = (out / "records.jsonl").read_text().splitlines()
+    assert len(recorded) == res["cost"]["http_attempts"] == sent
