@@ -2,8 +2,9 @@
 
 The merged outputs are those of `gate decide` on every shard's records, so a matrix of shards
 decides exactly as one run would. Shards of different configurations, or two of one index, are
-refused (a usage error): their evidence cannot be summed. A missing index is blocker
-`missing_shard`, its cases unrun.
+refused (a usage error): their evidence cannot be summed; a shard that judged nothing has no judge
+to compare, only its policy, dataset and prompt. A missing index is blocker `missing_shard`, its
+cases unrun.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from gate.run.lineage import make_lineage
 # Lineage fields that may differ between shards of one run (the gate's own version decides nothing:
 # the merge re-decides from the records).
 _MAY_DIFFER = frozenset({"gate_version"})
+# Lineage fields that say which judge made a shard's records: a shard that judged nothing (cancelled
+# before its judge loaded) made none, so it has no configuration to disagree with; its cases are unrun.
+_JUDGE_MADE = frozenset({"config_fingerprint", "ragas_version"})
 
 
 class MergeError(UsageError):
@@ -102,6 +106,8 @@ def read_shard_output(directory: Path) -> ShardOutput:
 def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> None:
     """Refuse a set of shards that are not the shares of one run of this policy."""
     first = shards[0]
+    # The judge's lineage is compared with a shard that judged something, when one did.
+    judged = next((s for s in shards if s.records), first)
     for s in shards:
         where = s.directory / "result.json"
         if s.shard.count != first.shard.count:
@@ -112,10 +118,13 @@ def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> 
         if s.lane != first.lane:
             raise MergeError(f"{where}: lane {s.lane!r}, but {first.directory} ran lane {first.lane!r}")
         for key in sorted((set(s.lineage) | set(first.lineage)) - _MAY_DIFFER):
-            mine, theirs = s.lineage.get(key, ""), first.lineage.get(key, "")
+            other = judged if key in _JUDGE_MADE else first
+            if key in _JUDGE_MADE and not (s.records and other.records):
+                continue
+            mine, theirs = s.lineage.get(key, ""), other.lineage.get(key, "")
             if mine != theirs:
                 raise MergeError(
-                    f"{where}: lineage.{key} is {mine!r}, but {first.directory} has {theirs!r}: these shards did not "
+                    f"{where}: lineage.{key} is {mine!r}, but {other.directory} has {theirs!r}: these shards did not "
                     "run one configuration; fix: re-run every shard on the same commit and merge those"
                 )
         for key, now in current.items():

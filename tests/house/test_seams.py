@@ -318,12 +318,17 @@ def test_resume_bills_the_journalled_attempts_of_a_case_that_left_the_dataset(
     assert cost["total"] <= billed(fake_openai) + 1e-12 <= cost["budget_spent"] + 2e-12
 
 
-def test_a_shard_cancelled_before_judging_still_writes_its_result(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    """SIGTERM while the judge is still loading (ragas' import), before the runner's own handlers."""
+def test_a_shard_cancelled_before_judging_still_writes_its_result_and_merges_incomplete(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM while the judge is still loading (ragas' import), before the runner's own handlers.
+    The provider comes from OPENAI_BASE_URL, as in the example: a shard that judged nothing then
+    records no configuration (`lineage.config_fingerprint: ''`)."""
     cases = [*controls(), *(case(f"c-{i:02d}") for i in range(8))]
-    policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url})
-    out = tmp_path / "shard-2"
-    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--shard", "2/2"]
+    policy = write_suite(tmp_path / "s", cases)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    out = tmp_path / "shard-1"
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--shard", "1/2"]
     env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -335,6 +340,18 @@ def test_a_shard_cancelled_before_judging_still_writes_its_result(tmp_path: Path
     assert proc.returncode == 3, err
     assert "Traceback" not in err
     res = result(out)
-    assert (res["shard"]["index"], res["shard"]["count"]) == (2, 2) and res["state"] == "evaluation_incomplete"
-    own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 2}
+    assert (res["shard"]["index"], res["shard"]["count"]) == (1, 2) and res["state"] == "evaluation_incomplete"
+    own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
     assert set(res["unrun_case_ids"]) <= own and res["unrun_case_ids"]
+    # It judged nothing, so it has no configuration to disagree with: merged with a shard that ran,
+    # the merge is incomplete (exit 3) listing its cases, not a usage error.
+    assert not (out / "records.jsonl").exists() or not (out / "records.jsonl").read_bytes().strip()
+    healthy = tmp_path / "shard-2"
+    assert gate("run", "--policy", policy, "--out", healthy, "--shard", "2/2", "--no-cache") == 0
+    merged = tmp_path / "merged"
+    assert gate("merge", "--policy", policy, out, healthy, "--out", merged) == 3
+    m = result(merged)
+    assert m["state"] == "evaluation_incomplete"
+    unjudged = {c for c in own if not c.startswith("ctl-")}
+    assert unjudged and unjudged <= {i for b in m["blockers"] for i in b["case_ids"]}
+    assert m["merged_shards"]["indices"] == [1, 2] and m["lineage"]["config_fingerprint"]
