@@ -214,24 +214,29 @@ def _productize(suite: Suite, root: Path, cases: list[dict[str, Any]]) -> list[d
             c["partition"] = "product"
         out.append(c)
     (root / RESPONSES).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    _write_audit(suite, root, {line["case_id"]: line["response"] for line in lines})
+    _write_audit(suite, root, {line["case_id"]: line["response"] for line in lines}, {c["case_id"]: c for c in out})
     return out
 
 
-def _write_audit(suite: Suite, root: Path, responses: dict[str, str]) -> None:
-    """audit.jsonl: two blind reviewers' labels on each audited answer, as `gate review serve` appends them."""
+def _write_audit(suite: Suite, root: Path, responses: dict[str, str], cases: dict[str, dict[str, Any]]) -> None:
+    """audit.jsonl: two blind reviewers' labels on each audited answer, as `gate review serve` appends them
+    (each on the item the run's queue would show: the case's question and evidence text, the answer)."""
+    from gate.review.queue import item_id
+
     labels = {c.case_id: c.label for c in suite.cases}
     lines = []
     for case_id in suite.audited:
         if case_id not in responses:
             continue
         sha = hashlib.sha256(responses[case_id].encode()).hexdigest()
+        case = cases[case_id]
+        item = item_id(case_id, case["user_input"], case.get("reference") or "", responses[case_id])
         for reviewer in ("ana", "bo"):
             lines.append(
                 {
                     "at": "2026-12-05T07:15:01.000Z",
                     "kind": "label",
-                    "item_id": hashlib.sha256(f"{case_id}:{sha}".encode()).hexdigest(),
+                    "item_id": item,
                     "case_id": case_id,
                     "response_sha256": sha,
                     "reviewer": reviewer,

@@ -122,9 +122,6 @@ def evidence_of_records(
     records = [r for d in found for r in d.records]
     seed = recorded_order_seed(r for r in records if r.lane == lane)
     loaded, dataset, plan, input_findings, answers = load_product_inputs(policy_path, lane, responses, order_seed=seed)
-    # The lane's answers, before sharding, as the run reads them: a ledger is this lane's when its labels
-    # are on any of them, judged or not (an answer withheld for missing evidence is still the lane's).
-    lane_answers = {c.case_id: c.response_sha256 for c in plan.eligible if c.response_sha256 is not None}
     if shard is not None:
         shard = dataclasses.replace(shard, lane_cases=lane_cases(plan))  # as the run says its share
         plan = select(plan, shard)
@@ -139,7 +136,7 @@ def evidence_of_records(
     cal_findings, cal_sections = requirement.evidence(calibration)
     base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
     run_dir = audit.run_dir if audit is not None else None
-    audited = _audit(loaded, lane, audit, dataset.responses_sha256, records, lane_answers)
+    audited = _audit(loaded, lane, audit, dataset.responses_sha256)
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -169,26 +166,15 @@ class AuditInputs:
     run_dir: Path
 
 
-def _audit(
-    loaded: LoadedPolicy,
-    lane: str,
-    given: AuditInputs | None,
-    responses_sha256: str,
-    records: Sequence[Record],
-    lane_answers: Mapping[str, str],
-) -> AuditEvidence | None:
-    """People's audit of the recorded run: the labels count on the answers the records judged, and the
-    ledger is the run's when a label is on one of the lane's answers (from --responses) or of the records;
-    the default draw's seed is the run's responses_sha256 (from --responses, or what the run left in its
-    directory)."""
+def _audit(loaded: LoadedPolicy, lane: str, given: AuditInputs | None, responses_sha256: str) -> AuditEvidence | None:
+    """People's audit of the recorded run; the default draw's seed is the run's responses_sha256 (from
+    --responses, or what the run left in its directory)."""
     ledger = given.ledger if given is not None else None
     queue = given.queue if given is not None else None
     run_dir = given.run_dir if given is not None else Path(".")
     if ledger is None and loaded.policy.lanes[lane].audit is None:
-        return audit_of(loaded, lane, ledger, queue, seed="", answers={})
-    answers = {**lane_answers, **{r.case_id: r.response_sha256 for r in records if r.response_sha256 is not None}}
-    seed = responses_sha256 or _run_seed(run_dir)
-    return audit_of(loaded, lane, ledger, queue, seed=seed, answers=answers)
+        return audit_of(loaded, lane, ledger, queue, seed="")
+    return audit_of(loaded, lane, ledger, queue, seed=responses_sha256 or _run_seed(run_dir))
 
 
 def _run_seed(run_dir: Path) -> str:

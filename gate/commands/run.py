@@ -196,9 +196,6 @@ def _prepare(
     calibration = requirement.check_calibration(loaded, opts.lane, judge, installed_version("ragas") or "", clock())
     if calibration is not None:
         findings = [*findings, *calibration.findings]
-    # The lane's answers, before sharding: a ledger is this lane's when its labels are on any of them,
-    # whichever share this process judges (a workflow gives `audit` to every matrix job).
-    lane_answers = {c.case_id: c.response_sha256 for c in plan.eligible if c.response_sha256 is not None}
     if opts.shard is not None:
         shard = dataclasses.replace(opts.shard, lane_cases=lane_cases(plan))
         plan = select(plan, opts.shard)
@@ -216,7 +213,6 @@ def _prepare(
         opts.audit,
         opts.audit_queue,
         seed=dataset.responses_sha256 or "",
-        answers=lane_answers,
     )
     product = product_evidence(loaded, opts.lane, calibration, base, audit, opts.out_dir)
     return _Lane(

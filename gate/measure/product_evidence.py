@@ -91,7 +91,6 @@ def audit_of(
     queue: Path | None,
     *,
     seed: str,
-    answers: dict[str, str],
 ) -> AuditEvidence | None:
     """People's audit of the run (`--audit`, else `lanes.<lane>.audit`), None without one; `--audit-queue`
     without a ledger is a usage error."""
@@ -111,7 +110,13 @@ def audit_of(
         )
     from gate.review.audit_labels import read_audit
 
-    return read_audit(ledger, queue, seed=seed, answers=answers, reviewers=loaded.policy.review.reviewers_per_item)
+    return read_audit(
+        ledger,
+        queue,
+        seed=seed,
+        rubrics=loaded.policy.rubrics,
+        reviewers=loaded.policy.review.reviewers_per_item,
+    )
 
 
 def product_lane_check(

@@ -1,15 +1,20 @@
-"""People's audit of a product run, read for the decision: the ledger's final labels and the draw.
+"""People's audit of a product run, read for the decision: each item's final label, and the draw.
 
 `--audit LEDGER` (or `lanes.<lane>.audit`) names the ledger people appended to while labelling the
 run's audit queue (`gate review queue --from OUT`); `--audit-queue QUEUE` names that queue, whose
 items say each answer's stratum and place in the draw. Without it the draw is rebuilt: each stratum
 of the run in the default seed's order (the run's responses_sha256), which is the order the queue
-cuts. The ledger, the queue and the labels are untrusted: a line that does not parse, or names no
-item of the queue, is a usage error naming the file and line (gate/review/ledger.py).
+cuts. The ledger, the queue and the labels are untrusted: a line that does not parse, names no
+item of the queue, or a rubric the policy no longer has is a usage error naming the file and line
+(gate/review/ledger.py).
 
-What reaches the decision (`AuditEvidence`): per answer, named by its case id and the sha256 of the
-response people saw, people's final label; the draw order of each stratum. The decision keeps only
-labels on answers the run judged (gate/decide/product/audit.py) and lists the others in a note.
+A label is known by its item and rubric (`LabelKey`): the item is the sha256 of the case id, the
+question, the evidence text and the answer people saw (`gate.review.queue.item_id`), so a label
+given under other evidence, another question or another rubric is on another item, whichever answer
+it names. What reaches the decision (`AuditEvidence`): per item people labelled, their final label
+and each reviewer's own, the queues the labels were made in; the draw order of each stratum; and
+the rubric the policy gates under. The decision looks up the item of each answer it judged
+(`AuditEvidence.label_on`) and lists every other label in a note (gate/decide/product/audit.py).
 """
 
 from __future__ import annotations
@@ -18,27 +23,58 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from gate.estimate import audit_rate as ar
-from gate.estimate.audit_rate import Final
+from gate.model.cases import Case
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.wording import agree, plural
 from gate.review.draw import STRATA, draw_order
 from gate.review.ledger import LedgerLine, final_labels, read_ledger
-from gate.review.queue import Queue, read_queue
+from gate.review.queue import Queue, answer_item_id, read_queue
+from gate.review.status import independent_labels
+
+
+class LabelKey(NamedTuple):
+    """A label's identity: the item people saw (case id, question, evidence text, answer) under a rubric."""
+
+    item_id: str
+    rubric_version: str
+
+
+@dataclass(frozen=True)
+class AuditLabel:
+    """What people said of one item, as the audit reads it."""
+
+    case_id: str | None
+    response_sha256: str  # the answer people saw
+    # pass or fail: K reviewers agree, or an adjudicator settled it; open: a final abstention or another
+    # label; None: not settled yet (fewer than K labels, or awaiting adjudication).
+    final: ar.Final | None
+    reviewers: Mapping[str, str]  # reviewer -> their own latest label (abstain included), no adjudication
+    queues: tuple[str, ...]  # the queue_sha256 of every line the label rests on, in ledger order
+    blind: bool  # every line it rests on was made blind
 
 
 @dataclass(frozen=True)
 class AuditEvidence:
-    """People's final labels on the audit queue of a product run, as the decision reads them."""
+    """People's labels on the items of a ledger, as the decision of a product run reads them."""
 
     source: str  # the ledger, as shown to people
-    # (case_id, response_sha256) -> people's final label, for the answers in the draw only.
-    labels: Mapping[tuple[str, str], ar.Final]
+    rubric_version: str  # the rubric the policy gates under: only labels under it are this run's
+    labels: Mapping[LabelKey, AuditLabel]  # every item people labelled (outside a given queue's draw: dropped)
     # (slice, stratum, case ids) -> the stratum's draw order (the queue's, or the default seed's).
     order: ar.Orderer
     notes: tuple[str, ...] = field(default=())
+
+    def key_of(self, case: Case, response_sha256: str) -> LabelKey:
+        """The identity of the item a case's answer is, under the rubric the policy gates with."""
+        return LabelKey(answer_item_id(case, response_sha256), self.rubric_version)
+
+    def label_on(self, case: Case, response_sha256: str) -> AuditLabel | None:
+        """People's label on this very item (the case's question and evidence, this answer, this rubric)."""
+        return self.labels.get(self.key_of(case, response_sha256))
 
 
 def _queue_order(
@@ -49,19 +85,34 @@ def _queue_order(
     return [c for c in order.get((slice, stratum), ()) if c in wanted]
 
 
-def _finals(lines: Sequence[LedgerLine], queue: Queue | None, reviewers: int) -> dict[tuple[str, str], Final]:
-    """People's final label per answer (case id, response sha256): pass or fail when `reviewers`
-    people agree or an adjudicator settled it; `open` for a final abstention or another label. Items
-    still pending (fewer labels than the policy's `review.reviewers_per_item`) or in disagreement are
-    left out: inside the audited prefix they count against the verdict anyway."""
-    key_of = {line.item_id: (line.case_id, line.response_sha256) for line in lines if line.case_id is not None}
-    out: dict[tuple[str, str], Final] = {}
-    for item, final in final_labels(lines, queue, reviewers).items():
-        key = key_of.get(item)
-        if key is None or key[0] is None or final.status in ("pending", "disagreement"):
-            continue
-        label = final.label
-        out[(key[0], key[1])] = label if final.final and label in ("pass", "fail") else "open"  # type: ignore[assignment]
+def _final(status: str, label: str | None) -> ar.Final | None:
+    if status in ("pending", "disagreement"):
+        return None
+    return label if status in ("unanimous", "adjudicated") and label in ("pass", "fail") else "open"  # type: ignore[return-value]
+
+
+def audit_labels(lines: Sequence[LedgerLine], reviewers: int) -> dict[LabelKey, AuditLabel]:
+    """Each item's label per rubric: settled when `reviewers` people agree or an adjudicator decided
+    (the policy's `review.reviewers_per_item`, as `gate review` counts them). Labels under two rubrics
+    are two labels: people judged against different rules."""
+    by_rubric: dict[str, list[LedgerLine]] = {}
+    for line in lines:
+        by_rubric.setdefault(line.rubric_version, []).append(line)
+    out: dict[LabelKey, AuditLabel] = {}
+    for rubric, group in by_rubric.items():
+        first = {line.item_id: line for line in reversed(group)}
+        by_sha = {line.line_sha256: line for line in group}
+        own = independent_labels(group)
+        for item, final in final_labels(group, None, reviewers).items():
+            named = first[item]
+            out[LabelKey(item, rubric)] = AuditLabel(
+                case_id=named.case_id,
+                response_sha256=named.response_sha256,
+                final=_final(final.status, final.label),
+                reviewers=own.get(item, {}),
+                queues=tuple(dict.fromkeys(by_sha[s].queue_sha256 for s in final.lines if s in by_sha)),
+                blind=final.blind,
+            )
     return out
 
 
@@ -70,33 +121,18 @@ def read_audit(
     queue_path: Path | None,
     *,
     seed: str,
-    answers: Mapping[str, str],
+    rubrics: Sequence[str],
     reviewers: int,
 ) -> AuditEvidence:
-    """The audit's evidence. `answers`: case id -> sha256 of the response this run judges (or
-    judged); `seed`: the default draw's seed (the run's responses_sha256); `reviewers`: the labels
-    that settle an answer (the policy's `review.reviewers_per_item`, as `gate review` counts them)."""
+    """The audit's evidence. `seed`: the default draw's seed (the run's responses_sha256); `rubrics`:
+    the policy's, the last the one it gates under (a line under a rubric the policy no longer has is
+    a usage error); `reviewers`: the labels that settle an item (`review.reviewers_per_item`)."""
     queue = read_queue(queue_path) if queue_path is not None else None
-    lines = read_ledger(ledger, queue)
-    labels = _finals(lines, queue, reviewers)
+    lines = read_ledger(ledger, queue, rubrics=rubrics)
+    labels = audit_labels(lines, reviewers)
     notes: list[str] = []
     if queue is not None:
-        drawn: dict[tuple[str, str], list[tuple[int, str]]] = {}
-        in_draw: set[tuple[str, str]] = set()
-        for item in queue.items:
-            if item.case_id is None or item.slice is None or item.stratum not in STRATA or item.draw is None:
-                continue
-            drawn.setdefault((item.slice, item.stratum), []).append((item.draw, item.case_id))
-            in_draw.add((item.case_id, item.response_sha256))
-        outside = [k for k in labels if k not in in_draw]
-        if outside:
-            notes.append(
-                f"{plural(len(outside), 'label')} of {shown_path(ledger)} {agree(len(outside), 'is', 'are')} on "
-                f"items outside the draw of {shown_path(queue.path)} ({', '.join(c for c, _ in outside[:5])}); not used"
-            )
-            labels = {k: v for k, v in labels.items() if k in in_draw}
-        order = {key: tuple(c for _, c in sorted(found)) for key, found in drawn.items()}
-        orderer = functools.partial(_queue_order, order)
+        orderer, labels = _queue_draw(queue, labels, ledger, notes)
     else:
         if not seed:
             raise UsageError(
@@ -104,16 +140,29 @@ def read_audit(
                 "known here; fix: pass --responses with the answers the run judged, or --audit-queue with the queue "
                 "the labels were made on"
             )
-        if lines and not any(answers.get(line.case_id or "") == line.response_sha256 for line in lines):
-            raise UsageError(
-                f"{shown_path(ledger)}: no label of this ledger is on an answer this run judges, so none lies in the "
-                "run's default audit draw; fix: pass --audit-queue with the queue these labels were made on "
-                "(`gate review queue --from OUT`), or the ledger of this run's audit"
-            )
         orderer = functools.partial(draw_order, seed)
     return AuditEvidence(
-        source=shown_path(ledger),
-        labels=labels,
-        order=orderer,
-        notes=tuple(notes),
+        source=shown_path(ledger), rubric_version=rubrics[-1], labels=labels, order=orderer, notes=tuple(notes)
     )
+
+
+def _queue_draw(
+    queue: Queue, labels: dict[LabelKey, AuditLabel], ledger: Path, notes: list[str]
+) -> tuple[ar.Orderer, dict[LabelKey, AuditLabel]]:
+    """The queue's draw order, and the labels on its drawn items (the others noted, never used)."""
+    drawn: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    in_draw: set[LabelKey] = set()
+    for item in queue.items:
+        if item.case_id is None or item.slice is None or item.stratum not in STRATA or item.draw is None:
+            continue
+        drawn.setdefault((item.slice, item.stratum), []).append((item.draw, item.case_id))
+        in_draw.add(LabelKey(item.item_id, queue.header.rubric_version))
+    outside = [label.case_id or key.item_id[:12] for key, label in labels.items() if key not in in_draw]
+    if outside:
+        n = len(outside)
+        notes.append(
+            f"{plural(n, 'label')} of {shown_path(ledger)} {agree(n, 'is', 'are')} on items outside the draw of "
+            f"{shown_path(queue.path)} ({', '.join(outside[:5])}); not used"
+        )
+    order = {key: tuple(c for _, c in sorted(found)) for key, found in drawn.items()}
+    return functools.partial(_queue_order, order), {k: v for k, v in labels.items() if k in in_draw}

@@ -295,15 +295,30 @@ def _check_retractions(lines: Sequence[LedgerLine]) -> None:
             )
 
 
-def read_ledger(ledger: Path, queue: Queue | None = None, *, missing_ok: bool = False) -> tuple[LedgerLine, ...]:
+def _check_rubric(line: LedgerLine, rubrics: Sequence[str]) -> None:
+    if line.rubric_version not in rubrics:
+        raise _fail(
+            line.where,
+            f"labelled under rubric {visible(line.rubric_version, 40)}, which the policy no longer has (its rubrics: "
+            f"{', '.join(visible(r, 40) for r in rubrics)}): people judged against rules that are gone; fix: move "
+            "this ledger aside (git keeps it) and label the answers again under the current rubric",
+        )
+
+
+def read_ledger(
+    ledger: Path, queue: Queue | None = None, *, missing_ok: bool = False, rubrics: Sequence[str] | None = None
+) -> tuple[LedgerLine, ...]:
     """Every line of the ledger (a directory: the union of its files), each checked (against `queue`
-    when given). A missing ledger is an error unless `missing_ok` (a page about to write its first line)."""
+    when given, and against the policy's `rubrics` when given). A missing ledger is an error unless
+    `missing_ok` (a page about to write its first line)."""
     if missing_ok and not from_working_directory(ledger).exists():
         return ()
     lines = [line for path in ledger_files(ledger) for line in _read_file(path)]
-    if queue is not None:
-        for line in lines:
+    for line in lines:
+        if queue is not None:
             _check_against_queue(line, queue)
+        if rubrics is not None:
+            _check_rubric(line, rubrics)
     _check_retractions(lines)
     return tuple(lines)
 

@@ -16,12 +16,15 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.model.errors import UsageError
 from gate.model.escape import visible
 from gate.model.loading import FileProblem, canonical_json, gc_paused, open_binary, sha256_hex
 from gate.model.paths import from_working_directory, shown_path
+
+if TYPE_CHECKING:
+    from gate.model.cases import Case
 
 ABSTAIN = "abstain"
 SOURCES = ("product-audit", "drift", "disagreement", "review", "file")
@@ -133,6 +136,12 @@ def item_id(case_id: str | None, user_input: str, reference: str, response: str,
         case, len(question) + 1, question, len(evidence) + 1, evidence, len(answer) + 1, answer
     )  # fmt: skip
     return hashlib.sha256(data).hexdigest()
+
+
+def answer_item_id(case: Case, response_sha256: str) -> str:
+    """The item a case's answer is in a queue (its question and evidence text as the case holds them
+    now): the identity a label of that answer must carry to be this run's."""
+    return item_id(case.case_id, case.user_input, case.reference or "", "", response_sha256=response_sha256)
 
 
 def make_item(

@@ -315,12 +315,14 @@ def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
     assert audit["missed_fail"] == [] and audit["judged_pass"]["people_fail"] == 0
     assert any("1 label of" in n and "p-006" in n and "not used" in n for n in res["notes"])
 
+    # A ledger with no label on this run (an earlier release's): a note, never an error.
     other = tmp_path / "other.jsonl"
     label(other, {**lines[6], "response": "An older answer for p-006."}, "fail")
     capsys.readouterr()
-    assert decide(policy, run, tmp_path / "refused", "--audit", str(other)) == 2
-    err = capsys.readouterr().err
-    assert "other.jsonl" in err and "--audit-queue" in err and "Traceback" not in err
+    assert decide(policy, run, tmp_path / "earlier", "--audit", str(other)) == 4
+    notes = [n for n in result(tmp_path / "earlier")["notes"] if "other.jsonl" in n]
+    assert "no label of" in notes[0] and "the audit decides nothing here" in notes[0] and "p-006" in notes[1]
+    assert not any("--audit-queue" in n for n in notes)
 
 
 def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_could_not(

@@ -27,6 +27,7 @@ class SliceAnswers:
     # Sent but with no pass or fail from the judge (an evaluator error, a tie between repeats): never
     # counted in n, and never checked by anyone.
     no_verdict: tuple[str, ...] = ()
+    waiting: tuple[CaseOutcome, ...] = ()  # the unjudged answers' outcomes (their case holds the answer given)
 
 
 def answers_by_slice(ev: Evidence) -> dict[str, SliceAnswers]:
@@ -47,6 +48,7 @@ def answers_of(outcomes_of_cases: Iterable[CaseOutcome]) -> dict[str, SliceAnswe
             judged=judged,
             failing=tuple(sorted(o.case.case_id for o in judged if o.verdict == "fail")),
             unjudged=tuple(o.case.case_id for o in outcomes if o.bucket == "unrun"),
+            waiting=tuple(o for o in outcomes if o.bucket == "unrun"),
             no_verdict=tuple(
                 o.case.case_id
                 for o in outcomes

@@ -30,7 +30,7 @@ from gate.model.states import (
     State,
 )
 from gate.model.wording import agree, listed, plural
-from gate.review.audit_labels import AuditEvidence
+from gate.review.audit_labels import AuditEvidence, LabelKey
 from gate.review.draw import JUDGED_FAIL, JUDGED_PASS
 
 if TYPE_CHECKING:
@@ -43,18 +43,26 @@ class AuditedSlice:
     decides: bool
     findings: tuple[Finding, ...]
     zero: dict[str, Any] | None
-    used: frozenset[tuple[str, str]]
+    used: frozenset[LabelKey]  # the labels on this run's answers in the draw, settled or not
 
 
-def _labels_of(answers: SliceAnswers, audit: AuditEvidence) -> dict[str, ar.Final]:
-    """People's final labels on the slice's answers this run judged, by case id: a label counts only
-    on the very answer (case id and response sha256) that was judged."""
+def _labels_of(answers: SliceAnswers, audit: AuditEvidence) -> tuple[dict[str, ar.Final], dict[str, LabelKey]]:
+    """People's settled labels on the slice's answers this run judged, by case id, and each answer's
+    label identity: a label counts only on the very item people saw (this case's question and evidence
+    text, the answer judged) under the rubric the policy gates with."""
     out: dict[str, ar.Final] = {}
+    keys: dict[str, LabelKey] = {}
     for o in answers.judged:
-        sha = o.response_sha256
-        if sha is not None and (o.case.case_id, sha) in audit.labels:
-            out[o.case.case_id] = audit.labels[(o.case.case_id, sha)]
-    return out
+        if o.response_sha256 is None:
+            continue
+        key = audit.key_of(o.case, o.response_sha256)
+        found = audit.labels.get(key)
+        if found is None:
+            continue
+        keys[o.case.case_id] = key
+        if found.final is not None:
+            out[o.case.case_id] = found.final
+    return out, keys
 
 
 def _sample_dict(s: ar.StratumSample) -> dict[str, int]:
@@ -89,14 +97,13 @@ def audit_slice(
     command: str,
 ) -> AuditedSlice:
     """The slice's audit: its row, whether it decides the slice, and its findings."""
-    labels = _labels_of(answers, audit) if audit is not None else {}
+    labels, keys = _labels_of(answers, audit) if audit is not None else ({}, {})
     failing = answers.failing
     passing = tuple(o.case.case_id for o in answers.judged if o.verdict == "pass")
     fail_order = audit.order(name, JUDGED_FAIL, failing) if audit is not None else list(failing)
     pass_order = audit.order(name, JUDGED_PASS, passing) if audit is not None else list(passing)
     in_draw = {c: labels[c] for c in (*fail_order, *pass_order) if c in labels}
-    sha = {o.case.case_id: o.response_sha256 or "" for o in answers.judged}
-    used = frozenset((c, sha[c]) for c in in_draw)
+    used = frozenset(keys[c] for c in (*fail_order, *pass_order) if c in keys)
     findings: list[Finding] = []
     # Answers sent that came back with no verdict hold zero tolerance open with a blocker of its own (the
     # lane may tolerate evaluator errors; this slice may not); answers not run yet have their own blockers.
@@ -338,14 +345,36 @@ def _zero(
     return row, []
 
 
-def unused_note(audit: AuditEvidence, used: frozenset[tuple[str, str]]) -> str | None:
-    """The ledger's labels the decision did not use: on answers this run did not judge, or outside
-    the draw (listed, never used)."""
-    unused = sorted(k for k in audit.labels if k not in used)
-    if not unused:
-        return None
-    shown = ", ".join(c for c, _ in unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
-    return (
-        f"{plural(len(unused), 'label')} of {audit.source} {agree(len(unused), 'is', 'are')} on answers this run did "
-        f"not judge or outside the audit's draw ({shown}); {agree(len(unused), 'it was', 'they were')} not used"
-    )
+def unused_note(audit: AuditEvidence, used: frozenset[LabelKey], judged: frozenset[tuple[str, str]]) -> list[str]:
+    """The ledger's labels the decision did not use, listed, never used: on another item of an answer
+    this run judged (another question, evidence text or rubric than the run's), and on answers this run
+    did not judge or outside the audit's draw. `judged`: (case id, response sha256) of this run's answers."""
+    other_item: list[str] = []
+    elsewhere: list[str] = []
+    for key, label in audit.labels.items():
+        if key not in used:
+            shown = label.case_id or key.item_id[:12]
+            (other_item if (label.case_id or "", label.response_sha256) in judged else elsewhere).append(shown)
+    notes = []
+    if other_item:
+        n = len(other_item)
+        notes.append(
+            f"{plural(n, 'label')} of {audit.source} {agree(n, 'is', 'are')} on an answer this run judged, but shown "
+            f"under another question, evidence text or rubric than this run's ({listed(sorted(other_item), 5)}): "
+            f"people did not see this run's item, so {agree(n, 'it is', 'they are')} never used"
+        )
+    if elsewhere:
+        n = len(elsewhere)
+        notes.append(
+            f"{plural(n, 'label')} of {audit.source} {agree(n, 'is', 'are')} on answers this run did not judge or "
+            f"outside the audit's draw ({listed(sorted(elsewhere), 5)}); {agree(n, 'it was', 'they were')} not used"
+        )
+    if notes and not used:
+        # A ledger the policy names for every release holds no label of a new release's answers yet.
+        notes.insert(
+            0,
+            f"no label of {audit.source} is on an item of this run's audit, so the audit decides nothing here (a "
+            "ledger of an earlier release, or of other evidence?); people label this run's answers from "
+            "`gate review queue --from` this run's output directory",
+        )
+    return notes

@@ -42,7 +42,7 @@ from gate.model.states import (
 )
 from gate.model.wording import agree, plural
 from gate.plan.selection import Plan
-from gate.review.audit_labels import AuditEvidence
+from gate.review.audit_labels import AuditEvidence, LabelKey
 
 JUDGE_UNFIT = "judge_unfit"
 
@@ -115,8 +115,13 @@ def _audit_labels_on(pe: ProductEvidence, answers: SliceAnswers) -> bool:
     """Does people's audit hold a label on one of the slice's answers, judged or not?"""
     if pe.audit is None:
         return False
-    ids = {*answers.unjudged, *(o.case.case_id for o in answers.judged)}
-    return any(case_id in ids for case_id, _ in pe.audit.labels)
+    audit = pe.audit
+    shown = [(o.case, o.response_sha256) for o in answers.judged]
+    shown += [(o.case, o.case.response_sha256) for o in answers.waiting]
+    return any(
+        sha is not None and (found := audit.label_on(case, sha)) is not None and found.final is not None
+        for case, sha in shown
+    )
 
 
 def _slice(
@@ -277,9 +282,10 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     findings: list[Finding] = [] if unchecked is None else [unchecked]
     if why_not is not None and pe.base is not None and unchecked is None:
         notes.append(f"--base-result: {why_not}; no slice is compared with the base")
-    used: set[tuple[str, str]] = set()
+    used: set[LabelKey] = set()
     looks = stop_check(ev, pe) if pe.sequential else None
-    for name, answers in answers_by_slice(ev).items():
+    by_slice = answers_by_slice(ev)
+    for name, answers in by_slice.items():
         limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
         if limit is None:
             continue  # an unknown slice: its validator blocks
@@ -300,8 +306,11 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     }
     if pe.audit is not None:
         section["audit"] = pe.audit.source
-        note = unused_note(pe.audit, frozenset(used))
-        notes += [*pe.audit.notes, *([note] if note else [])]
+        judged = frozenset(
+            (o.case.case_id, o.response_sha256) for a in by_slice.values() for o in a.judged
+            if o.response_sha256 is not None
+        )  # fmt: skip
+        notes += [*pe.audit.notes, *unused_note(pe.audit, frozenset(used), judged)]
     return ProductDecision(tuple(findings), section, tuple(notes))
 
 
@@ -348,7 +357,7 @@ def _audited(
     pe: ProductEvidence,
     row: dict[str, Any],
     found: list[Finding],
-) -> tuple[dict[str, Any], list[Finding], frozenset[tuple[str, str]]]:
+) -> tuple[dict[str, Any], list[Finding], frozenset[LabelKey]]:
     """The slice with people's audit: with usable labels the audit estimate decides it (its row
     beside the calibration estimate's); a zero-tolerance slice needs every judged-fail answer audited."""
     if pe.audit is None and max_failures is None:

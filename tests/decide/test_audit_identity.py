@@ -1,0 +1,134 @@
+"""A label decides only the item its person saw: this run's case, question, evidence and answer, under
+the rubric the policy gates with. A label on another item of the same answer is listed, never used.
+
+Driven through the real CLI (`gate run`, `gate decide`, `gate review queue`) against the fake provider;
+labels are appended through gate/review/ledger.py as the review page appends them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from suite import result
+from test_product_audit import decide, label
+from test_product_audit import fake as fake  # the fixture
+from test_product_audit import good_run as good_run  # the fixture
+from test_product_lane import run_app
+
+from gate.cli import main
+from gate.review.ledger import append_line
+from gate.review.queue import read_queue
+
+Run = tuple[Path, Path, Path, list[dict[str, Any]]]
+
+
+def notes_of(out: Path) -> str:
+    return " ".join(" ".join(result(out)["notes"]).split())
+
+
+def test_labels_given_under_other_evidence_never_decide_the_slice(
+    tmp_path: Path, good_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """People passed the answers under the shipped evidence; the evidence of ten cases then changes (7
+    days becomes 3) while the answers still say what they said. Their labels were on other items: the
+    slice is decided as if they were never given (it passed on them, exit 0)."""
+    policy, responses, _run, lines = good_run
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    assert run_app(policy, tmp_path / "before", responses, "--audit", str(ledger)) == 0
+    cases = policy.parent / "cases.jsonl"
+    rows = [json.loads(x) for x in cases.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        if row["case_id"] in {f"p-{i:03d}" for i in range(10)}:
+            row["reference"] = "Refunds are allowed within 3 days of purchase."
+    cases.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    after = tmp_path / "after"
+    assert run_app(policy, after, responses, "--audit", str(ledger)) == 4
+    row = result(after)["product"]["slices"]["critical"]
+    assert row["decided_by"] == "calibration" and row["verdict"] == "inconclusive"
+    notes = notes_of(after)
+    assert "10 labels of" in notes and "another question, evidence text or rubric" in notes, notes
+    assert "p-000, p-001" in notes and "never used" in notes
+
+
+def test_fail_labels_on_a_file_queue_that_asked_another_question_are_not_this_runs(
+    tmp_path: Path, good_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The audit passes the slice on labels of this run's queue; five `fail` labels on a file queue that
+    showed the same answers under another question are on other items: listed, never counted."""
+    policy, _responses, run, lines = good_run
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    assert decide(policy, run, tmp_path / "passed", "--audit", str(ledger)) == 0
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "case_id": line["case_id"],
+                    "user_input": f"How long is the refund window for {line['case_id']}?",
+                    "reference": "Refunds are allowed within 7 days of purchase.",
+                    "response": line["response"],
+                    "slice": "critical",
+                }
+            )
+            + "\n"
+            for line in lines[10:15]
+        ),
+        encoding="utf-8",
+    )
+    queue_path = tmp_path / "file-queue.jsonl"
+    assert main(["review", "queue", "--policy", str(policy), "--from", str(answers), "--out", str(queue_path)]) == 0
+    queue = read_queue(queue_path)
+    assert {i.response_sha256 for i in queue.items} <= {
+        hashlib.sha256(x["response"].encode()).hexdigest() for x in lines
+    }
+    for item in queue.items:
+        for reviewer in ("ana", "bo"):
+            append_line(
+                ledger,
+                {
+                    "kind": "label", "item_id": item.item_id, "case_id": item.case_id,
+                    "response_sha256": item.response_sha256, "reviewer": reviewer, "label": "fail",
+                    "reason": "the window is wrong", "queue_sha256": queue.sha256,
+                    "rubric_version": queue.header.rubric_version, "blind": True,
+                },
+            )  # fmt: skip
+    out = tmp_path / "decided"
+    capsys.readouterr()
+    assert decide(policy, run, out, "--audit", str(ledger)) == 0
+    audit = result(out)["product"]["slices"]["critical"]["audit"]
+    assert audit["missed_fail"] == [] and audit["verdict"] == "passed"
+    notes = notes_of(out)
+    assert "5 labels of" in notes and "another question, evidence text or rubric" in notes, notes
+
+
+def test_a_label_under_an_earlier_rubric_is_listed_and_one_under_a_rubric_the_policy_dropped_is_refused(
+    tmp_path: Path, good_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The policy gates under rubric-2 now (rubric-1 kept in its history): labels people gave under
+    rubric-1 judged other rules, so they are on other items; a label under rubric-0, which the policy
+    no longer names, is exit 2 naming the file and line."""
+    policy, _responses, run, lines = good_run
+    policy.write_text(policy.read_text().replace("- rubric-1", "- rubric-1\n- rubric-2"), encoding="utf-8")
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 4
+    assert result(out)["product"]["slices"]["critical"]["decided_by"] == "calibration"
+    assert "60 labels of" in notes_of(out) and "another question, evidence text or rubric" in notes_of(out)
+    first = json.loads(ledger.read_text(encoding="utf-8").splitlines()[0])
+    append_line(ledger, {**first, "reviewer": "cy", "rubric_version": "rubric-0", "at": None, "prev": None})
+    capsys.readouterr()
+    assert decide(policy, run, tmp_path / "refused", "--audit", str(ledger)) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "ledger.jsonl:121" in err and "rubric rubric-0, which the policy no longer has" in err, err
