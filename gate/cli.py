@@ -558,7 +558,17 @@ def _review_import_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=["label-studio"], required=True, help="the tool the export comes from (label-studio)"
     )
-    parser.add_argument("export", type=Path, metavar="EXPORT.json", help="Label Studio's JSON export of the project")
+    parser.add_argument(
+        "export", type=Path, metavar="EXPORT.json", help="Label Studio's JSON or JSON_MIN export of the project"
+    )
+    parser.add_argument(
+        "--server",
+        default="default",
+        metavar="NAME",
+        help="a name for the Label Studio server the export comes from (default: default); each server numbers its "
+        "annotations and users from 1, so another server needs a name of its own, and its user 1 is another person "
+        "(label-studio:NAME:1)",
+    )
     parser.add_argument(
         "--blind",
         action="store_true",
@@ -627,9 +637,11 @@ REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` li
     Subcommand(
         "import",
         "append the annotations of a Label Studio export to the ledger",
-        "Read Label Studio's JSON export of a project made from `export --format label-studio`: each annotation "
-        "not cancelled becomes a ledger line by reviewer label-studio:<user id>. Importing the same export "
-        "again appends nothing.",
+        "Read Label Studio's JSON or JSON_MIN export of a project made from `export --format label-studio`: each "
+        "annotation not skipped becomes a ledger line by the annotator's email when the export carries it, else "
+        "label-studio:<server>:<user id>. An annotation edited there since the last import replaces its line (a "
+        "retraction, then the new label), one deleted there is retracted; the same export again appends nothing. "
+        "A task whose text was changed in Label Studio is exit 2; a task made there by hand is skipped.",
         _review_import_flags,
         examples=examples("gate review import queue.jsonl --ledger labels/ --format label-studio export.json"),
         exits=REVIEW_EXIT,
@@ -1109,13 +1121,14 @@ def cmd_review_export(args: argparse.Namespace) -> int:
     if args.format == "label-studio":
         for path in export_label_studio(args.queue, args.out):
             say(sys.stdout, f"wrote {shown_path(path)}")
+        say(sys.stdout, "  the tasks are shuffled (seeded by the queue), so their order says nothing of the judge")
         say(
             sys.stdout,
-            "next: create a Label Studio project with config.xml, import tasks.json, label, export as JSON, then",
+            "next: create a Label Studio project with config.xml, import tasks.json, label, export as JSON or JSON_MIN,",
         )
         say(
             sys.stdout,
-            f"  gate review import {shown_path(args.queue)} --ledger labels/ --format label-studio EXPORT.json",
+            f"  then gate review import {shown_path(args.queue)} --ledger labels/ --format label-studio EXPORT.json",
         )
         return 0
     if args.ledger is None or args.partition is None:
@@ -1195,22 +1208,79 @@ def cmd_review_import(args: argparse.Namespace) -> int:
     from gate.commands.review import import_label_studio
     from gate.model.paths import shown_path
 
-    outcome = import_label_studio(args.queue, args.ledger, args.export, blind=args.blind)
-    got = outcome.imported
-    say(
-        sys.stdout,
-        f"{shown_path(args.export)}: {got.tasks} tasks, {len(got.lines)} annotations ({got.cancelled} cancelled, not read)",
-    )
-    say(
-        sys.stdout,
-        f"  appended {outcome.appended} ledger lines to {shown_path(args.ledger)}; {outcome.already} were already there",
-    )
-    say(
-        sys.stdout,
-        f"  {plural(got.without_annotations, 'task')} without annotations; {plural(got.not_in_export, 'item')} of the queue not in the "
-        "export (Label Studio's default export leaves out unannotated tasks)",
-    )
+    plan = import_label_studio(args.queue, args.ledger, args.export, server=args.server, blind=args.blind)
+    for line in import_lines(plan, shown_path(args.export), shown_path(args.ledger)):
+        say(sys.stdout, log_text(line))
     return 0
+
+
+def import_lines(plan: Any, export: str, ledger: str) -> list[str]:
+    """What `gate review import` says: the export read, the lines appended, and every change it saw."""
+    from gate.model.wording import listed
+    from gate.review.label_studio_ledger import changes
+
+    got = plan.export
+    if got.form == "JSON_MIN":
+        source = f"JSON_MIN export (server {plan.server})"
+    else:
+        projects = ", ".join(str(p) for p in got.projects) or "unnamed"
+        source = f"JSON export of Label Studio project {projects} (server {plan.server})"
+    skips = f" ({plan.cancelled} skipped in Label Studio, not a label)" if plan.cancelled else ""
+    lines = [
+        f"{export}: {source}: {plural(plan.tasks, 'task')}, {plural(plan.annotations, 'annotation')}{skips}",
+        f"  appended {plural(len(plan.appends), 'ledger line')} to {ledger}",
+    ]
+    if got.form == "JSON_MIN":
+        lines.append("  JSON_MIN names no project and leaves out skips: a label turned into a skip reads as deleted")
+    if plan.edited:
+        lines.append(
+            f"  {plural(len(plan.edited), 'annotation')} edited in Label Studio since it was imported: its earlier "
+            f"label retracted, the new one appended ({changes(plan.edited)})"
+        )
+    for what, found in (("deleted in Label Studio", plan.deleted), ("now a skip in Label Studio", plan.skipped)):
+        if found:
+            lines.append(
+                f"  {plural(len(found), 'annotation')} {what} since it was imported: its label retracted "
+                f"({changes(found)})"
+            )
+    if plan.already:
+        lines.append(f"  {plan.already} {agree(plan.already, 'was', 'were')} already there")
+    if plan.left_out:
+        lines.append(
+            f"  {plural(plan.left_out, 'label')} imported before {agree(plan.left_out, 'is', 'are')} on tasks this "
+            "export leaves out: kept (the default export leaves out tasks nobody annotated; export with all tasks "
+            "to see a deletion there)"
+        )
+    if plan.partial:
+        lines.append(
+            f"  {plural(plan.partial, 'label')} imported before {agree(plan.partial, 'is', 'are')} on tasks this "
+            "export lists only in part (an annotation filter): kept"
+        )
+    if plan.handmade:
+        tasks = listed([str(t) for t, _ in plan.handmade])
+        dropped = sum(n for _, n in plan.handmade)
+        lines.append(
+            f"  {plural(len(plan.handmade), 'task')} made in Label Studio, not by gate (no item_id in its data): "
+            f"skipped with {agree(dropped, 'its', 'their')} {plural(dropped, 'annotation')} (task {tasks})"
+        )
+    for project, before in plan.other_projects:
+        lines.append(
+            f"  project {project} is another Label Studio project of this queue than the one imported before "
+            f"(project {', '.join(str(p) for p in before)}): its labels are added to those; where a person "
+            "labelled an item in both, their later label counts"
+        )
+    for user, email, kept in plan.renamed:
+        lines.append(
+            f"  user {user} of server {plan.server} is {email} in this export; their lines already name them "
+            f"{kept}, which they keep (one person, one name)"
+        )
+    unlabelled = [
+        *([f"{plural(plan.without_annotations, 'task')} without annotations"] if plan.without_annotations else []),
+        *([f"{plural(plan.not_in_export, 'item')} of the queue not in the export"] if plan.not_in_export else []),
+    ]
+    if unlabelled:
+        lines.append(f"  {'; '.join(unlabelled)} (Label Studio's default export leaves out tasks nobody annotated)")
+    return lines
 
 
 REVIEW_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.model.cases import Case
 from gate.model.errors import UsageError
@@ -30,6 +30,9 @@ from gate.review.export import Exported, ExportRequest, export_cases
 from gate.review.ledger import FinalLabel, LedgerLine, append_line, final_labels, read_ledger
 from gate.review.queue import Queue, QueueHeader, QueueItem, make_item, read_queue, write_queue
 from gate.review.status import NO_SLICE, SliceStatus, slice_status
+
+if TYPE_CHECKING:
+    from gate.review.label_studio_ledger import Plan
 
 DEFAULT_PASS_SAMPLE = 100  # judged-pass answers drawn per slice unless --sample says
 ALL = "all"  # the one stratum of a sample that is not an audit's
@@ -543,25 +546,21 @@ def export_label_studio(queue_path: Path, out: Path) -> list[Path]:
     return written
 
 
-@dataclass(frozen=True)
-class ImportOutcome:
-    appended: int
-    already: int  # annotations an earlier import of this export appended
-    imported: Any  # gate.review.label_studio.Imported
+def import_label_studio(queue_path: Path, ledger: Path, export: Path, *, server: str, blind: bool) -> Plan:
+    """Append what a Label Studio export says that the ledger does not yet hold; returns the plan carried
+    out, every task checked before the first line is written."""
+    from gate.review.label_studio import read_export
+    from gate.review.label_studio_ledger import check_server, plan_import
 
-
-def import_label_studio(queue_path: Path, ledger: Path, export: Path, *, blind: bool) -> ImportOutcome:
-    from gate.model.loading import read_json
-    from gate.review import label_studio
-
+    check_server(server)
     queue = read_queue(queue_path)
     try:
-        data = read_json(export, "Label Studio export", 1024 * 1024 * 1024)
+        data = read_bytes(export, "Label Studio export", 1024 * 1024 * 1024)
     except FileProblem as exc:
         raise UsageError(exc.message) from None
-    imported = label_studio.read_export(data, queue, blind=blind, where=shown_path(export))
-    done = {line.external_id for line in read_ledger(ledger, queue, missing_ok=True) if line.external_id}
-    fresh = [fields for fields in imported.lines if fields["external_id"] not in done]
-    for fields in fresh:
+    where = shown_path(export)
+    lines = read_ledger(ledger, queue, missing_ok=True)
+    plan = plan_import(read_export(data, where), queue, lines, server, blind=blind, where=where)
+    for fields in plan.appends:
         append_line(ledger, fields)
-    return ImportOutcome(len(fresh), len(imported.lines) - len(fresh), imported)
+    return plan

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gate.model.errors import UsageError
-from gate.model.escape import NAME_RULE, is_name, visible
+from gate.model.escape import visible
 from gate.model.loading import FileProblem, canonical_json, open_binary, sha256_hex
 from gate.model.paths import from_working_directory, shown_path
 from gate.review.queue import ABSTAIN, Queue
@@ -49,6 +49,9 @@ _REQUIRED = (
 # `retracts` on a retraction, `self_adjudication` when --allow-self-adjudication let an adjudicator
 # settle an item they labelled, `external_id` the act's id in another tool (a Label Studio annotation).
 _OPTIONAL = ("case_id", "evidence", "retracts", "self_adjudication", "external_id")
+# A reviewer's name: a name (letters, digits and . _ : / -), or an email (Label Studio's annotators).
+REVIEWER_RULE = "letters, digits and . _ : / - @ + only, 1 to 200 characters"
+_REVIEWER = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
 _FIX = "fix: restore the line from git (the ledger is append-only; a correction is a retraction and a new line)"
 
 
@@ -80,6 +83,10 @@ class LedgerLine:
     @property
     def where(self) -> str:
         return f"{shown_path(self.file)}:{self.line_no}"
+
+
+def is_reviewer(text: object) -> bool:
+    return isinstance(text, str) and _REVIEWER.fullmatch(text) is not None
 
 
 def ledger_file(ledger: Path, reviewer: str) -> Path:
@@ -185,8 +192,8 @@ def _field_problem(obj: dict[str, Any]) -> str | None:
     for key in ("case_id", "retracts", "external_id"):
         if key in obj and not isinstance(obj[key], str):
             return f"`{key}` must be text"
-    if not is_name(obj["reviewer"]):
-        return f"`reviewer` must be a name ({NAME_RULE})"
+    if not is_reviewer(obj["reviewer"]):
+        return f"`reviewer` must be a name ({REVIEWER_RULE})"
     if not obj["reason"].strip():
         return "`reason` is empty: every label says why"
     if (obj["kind"] == "retraction") != ("retracts" in obj):

@@ -61,7 +61,11 @@ def test_label_studio_round_trip_two_annotators_and_an_unannotated_task(
     assert main(["review", "export", str(queue.path), "--format", "label-studio", "--out", str(tmp_path / "ls")]) == 0
     tasks = json.loads((tmp_path / "ls" / "tasks.json").read_text())
     assert len(tasks) == 4 and all(set(t) == {"data"} and JUDGE_KEYS.isdisjoint(t["data"]) for t in tasks)
-    assert tasks[0]["data"]["answer"] == "Answer 0." and tasks[0]["data"]["item_id"] == queue.items[0].item_id
+    by_item = {t["data"]["item_id"]: t for t in tasks}
+    assert by_item[queue.items[0].item_id]["data"]["answer"] == "Answer 0."
+    tasks = [
+        by_item[item.item_id] for item in queue.items
+    ]  # task n is the queue's item n, as Label Studio numbers them
     config = ET.fromstring((tmp_path / "ls" / "config.xml").read_text())
     assert [c.get("value") for c in config.iter("Choice")] == ["pass", "fail", "abstain"]
     assert config.find("TextArea") is not None and config.find("TextArea").get("name") == "reason"  # type: ignore[union-attr]
@@ -80,10 +84,10 @@ def test_label_studio_round_trip_two_annotators_and_an_unannotated_task(
     capsys.readouterr()
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "3 tasks, 4 annotations (1 cancelled, not read)" in out and "appended 4 ledger lines" in out
+    assert "3 tasks, 5 annotations (1 skipped in Label Studio, not a label)" in out and "appended 4 ledger lines" in out
     assert "1 task without annotations; 1 item of the queue not in the export" in out
     lines = read_ledger(ledger, queue)
-    assert sorted({line.reviewer for line in lines}) == ["label-studio:11", "label-studio:12"]
+    assert sorted({line.reviewer for line in lines}) == ["label-studio:default:11", "label-studio:default:12"]
     assert all(line.blind is False for line in lines) and {line.label for line in lines} == {"pass", "fail"}
     assert next(line for line in lines if line.label == "fail").reason == "wrong day count"
     assert main(args) == 0  # the same export again appends nothing
@@ -93,7 +97,7 @@ def test_label_studio_round_trip_two_annotators_and_an_unannotated_task(
     assert (row["unanimous"], row["awaiting_adjudication"], row["reviewers"]) == (
         1,
         1,
-        ["label-studio:11", "label-studio:12"],
+        ["label-studio:default:11", "label-studio:default:12"],
     )
 
 
