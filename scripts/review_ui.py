@@ -8,8 +8,9 @@ is written but the screenshot):
    keyboard alone (their name and Enter; a number key, the reason, Enter; U to undo once), each by
    the example's truth rule, but for one answer the second gets wrong; at every item the page's DOM holds neither the judge's verdict nor its
    reason from the run, nor the stratum the item was drawn from, nor the other reviewer's label;
-3. an adjudicator settles the disagreement on /adjudicate, by keyboard, where the reviewer who
-   labelled it may not;
+   U once every item has its labels is refused ("your last label ... stands");
+3. an adjudicator settles the disagreement on /adjudicate, by keyboard; the reviewer who labelled
+   it is listed nothing there (no item, no count, no label);
 4. `gate review status` reports the agreement; `gate review export` writes the labels as cases of
    the calibration partition; appended to the suite, `gate validate` passes, and the calibration
    lane run on them is read by `gate calibrate`;
@@ -270,6 +271,9 @@ def label_together(ann: Reviewer, bob: Reviewer, truth: Truth, shot: Path | None
                 bob.label(KEY[label], REASONS["rev-bob"][label])
         first = False
     check(slipped, "the second reviewer met an answer of billing-policy-critical")
+    keys(ann.driver, "u")  # her last label's item has its 2 labels: it stands, and the page says so
+    wait(ann.driver, lambda d: "stands" in text_of(d, "message"), "undo refused once the item has its labels")
+    check(ann.done(), "nothing came back to label after the refused undo")
 
 
 def adjudicate(address: str, who: str, may: bool, truth: Truth) -> None:
@@ -279,16 +283,21 @@ def adjudicate(address: str, who: str, may: bool, truth: Truth) -> None:
     driver = browser()
     try:
         give_name(driver, address, "/adjudicate", who)
-        wait(driver, lambda d: shown(d, "list"), "the adjudication list")
+        wait(driver, lambda d: shown(d, "list") and text_of(d, "progress"), "the adjudication list")
+        page = driver.page_source
+        if not may:  # a reviewer who labelled the disputed item: it is not listed, nor counted, nor its labels
+            check(
+                "Nothing awaits adjudication" in text_of(driver, "progress"),
+                f"{who} is listed no item they labelled: {text_of(driver, 'progress')!r}",
+            )
+            check(BOB_SLIP not in page and not any(r in page for r in REASONS["rev-ann"].values()), "no label shown")
+            check("Items you labelled are never listed here" in page, f"{who} told why")
+            return
         check(
             "1 awaiting adjudication" in text_of(driver, "progress"),
             f"one disagreement listed: {text_of(driver, 'progress')!r}",
         )
-        page = driver.page_source
         check(BOB_SLIP in page and any(r in page for r in REASONS["rev-ann"].values()), "every original reason shown")
-        if not may:
-            check("another person settles it" in page, f"{who} told they may not settle an item they labelled")
-            return
         label, _ = truth(driver.find_element(By.CSS_SELECTOR, "article .response").text)
         keys(driver, KEY[label])  # the first item has the focus
         keys(driver, "The reference settles it: the figure decides.", Keys.ENTER)

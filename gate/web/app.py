@@ -163,6 +163,7 @@ def build_app(desk: Desk, settings: Settings | None = None) -> ASGIApp:
         page = templates.get_template(name).render(
             policy_id=header.policy_id, rubric_version=header.rubric_version, labels=keys, k=desk.k,
             csrf_token=settings.csrf_token, items=len(desk.queue.items),
+            self_adjudication=desk.allow_self_adjudication,
         )  # fmt: skip
         return HTMLResponse(page)
 
@@ -187,7 +188,10 @@ def build_app(desk: Desk, settings: Settings | None = None) -> ASGIApp:
         line, item = await run_in_threadpool(
             desk.undo, Desk.check_name(body.get("reviewer")), sha if isinstance(sha, str) else None
         )
-        return JSONResponse({"retracted": line.retracts, "line_sha256": line.line_sha256, "item": item})
+        return JSONResponse(
+            {"withdrawn": "label", "label": line.label, "retracted": line.retracts, "line_sha256": line.line_sha256,
+             "item": item}
+        )  # fmt: skip
 
     async def api_adjudicate(request: Request) -> Response:
         if request.method == "GET":

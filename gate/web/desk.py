@@ -6,6 +6,12 @@ returns, under one lock, so two tabs or two reviewers never interleave and a con
 disk. What the desk hands a reviewer is the item's question, evidence and answer: never anything
 of the judge (a queue holds none), never the stratum an audit drew it from (it would say what the
 judge decided), never another reviewer's label or how many labels an item has.
+
+Blind until final: nothing the desk answers a person moves with another person's label of an item
+they labelled, and an item's labels are shown (to adjudicators who did not label it) only once it
+has its K labels, from when no label of it can be undone. A line written after its author could
+have seen the others' labels (a self-adjudication, a label of an item that once had its K) says
+`blind: false`.
 """
 
 from __future__ import annotations
@@ -112,6 +118,7 @@ class Desk:
         self._adjudicated: dict[str, LedgerLine] = {}
         for line in lines:
             self._apply(line)
+        self._completed = completed_items(lines, self.k)
         self._cursor.clear()
         self._seen = _signature(self.ledger)
 
@@ -146,6 +153,8 @@ class Desk:
     def _append(self, fields: Mapping[str, object]) -> LedgerLine:
         line = append_line(self.ledger, fields)
         self._apply(line)
+        if len(self._reviewers(line.item_id)) >= self.k or line.item_id in self._adjudicated:
+            self._completed.add(line.item_id)
         self._seen = _signature(self.ledger)
         return line
 
@@ -236,27 +245,35 @@ class Desk:
                     f"this item got its {self.k} labels from others while you read it (your label was not "
                     "recorded): here is the next one",
                 )
+            # an item that once had its K labels had them shown on /adjudicate: a label now is not blind
             fields = {**self._base(item), "kind": "label", "reviewer": act.person, "label": act.label,
-                      "reason": act.reason, "evidence": list(act.evidence)}  # fmt: skip
+                      "reason": act.reason, "evidence": list(act.evidence),
+                      "blind": item.item_id not in self._completed}  # fmt: skip
             return self._append(fields)
 
     def undo(self, reviewer: str, line_sha256: str | None = None) -> tuple[LedgerLine, dict[str, Any]]:
-        """Append a retraction of the reviewer's latest label (or the one named); returns it and the item."""
+        """Append a retraction of the reviewer's own latest label (or the label named); returns it and
+        the item. Never an adjudication, never another person's line, and never once the item has (or
+        had) its K labels: from then on its labels may be shown to adjudicators."""
         self.check_name(reviewer)
         with self._lock:
             self._fresh()
-            withdrawn = {x.retracts for x in self._lines if x.retracts}
-            own = [
-                x
-                for x in self._lines
-                if x.reviewer == reviewer and x.kind != "retraction" and x.line_sha256 not in withdrawn
-            ]
+            standing = {x.line_sha256 for lines in self._labels.values() for x in lines if x.reviewer == reviewer}
+            own = [x for x in self._lines if x.line_sha256 in standing]  # in the order written
             if line_sha256 is not None:
                 own = [x for x in own if x.line_sha256 == line_sha256]
+                if not own:
+                    raise Refused(409, "that line is no label of yours still standing: nothing was withdrawn")
             if not own:
-                raise Refused(409, "nothing of yours to undo")
+                raise Refused(409, "you have no label to undo (undo withdraws labels only, never an adjudication)")
             target = own[-1]
             item = self._item(target.item_id)
+            if target.item_id in self._completed:
+                raise Refused(
+                    409,
+                    f"your last label ({target.label}) stands: its item has its {self.k} labels, so no label of it "
+                    "can be undone any more (if the labels differ, an adjudicator settles it)",
+                )
             fields = {**self._base(item), "kind": "retraction", "reviewer": reviewer, "label": target.label,
                       "reason": UNDO_REASON, "retracts": target.line_sha256}  # fmt: skip
             return self._append(fields), item_view(item)
@@ -271,22 +288,24 @@ class Desk:
             if finals[item_id].status in ("disagreement", "abstain") and finals[item_id].adjudicator is None
         ]
 
+    def _may_see(self, adjudicator: str, item_id: str) -> bool:
+        return self.allow_self_adjudication or adjudicator not in self._reviewers(item_id)
+
     def disagreements(self, adjudicator: str) -> dict[str, Any]:
-        """The items whose K labels disagree or all abstain, each with every original label and reason."""
+        """The items whose K labels disagree or all abstain, each with every original label and reason;
+        never an item the adjudicator labelled (unless --allow-self-adjudication), nor a count of them."""
         self.check_name(adjudicator, "adjudicator")
         with self._lock:
             self._fresh()
-            awaiting = self._awaiting()
+            awaiting = [item_id for item_id in self._awaiting() if self._may_see(adjudicator, item_id)]
             shown = []
             for item_id in awaiting[:ADJUDICATIONS_SHOWN]:
                 labels = self._labels.get(item_id, [])
-                own = any(line.reviewer == adjudicator for line in labels)
                 shown.append(
                     {
                         **item_view(self.queue.by_id[item_id]),
                         "labels": [line_view(line) for line in labels],
-                        "you_labelled": own,
-                        "may_settle": not own or self.allow_self_adjudication,
+                        "you_labelled": any(line.reviewer == adjudicator for line in labels),
                     }
                 )
             return {"items": shown, "awaiting": len(awaiting)}
@@ -298,37 +317,38 @@ class Desk:
         with self._lock:
             self._fresh()
             item = self._check_act(act)
-            if item.item_id not in self._awaiting():
-                raise Refused(409, "this item is not awaiting adjudication (settled already, or its labels agree)")
-            own = act.person in self._reviewers(item.item_id)
-            if own and not self.allow_self_adjudication:
+            # before any word on the item's state: the answer to someone who labelled it never says it
+            if not self._may_see(act.person, item.item_id):
                 raise Refused(
                     403,
                     "you labelled this item, so another person adjudicates it "
                     "(`gate review serve --allow-self-adjudication` permits it, and the ledger records it)",
                 )
+            if item.item_id not in self._awaiting():
+                raise Refused(
+                    409, "this item is not awaiting adjudication (its labels are not all in, agree, or are settled)"
+                )
+            own = act.person in self._reviewers(item.item_id)
+            # a self-adjudication is made after reading the others' labels: not blind
             fields = {**self._base(item), "kind": "adjudication", "reviewer": act.person, "label": act.label,
-                      "reason": act.reason, "evidence": list(act.evidence), "self_adjudication": own}  # fmt: skip
+                      "reason": act.reason, "evidence": list(act.evidence), "self_adjudication": own,
+                      "blind": not own}  # fmt: skip
             return self._append(fields)
 
     # -- progress --------------------------------------------------------------------------
 
     def status(self, reviewer: str | None) -> dict[str, Any]:
-        """Progress without anything an item's labels say: the queue, what is left, what awaits adjudication."""
+        """The queue and, for a reviewer, their own progress: no count another person's label moves
+        (how many items have their labels, or await adjudication, is `gate review status`'s)."""
         with self._lock:
             self._fresh()
             items = self.queue.items
-            full = sum(
-                1 for item in items if len(self._reviewers(item.item_id)) >= self.k or item.item_id in self._adjudicated
-            )
             out: dict[str, Any] = {
                 "policy_id": self.queue.header.policy_id,
                 "rubric_version": self.queue.header.rubric_version,
                 "labels": list(self.queue.header.labels),
                 "reviewers_per_item": self.k,
                 "items": len(items),
-                "items_with_their_labels": full,
-                "awaiting_adjudication": len(self._awaiting()),
             }
             if reviewer is not None:
                 self.check_name(reviewer)
@@ -336,6 +356,26 @@ class Desk:
                 left = sum(1 for i in range(len(items)) if self._open_for(reviewer, i))
                 out["you"] = {"reviewer": reviewer, "labelled": mine, "left": left}
             return out
+
+
+def completed_items(lines: Sequence[LedgerLine], k: int) -> set[str]:
+    """The items that have, or once had, K labels standing at once (or an adjudication), replaying
+    the lines in the order they were written (`at`; a directory's files are read one after another)."""
+    withdrawn: set[str] = set()
+    standing: dict[str, dict[str, str]] = {}  # item -> line_sha256 -> reviewer
+    done: set[str] = set()
+    for line in sorted(lines, key=lambda x: x.at):
+        if line.kind == "retraction":
+            withdrawn.add(line.retracts or "")
+            standing.get(line.item_id, {}).pop(line.retracts or "", None)
+        elif line.kind == "adjudication":
+            done.add(line.item_id)
+        elif line.line_sha256 not in withdrawn:
+            labels = standing.setdefault(line.item_id, {})
+            labels[line.line_sha256] = line.reviewer
+            if len(set(labels.values())) >= k:
+                done.add(line.item_id)
+    return done
 
 
 __all__ = ["ABSTAIN", "Act", "Desk", "Refused"]

@@ -216,7 +216,7 @@ def test_a_disagreement_is_settled_by_someone_who_did_not_label_it(tmp_path: Pat
     listed = page.client.get("/api/adjudicate", params={"adjudicator": "cat"}).json()
     assert listed["awaiting"] == 1
     shown = listed["items"][0]
-    assert shown["item_id"] == item and shown["may_settle"]
+    assert shown["item_id"] == item and shown["you_labelled"] is False
     assert {(x["reviewer"], x["label"], x["reason"]) for x in shown["labels"]} == {
         ("ann", "pass", "ann says pass"),
         ("bob", "fail", "bob says fail"),
@@ -241,7 +241,7 @@ def test_self_adjudication_when_allowed_is_recorded(tmp_path: Path) -> None:
     page, ledger = page_for(tmp_path, n=1, allow_self=True)
     item = page.label_next("ann", "pass")
     page.label_next("bob", "abstain")
-    assert page.client.get("/api/adjudicate", params={"adjudicator": "ann"}).json()["items"][0]["may_settle"]
+    assert page.client.get("/api/adjudicate", params={"adjudicator": "ann"}).json()["items"][0]["you_labelled"]
     reply = page.post("/api/adjudicate", {"adjudicator": "ann", "item_id": item, "label": "pass", "reason": "r"})
     assert reply.status_code == 200 and reply.json()["self_adjudication"] is True
     (line,) = [x for x in ledger_lines(ledger) if x["kind"] == "adjudication"]

@@ -32,13 +32,10 @@
       reason.focus();
     };
     if (entry.you_labelled) {
+      // listed only when the server permits self-adjudication
       const own = one("own");
       own.hidden = false;
-      Gate.text(own, entry.may_settle ? "You labelled this item: settling it is recorded as a self-adjudication." : "You labelled this item: another person settles it.");
-    }
-    if (!entry.may_settle) {
-      for (const b of [...buttons, one("settle")]) b.disabled = true;
-      reason.disabled = true;
+      Gate.text(own, "You labelled this item: settling it is recorded as a self-adjudication, not blind.");
     }
     async function settle() {
       if (!chosen) return Gate.say("Choose a label first.", "error");
@@ -55,7 +52,7 @@
     for (const b of buttons) b.addEventListener("click", () => choose(b.dataset.label));
     one("settle").addEventListener("click", settle);
     node.addEventListener("keydown", (ev) => {
-      if (ev.ctrlKey || ev.metaKey || ev.altKey || !entry.may_settle) return;
+      if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
       if (ev.target === reason) {
         if (ev.key === "Enter" && !ev.shiftKey) {
           ev.preventDefault();

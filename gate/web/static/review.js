@@ -68,7 +68,7 @@
     busy = true;
     try {
       const reply = await Gate.call("POST", "/api/undo", { reviewer });
-      Gate.say("Undone: your label is withdrawn (the ledger keeps it, and the retraction). Label the item again.", "ok");
+      Gate.say(`Undone: your label "${reply.label}" is withdrawn (the ledger keeps it, and the retraction). Label the item again.`, "ok");
       show({ item: reply.item });
     } catch (e) {
       Gate.say(e.message, "error");
