@@ -119,9 +119,11 @@ def decide(
     judged = decide_product(ev, product) if product is not None else None
     if judged is not None and judged.notes:
         ev = dataclasses.replace(ev, notes=(*ev.notes, *judged.notes))
-    rules = [*apply_rules(ev), *(judged.findings if judged is not None else ())]
-    # Overrides apply once, to the finished blockers (gate.model.overrides is the one place that waives).
-    applied = apply_overrides([*ev.findings, *rules], loaded.policy.overrides, today)
+    slice_verdicts = judged.findings if judged is not None else ()
+    rules = [*apply_rules(ev), *slice_verdicts]
+    # Overrides apply once, to the finished blockers (gate.model.overrides is the one place that waives); one
+    # naming a slice reaches the product decision's own verdicts only.
+    applied = apply_overrides([*ev.findings, *rules], loaded.policy.overrides, today, slice_verdicts)
     blockers = [b for b in applied.blockers if b.state is not State.PASSED]
     state = overall_state([b.state for b in blockers])
     result = _assemble_result(ev, lineage, today, state, blockers, applied.waived)

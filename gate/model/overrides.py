@@ -190,18 +190,27 @@ class Applied:
     waived: list[dict[str, Any]]
 
 
-def apply_overrides(blockers: Sequence[Finding], overrides: Sequence[Override], today: dt.date) -> Applied:
+def apply_overrides(
+    blockers: Sequence[Finding],
+    overrides: Sequence[Override],
+    today: dt.date,
+    slice_verdicts: Sequence[Finding] = (),
+) -> Applied:
     """The blockers left once the active overrides waive what they name, plus the waivers made.
 
     A limit blocker (`extra["limit"]`) still blocks while more cases than the limit count; any
     other blocker while one of its cases is not waived. Expired overrides add `expired_override`.
+    An override with `slice` reaches only `slice_verdicts`, the product decision's own findings
+    (the very objects among `blockers`): never the calibration requirement's `judge_unfit` of the
+    same name, nor any metric lane's finding.
     """
     active = [o for o in overrides if o.expires >= today]
+    own = {id(f) for f in slice_verdicts}
     kept: list[Finding] = []
     waived: list[dict[str, Any]] = []
     for f in blockers:
         by_slice = [o for o in active if o.slice is not None and o.slice == f.slice and kind_of(o) == f.kind]
-        if by_slice and f.kind in SLICE_WAIVABLE:
+        if by_slice and f.kind in SLICE_WAIVABLE and id(f) in own:
             waived += [_waiver(o, f.kind, list(f.case_ids)) for o in by_slice]
             continue
         matching = [o for o in active if o.slice is None and kind_of(o) == f.kind and set(o.case_ids) & set(f.case_ids)]

@@ -86,3 +86,27 @@ def test_a_calibration_expires_the_day_after_max_age_days(
     assert bool(blockers(tmp_path / "d", "calibration_expired")) is expired
     old = "1 day old" if age == 1 else f"{age} days old"  # counted in words, never "day(s)"
     assert f", {old})" in (tmp_path / "d" / "report.md").read_text()
+
+
+def test_a_slice_override_never_waives_the_calibration_requirements_judge_unfit(
+    calibrated: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A metric lane (`require_calibration`) whose calibration never measured slice `general`: judge_unfit,
+    so the lane cannot pass. An override `{slice: general, blocker: judge_unfit}` is for a product
+    lane's own verdict, a person deciding what the evidence left open; it does not reach the
+    calibration requirement's finding (it turned review_required into passed, exit 0)."""
+    import yaml
+
+    policy, records, cal = calibrated
+    waiver = {
+        "id": "ovr-unfit", "slice": "general", "blocker": "judge_unfit", "approver": "@release-lead",
+        "reason": "we trust the judge here", "evidence": "https://example.com/t/1", "expires": "2099-01-01",
+        "follow_up": "calibrate general",
+    }  # fmt: skip
+    data = yaml.safe_load(policy.read_text(encoding="utf-8"))
+    overridden = policy.parent / "policy-overridden.yaml"
+    overridden.write_text(yaml.safe_dump({**data, "overrides": [waiver]}), encoding="utf-8")
+    older = {**cal, "slices": {k: v for k, v in cal["slices"].items() if k != "general"}}
+    code = decide((overridden, records, cal), older, tmp_path / "d")
+    assert [b["slice"] for b in blockers(tmp_path / "d", "judge_unfit")] == ["general"]
+    assert code == 4 and result(tmp_path / "d")["waived"] == []
