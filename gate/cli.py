@@ -389,6 +389,13 @@ def _init_flags(parser: argparse.ArgumentParser) -> None:
         "case_id, reference, evidence, group, reason)",
     )
     parser.add_argument("--seed", type=int, default=0, help="the seed of the partition split (default 0)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="the judge model (default gpt-4o-mini, a placeholder to choose); with $OPENAI_API_KEY set, init asks "
+        "the provider when it shuts down",
+    )
 
 
 INIT_EXIT = exit_table(
@@ -825,6 +832,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         product = product_lane_check(loaded, dataset, args.lane, os.environ, today())
         findings += product.findings
         notes += product.notes
+        # When the judge's model shuts down: the one question validate asks the provider.
+        from gate.measure.retirement import lane_retirement_check
+
+        retiring = lane_retirement_check(loaded, dataset, args.lane, os.environ, today())
+        findings += retiring.findings
+        notes += retiring.notes
     # Any finding fails `validate` (a review route too): each would be a blocker of the run. Which of
     # them stop the run before a model call is `blocking_findings`; the dry run exits with the state
     # of every blocker the run has before any call (gate.commands.dry_run).
@@ -1019,10 +1032,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from gate.commands.init import run_init
+    from gate.commands.init import model_notes, run_init
     from gate.model.paths import shown_path
+    from gate.model.policy import today
 
-    report = run_init(args.dir, args.source, args.seed)
+    report = run_init(args.dir, args.source, args.seed, args.model)
+    if args.dir / "policy.yaml" in report.written:  # the model it names, and when it shuts down
+        report.notes += model_notes(args.model, os.environ, today(), shown_path(args.dir / "policy.yaml"))
     out = sys.stdout
     for path in report.written:
         say(out, f"wrote {shown_path(path)}")

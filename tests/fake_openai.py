@@ -40,6 +40,16 @@ can say what the judge answers (useful for `gate run` tests that do not script r
 - no marker: the oracle's fallback, `reply("pass")` unless given.
 The first marker in the user message wins.
 
+Models (`GET /v1/models`, `GET /v1/models/{model}`), as OpenAI documents them: by default the fake has
+no models endpoint (404 `no route`, as llama.cpp's server answers the second). `FakeOpenAI(models={...})`
+serves one: model id -> the extra fields of its model object (`{"shutdown_date": "2027-01-14"}`,
+`{"shutdown_date": None}`, or `{}` for a provider that publishes no date); another id is 404
+`model_not_found`. `retired={"gpt-4o-mini"}` answers every chat completion for that model 404
+`model_not_found`, as a provider does after the shutdown date. Model lookups (any GET of a path
+ending `/models` or holding `/models/`, mounted or not) are recorded in `model_lookups`, never in
+`requests` (which stays the chat completions answered) nor in `api_calls` (Files and Batches);
+`model_of(req)` is the model a chat completion asked for, so a default callable can judge per model.
+
 Usage reported: `prompt_tokens = prompt_tokens_for(body)` (ceil(len(compact JSON of messages) / 4),
 a deterministic function of the request) and `completion_tokens = ceil(len(content) / 4)` (at
 least 1), unless the behaviour overrides them.
@@ -193,6 +203,22 @@ def oracle(fallback: Behaviour | None = None) -> Callable[[RecordedRequest], Beh
     return decide
 
 
+def model_not_found(model: str) -> Behaviour:
+    """What OpenAI answers a request for a model it does not serve (retired, misspelt, no access)."""
+    return Behaviour(
+        "status",
+        status=404,
+        message=f"The model `{model}` does not exist or you do not have access to it.",
+        headers=(("x-fake-error-code", "model_not_found"),),
+    )
+
+
+def model_of(req: RecordedRequest) -> str | None:
+    """The model a chat completion asked for (None when its body names none)."""
+    model = req.body.get("model") if isinstance(req.body, dict) else None
+    return model if isinstance(model, str) else None
+
+
 def prompt_tokens_for(body: Any) -> int:
     """The prompt_tokens the server reports: ceil(len(compact JSON of `messages`) / 4), at least 1."""
     messages = body.get("messages", []) if isinstance(body, dict) else []
@@ -264,7 +290,12 @@ _REASONS = {
     504: "Gateway Timeout",
 }
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_exceeded"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+}
 
 
 class FakeOpenAI:
@@ -279,6 +310,8 @@ class FakeOpenAI:
         default: Behaviour | Callable[[RecordedRequest], Behaviour] | None = None,
         prefix: str = "/v1",
         limiter: Any = None,
+        models: dict[str, dict[str, Any]] | None = None,
+        retired: set[str] | frozenset[str] = frozenset(),
     ) -> None:
         """`prefix` is the path the API is mounted under: "/v1" (OpenAI, vLLM, Ollama, LiteLLM) or an
         Azure-style "/openai/v1"; with any other prefix than "/v1" only `prefix/chat/completions` answers.
@@ -306,6 +339,10 @@ class FakeOpenAI:
         # recorded in `api_calls`, not `requests` (which stays the chat completions answered).
         self.routes: Callable[[RecordedRequest, bytes], tuple[int, bytes, str] | None] | None = None
         self.api_calls: list[RecordedRequest] = []
+        # The models endpoint (None: none) and the models past their shutdown (see the module doc).
+        self.models = models
+        self.retired = set(retired)
+        self.model_lookups: list[RecordedRequest] = []
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -486,6 +523,15 @@ class FakeOpenAI:
             rec.finished = time.monotonic()
             return keep_alive
 
+        if method == "GET" and (path.endswith("/models") or "/models/" in path):
+            code, payload = self._models_answer(path)
+            rec.status = code
+            with self._lock:
+                self.model_lookups.append(rec)
+            await _write(writer, code, payload, {}, keep_alive)
+            rec.finished = time.monotonic()
+            return keep_alive
+
         if method != "POST" or path not in self.chat_paths:
             with self._lock:
                 self._requests.append(rec)
@@ -494,7 +540,8 @@ class FakeOpenAI:
             rec.finished = time.monotonic()
             return keep_alive
 
-        behaviour = self._choose(rec)
+        model = model_of(rec)
+        behaviour = model_not_found(model) if model is not None and model in self.retired else self._choose(rec)
         limit_headers: dict[str, str] = {}
         if self.limiter is not None:
             fits, limit_headers = self.limiter.take(body)
@@ -585,6 +632,31 @@ class FakeOpenAI:
         rec.status = code
         return code, payload
 
+    def _models_answer(self, path: str) -> tuple[int, Any]:
+        """`GET /models` and `GET /models/{id}`: OpenAI's list and model objects, or 404s."""
+        mounted = path == f"{self.prefix}/models" or path.startswith(f"{self.prefix}/models/")
+        if self.models is None or not mounted:
+            return 404, {"error": {"message": f"no route GET {path}"}}
+
+        def model_object(model_id: str) -> dict[str, Any]:
+            return {"id": model_id, "object": "model", "created": 1_700_000_000, "owned_by": "fake", **self.models[model_id]}
+
+        if path == f"{self.prefix}/models":
+            return 200, {"object": "list", "data": [model_object(m) for m in self.models]}
+        from urllib.parse import unquote
+
+        wanted = unquote(path[len(f"{self.prefix}/models/") :])
+        if wanted not in self.models:
+            return 404, {
+                "error": {
+                    "message": f"The model `{wanted}` does not exist or you do not have access to it.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "model_not_found",
+                }
+            }
+        return 200, model_object(wanted)
+
     def _choose(self, rec: RecordedRequest) -> Behaviour:
         with self._lock:
             for rule in self._rules:
@@ -597,13 +669,15 @@ class FakeOpenAI:
     def _answer(self, b: Behaviour, rec: RecordedRequest) -> tuple[int, Any, dict[str, str]]:
         if b.kind == "status":
             extra = {"Retry-After": b.retry_after} if b.retry_after is not None else {}
-            extra.update(b.headers)
+            headers = dict(b.headers)
+            code = headers.pop("x-fake-error-code", None)  # the error body's `code` (e.g. model_not_found)
+            extra.update(headers)
             err = {
                 "error": {
                     "message": b.message or f"fake error {b.status}",
                     "type": _ERROR_TYPES.get(b.status, "server_error"),
                     "param": None,
-                    "code": None,
+                    "code": code,
                 }
             }
             if b.usage and (b.prompt_tokens is not None or b.completion_tokens is not None):

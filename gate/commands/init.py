@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime as dt
 import io
 import json
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,7 +293,18 @@ def _key(path: str, line: str, indent: int, optional: bool = False) -> list[str]
     return [*_doc(path, indent), f"{pad}# {line}" if optional else f"{pad}{line}"]
 
 
-def policy_text(policy_id: str, slices: Sequence[str], schema: str | None = None, with_cases: bool = True) -> str:
+# The judge model a new suite names unless told (`gate init --model`): a placeholder to choose, never a
+# recommendation. Providers shut models down on dates they announce (docs/PROVIDERS.md).
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def policy_text(
+    policy_id: str,
+    slices: Sequence[str],
+    schema: str | None = None,
+    with_cases: bool = True,
+    model: str | None = None,
+) -> str:
     """policy.yaml for a new suite: what it needs, and every other key commented out with its rule."""
     out = [f"# yaml-language-server: $schema={schema}"] if schema else []
     out += ["# Written by `gate init`. Every key is explained in docs/POLICY.md; a key in a comment is optional:",
@@ -305,7 +317,7 @@ def policy_text(policy_id: str, slices: Sequence[str], schema: str | None = None
     out += k("metric.version", 'version: "1"', 2) + k("metric.allowed_values", "allowed_values: [pass, fail]", 2)
     out += k("metric.prompt_file", "prompt_file: prompts/criterion.txt", 2)
     out += k("metric.prompt", "prompt: ...", 2, True) + k("metric.label_aliases", "label_aliases: {}", 2) + [""]
-    out += [*_evaluator_text(), ""]
+    out += [*_evaluator_text(model), ""]
     files = "cases/controls.jsonl, cases/cases.jsonl" if with_cases else "cases/controls.jsonl"
     out += k("cases", f"cases: [{files}]", 0)
     out += k("evidence", "evidence: evidence.yaml", 0) + k("rubrics", "rubrics: [v1]", 0)
@@ -324,9 +336,12 @@ def policy_text(policy_id: str, slices: Sequence[str], schema: str | None = None
     return "\n".join(out) + "\n"
 
 
-def _evaluator_text() -> list[str]:
+def _evaluator_text(model: str | None = None) -> list[str]:
     k = _key
-    out = k("evaluator", "evaluator:", 0) + k("evaluator.model", "model: gpt-4o-mini", 2)
+    out = k("evaluator", "evaluator:", 0)
+    if model is None:
+        out += [f"  # {DEFAULT_MODEL} is a placeholder: choose your judge (`gate init --model NAME` writes it here)."]
+    out += k("evaluator.model", f"model: {yaml_scalar(model or DEFAULT_MODEL)}", 2)
     out += k("evaluator.base_url", "base_url: http://localhost:8000/v1", 2, True)
     out += k("evaluator.api_key_env", "api_key_env: OPENAI_API_KEY", 2)
     out += k("evaluator.temperature", "temperature: 0", 2) + k("evaluator.seed", "seed: 7", 2)
@@ -345,6 +360,9 @@ def _evaluator_text() -> list[str]:
     out += k("evaluator.price.currency", "  currency: USD", 2) + k("evaluator.price.batch", "  batch:", 2, True)
     out += k("evaluator.price.batch.input_per_mtok", "    input_per_mtok: 0.075", 2, True)
     out += k("evaluator.price.batch.output_per_mtok", "    output_per_mtok: 0.30", 2, True)
+    out += k("evaluator.shutdown_date", "shutdown_date: 2027-01-14", 2, True)
+    out += k("evaluator.retirement_notice_days", "retirement_notice_days: 60", 2, True)
+    out += k("evaluator.retirement_blocks_within_days", "retirement_blocks_within_days: 14", 2, True)
     return out
 
 
@@ -359,6 +377,7 @@ def _lanes_text() -> list[str]:
         if name == "release":
             out += ["    # once `gate calibrate` wrote calibration/calibration.json (see `calibration` below):"]
             out += k("lanes.<lane>.require_calibration", "require_calibration: true", 4, True)
+            out += k("lanes.<lane>.release", "release: true", 4, True)
     out += ["  # A product lane judges your application's own answers (docs/PRODUCT_GATE.md):", "  # app:"]
     out += k("lanes.<lane>.partitions", "  partitions: [product]", 2, True)
     out += k("lanes.<lane>.product", "  product: true", 2, True) + k(
@@ -414,6 +433,36 @@ def _optional_text() -> list[str]:
     for key in ("evidence_ids", "reason", "response_sha256"):
         out += k(f"gated_cases.{key}", f"  {key}: true", 0, True)
     return out
+
+
+def model_notes(model: str | None, env: Mapping[str, str], today: dt.date, policy: str = "POLICY") -> list[str]:
+    """What `gate init` says of the judge model: that the default is a placeholder to choose, and when
+    the provider shuts it down (asked with $OPENAI_API_KEY, the key the policy names, at
+    $OPENAI_BASE_URL or the provider's default; not asked without a key)."""
+    from gate.judge import resolve_base_url
+    from gate.judge.models_endpoint import ask_shutdown_date
+    from gate.model.retirement import in_words, resolve
+
+    named = model or DEFAULT_MODEL
+    notes = []
+    if model is None:
+        notes.append(
+            f"the judge model is {DEFAULT_MODEL}, a placeholder: choose yours (`gate init --model NAME` in a new "
+            "directory, or evaluator.model in policy.yaml); providers shut models down on dates they announce"
+        )
+    key = env.get("OPENAI_API_KEY", "").strip()
+    if not key:
+        notes.append(
+            f"the shutdown date of {named} was not asked (no key in $OPENAI_API_KEY); `gate validate --policy "
+            f"{policy} --lane release` asks the provider once it is set"
+        )
+        return notes
+    answer = ask_shutdown_date(resolve_base_url(None, env.get("OPENAI_BASE_URL")), key, named)
+    notes.append(in_words(resolve(named, answer, None), answer, today, RETIREMENT_BLOCKS_DEFAULT))
+    return notes
+
+
+RETIREMENT_BLOCKS_DEFAULT = 14  # evaluator.retirement_blocks_within_days, as the policy written leaves it
 
 
 # ---- the other files ---------------------------------------------------------------------------
@@ -489,9 +538,10 @@ def _schema_ref(target: Path) -> str | None:
     return os.path.relpath(schema, target.resolve())
 
 
-def run_init(target: Path, source: Path | None, seed: int = 0) -> InitReport:
+def run_init(target: Path, source: Path | None, seed: int = 0, model: str | None = None) -> InitReport:
     """Write the suite's files that are not there yet. With answers and a suite whose
-    cases/cases.jsonl exists, the new answers are appended to it (gate/commands/init_append.py)."""
+    cases/cases.jsonl exists, the new answers are appended to it (gate/commands/init_append.py).
+    `model`: the judge model (`--model`); None writes DEFAULT_MODEL, marked as a placeholder."""
     answers = read_answers(source) if source is not None else []
     report = InitReport()
     appending = bool(answers) and (target / CASES_FILE).is_file()
@@ -504,7 +554,7 @@ def run_init(target: Path, source: Path | None, seed: int = 0) -> InitReport:
     cases = [case_line(a, partitions[a.case_id], cited[a.case_id], reference_for(a, cited[a.case_id], texts))
              for a in answers]  # fmt: skip
     files = {
-        "policy.yaml": policy_text(policy_id, slices, _schema_ref(target), bool(cases)),
+        "policy.yaml": policy_text(policy_id, slices, _schema_ref(target), bool(cases), model),
         "prompts/criterion.txt": PROMPT,
         "DATASET_CARD.md": card_text(answers, shown_path(source) if source else "your answers"),
         "evidence.yaml": evidence_text(texts),

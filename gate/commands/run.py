@@ -32,11 +32,13 @@ from gate.commands.outputs import write_assembled
 from gate.decide import settled
 from gate.decide.core import Decision
 from gate.decide.product.verdict import ProductEvidence, new_stop_check
+from gate.decide.retirement import retired_message, shut_down_detail
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
 from gate.judge.cached import serve_from_cache
 from gate.judge.checks import evaluate_checks
 from gate.judge.cost import boundary, max_cost_notes, prices
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, AttemptJournal, Unrecorded, recover
+from gate.judge.models_endpoint import judge_retirement
 from gate.judge.pacing import Pacer, pacer_for, pacing
 from gate.measure import certify
 from gate.measure.calibrate import requirement
@@ -50,8 +52,9 @@ from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, load_policy, today
-from gate.model.records import RECORDS_FILE, Record, RecordWriter, read_records
-from gate.model.states import Finding, State, blocking_findings
+from gate.model.records import RECORDS_FILE, Record, RecordErrorKind, RecordWriter, read_records
+from gate.model.retirement import Retirement
+from gate.model.states import JUDGE_RETIRED, Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
 from gate.model.trend_rubric import load_trend
 from gate.model.wording import agree, plural
@@ -142,7 +145,7 @@ def run(
         return _dry_run(lane)
     check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
     earlier = _take_stock(lane)
-    lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url)
+    lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url, lane.retirement)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.
     check_results = evaluate_checks(lane.loaded, lane.plan.eligible)
     got = _Gathered(
@@ -173,6 +176,7 @@ class _Lane:
     clock: Callable[[], dt.date]
     product: ProductEvidence | None = None  # a product lane's judge figures and base
     notes: tuple[str, ...] = ()  # what reading the inputs found worth saying (responses outside the lane)
+    retirement: Retirement | None = None  # the judge model's shutdown date, asked once (not on a dry run)
 
 
 def _prepare(
@@ -215,6 +219,8 @@ def _prepare(
         seed=dataset.responses_sha256 or "",
     )
     product = product_evidence(loaded, opts.lane, calibration, base, audit, opts.out_dir)
+    # When the judge's model shuts down: asked once, before anything is paid (a dry run asks nobody).
+    retirement = judge_retirement(loaded, base_url, api_key, ask=not opts.dry_run)
     return _Lane(
         loaded,
         dataset,
@@ -229,7 +235,8 @@ def _prepare(
         factory,
         clock,
         product,
-        answers.notes,
+        (*answers.notes, *retirement.notes),
+        retirement,
     )
 
 
@@ -248,10 +255,20 @@ def _dry_run(lane: _Lane) -> Decision:
     evidence with no records, through the one assembly (the checks by a plain call: no ragas)."""
     checks = run_checks_plain(load_checks(lane.loaded), lane.plan.eligible)
     notes = [*max_cost_notes(lane.loaded, lane.opts.max_cost), *lane.notes, "dry run: no model call"]
-    got = _Gathered(prior=[], prior_trend=[], findings=list(lane.findings), notes=notes)
+    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *_retired_before_any_call(lane)], notes=notes)
     decision = assemble(_evidence(lane, _nothing_earlier(lane), got, checks))
     print_plan(lane.loaded, lane.plan, decision.blockers, lane.opts.max_cost, sys.stdout, bool(lane.api_key))
     return decision
+
+
+def _retired_before_any_call(lane: _Lane) -> list[Finding]:
+    """A dry run of a judge whose model the policy's pin says has shut down: the run's one blocker."""
+    retirement, plan = lane.retirement, lane.plan
+    if retirement is None or not retirement.retired(lane.clock()):
+        return []
+    ids = tuple(c.case_id for c in plan.scheduled)
+    message = retired_message(retirement.model, shut_down_detail(retirement), len(ids))
+    return [Finding(State.EVALUATION_INCOMPLETE, JUDGE_RETIRED, message, ids)]
 
 
 @dataclass(frozen=True)
@@ -347,6 +364,8 @@ def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, ch
         _recover(lane, earlier, got, writer, lineage)
         if blocking_findings(got.findings):
             got.notes.append("deterministic checks blocked: no model call was made")
+        elif lane.retirement is not None and lane.retirement.retired(lane.clock()):
+            _record_unsent(lane, got, writer, lineage, checks, "model_retired", _retired_why(lane.retirement))
         elif not lane.api_key:
             _record_missing_credentials(lane, got, writer, lineage, checks)
         else:
@@ -397,14 +416,29 @@ def _record_missing_credentials(
     lane: _Lane, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults
 ) -> None:
     """No API key: every scheduled judgment is recorded as skipped (auth), and nobody is called."""
+    why = f"missing credentials: ${lane.loaded.policy.evaluator.api_key_env} is not set"
+    _record_unsent(lane, got, writer, lineage, checks, "auth", why)
+
+
+def _retired_why(retirement: Retirement) -> str:
+    return f"not sent: {retirement.model} {shut_down_detail(retirement)}"
+
+
+def _record_unsent(
+    lane: _Lane,
+    got: _Gathered,
+    writer: RecordWriter,
+    lineage: Lineage,
+    checks: CheckResults,
+    kind: RecordErrorKind,
+    why: str,
+) -> None:
+    """Every scheduled judgment recorded as skipped for one reason (no key; a judge model past its
+    shutdown date), and nobody is called."""
     loaded, plan = lane.loaded, lane.plan
     for case in plan.scheduled:
         for i in range(plan.repeats):
-            missing = Judgment(
-                status="skipped",
-                error_kind="auth",
-                error_message=f"missing credentials: ${loaded.policy.evaluator.api_key_env} is not set",
-            )
+            missing = Judgment(status="skipped", error_kind=kind, error_message=why)
             rec = make_record(
                 case,
                 i,
@@ -560,6 +594,10 @@ def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:
         notes.append(
             "scheduling stopped at the provider's first auth error (401/403): every later request would meet it"
         )
+    elif runner.stop_reason == "model_not_found":
+        notes.append(
+            "scheduling stopped at the provider's first 404 model_not_found: every later request would meet it"
+        )
     if resumed:
         notes.append(
             f"resumed: {plural(len(runner.reuse), 'completed judgment')} reused from {shown_path(records_path)}"
@@ -578,7 +616,7 @@ def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResul
         loaded=loaded,
         dataset=lane.dataset,
         plan=plan,
-        lineage=make_lineage(loaded, lane.dataset, all_records, lane.base_url),
+        lineage=make_lineage(loaded, lane.dataset, all_records, lane.base_url, lane.retirement),
         today=lane.clock(),
         records=tuple(all_records),
         findings=tuple(findings),

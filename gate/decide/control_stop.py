@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from gate.decide.evidence import Evidence
+from gate.decide.retirement import RETIRED_KINDS
 from gate.decide.rules import control_failures
 from gate.decide.settled import never_sent
 from gate.model.wording import agree, plural
@@ -20,7 +21,12 @@ def controls_stopped(ev: Evidence) -> str | None:
     """Why no other verdict could count: a control failed, or one ended in an evaluator error."""
     if control_failures(ev):
         return "a control failed"
-    errored = [o for o in ev.outcomes if o.case.expected_control_role is not None and o.bucket == "errored"]
+    # A judge's model the provider no longer serves stops the run on its own (`judge_retired` names it all).
+    errored = [
+        o
+        for o in ev.outcomes
+        if o.case.expected_control_role is not None and o.bucket == "errored" and o.error_kind not in RETIRED_KINDS
+    ]
     return "a control ended in an evaluator error" if errored else None
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from gate.decide.control_stop import settle_after_controls
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.decide.product.verdict import ProductEvidence, decide_product
+from gate.decide.retirement import judge_retiring, lineage_retirement
 from gate.decide.rules import apply_rules, control_failures, unjudged_controls
 from gate.decide.settled import settle, stopped_early
 from gate.judge.cost import boundary
@@ -120,7 +121,7 @@ def decide(
     if judged is not None and judged.notes:
         ev = dataclasses.replace(ev, notes=(*ev.notes, *judged.notes))
     slice_verdicts = judged.findings if judged is not None else ()
-    rules = [*apply_rules(ev), *slice_verdicts]
+    rules = [*apply_rules(ev), *judge_retiring(ev, lineage, today), *slice_verdicts]
     # Overrides apply once, to the finished blockers (gate.model.overrides is the one place that waives); one
     # naming a slice reaches the product decision's own verdicts only.
     applied = apply_overrides([*ev.findings, *rules], loaded.policy.overrides, today, slice_verdicts)
@@ -129,7 +130,29 @@ def decide(
     result = _assemble_result(ev, lineage, today, state, blockers, applied.waived)
     if judged is not None:
         result = result.with_(product=judged.section)
+    retirement = _retirement_section(ev, lineage, today)
+    if retirement is not None:
+        result = result.with_(judge_retirement=retirement)
     return Decision(state=state, blockers=blockers, waived=applied.waived, outcomes=list(ev.outcomes), result=result)
+
+
+def _retirement_section(ev: Evidence, lineage: Lineage, today: dt.date) -> dict[str, Any] | None:
+    """result.json's `judge_retirement`: the shutdown date the lineage names, the days left on `today`,
+    and the policy's thresholds; None when nobody named a date (the result is then as before)."""
+    retirement = lineage_retirement(lineage)
+    if retirement is None:
+        return None
+    ev_settings = ev.policy.evaluator
+    lane = ev.policy.lanes.get(ev.plan.lane)
+    return {
+        "model": retirement.model,
+        "shutdown_date": retirement.date.isoformat() if retirement.date is not None else None,
+        "source": retirement.source,
+        "days_left": retirement.days_left(today),
+        "notice_days": ev_settings.retirement_notice_days,
+        "blocks_within_days": ev_settings.retirement_blocks_within_days,
+        "release_lane": lane is not None and lane.is_release,
+    }
 
 
 def slice_tallies(ev: Evidence) -> dict[str, dict[str, int | None]]:

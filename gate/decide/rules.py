@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gate.decide.evidence import CaseOutcome, Evidence
+from gate.decide.retirement import judge_retired, retired_case_ids
 from gate.model.states import CONTROL_ERROR, NOT_JUDGED_YET, Finding, State
 from gate.model.wording import agree, plural
 
@@ -96,7 +97,7 @@ def control_errors(ev: Evidence) -> tuple[Finding, ...]:
 def _control_error_ids(ev: Evidence) -> list[str]:
     if ev.blocked:
         return []
-    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev)}
+    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev), *retired_case_ids(ev)}
     # A control left unrun because another control (or a pair) failed first is `unrun_cases`' to name.
     stopped = bool(control_failures(ev) or pairs(ev))
     return [
@@ -193,8 +194,12 @@ def label_conflicts(ev: Evidence) -> tuple[Finding, ...]:
 
 
 def evaluator_errors(ev: Evidence) -> tuple[Finding, ...]:
-    """More errors than `max_evaluator_errors` allows; a control's never counts (it is `control_error`)."""
-    errored = [o for o in ev.outcomes if o.bucket == "errored" and not o.case.is_control]
+    """More errors than `max_evaluator_errors` allows; a control's never counts (it is `control_error`),
+    nor a refusal of a retired judge's model (`judge_retired` names them)."""
+    retired = retired_case_ids(ev)
+    errored = [
+        o for o in ev.outcomes if o.bucket == "errored" and not o.case.is_control and o.case.case_id not in retired
+    ]
     allowed = ev.policy.limits.max_evaluator_errors
     if len(errored) <= allowed:
         return ()
@@ -231,8 +236,8 @@ def _keyless(ev: Evidence) -> list[str]:
 
 
 def _unnamed_unrun(ev: Evidence) -> list[CaseOutcome]:
-    """Unrun cases that no credentials, stale-records or missing-shard finding names already."""
-    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev)}
+    """Unrun cases that no credentials, stale-records, missing-shard or retired-judge finding names already."""
+    named = {*_keyless(ev), *_stale_unrun(ev), *_explained(ev), *retired_case_ids(ev)}
     return [o for o in _unrun(ev) if o.case.case_id not in named]
 
 
@@ -323,6 +328,7 @@ RULES: tuple[Rule, ...] = (
     evaluator_errors,
     stale_records,
     no_cases,
+    judge_retired,
     missing_credentials,
     budget_exhausted,
     unrun_cases,

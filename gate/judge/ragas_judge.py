@@ -476,6 +476,8 @@ class RagasEvaluator:
             if isinstance(e, openai.APIStatusError):
                 code = e.status_code
                 kind = kind_for_status(code) or "bad_request"
+                if code == 404 and getattr(e, "code", None) == "model_not_found":
+                    kind = "model_not_found"  # the provider does not serve the model: retired, misspelt, no access
                 retry_after = last.retry_after_s if last is not None else None
                 return _Outcome(kind=kind, message=f"HTTP {code}: {self._api_message(e)}", retry_after=retry_after)
             if isinstance(e, openai.APITimeoutError):

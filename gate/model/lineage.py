@@ -22,9 +22,14 @@ class Lineage:
     config_fingerprint: str = ""  # gate.model.fingerprint of the judge this policy makes now
     dataset_card_sha256: str = ""  # gate.model.dataset_card; "" when the policy names no card
     responses_sha256: str = ""  # a product lane's --responses file; "" (and not written) on other lanes
+    # The judge model's shutdown date (or "none") and who said it (gate/model/retirement.py); "" (and not
+    # written) when nobody says.
+    judge_shutdown_date: str = ""
+    judge_shutdown_source: str = ""
 
     def to_dict(self) -> dict[str, str]:
         out = dict(self.__dict__)
-        if not self.responses_sha256:
-            del out["responses_sha256"]
+        for optional in ("responses_sha256", "judge_shutdown_date", "judge_shutdown_source"):
+            if not out[optional]:
+                del out[optional]
         return out

@@ -88,6 +88,9 @@ NOT_WAIVABLE = frozenset(
         "judge_uncalibrated",
         "judge_unfit",
         "calibration_expired",
+        # A retiring judge is moved (or the reviewed policy's `retirement_blocks_within_days` changed), not waived.
+        "judge_retiring",
+        "judge_retired",
         # A product lane's statistical verdicts concern a slice's rate, not cases an override could name.
         "failure_rate_exceeded",
         "failure_rate_inconclusive",

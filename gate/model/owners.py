@@ -48,6 +48,9 @@ KIND_GROUP: dict[str, str] = {
     "judge_unfit": "evaluator",
     "calibration_expired": "evaluator",
     "calibration_not_transferable": "evaluator",
+    # The judge's model retires: whoever keeps the judge moves it to a successor.
+    "judge_retiring": "evaluator",
+    "judge_retired": "evaluator",
     # The model provider did not deliver judgments.
     "evaluator_errors": "provider",
     "missing_credentials": "provider",

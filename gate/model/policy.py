@@ -150,6 +150,13 @@ class Evaluator(Strict):
     context_tokens: int = Field(default=128_000, ge=1_024)
     # No default: a model without a reviewed price would report $0 spent, so it is refused.
     price: Price | None = None
+    # The model's shutdown date, for a provider that does not publish one (`GET /models/{model}`);
+    # the provider's own date wins (gate/model/retirement.py). Not part of the judge's configuration.
+    shutdown_date: dt.date | None = None
+    # Days before the shutdown date the run starts to say how many are left.
+    retirement_notice_days: int = Field(default=60, ge=0, le=3650)
+    # Days before it a release lane is `judge_retiring` (review_required) until the judge moves.
+    retirement_blocks_within_days: int = Field(default=14, ge=0, le=3650)
 
     @field_validator("repeats")
     @classmethod
@@ -189,11 +196,20 @@ class Lane(Strict):
     fail_on_regression: bool = False
     # A product lane: the ledger of people's labels on this run's audit queue (relative to the policy).
     audit: str | None = Field(default=None, min_length=1)
+    # Whether the lane gates a release (a retiring judge blocks it); None: it does when it runs
+    # `held_out` cases or is a product lane (`is_release`).
+    release: bool | None = None
 
     @property
     def calibrated(self) -> bool:
         """The lane gates only with a judge `gate calibrate` measured (a product lane always does)."""
         return self.require_calibration or self.product
+
+    @property
+    def is_release(self) -> bool:
+        """A lane that gates a release: `release` as written, else one that certifies the judge on
+        `held_out` cases or gates the application's own answers (a product lane)."""
+        return self.release if self.release is not None else (self.product or "held_out" in self.partitions)
 
 
 class Leakage(Strict):

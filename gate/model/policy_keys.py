@@ -129,6 +129,24 @@ RULES: dict[str, tuple[str, str]] = {
         "unknown price.",
         "price: {...}",
     ),
+    "evaluator.shutdown_date": (
+        "The day the provider shuts the model down, for a provider that does not publish it: each run asks the "
+        "provider (`GET {base_url}/models/{model}`, OpenAI's `shutdown_date`) and the provider's date wins when "
+        "both exist (a disagreement is a note). On and after it the run sends nothing and is "
+        "`evaluation_incomplete`. Dates change: check the provider's deprecations page (docs/PROVIDERS.md).",
+        "shutdown_date: 2027-01-14",
+    ),
+    "evaluator.retirement_notice_days": (
+        "From this many days before the shutdown date, the run's header, report.md and the job summary say how "
+        "many days are left.",
+        "retirement_notice_days: 60",
+    ),
+    "evaluator.retirement_blocks_within_days": (
+        "From this many days before the shutdown date, a release lane (`lanes.<lane>.release`) is "
+        "`judge_retiring` (review_required) until the judge moves to a successor: `gate calibrate "
+        "--candidate-model` (docs/PROVIDERS.md). 0 never blocks.",
+        "retirement_blocks_within_days: 14",
+    ),
     "evaluator.price.input_per_mtok": ("Price of a million input tokens.", "input_per_mtok: 0.15"),
     "evaluator.price.output_per_mtok": ("Price of a million output tokens.", "output_per_mtok: 0.60"),
     "evaluator.price.currency": ("A three-letter currency code; the cost boundary is in it.", "currency: USD"),
@@ -225,6 +243,12 @@ RULES: dict[str, tuple[str, str]] = {
         "this run's audit queue, relative to the policy; `--audit` overrides it. With usable labels the audit "
         "decides each slice; see docs/PRODUCT_GATE.md.",
         "audit: audit/ledger",
+    ),
+    "lanes.<lane>.release": (
+        "The lane gates a release: within `evaluator.retirement_blocks_within_days` of the judge's shutdown date it "
+        "is `judge_retiring`. Absent: a lane that runs `held_out` cases (it certifies the judge) or a product lane "
+        "is one; any other lane only says how many days are left.",
+        "release: true",
     ),
     "lanes.<lane>.fail_on_regression": (
         "A product lane only: block when a slice fails more often than on the base run. Refused beside "

@@ -35,6 +35,10 @@ RecordErrorKind = Literal[
     "bad_request",
     "budget",
     "cancelled",
+    # The judge's model: on or after its shutdown date, never sent (`skipped`); or answered 404
+    # `model_not_found` by the provider (`error`). Either stops the run (gate/model/retirement.py).
+    "model_retired",
+    "model_not_found",
 ]
 # "rejudged": the cache held an entry for this judgment that failed vetting (a label outside the
 # list, no reason): it was judged again, paid, and the entry overwritten.
@@ -133,6 +137,10 @@ class Record(BaseModel):
     # A product lane's answer: the seed of the random order its lane judged in (gate/plan/selection.py),
     # so `gate decide` on these records reports the run's order. Written on those only.
     order_seed: str | None = Field(default=None, max_length=100)
+    # The judge model's shutdown date when the run was made and who said it (gate/model/retirement.py:
+    # a date or "none", "provider" or "policy"), so `gate decide` reads it without asking. Written when known.
+    judge_shutdown_date: str | None = Field(default=None, max_length=10)
+    judge_shutdown_source: Literal["provider", "policy"] | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -144,6 +152,9 @@ class Record(BaseModel):
             data.pop("generation", None)
         if data.get("order_seed") is None:
             data.pop("order_seed", None)
+        if data.get("judge_shutdown_source") is None:
+            data.pop("judge_shutdown_date", None)
+            data.pop("judge_shutdown_source", None)
         return data
 
     @property

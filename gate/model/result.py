@@ -146,6 +146,8 @@ class RunLineage(Part):
     config_fingerprint: str | None = None
     dataset_card_sha256: str | None = None
     responses_sha256: str | None = None  # a product lane's --responses file
+    judge_shutdown_date: str | None = None  # the judge model's shutdown date, or "none" (gate/model/retirement.py)
+    judge_shutdown_source: str | None = None  # "provider" or "policy"
 
     def items(self) -> Iterator[tuple[str, str]]:
         """The recorded fields, in order (a field an older gate did not write is left out)."""
@@ -581,6 +583,18 @@ class Product(Part):
     audit: str | None = None  # the ledger of people's labels the audit read (--audit)
 
 
+class JudgeRetirement(Part):
+    """The judge model's shutdown date (gate/model/retirement.py), as seen on the day decided."""
+
+    model: str
+    shutdown_date: str | None  # None: the provider announces none
+    source: Literal["provider", "policy"]
+    days_left: int | None  # to the shutdown date (0 on the day, negative after)
+    notice_days: int  # evaluator.retirement_notice_days: from then on the reports say the days left
+    blocks_within_days: int  # evaluator.retirement_blocks_within_days: from then on a release lane blocks
+    release_lane: bool  # the lane gates a release (lanes.<lane>.release, or held_out or product)
+
+
 class Result(Part):
     """result.json, schema_version 1."""
 
@@ -615,6 +629,7 @@ class Result(Part):
     batch: BatchRef | None = None
     stopped_early: StoppedEarly | None = None
     product: Product | None = None
+    judge_retirement: JudgeRetirement | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Result:

@@ -71,6 +71,13 @@ DETERMINISTIC_BLOCKERS = frozenset(
 # verdict, but a judge that was never measured, measured unfit or too long ago cannot make it pass.
 JUDGE_CALIBRATION_BLOCKERS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
 
+# The judge's model retires (gate/model/retirement.py): a release lane within
+# `evaluator.retirement_blocks_within_days` of its shutdown date (review_required, owner evaluator); a
+# run on or after that date, or one the provider answered 404 model_not_found, judged nothing with it
+# (evaluation_incomplete): one blocker names the retirement and every case it left unjudged.
+JUDGE_RETIRING = "judge_retiring"
+JUDGE_RETIRED = "judge_retired"
+
 # Findings that name cases not judged yet, for a reason of their own (`evaluation_incomplete`):
 # a shard missing from a merge; a provider batch still running (`batch_pending`) or one that
 # failed before answering (`batch_failed`). The `unrun_cases` blocker does not list them again.

@@ -147,7 +147,9 @@ def withheld_text(result: Result, limit: int = 10) -> str | None:
     return f"withheld (no reference evidence, never sent to the judge): {', '.join(named)}{more}"
 
 
-LIST_ONLY_KINDS = frozenset({"unrun_cases", "budget_exhausted", "missing_credentials", "partition_leak"})
+LIST_ONLY_KINDS = frozenset(
+    {"unrun_cases", "budget_exhausted", "missing_credentials", "partition_leak", "judge_retired"}
+)
 MAX_DETAILED = 10
 
 
@@ -304,6 +306,7 @@ def render_report(result: Result, *, with_marker: bool = True) -> str:
         f"· {counts.review} need review · {counts.cached} judgments from cache",
         "",
         *([f"_{escape(withheld)}_", ""] if (withheld := withheld_text(result)) else []),
+        *sections.retirement_section(result),
         *sections.calibration_section(result),
         f"### {blockers_heading(result)}",
         *_blockers(result),

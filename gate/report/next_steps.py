@@ -38,6 +38,8 @@ RESUMABLE_KINDS = frozenset(
 CALIBRATION_KINDS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration_expired"})
 # Judgments that ended in an error: the provider or the reply failed, never the product.
 ERROR_KINDS = frozenset({"evaluator_errors", "control_error"})
+# The judge's model shuts down: the judge moves to a successor (gate/model/retirement.py).
+RETIREMENT_KINDS = frozenset({"judge_retiring", "judge_retired"})
 GOLD_SET_KINDS = frozenset(
     {"input_contract", "unknown_slice", "partition_leak", "control_missing", "missing_evidence", "label_conflict"}
 )
@@ -131,6 +133,18 @@ def _resume_steps(result: Result, kinds: set[str], policy: str, out: str) -> lis
     return steps
 
 
+def migrate_step(policy: str, calibration_lane: str | None) -> str:
+    """How to move a retiring judge: the candidate judges the calibration lane's labelled cases."""
+    lane = calibration_lane or "LANE"
+    return (
+        f"Move the judge with evidence: `gate calibrate --policy {policy} --records gate-out-calibration "
+        f"--candidate-model NEW` judges the calibration lane's labelled cases with the candidate beside this "
+        "judge's records and prints the reviewed change that adopts it (docs/PROVIDERS.md); without a run of that "
+        f"lane yet, `gate run --policy {policy} --lane {lane} --out gate-out-calibration` first (while the model "
+        "still answers)."
+    )
+
+
 def next_steps(
     result: Result, policy: str = "POLICY", out: str = "gate-out", calibration_lane: str | None = None
 ) -> list[str]:
@@ -181,6 +195,8 @@ def next_steps(
     steps += _resume_steps(result, kinds, policy, out)
     if "missing_shard" in kinds:
         steps.append("Re-run the missing shard's job, then `gate merge` again.")
+    if kinds & RETIREMENT_KINDS:
+        steps.append(migrate_step(policy, calibration_lane))
     if kinds & GOLD_SET_KINDS:
         steps.append(
             f"`gate validate --policy {policy}` names each finding's file and line: fix the cases, not the judge."
@@ -189,7 +205,7 @@ def next_steps(
         steps.append(f"`gate run --policy {policy}`: records from another judge configuration are not evidence.")
     if "expired_override" in kinds:
         steps.append("Renew the expired override (a new expiry, approved) or remove it from the policy.")
-    if any(b.state == "review_required" for b in result.blockers):
+    if any(b.state == "review_required" and b.kind not in RETIREMENT_KINDS for b in result.blockers):
         steps.append(
             f"`gate review queue --policy {policy} --from {out} --out review-queue.jsonl` queues the cases under "
             "review_required (and every case where the judge and people disagree) for people to label, blind to "

@@ -14,6 +14,7 @@ from gate.model.escape import code as code_id
 from gate.model.escape import id_list
 from gate.model.escape import markdown as escape
 from gate.model.money import money
+from gate.model.retirement import MIGRATION, days_text
 from gate.model.wording import agree, plural
 
 if TYPE_CHECKING:
@@ -245,6 +246,44 @@ def calibration_lines(result: Result) -> list[str]:
         else:
             lines.append(f"{name}: {rate}{limit}")
     return lines
+
+
+def retirement_line(result: Result) -> str | None:
+    """The judge model's shutdown, plain text (each renderer escapes for its format), once it is within
+    the policy's notice: the date and who says it, the days left, what a release lane does then. The
+    command that moves the judge (`MIGRATION`) follows it."""
+    r = result.judge_retirement
+    if r is None or r.shutdown_date is None or r.days_left is None or r.days_left > r.notice_days:
+        return None
+    said = "the provider's date" if r.source == "provider" else "the policy's evaluator.shutdown_date"
+    if r.days_left <= 0:
+        return (
+            f"Judge model {r.model} shut down on {r.shutdown_date} ({said}, {days_text(r.days_left)}): nothing can be "
+            "judged with it. Move the judge with evidence:"
+        )
+    blocking = r.days_left <= r.blocks_within_days
+    if r.release_lane:
+        then = (
+            "this release lane is judge_retiring until the judge moves"
+            if blocking
+            else f"this release lane blocks from {plural(r.blocks_within_days, 'day')} before"
+        )
+    elif r.blocks_within_days:
+        then = f"release lanes block from {plural(r.blocks_within_days, 'day')} before"
+    else:
+        then = "no lane blocks on it"
+    return (
+        f"Judge model {r.model} shuts down on {r.shutdown_date} ({said}): {days_text(r.days_left)}; {then}. "
+        "Move the judge with evidence:"
+    )
+
+
+def retirement_section(result: Result) -> list[str]:
+    """Markdown: the retirement line under the verdict, the command as code."""
+    line = retirement_line(result)
+    if line is None:
+        return []
+    return [f"**{escape(line)}** {code_id(MIGRATION)} (docs/PROVIDERS.md).", ""]
 
 
 def calibration_section(result: Result) -> list[str]:

@@ -27,6 +27,7 @@ from gate.model.loading import read_yaml_mapping
 from gate.model.money import money
 from gate.model.owners import owner_text
 from gate.model.paths import shown_path
+from gate.model.retirement import MIGRATION
 from gate.model.wording import plural
 from gate.report.markdown import (
     LIST_ONLY_KINDS,
@@ -47,6 +48,7 @@ from gate.report.sections import (
     human_text,
     not_needed_term,
     people_labels,
+    retirement_line,
     shows_slice_table,
 )
 
@@ -380,6 +382,11 @@ def print_outcome(
     withheld = withheld_text(result)
     if withheld is not None:
         print_indented(console, 2, safe_text(withheld))
+    retiring = retirement_line(result)
+    if retiring is not None:
+        print_indented(
+            console, 0, Text.assemble(safe_text(retiring, style="bold yellow"), f" {MIGRATION} (docs/PROVIDERS.md)")
+        )
     for i, line in enumerate(calibration_lines(result)):
         console.print(safe_text(f"  {line}" if i else line))
     console.print()

@@ -20,6 +20,7 @@ from gate.model.lineage import Lineage
 from gate.model.loading import canonical_json, sha256_hex
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record, Sampling
+from gate.model.retirement import DATE_FIELD, NOT_ASKED, SOURCE_FIELD, Retirement, recorded, resolve
 
 
 def gold_sha256(case: Case) -> str:
@@ -128,11 +129,35 @@ def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> RecordedJ
     return RecordedJudge(replace(settings, config_fingerprint=most), ragas, most)
 
 
+def recorded_retirement(loaded: LoadedPolicy, records: Sequence[Record]) -> Retirement:
+    """The judge model's shutdown date for recorded judgments, without asking anyone: the provider's
+    date the latest of the records of this model carries, else the policy's pin (which the team may
+    have corrected since the run), else none."""
+    model = loaded.policy.evaluator.model
+    for r in reversed(records):
+        if r.evaluator_model in ("", model) and r.judge_shutdown_source == "provider":
+            found = recorded(model, r.judge_shutdown_date, r.judge_shutdown_source)
+            if found is not None:
+                return _with_pin(found, loaded)
+    return resolve(model, NOT_ASKED, loaded.policy.evaluator.shutdown_date)
+
+
+def _with_pin(provider: Retirement, loaded: LoadedPolicy) -> Retirement:
+    """The provider's answer as a run read it, the policy's pin standing in where it announced none."""
+    pinned = loaded.policy.evaluator.shutdown_date
+    return provider if provider.date is not None or pinned is None else Retirement(provider.model, pinned, "policy")
+
+
 def make_lineage(
-    loaded: LoadedPolicy, dataset: Dataset, records: Sequence[Record] = (), base_url: str | None = None
+    loaded: LoadedPolicy,
+    dataset: Dataset,
+    records: Sequence[Record] = (),
+    base_url: str | None = None,
+    retirement: Retirement | None = None,
 ) -> Lineage:
     """The run's lineage. `base_url`: the live provider's (a run), whose judge makes the fingerprint.
-    None for recorded judgments, which read no provider environment: `recorded_judge`."""
+    None for recorded judgments, which read no provider environment: `recorded_judge`. `retirement`:
+    the shutdown date a run read from the provider; without it, the one the records carry."""
     if base_url is not None:
         ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas") or ""
         fingerprint = config_fingerprint(loaded, base_url, installed_version("ragas") or "")
@@ -151,4 +176,10 @@ def make_lineage(
         config_fingerprint=fingerprint,
         dataset_card_sha256=loaded.card.sha256 if loaded.card is not None else "",
         responses_sha256=dataset.responses_sha256,
+        **_shutdown_fields(retirement if retirement is not None else recorded_retirement(loaded, records)),
     )
+
+
+def _shutdown_fields(retirement: Retirement) -> dict[str, str]:
+    fields = retirement.lineage()
+    return {"judge_shutdown_date": fields.get(DATE_FIELD, ""), "judge_shutdown_source": fields.get(SOURCE_FIELD, "")}

@@ -10,6 +10,7 @@ from gate.model.lineage import Lineage
 from gate.model.loading import sha256_hex
 from gate.model.policy import LoadedPolicy
 from gate.model.records import Record
+from gate.model.retirement import source_of
 from gate.run.lineage import JudgeSettings
 
 
@@ -60,6 +61,8 @@ def make_record(
         checks=checks,
         batch_id=j.batch_id,
         **product_fields(case, order_seed),
+        judge_shutdown_date=lineage.judge_shutdown_date or None,
+        judge_shutdown_source=source_of(lineage.judge_shutdown_source),
     )
 
 

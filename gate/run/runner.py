@@ -271,13 +271,13 @@ class Runner:
             self.stop_reason = self._stop_after(case, j)
 
     def _stop_after(self, case: Case, j: Judgment) -> str | None:
-        """Why this judgment stops scheduling, if it does: the boundary; an auth error (401, 403:
-        every later request would meet it); a control that failed or ended in an evaluator error
+        """Why this judgment stops scheduling, if it does: the boundary; an auth error (401, 403) or a
+        model the provider does not serve (404 model_not_found): every later request would meet it; a control that failed or ended in an evaluator error
         (no other verdict could count; what is never sent is `not_needed`, gate.decide.control_stop)."""
         if j.error_kind == "budget":
             return "budget"
-        if j.error_kind == "auth":
-            return "auth"
+        if j.error_kind in ("auth", "model_not_found"):  # every later request would meet it too
+            return j.error_kind
         if case.is_control and j.status == "error":
             return "control_error"
         verdict = self.verdict(case) if case.is_control else None
