@@ -32,9 +32,9 @@ from gate.plan.shard import Shard, owned_by, shard_of
 from gate.run.lineage import make_lineage
 
 # Lineage fields that may differ between shards of one run (the gate's own version decides nothing:
-# the merge re-decides from the records).
+# the merge re-decides from the records; each shard asked the provider for the judge model's shutdown
+# date on its own, and the merge reads it from the records).
 _MAY_DIFFER = frozenset({"gate_version", "judge_shutdown_date", "judge_shutdown_source"})
-# (and each shard's own read of the judge model's shutdown date: it asked the provider on its own)
 # Lineage fields that say which judge made a shard's records: a shard that judged nothing (cancelled
 # before its judge loaded) made none, so it has no configuration to disagree with; its cases are unrun.
 _JUDGE_MADE = frozenset({"config_fingerprint", "ragas_version"})
