@@ -639,7 +639,13 @@ class FakeOpenAI:
             return 404, {"error": {"message": f"no route GET {path}"}}
 
         def model_object(model_id: str) -> dict[str, Any]:
-            return {"id": model_id, "object": "model", "created": 1_700_000_000, "owned_by": "fake", **self.models[model_id]}
+            return {
+                "id": model_id,
+                "object": "model",
+                "created": 1_700_000_000,
+                "owned_by": "fake",
+                **self.models[model_id],
+            }
 
         if path == f"{self.prefix}/models":
             return 200, {"object": "list", "data": [model_object(m) for m in self.models]}
