@@ -16,7 +16,9 @@ have seen the others' labels (a self-adjudication, a label of an item that once 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -358,13 +360,23 @@ class Desk:
             return out
 
 
+def _written_at(at: str) -> float:
+    """A line's time as a number (any ISO 8601 offset; without one, UTC). The page and the import
+    write times that read; one that does not goes last."""
+    try:
+        when = dt.datetime.fromisoformat(at)
+    except ValueError:
+        return math.inf
+    return (when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
 def completed_items(lines: Sequence[LedgerLine], k: int) -> set[str]:
     """The items that have, or once had, K labels standing at once (or an adjudication), replaying
     the lines in the order they were written (`at`; a directory's files are read one after another)."""
     withdrawn: set[str] = set()
     standing: dict[str, dict[str, str]] = {}  # item -> line_sha256 -> reviewer
     done: set[str] = set()
-    for line in sorted(lines, key=lambda x: x.at):
+    for line in sorted(lines, key=lambda x: _written_at(x.at)):
         if line.kind == "retraction":
             withdrawn.add(line.retracts or "")
             standing.get(line.item_id, {}).pop(line.retracts or "", None)

@@ -18,10 +18,10 @@ from starlette.testclient import TestClient
 from test_review_web import LOCAL, Page, ledger_lines, page_for
 
 from gate.cli import main
-from gate.review.ledger import final_labels, read_ledger
+from gate.review.ledger import append_line, final_labels, read_ledger
 from gate.review.queue import read_queue
 from gate.web.app import build_app
-from gate.web.desk import Desk
+from gate.web.desk import Desk, completed_items
 
 
 def everything_seen_by(page: Page, who: str) -> str:
@@ -237,3 +237,25 @@ def test_the_exported_case_of_a_self_adjudicated_item_says_it_is_not_blind(
     assert code == 0, capsys.readouterr()
     (case,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert case["provenance"]["blind"] is False and case["provenance"]["adjudicator"] == "ann"
+
+
+def test_an_item_had_its_k_labels_by_the_times_the_lines_give_in_any_time_zone(tmp_path: Path) -> None:
+    """bob's label (an import's, written at 10:30+02:00, so 08:30Z) came before ann's (09:00Z), which
+    she withdrew at 09:10Z: the item had its 2 labels from 09:00 to 09:10, though the times read as
+    text sort bob's last."""
+    page, ledger = page_for(tmp_path, n=1, k=2)
+    queue = read_queue(tmp_path / "queue.jsonl")
+    item = queue.items[0]
+    base = {"item_id": item.item_id, "case_id": item.case_id, "response_sha256": item.response_sha256,
+            "queue_sha256": queue.sha256, "rubric_version": "r1", "blind": True, "reason": "r"}  # fmt: skip
+    ann = append_line(
+        ledger, {**base, "kind": "label", "reviewer": "ann", "label": "pass", "at": "2026-01-01T09:00:00Z"}
+    )
+    append_line(ledger, {**base, "kind": "retraction", "reviewer": "ann", "label": "pass",
+                         "retracts": ann.line_sha256, "at": "2026-01-01T09:10:00.000Z"})  # fmt: skip
+    append_line(
+        ledger, {**base, "kind": "label", "reviewer": "bob", "label": "fail", "at": "2026-01-01T10:30:00+02:00"}
+    )
+    assert completed_items(read_ledger(ledger, queue), 2) == {item.item_id}
+    assert page.label("carl", item.item_id, "pass").status_code == 200
+    assert [x["blind"] for x in ledger_lines(ledger) if x["reviewer"] == "carl"] == [False]
