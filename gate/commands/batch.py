@@ -46,6 +46,7 @@ from gate.commands.batch_file import (
 from gate.commands.run import (
     BatchOptions,
     RunOptions,
+    _begin,
     _Earlier,
     _evidence,
     _gather,
@@ -54,6 +55,7 @@ from gate.commands.run import (
     _prepare,
     _take_stock,
     _write,
+    begin_run,
     default_factory,
 )
 from gate.decide.core import Decision
@@ -113,7 +115,9 @@ def run_batch(
             "fix: run `gate run --batch submit` (or `--batch wait`) with the same --out first"
         )
     if existing is not None:
-        _check_same_run(lane, existing, opts.out_dir)
+        _check_picked_up(lane, existing)
+        # The batch's evidence stays; the earlier outputs go once nothing can refuse this step.
+        begin_run(opts.out_dir, keep_evidence=True)
     make_provider = provider_factory or _provider
     stream = opts.progress if opts.progress is not None else sys.stderr
     if existing is None:
@@ -124,13 +128,7 @@ def run_batch(
         if batch.mode == "submit":
             return _pending(lane, existing, status)
     if existing.collected_at is not None:
-        _check_still_collected(lane, existing)
         return _collect(lane, existing, None, None)  # nothing is asked, downloaded or paid again
-    if not lane.api_key:
-        raise UsageError(
-            f"collecting batch {existing.batch_id} needs the API key in ${lane.loaded.policy.evaluator.api_key_env}; "
-            "fix: set that secret for this step"
-        )
     provider = make_provider(lane.api_key, lane.base_url)
     try:
         existing = _ensure_created(lane, existing, provider)
@@ -144,6 +142,22 @@ def run_batch(
         return _provider_failed(lane, existing, str(exc))
     finally:
         provider.close()
+
+
+def _check_picked_up(lane: _Lane, existing: BatchFile) -> None:
+    """Every refusal of a batch already submitted from this --out, before anything there changes."""
+    out = lane.opts.out_dir
+    _check_same_run(lane, existing, out)
+    if existing.collected_at is not None:
+        _check_still_collected(lane, existing)
+        return
+    if not lane.api_key:
+        raise UsageError(
+            f"collecting batch {existing.batch_id} needs the API key in ${lane.loaded.policy.evaluator.api_key_env}; "
+            "fix: set that secret for this step"
+        )
+    if existing.input_file_id is None:
+        _kept_lines(out, existing)  # the lines a submit whose upload failed kept, intact
 
 
 def _provider(api_key: str, base_url: str) -> BatchProvider:
@@ -245,6 +259,7 @@ def _submit(
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
     got = _Gathered(prior=[], prior_trend=[], findings=list(lane.findings), notes=[])
     if blocking_findings(got.findings) or not lane.api_key:
+        _begin(lane, earlier)  # else `_gather` begins, once the controls' judge has loaded
         return _finish(lane, earlier, got, checks)  # exactly `gate run`: nothing is judged or submitted
     controls_only = dataclasses.replace(lane.plan, eligible=tuple(c for c in lane.plan.eligible if c.is_control))
     _gather(dataclasses.replace(lane, plan=controls_only), earlier, got, lineage, checks)

@@ -111,7 +111,9 @@ def uncollected(out_dir: Path) -> BatchFile | None:
 def clear_collected(out_dir: Path) -> None:
     """A fresh run into `out_dir` drops the records of the run before it: a collected batch's files
     go with them, so nothing later reads them as this run's (or collects them into its records).
-    Called only once `refuse_uncollected` has let the run go (a batch still out is never cleared)."""
+    A batch still out is never cleared (a live run on it is refused by `refuse_uncollected`)."""
+    if uncollected(out_dir) is not None:
+        return
     for name in (BATCH_FILE, INPUT_FILE, OUTPUT_FILE, ERRORS_FILE):
         (out_dir / name).unlink(missing_ok=True)
 

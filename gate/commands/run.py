@@ -63,7 +63,7 @@ from gate.plan.responses import resumed_answers_problem
 from gate.plan.selection import Plan, recorded_order_seed
 from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import JudgeSettings, make_lineage
-from gate.run.outdir import OutputWriteError, check_out_dir, describe
+from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs, describe
 from gate.run.progress import Progress
 from gate.run.recording import make_record
 from gate.run.resume import recovered_records, reusable_records
@@ -287,7 +287,8 @@ class _Earlier:
 
 
 def _take_stock(lane: _Lane) -> _Earlier:
-    """Keep (--resume) or clear what an earlier attempt left in --out."""
+    """What an earlier attempt left in --out that this run keeps (--resume); a fresh run keeps
+    nothing. Read only: what is not kept is cleared by `begin_run`, once nothing can refuse the run."""
     loaded, out, resume = lane.loaded, lane.opts.out_dir, lane.opts.resume
     records_path = out / RECORDS_FILE
     journal_path = out / JOURNAL_FILE
@@ -295,20 +296,13 @@ def _take_stock(lane: _Lane) -> _Earlier:
     folded: list[str] = []
     if resume:
         folded = fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
-    else:
-        discard_worker_records(out)
-        clear_collected(out)  # its records go below; a batch not collected yet was refused before this
     if resume and records_path.exists() and records_path.read_bytes().strip():
         prior = read_records(records_path)  # (empty when the run was killed before its first record)
         changed = resumed_answers_problem(prior, lane.plan.eligible, lane.opts.responses)
         if changed:
             raise UsageError(f"--resume {shown_path(out)}: {changed}")
-    elif records_path.exists():
-        records_path.unlink()  # a fresh run never mixes with an older one's evidence
     # Attempts an interrupted run sent (and may have paid) but never recorded in a judgment.
     unrecorded = recover(journal_path, prior) if resume else []
-    if not resume:
-        journal_path.unlink(missing_ok=True)
     trend_loaded = load_trend(loaded)
     # The trend's judgments are journaled too (stream "trend"): on --resume, those in trend.jsonl
     # are kept and those paid but never recorded are counted, so nothing is paid twice or forgotten.
@@ -316,11 +310,29 @@ def _take_stock(lane: _Lane) -> _Earlier:
     trend_path = out / TREND_RECORDS
     if resume and trend_loaded is not None and trend_path.exists() and trend_path.read_bytes().strip():
         prior_trend = read_records(trend_path)
-    else:
-        trend_path.unlink(missing_ok=True)
     unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if resume and trend_loaded else []
     base_trend, base_problem = _base_trend(lane, trend_loaded)
     return _Earlier(prior, unrecorded, trend_loaded, prior_trend, unrecorded_trend, base_trend, base_problem, folded)
+
+
+def begin_run(out_dir: Path, *, keep_evidence: bool, keep_trend: bool = True) -> None:
+    """--out starts to change: every check that can refuse the run (a usage error, exit 2, changes
+    nothing on disk) has passed. The earlier run's outputs go, so none is read as this run's; unless
+    its evidence is kept (--resume, a batch's later steps), its records, attempt journal, trend,
+    worker files and a collected batch go too: a fresh run never mixes with an older one's evidence.
+    A batch not collected yet is never cleared (a live run on it was refused before this)."""
+    clear_outputs(out_dir)
+    if not keep_evidence:
+        discard_worker_records(out_dir)
+        clear_collected(out_dir)
+        (out_dir / RECORDS_FILE).unlink(missing_ok=True)
+        (out_dir / JOURNAL_FILE).unlink(missing_ok=True)
+    if not (keep_evidence and keep_trend):
+        (out_dir / TREND_RECORDS).unlink(missing_ok=True)
+
+
+def _begin(lane: _Lane, earlier: _Earlier) -> None:
+    begin_run(lane.opts.out_dir, keep_evidence=lane.opts.resume, keep_trend=bool(earlier.trend_records))
 
 
 def _nothing_earlier(lane: _Lane) -> _Earlier:
@@ -358,18 +370,25 @@ class _Gathered:
 
 
 def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, checks: CheckResults) -> None:
-    """Recover, then judge (or say why nothing is judged); a write that fails ends in `got.failure`."""
+    """Load the judge, begin (--out changes from here on), recover, then judge (or say why nothing is
+    judged); a write that fails ends in `got.failure`."""
+    retired = lane.retirement is not None and lane.retirement.retired(lane.clock())
+    judging = not blocking_findings(got.findings) and not retired and bool(lane.api_key)
+    # A judge the policy cannot have (JudgeConfigError, a usage error) is known only once it loads:
+    # before anything in --out changes.
+    judge = _load_judge(lane, got) if judging else None
+    _begin(lane, earlier)
     writer = RecordWriter(lane.opts.out_dir / RECORDS_FILE)
     try:
         _recover(lane, earlier, got, writer, lineage)
-        if blocking_findings(got.findings):
+        if judge is not None:
+            _judge(lane, earlier, got, writer, lineage, checks, judge)
+        elif blocking_findings(got.findings):
             got.notes.append("deterministic checks blocked: no model call was made")
-        elif lane.retirement is not None and lane.retirement.retired(lane.clock()):
+        elif retired and lane.retirement is not None:
             _record_unsent(lane, got, writer, lineage, checks, "model_retired", _retired_why(lane.retirement))
-        elif not lane.api_key:
-            _record_missing_credentials(lane, got, writer, lineage, checks)
         else:
-            _judge(lane, earlier, got, writer, lineage, checks)
+            _record_missing_credentials(lane, got, writer, lineage, checks)
     except OSError as exc:  # the recovered records or the journal could not be written
         got.output_failed(lane.opts.out_dir, exc)
     finally:
@@ -458,17 +477,67 @@ def _record_unsent(
                     got.output_failed(writer.path, exc)
 
 
-def _judge(
-    lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults
-) -> None:
-    """Judge the plan (in this process or in workers), then the trend; say why scheduling stopped."""
-    plan, opts = lane.plan, lane.opts
-    cache = cache_dir_for(lane.loaded, opts.use_cache, opts.cache_dir)
+@dataclass(frozen=True)
+class _Judge:
+    """The run's judge, loaded before --out changes: what it reuses, serves or judges, and how."""
+
+    evaluator: Evaluator
+    new_evaluator: Callable[[LoadedPolicy], Evaluator]
+    reuse: dict[tuple[str, int], Record]
+    workers: int
+    progress: Progress
+
+
+def _load_judge(lane: _Lane, got: _Gathered) -> _Judge:
+    """The evaluator of this plan (the cache's when it holds every judgment still wanted, else
+    ragas'), and how many processes judge it."""
+    loaded, plan, opts = lane.loaded, lane.plan, lane.opts
+    cache = cache_dir_for(loaded, opts.use_cache, opts.cache_dir)
 
     def new_evaluator(judged_by: LoadedPolicy) -> Evaluator:
         return lane.factory(judged_by, lane.api_key, cache)
 
-    runner, workers = _make_runner(lane, got, writer, lineage, checks, cache, new_evaluator)
+    reuse = (
+        reusable_records(
+            loaded, got.prior, plan, lane.judge.config_fingerprint, rejudge_parse_errors=opts.rejudge_parse_errors
+        )
+        if opts.resume
+        else {}
+    )
+    # All already paid for (in the cache or reused from --out): serve them without ragas.
+    wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
+    served = serve_from_cache(loaded, cache, wanted)
+    # A product lane that stops once decided looks after each answer, in one sequence: one process.
+    one_sequence = served is not None or (lane.product is not None and lane.product.sequential)
+    workers = 1 if one_sequence else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
+    stream = opts.progress if opts.progress is not None else sys.stderr
+    progress = Progress(
+        len(plan.scheduled) * plan.repeats,
+        stream,
+        prices(loaded).currency,
+        boundary=boundary(loaded, opts.max_cost),
+        reused=len(reuse),
+    )
+    if served is None:
+        progress.status(f"loading the judge ({loaded.policy.evaluator.model} through ragas)")
+    return _Judge(served or new_evaluator(loaded), new_evaluator, reuse, workers, progress)
+
+
+def _judge(
+    lane: _Lane,
+    earlier: _Earlier,
+    got: _Gathered,
+    writer: RecordWriter,
+    lineage: Lineage,
+    checks: CheckResults,
+    judge: _Judge,
+) -> None:
+    """Judge the plan (in this process or in workers), then the trend; say why scheduling stopped."""
+    plan, opts = lane.plan, lane.opts
+    cache = cache_dir_for(lane.loaded, opts.use_cache, opts.cache_dir)
+    new_evaluator = judge.new_evaluator
+    runner = _make_runner(lane, got, writer, lineage, checks, judge)
+    workers = judge.workers
     budget = runner.budget
     # ragas' import leaves ~300k long-lived objects that every full collection rescans
     # (~0.45 s each, 10-15 s over 20k judgments); take them out of the collector's view.
@@ -504,61 +573,36 @@ def _judge(
 
 
 def _make_runner(
-    lane: _Lane,
-    got: _Gathered,
-    writer: RecordWriter,
-    lineage: Lineage,
-    checks: CheckResults,
-    cache: Path | None,
-    new_evaluator: Callable[[LoadedPolicy], Evaluator],
-) -> tuple[Runner, int]:
-    """The runner of this plan under the run's boundary, and how many processes judge it."""
+    lane: _Lane, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults, judge: _Judge
+) -> Runner:
+    """The runner of this plan under the run's boundary."""
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
-    reuse = (
-        reusable_records(
-            loaded, got.prior, plan, lane.judge.config_fingerprint, rejudge_parse_errors=opts.rejudge_parse_errors
-        )
-        if opts.resume
-        else {}
-    )
-    # All already paid for (in the cache or reused from --out): serve them without ragas.
-    wanted = [(c, i) for c in plan.scheduled for i in range(plan.repeats) if (c.case_id, i) not in reuse]
-    served = serve_from_cache(loaded, cache, wanted)
-    # A product lane that stops once decided looks after each answer, in one sequence: one process.
-    one_sequence = served is not None or (lane.product is not None and lane.product.sequential)
-    workers = 1 if one_sequence else worker_count(len(wanted), loaded.policy.evaluator.max_concurrency)
+    workers = judge.workers
     budget = make_budget(boundary(loaded, opts.max_cost), workers)
     # Money already spent by the interrupted run counts against the same boundary.
     budget.spent = sum(r.budget_charge for r in [*got.prior, *got.prior_trend]) + sum(
         u.budget_charge for u in got.unrecorded
     )
     got.journal = AttemptJournal(opts.out_dir / JOURNAL_FILE)
-    stream = opts.progress if opts.progress is not None else sys.stderr
-    progress = Progress(
-        len(plan.scheduled) * plan.repeats, stream, prices(loaded).currency, boundary=budget.limit, reused=len(reuse)
-    )
-    if served is None:
-        progress.status(f"loading the judge ({loaded.policy.evaluator.model} through ragas)")
-    evaluator = served or new_evaluator(loaded)
     runner = Runner(
         plan,
         JudgingTools(
-            evaluator=evaluator,
+            evaluator=judge.evaluator,
             budget=budget,
             writer=writer,
-            progress=progress,
+            progress=judge.progress,
             journal=got.journal,
             # One pacer for the run; forked workers share its windows (see gate/judge/pacing.py).
             pacer=opts.pacer or pacer_for(loaded.policy.evaluator.rate_limit, shared=workers > 1),
         ),
         RecordContext(loaded=loaded, dataset=lane.dataset, lineage=lineage, judge=lane.judge, check_results=checks),
-        reuse=reuse,
+        reuse=judge.reuse,
         waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
         stop_rule=_stop_rule(lane, workers, checks, got.prior),
     )
     if runner.pacer is not None:
-        runner.pacer.on_wait = progress.waiting
-    return runner, workers
+        runner.pacer.on_wait = judge.progress.waiting
+    return runner
 
 
 def _stop_rule(lane: _Lane, workers: int, checks: CheckResults, prior: list[Record]) -> StopWhenDecided | None:

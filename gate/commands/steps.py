@@ -19,6 +19,7 @@ from gate.model.errors import GateError, UsageError
 from gate.model.escape import log_text
 from gate.model.states import USAGE_ERROR_EXIT, State
 from gate.model.textfit import say
+from gate.run import outdir
 from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs
 
 if TYPE_CHECKING:
@@ -38,13 +39,35 @@ def run_into(policy: str | Path, opts: RunOptions) -> Decision:
         )
     if not opts.dry_run:
         check_out_dir(opts.out_dir)  # exit 2 before anything is paid when --out cannot be written
-        clear_outputs(opts.out_dir)
-    with sigterm_interrupts():
-        if opts.batch is not None:
-            from gate.commands.batch import run_batch
+    # The earlier run's outputs are cleared once the run can no longer be refused (`begin_run`): a
+    # usage error changes nothing in --out.
+    outdir.forget(opts.out_dir)
+    try:
+        with sigterm_interrupts():
+            if opts.batch is not None:
+                from gate.commands.batch import run_batch
 
-            return run_batch(policy, opts)
-        return run(policy, opts)
+                return run_batch(policy, opts)
+            return run(policy, opts)
+    except GateError:
+        raise
+    except BaseException:
+        if not opts.dry_run and not outdir.begun(opts.out_dir):
+            _begin_stopped(opts)
+        raise
+
+
+def _begin_stopped(opts: RunOptions) -> None:
+    """A run interrupted (or crashed) before it began to change --out: nothing there is this run's,
+    and its result (written next, from the records it finds) must not be built from the earlier
+    run's evidence. So it begins as the run would have: the earlier outputs go, and a fresh run's
+    evidence too (kept on --resume and for a batch already submitted from this --out)."""
+    from gate.commands.batch_file import BATCH_FILE
+    from gate.commands.run import begin_run
+
+    keep = opts.resume or (opts.batch is not None and (opts.out_dir / BATCH_FILE).exists())
+    with contextlib.suppress(Exception):  # never hides the interruption being reported
+        begin_run(opts.out_dir, keep_evidence=keep)
 
 
 def merge_into(
@@ -61,8 +84,8 @@ def merge_into(
 
     if any(out_dir.resolve() == d.resolve() for d in shards):
         raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
-    clear_outputs(out_dir)
     merged = merge(policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue)
+    clear_outputs(out_dir)  # only now: a merge refused (a usage error) leaves the last merge as it was
     return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
 
 

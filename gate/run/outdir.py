@@ -58,10 +58,39 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
 
 
 # Every file a run or a merge writes that a reader takes as its verdict.
-OUTPUT_FILES = ("result.json", "report.md", "summary.md", "junit.xml", "certification-entry.json", "rollback.json")
+OUTPUT_FILES = (
+    "result.json",
+    "report.md",
+    "summary.md",
+    "junit.xml",
+    "certification-entry.json",
+    "rollback.json",
+    "product.svg",
+)
 
 
 def clear_outputs(out_dir: Path) -> None:
-    """Remove a result left by an earlier run: it must never be read (or published) as this one's."""
+    """Remove a result left by an earlier run: it must never be read (or published) as this one's.
+    Called once the command can no longer be refused: a usage error changes nothing in --out."""
     for name in OUTPUT_FILES:
         (out_dir / name).unlink(missing_ok=True)
+    _BEGUN.add(_key(out_dir))
+
+
+# The --out directories this process has begun to change (`clear_outputs`): an interruption before
+# that (a signal while the judge loads) leaves an earlier run's files there, which are not this run's.
+_BEGUN: set[str] = set()
+
+
+def _key(out_dir: Path) -> str:
+    return os.path.abspath(out_dir)
+
+
+def begun(out_dir: Path) -> bool:
+    """Whether this process has begun to change `out_dir` (cleared the earlier run's outputs)."""
+    return _key(out_dir) in _BEGUN
+
+
+def forget(out_dir: Path) -> None:
+    """A new command into `out_dir` starts: it has changed nothing yet."""
+    _BEGUN.discard(_key(out_dir))

@@ -21,6 +21,7 @@ import pytest
 from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI, raw, reply
 from runner_env import parse_github_output, runner_env
+from slow_import import slow_import
 from suite import case, controls, gate, result, write_suite
 from test_crash import broken_package
 from test_resume_kill import command, run_until
@@ -321,20 +322,21 @@ def test_resume_bills_the_journalled_attempts_of_a_case_that_left_the_dataset(
 def test_a_shard_cancelled_before_judging_still_writes_its_result_and_merges_incomplete(
     tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGTERM while the judge is still loading (ragas' import), before the runner's own handlers.
-    The provider comes from OPENAI_BASE_URL, as in the example: a shard that judged nothing then
-    records no configuration (`lineage.config_fingerprint: ''`)."""
+    """SIGTERM while the judge is still loading (ragas' import, made slow), before the runner's own
+    handlers. The provider comes from OPENAI_BASE_URL, as in the example: a shard that judged
+    nothing then records no configuration (`lineage.config_fingerprint: ''`). An earlier run's
+    judgments in its --out are not this run's: its result lists its cases as unrun."""
     cases = [*controls(), *(case(f"c-{i:02d}") for i in range(8))]
     policy = write_suite(tmp_path / "s", cases)
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     out = tmp_path / "shard-1"
+    assert gate("run", "--policy", policy, "--out", out, "--shard", "1/2", "--no-cache") == 0  # the earlier run
+    shim = slow_import(tmp_path, "ragas")
     cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--shard", "1/2"]
     env = {**os.environ, KEY_ENV: "sk-test-seams", "RAGAS_DO_NOT_TRACK": "true"}
+    env["PYTHONPATH"] = os.pathsep.join([str(shim.directory), str(ROOT)])
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    # The attempt journal is opened just before the judge is built: the run is past its checks.
-    while not (out / "attempts.jsonl").exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
+    shim.wait_started(proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
@@ -342,7 +344,7 @@ def test_a_shard_cancelled_before_judging_still_writes_its_result_and_merges_inc
     res = result(out)
     assert (res["shard"]["index"], res["shard"]["count"]) == (1, 2) and res["state"] == "evaluation_incomplete"
     own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
-    assert set(res["unrun_case_ids"]) <= own and res["unrun_case_ids"]
+    assert set(res["unrun_case_ids"]) == own - {"ctl-missing"}  # (withheld, never sent)
     # It judged nothing, so it has no configuration to disagree with: merged with a shard that ran,
     # the merge is incomplete (exit 3) listing its cases, not a usage error.
     assert not (out / "records.jsonl").exists() or not (out / "records.jsonl").read_bytes().strip()

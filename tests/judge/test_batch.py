@@ -57,6 +57,11 @@ def write(root: Path, fake: FakeOpenAI, cases: list[dict[str, Any]] | None = Non
     return write_suite(root, cases or suite_cases(), evaluator={"base_url": fake.base_url, "price": price, **evaluator})
 
 
+def files_of(out: Path) -> dict[str, bytes]:
+    """Every file under `out` and its bytes: what a refused command must leave as it found it."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
 def verdicts(out: Path) -> dict[tuple[str, int], tuple[str, str | None]]:
     return {(r["case_id"], r["repeat_index"]): (r["status"], r["judge_label"]) for r in records(out)}
 
@@ -473,7 +478,9 @@ def test_a_live_run_on_an_out_with_an_uncollected_batch_refuses_and_says_collect
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
     capsys.readouterr()
     sent = len(fake.requests)
+    before = files_of(out)
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", *again) == 2
+    assert files_of(out) == before  # the submit's result.json (batch_pending) and reports stay
     err = capsys.readouterr().err
     assert "collect it" in err and f"gate run --policy {policy} --lane pr --out {out} --batch collect" in err
     assert "Traceback" not in err and len(fake.requests) == sent  # nothing was sent
@@ -553,7 +560,9 @@ def test_a_submit_whose_kept_lines_were_edited_is_refused_before_uploading(
     (out / "batch-input.jsonl").write_text("")
     batches.upload_errors = 0
     capsys.readouterr()
+    before = files_of(out)
     assert gate("run", "--policy", policy, "--out", out, "--batch", "submit") == 2
+    assert files_of(out) == before
     err = capsys.readouterr().err
     assert "batch-input.jsonl" in err and "new --out" in err and "Traceback" not in err
     assert not batches.files and len(live_requests(fake)) == 5
@@ -574,9 +583,12 @@ def test_a_live_run_after_a_collected_batch_starts_afresh_and_the_next_one_is_no
     assert "not collected" not in capsys.readouterr().err
     assert len(records(out)) == 10 and not [r for r in records(out) if r.get("batch_id")]
     assert result(out)["cost"]["http_attempts"] == 10 and "batch" not in result(out)
+    before = files_of(out)
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 2
     assert "nothing was submitted from this --out" in capsys.readouterr().err
-    assert len(records(out)) == 10
+    # A usage error changes nothing: the live run's decision (result.json, report.md, summary.md,
+    # junit.xml, rollback.json) and its evidence stay as they were.
+    assert files_of(out) == before and "result.json" in before
 
 
 def test_a_collected_batch_is_never_read_into_records_that_are_not_its_own(
@@ -589,7 +601,9 @@ def test_a_collected_batch_is_never_read_into_records_that_are_not_its_own(
     assert gate("run", "--policy", policy, "--out", live, "--no-cache") == 1
     (out / "records.jsonl").write_bytes((live / "records.jsonl").read_bytes())  # another run's records
     capsys.readouterr()
+    before = files_of(out)
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 2
+    assert files_of(out) == before
     err = capsys.readouterr().err
     assert "was collected" in err and "new --out" in err and "Traceback" not in err
     assert len(records(out)) == 10 and not [r for r in records(out) if r.get("batch_id")]
@@ -604,7 +618,9 @@ def test_a_live_run_on_an_out_whose_batch_upload_failed_says_submit_again_not_co
     assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
     capsys.readouterr()
     sent = len(fake.requests)
+    before = files_of(out)
     assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 2
+    assert files_of(out) == before
     err = " ".join(capsys.readouterr().err.split())
     assert "upload failed" in err and f"--out {out} --batch submit" in err and "--batch collect" not in err
     assert len(fake.requests) == sent

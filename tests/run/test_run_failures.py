@@ -239,3 +239,43 @@ def test_an_exception_in_a_worker_process_is_a_blocker_with_a_reason_per_case(
     bug = [r for r in unjudged if "interrupted" not in (r["error_message"] or "")]
     assert bug and all("KeyError" in r["error_message"] for r in bug)
     assert not list(out.glob("records.w*.jsonl"))
+
+
+# -- a usage error changes nothing in --out ------------------------------------------------------------
+
+
+def files_of(out: Path) -> dict[str, bytes]:
+    """Every file under `out` and its bytes: what a refused command must leave as it found it."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_a_usage_error_of_gate_run_leaves_the_last_decision_as_it_was(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lane the policy does not have, and a judge the policy cannot have (ragas sends temperature
+    1 to a reasoning model: known only once the judge loads) are usage errors (exit 2): the last
+    run's decision and evidence in --out stay as they were."""
+    policy = suite_with(tmp_path, fake_openai, 3)
+    out = tmp_path / "out"
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 0
+    before = files_of(out)
+    assert {"result.json", "report.md", "junit.xml", "records.jsonl", "attempts.jsonl"} <= set(before)
+    assert gate("run", "--policy", policy, "--lane", "nope", "--out", out, "--no-cache") == 2
+    assert files_of(out) == before
+    policy.write_text(policy.read_text().replace("model: gpt-4o-mini", "model: o3-mini"))
+    capsys.readouterr()
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache") == 2
+    assert "temperature" in capsys.readouterr().err
+    assert files_of(out) == before
+
+
+def test_a_refused_merge_leaves_the_last_merge_as_it_was(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    policy = suite_with(tmp_path, fake_openai, 6)
+    shards = [tmp_path / "shard-1", tmp_path / "shard-2"]
+    for i, shard in enumerate(shards, 1):
+        assert gate("run", "--policy", policy, "--out", shard, "--shard", f"{i}/2", "--no-cache") == 0
+    merged = tmp_path / "merged"
+    assert gate("merge", "--policy", policy, *shards, "--out", merged) == 0
+    before = files_of(merged)
+    assert gate("merge", "--policy", policy, shards[0], shards[0], "--out", merged) == 2  # one index twice
+    assert files_of(merged) == before

@@ -21,6 +21,7 @@ import pytest
 from fake_github import FakeGitHub
 from fake_openai import FakeOpenAI
 from runner_env import parse_github_output, runner_env
+from slow_import import slow_import
 from suite import case, controls, result, write_suite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,11 +36,13 @@ def wait_until(ready: Any, proc: Any) -> None:
     assert proc.poll() is None, "the run ended before it could be interrupted"
 
 
-def gate_run(policy: Path, out: Path, *, cold: bool = False) -> Any:
+def gate_run(policy: Path, out: Path, *, cold: bool = False, pythonpath: Path | None = None) -> Any:
     """`gate run` as a process of its own: forked warm (tests/gate_process.py), or `cold`, a fresh
-    interpreter (where the judge's lazy import still lies ahead when the run has opened its journal)."""
+    interpreter (where the judge's lazy import still lies ahead), with `pythonpath` first on its path."""
     cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
     env = {**os.environ, KEY_ENV: "sk-test-sighup", "RAGAS_DO_NOT_TRACK": "true"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), str(ROOT)])
     start = subprocess.Popen if cold else gate_process.popen
     return start(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
@@ -73,9 +76,9 @@ def test_sighup_before_the_judge_is_loaded_writes_an_incomplete_result_naming_it
 ) -> None:
     policy = write_suite(tmp_path / "s", evaluator={"base_url": fake_openai.base_url})
     out = tmp_path / "out"
-    proc = gate_run(policy, out, cold=True)
-    # The attempt journal is opened just before the judge is built: the run is past its checks.
-    wait_until(lambda: (out / "attempts.jsonl").exists(), proc)
+    shim = slow_import(tmp_path, "ragas")  # the judge's import takes a minute: the signal comes during it
+    proc = gate_run(policy, out, cold=True, pythonpath=shim.directory)
+    shim.wait_started(proc, WAIT_S)
     proc.send_signal(signal.SIGHUP)
     _, err = proc.communicate(timeout=WAIT_S)
     assert proc.returncode == 3, err

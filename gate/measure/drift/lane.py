@@ -44,6 +44,7 @@ from gate.model.traces import (
     previous_drift,
 )
 from gate.model.wording import agree, plural
+from gate.run.outdir import clear_outputs
 from gate.run.sweep import judge_each
 
 DRIFT_RECORDS = "drift-records.jsonl"
@@ -143,12 +144,16 @@ def _judge_sample(
     factory: Callable[[LoadedPolicy, str, Path | None], Evaluator],
     record: RecordMaker,
 ) -> tuple[list[Record], list[Unrecorded]]:
-    """Clear the lane's files in --out, then judge the sample (without a key, nothing) into drift-records.jsonl.
+    """Load the judge, clear the earlier outputs and the lane's files in --out, then judge the
+    sample (without a key, nothing) into drift-records.jsonl.
 
     Also returns the attempts of earlier drift runs in --out that never finished (killed before
     drift.json), which no result has billed yet."""
     out = opts.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    # A judge the policy cannot have is a usage error: known before anything in --out changes.
+    evaluator = factory(judged_by, opts.api_key, opts.cache_dir) if opts.api_key else None
+    clear_outputs(out)  # the earlier run's result is never read as this one's
     journal_path = out / JOURNAL_FILE
     # Each attempt is written ahead to the journal (stream "drift"): the lane has no --resume, so
     # after a kill the journal is the bill of what was sent. A finished run (drift.json written)
@@ -163,14 +168,13 @@ def _judge_sample(
 
     records: list[Record] = []
     with RecordWriter(out / DRIFT_RECORDS) as writer, contextlib.closing(AttemptJournal(out / JOURNAL_FILE)) as journal:
-        if opts.api_key:
+        if evaluator is not None:
 
             def emit(case: Case, judgment: Judgment) -> None:
                 rec = record(case, judgment, judged_by, lineage)
                 writer.write(rec)
                 records.append(rec)
 
-            evaluator = factory(judged_by, opts.api_key, opts.cache_dir)
             concurrency = loaded.policy.evaluator.max_concurrency
             budget = Budget(opts.boundary)
             budget.spent = math.fsum(u.cost + sum(a.held for a in u.attempts) for u in unbilled)  # one boundary
