@@ -583,6 +583,15 @@ def _review_import_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _review_chain_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "ledger",
+        type=Path,
+        metavar="LEDGER",
+        help="the ledger to link: a JSON Lines file, or a directory of one file per reviewer",
+    )
+
+
 REVIEW_EXPORT_EXIT = exit_table(
     (
         (0, "written", "the cases (or the Label Studio files) are written"),
@@ -651,6 +660,17 @@ REVIEW_ACTIONS = (  # `gate review ACTION`, in the order `gate review --help` li
         "A task whose text was changed in Label Studio is exit 2; a task made there by hand is skipped.",
         _review_import_flags,
         examples=examples("gate review import queue.jsonl --ledger labels/ --format label-studio export.json"),
+        exits=REVIEW_EXIT,
+    ),
+    Subcommand(
+        "chain",
+        "link the lines of a ledger written before lines were chained, once",
+        "Each ledger line names the sha256 of the line before it in its file, so an edited, deleted or "
+        "reordered line is found. A ledger written by an earlier gate has no such links: check it against git "
+        "(`git log -p`), then run this once and commit the result. Each line gains `prev` and a retraction "
+        "follows its line's new sha256; nothing else changes. A file already chained is left as it is.",
+        _review_chain_flags,
+        examples=examples("gate review chain labels/", "git diff --stat labels/"),
         exits=REVIEW_EXIT,
     ),
 )
@@ -1230,6 +1250,17 @@ def cmd_review_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_review_chain(args: argparse.Namespace) -> int:
+    from gate.model.paths import shown_path
+    from gate.review.ledger import chain_ledger
+
+    for done in chain_ledger(args.ledger):
+        what = "linked" if done.linked else "already chained, left as it was"
+        say(sys.stdout, log_text(f"{shown_path(done.file)}: {plural(done.lines, 'line')}, {what}"))
+    say(sys.stdout, "next: git diff shows `prev` added to each line; commit the ledger")
+    return 0
+
+
 def import_lines(plan: Any, export: str, ledger: str) -> list[str]:
     """What `gate review import` says: the export read, the lines appended, and every change it saw."""
     from gate.model.wording import listed
@@ -1305,6 +1336,7 @@ REVIEW_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "status": cmd_review_status,
     "export": cmd_review_export,
     "import": cmd_review_import,
+    "chain": cmd_review_chain,
 }
 
 

@@ -219,12 +219,14 @@ def _productize(suite: Suite, root: Path, cases: list[dict[str, Any]]) -> list[d
 
 
 def _write_audit(suite: Suite, root: Path, responses: dict[str, str], cases: dict[str, dict[str, Any]]) -> None:
-    """audit.jsonl: two blind reviewers' labels on each audited answer, as `gate review serve` appends them
-    (each on the item the run's queue would show: the case's question and evidence text, the answer)."""
+    """audit.jsonl: two blind reviewers' labels on each audited answer, appended as `gate review serve`
+    appends them (each on the item the run's queue would show: the case's question and evidence text,
+    the answer)."""
+    from gate.review.ledger import append_line
     from gate.review.queue import item_id
 
     labels = {c.case_id: c.label for c in suite.cases}
-    lines = []
+    (root / AUDIT).write_bytes(b"")
     for case_id in suite.audited:
         if case_id not in responses:
             continue
@@ -232,7 +234,8 @@ def _write_audit(suite: Suite, root: Path, responses: dict[str, str], cases: dic
         case = cases[case_id]
         item = item_id(case_id, case["user_input"], case.get("reference") or "", responses[case_id])
         for reviewer in ("ana", "bo"):
-            lines.append(
+            append_line(
+                root / AUDIT,
                 {
                     "at": "2026-12-05T07:15:01.000Z",
                     "kind": "label",
@@ -245,9 +248,8 @@ def _write_audit(suite: Suite, root: Path, responses: dict[str, str], cases: dic
                     "queue_sha256": "0" * 64,
                     "rubric_version": "rubric-1",
                     "blind": True,
-                }
+                },
             )
-    (root / AUDIT).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
 
 
 def write_product_calibration(policy: Path, slice_names: list[str]) -> None:

@@ -401,7 +401,7 @@ def queue_policy(queue: Queue, policy: Path | None) -> LoadedPolicy:
 def read_labelled(queue_path: Path, ledger: Path, policy: Path | None, k: int | None) -> Labelled:
     queue = read_queue(queue_path)
     loaded = queue_policy(queue, policy)
-    lines = read_ledger(ledger, queue)
+    lines = read_ledger(ledger, queue, rubrics=loaded.policy.rubrics)
     per_item = k if k is not None else loaded.policy.review.reviewers_per_item
     return Labelled(queue, loaded, lines, per_item, final_labels(lines, queue, per_item))
 

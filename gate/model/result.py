@@ -544,6 +544,14 @@ class ZeroTolerance(Part):
     unjudged: list[str] = []  # sent, no verdict from the judge (an error, a tie): nobody checked them
 
 
+class AuditLedgerFile(Part):
+    """One file of the audit's ledger, as the decision read it."""
+
+    file: str
+    lines: int
+    last_line_sha256: str
+
+
 class ProductSlice(Part):
     """One slice of a product lane: the judge-corrected failure rate against its limit."""
 
@@ -581,6 +589,9 @@ class Product(Part):
     order_seed: str | None = None
     slices: dict[str, ProductSlice]
     audit: str | None = None  # the ledger of people's labels the audit read (--audit)
+    # Each file of that ledger as read: its lines and its last line's sha256 (the chain of lines anchors
+    # every line but the last; compare this with the file git holds).
+    audit_ledger: list[AuditLedgerFile] | None = None
 
 
 class JudgeRetirement(Part):

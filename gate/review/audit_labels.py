@@ -31,7 +31,7 @@ from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.wording import agree, plural
 from gate.review.draw import STRATA, draw_order
-from gate.review.ledger import LedgerLine, final_labels, read_ledger
+from gate.review.ledger import EMPTY_SHA256, LedgerLine, final_labels, ledger_files, read_ledger
 from gate.review.queue import Queue, answer_item_id, read_queue
 from gate.review.status import independent_labels
 
@@ -57,6 +57,15 @@ class AuditLabel:
     blind: bool  # every line it rests on was made blind
 
 
+class LedgerFile(NamedTuple):
+    """One file of the ledger as the audit read it: what a reader can compare with git's copy (the chain
+    anchors every line but the last, which only the file's history can)."""
+
+    path: str  # as shown to people
+    lines: int
+    last_line_sha256: str  # EMPTY_SHA256 for an empty file
+
+
 @dataclass(frozen=True)
 class AuditEvidence:
     """People's labels on the items of a ledger, as the decision of a product run reads them."""
@@ -67,6 +76,7 @@ class AuditEvidence:
     # (slice, stratum, case ids) -> the stratum's draw order (the queue's, or the default seed's).
     order: ar.Orderer
     notes: tuple[str, ...] = field(default=())
+    files: tuple[LedgerFile, ...] = ()  # each file of the ledger: its lines and last line's sha256
 
     def key_of(self, case: Case, response_sha256: str) -> LabelKey:
         """The identity of the item a case's answer is, under the rubric the policy gates with."""
@@ -142,7 +152,24 @@ def read_audit(
             )
         orderer = functools.partial(draw_order, seed)
     return AuditEvidence(
-        source=shown_path(ledger), rubric_version=rubrics[-1], labels=labels, order=orderer, notes=tuple(notes)
+        source=shown_path(ledger),
+        rubric_version=rubrics[-1],
+        labels=labels,
+        order=orderer,
+        notes=tuple(notes),
+        files=_files_read(ledger, lines),
+    )
+
+
+def _files_read(ledger: Path, lines: Sequence[LedgerLine]) -> tuple[LedgerFile, ...]:
+    last: dict[Path, LedgerLine] = {}
+    count: dict[Path, int] = {}
+    for line in lines:
+        last[line.file] = line
+        count[line.file] = count.get(line.file, 0) + 1
+    return tuple(
+        LedgerFile(shown_path(path), count.get(path, 0), last[path].line_sha256 if path in last else EMPTY_SHA256)
+        for path in ledger_files(ledger)
     )
 
 

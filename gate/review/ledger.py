@@ -2,7 +2,10 @@
 
 A line is written whole under an exclusive lock, flushed and fsynced before `append_line` returns,
 and never rewritten: a correction is a retraction that names the `line_sha256` it withdraws, and
-a new line. A ledger may be a directory: each reviewer then appends to a file of their own
+a new line. Each line carries `prev`, the sha256 of the line before it in its file (the first line:
+of the empty string), computed under the same lock, so an edited, deleted, duplicated or reordered
+line breaks the chain at the line after it and reading names that file and line. The chain cannot
+see the last line of a file edited or removed (nothing follows it): git history anchors that. A ledger may be a directory: each reviewer then appends to a file of their own
 (`<reviewer>.jsonl`), so people who label apart commit without merge conflicts, and every reader
 takes the union of the directory's `*.jsonl` files. Reading checks every line; a line that does
 not parse, a label outside the policy's, a missing reason or an item of no queue given is a usage
@@ -33,6 +36,7 @@ Kind = Literal["label", "adjudication", "retraction"]
 KINDS: tuple[Kind, ...] = ("label", "adjudication", "retraction")
 Status = Literal["unanimous", "adjudicated", "disagreement", "abstain", "pending"]
 MAX_LEDGER_BYTES = 1024 * 1024 * 1024
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # the first line's `prev`
 _REQUIRED = (
     "kind",
     "item_id",
@@ -44,6 +48,7 @@ _REQUIRED = (
     "queue_sha256",
     "rubric_version",
     "blind",
+    "prev",
 )
 # `case_id` and `evidence` may be absent; the rest are written only when they say something:
 # `retracts` on a retraction, `self_adjudication` when --allow-self-adjudication let an adjudicator
@@ -53,6 +58,11 @@ _OPTIONAL = ("case_id", "evidence", "retracts", "self_adjudication", "external_i
 REVIEWER_RULE = "letters, digits and . _ : / - @ + only, 1 to 200 characters"
 _REVIEWER = re.compile(r"[A-Za-z0-9._:/@+-]{1,200}")
 _FIX = "fix: restore the line from git (the ledger is append-only; a correction is a retraction and a new line)"
+_UNCHAINED = (
+    "`prev` is missing: the line was written before each ledger line named the sha256 of the one before it; "
+    "fix: check the file against git (`git log -p`), then link its lines once with `gate review chain LEDGER` "
+    "and commit the result"
+)
 
 
 class LedgerError(UsageError):
@@ -75,6 +85,7 @@ class LedgerLine:
     blind: bool
     retracts: str | None
     line_sha256: str  # sha256 of the line's bytes as written (without its newline)
+    prev: str  # line_sha256 of the line before it in its file (EMPTY_SHA256 for the first)
     file: Path
     line_no: int
     self_adjudication: bool = False
@@ -112,15 +123,15 @@ def _line_object(fields: Mapping[str, object]) -> dict[str, object]:
 
 
 def append_line(ledger: Path, fields: Mapping[str, object]) -> LedgerLine:
-    """Append one act: checked, one whole line under an exclusive lock, flushed and fsynced.
+    """Append one act: checked, one whole line under an exclusive lock, linked to the line before it
+    (`prev`, read under the same lock), flushed and fsynced.
 
     `ledger` a directory: the reviewer's own file inside it. Returns the line as a reader sees it.
     """
-    obj = _line_object(fields)
+    obj = {k: v for k, v in _line_object(fields).items() if k != "prev"}
     target = ledger_file(ledger, str(obj.get("reviewer", "")))
-    text = canonical_json(obj)
-    line = _parse(text.encode("utf-8"), f"{shown_path(target)} (the line to append)", target, 0)
-    data = text.encode("utf-8") + b"\n"
+    where = f"{shown_path(target)} (the line to append)"
+    _parse(canonical_json({**obj, "prev": EMPTY_SHA256}).encode("utf-8"), where, target, 0)  # refused before the lock
     try:
         fd = os.open(
             from_working_directory(target), os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644
@@ -131,10 +142,12 @@ def append_line(ledger: Path, fields: Mapping[str, object]) -> LedgerLine:
         ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
+        tail = _tail(fd)
+        text = canonical_json({**obj, "prev": tail.prev})
+        line = _parse(text.encode("utf-8"), where, target, 0)
+        data = text.encode("utf-8") + b"\n"
+        if tail.unfinished:
             data = b"\n" + data  # never glue a line onto one a killed writer left unfinished
-        line_no = _count_lines(fd, size) + 1
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -147,20 +160,35 @@ def append_line(ledger: Path, fields: Mapping[str, object]) -> LedgerLine:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-    return _replace_position(line, target, line_no)
+    return _replace_position(line, target, tail.lines + 1)
 
 
-def _count_lines(fd: int, size: int) -> int:
-    count, offset = 0, 0
+@dataclass(frozen=True)
+class _Tail:
+    lines: int  # lines in the file (an unfinished last line counts)
+    prev: str  # the sha256 of its last whole line that is not blank: the next line's `prev`
+    unfinished: bool  # the file ends inside a line a killed writer left
+
+
+def _tail(fd: int) -> _Tail:
+    """What the next line links to, read under the writer's lock. The link skips an unfinished last
+    line, so deleting that line (as reading asks) leaves the chain whole."""
+    size = os.fstat(fd).st_size
+    chunks: list[bytes] = []
+    offset = 0
     while offset < size:
-        chunk = os.pread(fd, 1 << 20, offset)
+        chunk = os.pread(fd, min(1 << 20, size - offset), offset)
         if not chunk:
             break
-        count += chunk.count(b"\n")
+        chunks.append(chunk)
         offset += len(chunk)
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        count += 1  # the unfinished last line is a line of its own
-    return count
+    data = b"".join(chunks)
+    end = data.rfind(b"\n") + 1
+    whole = data[:end].split(b"\n")[:-1]
+    last = next((raw for raw in reversed(whole) if raw.strip()), None)
+    prev = sha256_hex(last.rstrip(b"\r")) if last is not None else EMPTY_SHA256
+    unfinished = end < len(data)
+    return _Tail(len(whole) + (1 if unfinished else 0), prev, unfinished)
 
 
 def _replace_position(line: LedgerLine, file: Path, line_no: int) -> LedgerLine:
@@ -173,12 +201,16 @@ def _fail(where: str, problem: str) -> LedgerError:
 
 def _field_problem(obj: dict[str, Any]) -> str | None:
     missing = [k for k in _REQUIRED if k not in obj]
+    if missing == ["prev"]:
+        return _UNCHAINED
     if missing:
         return f"`{missing[0]}` is missing"
     unknown = [k for k in obj if k not in _REQUIRED and k not in _OPTIONAL]
     if unknown:
         return f"unknown key `{visible(unknown[0], 40)}`"
-    texts = ("item_id", "response_sha256", "reviewer", "label", "reason", "at", "queue_sha256", "rubric_version")
+    texts = (
+        "prev", "item_id", "response_sha256", "reviewer", "label", "reason", "at", "queue_sha256", "rubric_version"
+    )  # fmt: skip
     bad = next((k for k in texts if not isinstance(obj[k], str)), None)
     if bad is not None:
         return f"`{bad}` must be text"
@@ -210,7 +242,7 @@ def _parse(raw: bytes, where: str, file: Path, line_no: int) -> LedgerLine:
         raise _fail(where, f"not a JSON object; {_FIX}")
     problem = _field_problem(obj)
     if problem is not None:
-        raise _fail(where, f"{problem}; {_FIX}")
+        raise _fail(where, problem if problem == _UNCHAINED else f"{problem}; {_FIX}")
     return LedgerLine(
         kind=obj["kind"],
         item_id=obj["item_id"],
@@ -226,6 +258,7 @@ def _parse(raw: bytes, where: str, file: Path, line_no: int) -> LedgerLine:
         blind=obj["blind"],
         retracts=obj.get("retracts"),
         line_sha256=sha256_hex(raw.rstrip(b"\r")),
+        prev=obj["prev"],
         file=file,
         line_no=line_no,
         self_adjudication=obj.get("self_adjudication", False),
@@ -262,7 +295,39 @@ def _read_file(path: Path) -> list[LedgerLine]:
                     "fix: delete that unfinished line",
                 ) from None
         out.append(_parse(raw, f"{shown}:{line_no}", path, line_no))
+    for i, line in enumerate(out):
+        if line.prev != (out[i - 1].line_sha256 if i else EMPTY_SHA256):
+            raise _broken_chain(i, out)
     return out
+
+
+def _broken_chain(at: int, lines: Sequence[LedgerLine]) -> LedgerError:
+    """What a line whose `prev` is not the line before it says happened to the file."""
+    line = lines[at]
+    named = next((x for x in lines if x.line_sha256 == line.prev), None)
+    twin = next((x for x in lines[:at] if x.line_sha256 == line.line_sha256), None)
+    if twin is not None:
+        what = f"it repeats line {twin.line_no} (a line copied, or merged in twice)"
+    elif named is not None and named.line_no > line.line_no:
+        what = f"it follows line {named.line_no}, which comes after it: lines were reordered"
+    elif named is not None:
+        what = (
+            f"it follows line {named.line_no}, not the line before it: a line was deleted, moved or added by hand "
+            "between them"
+        )
+    elif at == 0:
+        what = "it is the file's first line but follows another: the lines before it were deleted"
+    else:
+        what = (
+            f"it follows a line the file no longer holds: line {lines[at - 1].line_no} was edited, or a line was "
+            "deleted there"
+        )
+    return _fail(
+        line.where,
+        f"the chain of lines is broken ({what}): people's labels were changed outside the gate; fix: restore the "
+        "file from git (`git log -p` shows the edit; the ledger is append-only, a correction is a retraction and a "
+        "new line)",
+    )
 
 
 def _check_against_queue(line: LedgerLine, queue: Queue) -> None:
@@ -279,6 +344,13 @@ def _check_against_queue(line: LedgerLine, queue: Queue) -> None:
     if line.response_sha256 != item.response_sha256 or line.case_id != item.case_id:
         raise _fail(
             line.where, f"the case id or answer hash differs from item {line.item_id[:12]} in the queue; {_FIX}"
+        )
+    if line.queue_sha256 != queue.sha256:
+        raise _fail(
+            line.where,
+            f"the line names queue {visible(line.queue_sha256[:12])}, not {shown_path(queue.path)} "
+            f"({queue.sha256[:12]}) it is read with: people labelled another file; fix: pass the queue this ledger "
+            "labels, or a ledger of this queue",
         )
     if line.rubric_version != queue.header.rubric_version:
         raise _fail(
@@ -302,6 +374,19 @@ def _check_retractions(lines: Sequence[LedgerLine]) -> None:
             )
 
 
+def _check_twins(lines: Sequence[LedgerLine]) -> None:
+    """The same line in two files of a directory (a file copied, a line moved across): one act counted twice."""
+    seen: dict[str, LedgerLine] = {}
+    for line in lines:
+        first = seen.setdefault(line.line_sha256, line)
+        if first is not line:
+            raise _fail(
+                line.where,
+                f"the line repeats {first.where} (a file or line copied): one act would count twice; fix: restore "
+                "the ledger from git",
+            )
+
+
 def _check_rubric(line: LedgerLine, rubrics: Sequence[str]) -> None:
     if line.rubric_version not in rubrics:
         raise _fail(
@@ -321,6 +406,7 @@ def read_ledger(
     if missing_ok and not from_working_directory(ledger).exists():
         return ()
     lines = [line for path in ledger_files(ledger) for line in _read_file(path)]
+    _check_twins(lines)
     for line in lines:
         if queue is not None:
             _check_against_queue(line, queue)
@@ -406,3 +492,83 @@ def final_labels(lines: Iterable[LedgerLine], queue: Queue | None, k: int) -> di
         [item.item_id for item in queue.items] if queue is not None else list(dict.fromkeys([*labels, *adjudications]))
     )
     return {item: _final(item, labels.get(item, []), adjudications.get(item), k) for item in items}
+
+
+@dataclass(frozen=True)
+class Chained:
+    file: Path
+    lines: int
+    linked: bool  # False: the file was chained already and is left as it was
+
+
+def chain_ledger(ledger: Path) -> list[Chained]:
+    """Link the lines of a ledger written before lines were chained, once: each line gains `prev`, and
+    a retraction's `retracts` follows the new sha256 of the line it withdraws. Every file is checked
+    whole before any is written; each is then replaced at once (a temporary file renamed over it). A
+    file already chained is read as any reader reads it (a broken chain is an error) and left alone;
+    one that is chained in part was edited by hand and is refused."""
+    renamed: dict[str, str] = {}
+    plans: list[tuple[Path, int, bytes | None]] = []
+    for path in ledger_files(ledger):
+        plans.append(_chained_file(path, renamed))
+    out = []
+    for path, count, data in plans:
+        if data is not None:
+            _replace_file(path, data)
+        out.append(Chained(path, count, data is not None))
+    read_ledger(ledger)  # what was written reads whole
+    return out
+
+
+def _chained_file(path: Path, renamed: dict[str, str]) -> tuple[Path, int, bytes | None]:
+    shown = shown_path(path)
+    try:
+        with open_binary(path, "review ledger", MAX_LEDGER_BYTES) as fh:
+            data = fh.read()
+    except FileProblem as exc:
+        raise LedgerError(f"{exc.message}; fix: pass the ledger to chain") from None
+    objs: list[tuple[int, bytes, dict[str, Any]]] = []
+    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise _fail(f"{shown}:{line_no}", f"not a JSON object (a line cut off or edited); {_FIX}") from None
+        if not isinstance(obj, dict):
+            raise _fail(f"{shown}:{line_no}", f"not a JSON object; {_FIX}")
+        objs.append((line_no, raw, obj))
+    chained = [line_no for line_no, _, obj in objs if "prev" in obj]
+    if len(chained) == len(objs):
+        return path, len(_read_file(path)), None
+    if chained:
+        raise _fail(
+            f"{shown}:{chained[0]}",
+            "some lines of the file are chained and some are not: it was edited by hand; fix: restore it from git",
+        )
+    prev, lines = EMPTY_SHA256, []
+    for line_no, old, obj in objs:
+        retracts = obj.get("retracts")
+        if isinstance(retracts, str) and retracts in renamed:
+            obj["retracts"] = renamed[retracts]
+        raw = canonical_json({**obj, "prev": prev}).encode("utf-8")
+        line = _parse(raw, f"{shown}:{line_no}", path, line_no)  # every field checked as a reader checks it
+        renamed[sha256_hex(old.rstrip(b"\r"))] = line.line_sha256
+        prev = line.line_sha256
+        lines.append(raw)
+    return path, len(lines), b"".join(raw + b"\n" for raw in lines)
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    target = from_working_directory(path)
+    temporary = target.with_name(f".{target.name}.chaining")
+    try:
+        with open(temporary, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, target)
+    except OSError as exc:
+        raise LedgerError(
+            f"{shown_path(path)}: cannot rewrite it ({exc.strerror}); fix: free space or permissions, then chain again"
+        ) from None

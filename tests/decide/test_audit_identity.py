@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openai import FakeOpenAI
 from suite import result
-from test_product_audit import decide, label
+from test_product_audit import answers_of, audit_suite, decide, label
 from test_product_audit import fake as fake  # the fixture
 from test_product_audit import good_run as good_run  # the fixture
-from test_product_lane import run_app
+from test_product_lane import run_app, write_responses
 
 from gate.cli import main
 from gate.review.ledger import append_line
@@ -132,3 +133,29 @@ def test_a_label_under_an_earlier_rubric_is_listed_and_one_under_a_rubric_the_po
     assert decide(policy, run, tmp_path / "refused", "--audit", str(ledger)) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "ledger.jsonl:121" in err and "rubric rubric-0, which the policy no longer has" in err, err
+
+
+def test_labels_rewritten_by_hand_never_clear_a_confirmed_failure(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Zero tolerance: people confirmed p-001 failing (exit 1). Rewriting its two labels to `pass` by hand
+    cleared it (exit 0, not a word); the chain of lines names the file and line instead (exit 2).
+    result.json records what was read: each file's lines and last line's sha256."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=0)
+    lines = answers_of(2)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    ledger = tmp_path / "ledger.jsonl"
+    label(ledger, lines[0], "pass")
+    label(ledger, lines[1], "fail")
+    assert decide(policy, run, tmp_path / "confirmed", "--audit", str(ledger)) == 1
+    text = ledger.read_text(encoding="utf-8").splitlines()
+    assert result(tmp_path / "confirmed")["product"]["audit_ledger"] == [
+        {"file": str(ledger), "lines": 4, "last_line_sha256": hashlib.sha256(text[3].encode()).hexdigest()}
+    ]
+    ledger.write_text("\n".join([*text[:2], *(x.replace('"fail"', '"pass"') for x in text[2:])]) + "\n")
+    capsys.readouterr()
+    assert decide(policy, run, tmp_path / "cleared", "--audit", str(ledger)) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "ledger.jsonl:4 (review ledger): the chain of lines is broken" in err and "line 3 was edited" in err, err
+    assert not (tmp_path / "cleared" / "result.json").exists()

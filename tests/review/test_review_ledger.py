@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from gate.review.draw import draw_order
-from gate.review.ledger import LedgerError, append_line, final_labels, read_ledger
+from gate.review.ledger import EMPTY_SHA256, LedgerError, append_line, final_labels, read_ledger
 from gate.review.queue import Queue, QueueError, QueueHeader, item_id, make_item, read_queue, write_queue
 
 HEADER = QueueHeader(
@@ -218,3 +219,154 @@ def test_two_writers_at_once_never_interleave_or_lose_a_line(tmp_path: Path) -> 
     assert [w.exitcode for w in writers] == [0, 0]
     lines = read_ledger(ledger, queue)
     assert len(lines) == 120 and {line.reviewer for line in lines} == {"ana", "ben"}
+
+
+def _four_lines(tmp_path: Path) -> tuple[Queue, Path, list[str]]:
+    queue = make_queue(tmp_path, n=2)
+    ledger = tmp_path / "ledger.jsonl"
+    for i in range(2):
+        for reviewer in ("ana", "ben"):
+            append_line(ledger, act(queue, i, reviewer, "pass"))
+    return queue, ledger, ledger.read_text(encoding="utf-8").splitlines()
+
+
+def test_each_line_names_the_sha256_of_the_line_before_it_in_its_file(tmp_path: Path) -> None:
+    queue, ledger, text = _four_lines(tmp_path)
+    lines = read_ledger(ledger, queue)
+    assert lines[0].prev == EMPTY_SHA256 == hashlib.sha256(b"").hexdigest()
+    assert [x.prev for x in lines[1:]] == [hashlib.sha256(raw.encode()).hexdigest() for raw in text[:-1]]
+    assert [x.line_sha256 for x in lines] == [hashlib.sha256(raw.encode()).hexdigest() for raw in text]
+
+
+def _edited(text: list[str]) -> list[str]:
+    return [text[0], text[1].replace('"pass"', '"fail"'), *text[2:]]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "where", "says"),
+    [
+        (_edited, 3, "it follows a line the file no longer holds: line 2 was edited, or a line was deleted there"),
+        (lambda t: [t[0], *t[2:]], 2, "it follows a line the file no longer holds: line 1 was edited"),
+        (lambda t: [t[0], t[1], t[1], *t[2:]], 3, "it repeats line 2"),
+        (lambda t: [*t, t[3]], 5, "it repeats line 4"),
+        (lambda t: [t[0], t[2], t[1], t[3]], 2, "it follows line 3, which comes after it: lines were reordered"),
+        (lambda t: t[1:], 1, "it is the file's first line but follows another"),
+        (lambda t: [t[0], t[3]], 2, "it follows a line the file no longer holds"),
+    ],
+    ids=["edited", "deleted", "duplicated", "duplicated-last", "reordered", "first-deleted", "middle-deleted"],
+)
+def test_an_edited_deleted_duplicated_or_reordered_line_is_refused_naming_the_file_and_line(
+    tmp_path: Path, tamper: Any, where: int, says: str
+) -> None:
+    queue, ledger, text = _four_lines(tmp_path)
+    ledger.write_text("\n".join(tamper(text)) + "\n", encoding="utf-8")
+    with pytest.raises(LedgerError) as got:
+        read_ledger(ledger, queue)
+    message = str(got.value)
+    assert f"ledger.jsonl:{where} (review ledger): the chain of lines is broken ({says}" in message, message
+    assert "fix: restore the file from git" in message
+
+
+def test_the_last_line_edited_is_what_the_chain_cannot_see(tmp_path: Path) -> None:
+    """Nothing follows the last line of a file, so nothing names its sha256: an edit of it alone reads as
+    written (git history anchors it; result.json records each file's last line for that)."""
+    queue, ledger, text = _four_lines(tmp_path)
+    ledger.write_text("\n".join([*text[:3], text[3].replace('"pass"', '"fail"')]) + "\n", encoding="utf-8")
+    assert read_ledger(ledger, queue)[3].label == "fail"
+
+
+def test_a_line_copied_into_another_reviewers_file_and_a_line_of_another_queue_are_refused(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=2)
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    append_line(ledger, act(queue, 0, "ana", "pass"))
+    (ledger / "copy.jsonl").write_bytes((ledger / "ana.jsonl").read_bytes())
+    with pytest.raises(LedgerError, match=r"copy\.jsonl:1 \(review ledger\): the line repeats .*ana\.jsonl:1"):
+        read_ledger(ledger, queue)
+    (ledger / "copy.jsonl").unlink()
+    # The same item in another queue file (a second queue built over the same answers): another queue.
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(queue.path.read_bytes() + b"\n")
+    append_line(ledger, act(read_queue(other), 1, "ben", "pass"))
+    with pytest.raises(LedgerError, match=r"ben\.jsonl:1 \(review ledger\): the line names queue \w+, not "):
+        read_ledger(ledger, queue)
+
+
+def test_a_ledger_written_before_lines_were_chained_is_refused_with_the_fix_and_chained_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ledger an earlier gate wrote (no `prev`): exit 2 naming the file and line and `gate review chain`;
+    that command links each file once (a retraction following its line's new sha256), and reading works."""
+    from gate.cli import main
+
+    queue = make_queue(tmp_path, n=2)
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    first = append_line(ledger, act(queue, 0, "ana", "fail"))
+    append_line(ledger, {**act(queue, 0, "ana", "fail"), "kind": "retraction", "retracts": first.line_sha256})
+    append_line(ledger, act(queue, 0, "ana", "pass"))
+    append_line(ledger, act(queue, 0, "ben", "pass"))
+    for path in ledger.iterdir():  # as an earlier gate wrote them: no prev, retracts naming the old line
+        old = [{k: v for k, v in json.loads(x).items() if k != "prev"} for x in path.read_text().splitlines()]
+        text = [json.dumps(x, sort_keys=True, separators=(",", ":")) for x in old]
+        if len(old) > 1:
+            old[1]["retracts"] = hashlib.sha256(text[0].encode()).hexdigest()
+            text[1] = json.dumps(old[1], sort_keys=True, separators=(",", ":"))
+        path.write_text("".join(x + "\n" for x in text), encoding="utf-8")
+    old_sha = hashlib.sha256((ledger / "ana.jsonl").read_text().splitlines()[0].encode()).hexdigest()
+    with pytest.raises(LedgerError, match=r"ana\.jsonl:1 \(review ledger\): `prev` is missing.*gate review chain"):
+        read_ledger(ledger, queue)
+    capsys.readouterr()
+    assert main(["review", "chain", str(ledger)]) == 0
+    said = capsys.readouterr().out
+    assert "ana.jsonl: 3 lines, linked" in said and "ben.jsonl: 1 line, linked" in said
+    lines = read_ledger(ledger, queue)
+    assert lines[1].retracts == lines[0].line_sha256 != old_sha
+    assert final_labels(lines, queue, k=2)[queue.items[0].item_id].label == "pass"
+    assert main(["review", "chain", str(ledger)]) == 0
+    assert "ana.jsonl: 3 lines, already chained, left as it was" in capsys.readouterr().out
+    # A file chained in part was edited by hand: refused, nothing written.
+    (ledger / "ben.jsonl").write_text((ledger / "ben.jsonl").read_text() + json.dumps(old[0]) + "\n")
+    before = (ledger / "ben.jsonl").read_bytes()
+    assert main(["review", "chain", str(ledger)]) == 2
+    assert "some lines of the file are chained and some are not" in capsys.readouterr().err
+    assert (ledger / "ben.jsonl").read_bytes() == before
+
+
+def test_reviewers_who_label_on_two_branches_meet_in_a_git_merge(tmp_path: Path) -> None:
+    """A ledger directory of one file per reviewer: ana labels on one branch, ben on another, both
+    after a shared first label; `git merge` joins them without a conflict and the chain of each file reads."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
+           "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # fmt: skip
+
+    def run(*args: str) -> None:
+        subprocess.run([git, *args], cwd=repo, env=env, check=True, capture_output=True)
+
+    queue = make_queue(repo, n=3)
+    ledger = repo / "labels"
+    ledger.mkdir()
+    run("init", "-q", "-b", "main")
+    append_line(ledger, act(queue, 0, "ana", "pass"))
+    run("add", "-A")
+    run("commit", "-qm", "first label")
+    run("checkout", "-qb", "ben-work")
+    for i in range(3):
+        append_line(ledger, act(queue, i, "ben", "pass"))
+    run("add", "-A")
+    run("commit", "-qm", "ben")
+    run("checkout", "-q", "main")
+    for i in (1, 2):
+        append_line(ledger, act(queue, i, "ana", "pass"))
+    run("commit", "-qam", "ana")
+    run("merge", "-q", "--no-edit", "ben-work")
+    lines = read_ledger(ledger, queue)
+    assert len(lines) == 6 and {x.reviewer for x in lines} == {"ana", "ben"}
+    assert all(f.status == "unanimous" for f in final_labels(lines, queue, k=2).values())

@@ -9,6 +9,7 @@ is scripts/review_ui.py (`make ui-test`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import html.parser
 import json
 import re
@@ -27,7 +28,7 @@ from starlette.testclient import TestClient
 from suite import write_suite
 
 from gate.cli import main
-from gate.review.ledger import final_labels, read_ledger
+from gate.review.ledger import EMPTY_SHA256, final_labels, read_ledger
 from gate.review.queue import QueueHeader, make_item, read_queue, write_queue
 from gate.web.app import CSP, Settings, build_app
 from gate.web.desk import Desk
@@ -47,7 +48,7 @@ def write_test_queue(
         policy_id="support-refunds",
         policy_path="policy.yaml",
         policy_sha256="0" * 64,
-        rubric_version="r1",
+        rubric_version="rubric-1",
         allowed_values=labels,
         sources=({"kind": "product-audit", "path": "gate-out", "sha256": "0" * 64},),
         design={"seed": "7", "strata": {"judged_fail": {"population": n, "sample": n}}},
@@ -379,7 +380,7 @@ def _good_line(queue_path: Path) -> dict[str, Any]:
     return {
         "kind": "label", "item_id": item.item_id, "case_id": item.case_id, "response_sha256": item.response_sha256,
         "reviewer": "ann", "label": "pass", "reason": "r", "evidence": [], "at": "2026-01-01T00:00:00Z",
-        "queue_sha256": queue.sha256, "rubric_version": "r1", "blind": True,
+        "queue_sha256": queue.sha256, "rubric_version": "rubric-1", "blind": True,
     }  # fmt: skip
 
 
@@ -395,8 +396,9 @@ def test_serve_refuses_a_ledger_it_cannot_use_naming_the_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, says: str
 ) -> None:
     queue = write_test_queue(tmp_path / "queue.jsonl", 1)
-    good = json.dumps(_good_line(queue))
-    bad = line if isinstance(line, str) else json.dumps({**_good_line(queue), **line})
+    good = json.dumps({**_good_line(queue), "prev": EMPTY_SHA256})
+    after = {"prev": hashlib.sha256(good.encode()).hexdigest()}  # the chain holds: the line itself is at fault
+    bad = line if isinstance(line, str) else json.dumps({**_good_line(queue), **after, **line})
     (tmp_path / "ledger.jsonl").write_text(f"{good}\n{bad}\n")
     code = main(["review", "serve", str(queue), "--ledger", str(tmp_path / "ledger.jsonl"), "--port", "0"])
     err = capsys.readouterr().err

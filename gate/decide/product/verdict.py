@@ -306,6 +306,9 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     }
     if pe.audit is not None:
         section["audit"] = pe.audit.source
+        section["audit_ledger"] = [
+            {"file": f.path, "lines": f.lines, "last_line_sha256": f.last_line_sha256} for f in pe.audit.files
+        ]
         judged = frozenset(
             (o.case.case_id, o.response_sha256) for a in by_slice.values() for o in a.judged
             if o.response_sha256 is not None
