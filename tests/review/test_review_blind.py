@@ -247,7 +247,7 @@ def test_an_item_had_its_k_labels_by_the_times_the_lines_give_in_any_time_zone(t
     queue = read_queue(tmp_path / "queue.jsonl")
     item = queue.items[0]
     base = {"item_id": item.item_id, "case_id": item.case_id, "response_sha256": item.response_sha256,
-            "queue_sha256": queue.sha256, "rubric_version": "r1", "blind": True, "reason": "r"}  # fmt: skip
+            "queue_sha256": queue.sha256, "rubric_version": "rubric-1", "blind": True, "reason": "r"}  # fmt: skip
     ann = append_line(
         ledger, {**base, "kind": "label", "reviewer": "ann", "label": "pass", "at": "2026-01-01T09:00:00Z"}
     )
