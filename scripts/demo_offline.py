@@ -10,9 +10,10 @@ The judge knows a case exactly: it renders every case of the policy with the pol
 gate does, and answers a request by the sha256 of its prompt, never by a piece of text two cases
 can share (a reference quoted by one case's answer). A prompt it cannot tie to one answer (no case
 renders it; two cases render it with different answers; an application's answer it has no answer
-for) gets an HTTP 400 saying why, which gate records as an evaluator error, never a verdict. Its
-answers are never cached: gate runs with --no-cache (the demo says where gate's cache is, and
-takes --no-cache too). A crash of the demo is exit 3 with one paragraph, never a verdict's code.
+for; a prompt the rule judge cannot read) gets an HTTP 400 saying what it could not tell and how
+to fix the suite, which gate records as an evaluator error, never a verdict; the demo ends saying
+how many it refused and why. Its answers are never cached: gate runs with --no-cache (the demo
+says where gate's cache is, and takes --no-cache too). A crash of the demo is exit 3 with one paragraph, never a verdict's code.
 
 `--flip CASE_ID` makes the fake judge disagree on a case, to watch the gate block; `--shard I/N`
 judges one shard; `--latency S` lets the progress bar move.
@@ -39,6 +40,8 @@ import os
 import re
 import socket
 import sys
+import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +59,7 @@ try:
     from gate.model.paths import shown_path
     from gate.model.policy import LoadedPolicy, load_policy
     from gate.model.textfit import say
+    from gate.model.wording import plural
     from gate.plan.inputs import DEFAULT_CACHE_DIR, cache_dir_for
     from gate.plan.responses import answer_cases, read_responses
 except ModuleNotFoundError as exc:  # another interpreter than the virtualenv's: one paragraph, no traceback
@@ -86,9 +90,17 @@ def digits_rule(reference: str, response: str) -> tuple[str, str]:
 
 def cannot_answer(why: str) -> Behaviour:
     """What the offline judge sends when it cannot judge a prompt: a refusal (HTTP 400), never a
-    verdict, so gate records an evaluator error (`bad_request`, not retried) whose message is `why`.
-    Keep `why` short: the terminal shows a case's error message cut at 120 characters."""
+    verdict, so gate records an evaluator error (`bad_request`, not retried) whose message is `why`:
+    what it could not tell, then `fix:` how to mend the suite. Keep it under 250 characters:
+    report.md shows a case's error message cut at 280."""
     return bad_request(message=NO_ANSWER + why)
+
+
+UNREADABLE_PROMPT = (
+    "cannot find the REFERENCE and RESPONSE the rule judges by in this prompt; fix: in the prompt file, write "
+    "each as a line naming it and ending in ':', then its placeholder between a line <<< and a line >>> (as "
+    "gate init writes the prompt)"
+)
 
 
 def rule_judge(req: RecordedRequest) -> Behaviour:
@@ -96,7 +108,7 @@ def rule_judge(req: RecordedRequest) -> Behaviour:
     reference = re.search(_BLOCK.format(name="REFERENCE"), req.prompt, re.S)
     response = re.search(_BLOCK.format(name="RESPONSE"), req.prompt, re.S)
     if reference is None or response is None:
-        return cannot_answer("the prompt has no REFERENCE: and RESPONSE: blocks in <<< >>> lines")
+        return cannot_answer(UNREADABLE_PROMPT)
     return reply(*digits_rule(reference.group(1), response.group(1)))
 
 
@@ -118,7 +130,7 @@ def verdict_for(case: Case, flips: Collection[str], by_rule: bool, answers: Mapp
     elif by_rule and not case.is_control:
         return Verdict(None, "", rule=True)
     elif case.human_adjudication is None:
-        return Verdict(None, "no label for an application's answer: pass --rule-judge or --answers FILE")
+        return Verdict(None, "no label for this application's answer; fix: pass --rule-judge or --answers FILE")
     else:
         label = case.human_adjudication.label
         reason = case.human_adjudication.reason or "Matches the reviewed reading of the reference."
@@ -137,12 +149,28 @@ class OfflineJudge:
     def __init__(self, verdicts: Mapping[str, Sequence[tuple[str, Verdict]]], problem: str | None = None) -> None:
         self.verdicts = verdicts  # prompt sha256 -> (case id, verdict) of each case rendering it
         self.problem = problem  # why no case could be read (the policy's error), or None
+        self.refused: Counter[str] = Counter()  # the message of each refusal sent, for the demo's last word
+        self._lock = threading.Lock()
 
     def __call__(self, req: RecordedRequest) -> Behaviour:
         try:
-            return self._judge(req)
+            answer = self._judge(req)
         except Exception as exc:  # the fake's thread must answer: a bug here is an error, not a verdict
-            return cannot_answer(f"it failed on this prompt ({type(exc).__name__}: {exc})"[:100])
+            answer = cannot_answer(f"it failed on this prompt ({type(exc).__name__}: {exc})"[:100])
+        if answer.kind != "reply":
+            with self._lock:
+                self.refused[answer.message or ""] += 1
+        return answer
+
+    def refusals(self) -> str:
+        """What the demo says last when the judge refused requests: how many, and the commonest why."""
+        with self._lock:
+            if not self.refused:
+                return ""
+            (why, _), total = self.refused.most_common(1)[0], sum(self.refused.values())
+        others = len(self.refused) - 1
+        also = f" (and {plural(others, 'other reason')}: see each case's error)" if others else ""
+        return f"; the offline judge refused {total} of them: {why.removeprefix(NO_ANSWER)}{also}"
 
     def _judge(self, req: RecordedRequest) -> Behaviour:
         if self.problem is not None:
@@ -150,10 +178,16 @@ class OfflineJudge:
         digest = hashlib.sha256(req.prompt.encode("utf-8")).hexdigest()
         found = self.verdicts.get(digest)
         if not found:
-            return cannot_answer(f"no case renders this prompt (sha256 {digest[:12]}): was a file edited?")
+            return cannot_answer(
+                f"no case of the policy renders this prompt (sha256 {digest[:12]}), so it has no answer for it; fix: "
+                "edit no case, evidence or prompt file while the demo runs, then run it again"
+            )
         if len({(v.label, v.rule) for _, v in found}) > 1:
             ids = ", ".join(case_id for case_id, _ in found)
-            return cannot_answer(f"cases {ids} render one prompt with different answers")
+            return cannot_answer(
+                f"cases {ids} render one prompt with different labels, so it cannot tell which to answer; fix: make "
+                "them differ in what the prompt shows, or agree their labels"
+            )
         verdict = found[0][1]
         if verdict.rule:
             return rule_judge(req)
@@ -372,7 +406,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.base_result:
             gate_args += ["--base-result", args.base_result]
         code = gate_main(gate_args)
-        say(sys.stdout, f"\n{fake.count()} HTTP requests reached the offline provider; gate exited {code}")
+        said = judge.refusals() if isinstance(judge, OfflineJudge) else ""
+        say(sys.stdout, f"\n{fake.count()} HTTP requests reached the offline provider{said}; gate exited {code}")
     finally:
         fake.stop()
     return code

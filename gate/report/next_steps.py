@@ -174,7 +174,9 @@ def next_steps(
             "Errors are the provider's or the reply's, never the product's: each case's error kind says which "
             "(connection or auth: check the evaluator's base_url and key; timeout: the server was too slow or "
             "too busy, see below; rate_limit: lower max_concurrency or set evaluator.rate_limit; parse_error or "
-            "invalid_label: the prompt or the model)."
+            "invalid_label: the prompt or the model; bad_request: the provider refused the request (HTTP 400, "
+            "nothing paid), and its message on each case says what it could not read: fix what it names, in the "
+            "prompt or the evaluator's settings, then run again)."
         )
     if any(row.error_kind == "timeout" for row in result.cases):
         # A local server (llama.cpp, vLLM) answers as many requests at once as it has slots; the rest

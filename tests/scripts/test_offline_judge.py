@@ -199,7 +199,7 @@ def test_product_cases_leave_the_metric_lane_alone_and_an_answer_table_judges_th
     assert code == 3, out + err
     judged = records(Path("unanswered"))
     assert judged["app-1"]["judge_label"] is None and judged["app-1"]["error_kind"] == "bad_request"
-    assert "offline judge: no label for an application's answer: pass --rule-judge or --answers FILE" in out
+    assert "offline judge: no label for this application's answer; fix: pass --rule-judge or --answers FILE" in out
 
 
 def test_the_rule_judge_reads_the_prompt_gate_init_writes(demo: ModuleType, suite: Path) -> None:
@@ -232,7 +232,18 @@ def test_a_prompt_the_rule_judge_cannot_read_is_an_evaluator_error_shown_on_the_
     judged = records(Path("rule"))
     answers = [r for r in judged.values() if not r["case_id"].startswith("control-")]
     assert answers and all(r["judge_label"] is None and r["error_kind"] == "bad_request" for r in answers)
-    assert "offline judge: the prompt has no REFERENCE: and RESPONSE: blocks in <<< >>> lines" in out
+    # What the offline judge could not tell, and how to fix the suite: on each case, on the terminal
+    # and in report.md, once more as the demo ends, and what a refusal means under Next steps.
+    said = (
+        "offline judge: cannot find the REFERENCE and RESPONSE the rule judges by in this prompt; fix: in the "
+        "prompt file, write each as a line naming it and ending in ':', then its placeholder between a line <<< "
+        "and a line >>> (as gate init writes the prompt)"
+    )
+    flat = " ".join(out.split())
+    assert said in flat
+    assert said.replace("<", "&lt;").replace(">", "&gt;") in (Path("rule") / "report.md").read_text(encoding="utf-8")
+    assert f"the offline judge refused {len(answers)} of them: {said.removeprefix('offline judge: ')}" in flat
+    assert "bad_request: the provider refused the request" in flat
 
 
 def test_a_crash_of_the_demo_is_exit_3_in_one_paragraph_and_a_bad_port_a_usage_error(
