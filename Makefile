@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: act real-judge ui-test demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migration-check test lint typecheck check bench clean
+.PHONY: act real-judge ui-test demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migrate-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -69,6 +69,14 @@ calibrate-product-offline: $(STAMP)
 	  elif [ $$code -ne 0 ]; then exit $$code; fi
 	RAGAS_DO_NOT_TRACK=true $(BIN)/gate calibrate --policy $(PRODUCT) --records gate-out-product-calibration/records.jsonl \
 		--out policies/example-product/calibration
+
+# The judge's model retires, offline (docs/PROVIDERS.md): on a copy of the example, the offline
+# provider announces gpt-4o-mini's shutdown 7 days from today; the pr lane warns, the release lane is
+# judge_retiring, `gate calibrate --candidate-model` judges the calibration lane with a stand-in
+# successor beside the current records, and the printed change, applied to the copy, passes the
+# release lane (scripts/migrate_offline.py checks each step).
+migrate-offline: $(STAMP)
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/migrate_offline.py --out gate-out-migrate
 
 # After a ragas/instructor/openai or prompt upgrade: the import contract and stored schemas, then
 # the controls under this environment (offline unless OPENAI_API_KEY is set), then a compare
@@ -154,4 +162,4 @@ bench: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/scale.py --quick
 
 clean:
-	rm -rf $(VENV) $(REAL_VENV) $(ACT_VENV) gate-out-real gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REAL_VENV) $(ACT_VENV) gate-out-real gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-out-migrate gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,15 @@ says where gate's cache is, and takes --no-cache too). A crash of the demo is ex
 `--flip CASE_ID` makes the fake judge disagree on a case, to watch the gate block; `--shard I/N`
 judges one shard; `--latency S` lets the progress bar move.
 
+The judge's model retires (docs/PROVIDERS.md): `--retires-in DAYS` makes the offline provider's
+models endpoint (`GET /v1/models/{model}`, as OpenAI's) announce a shutdown date for the policy's
+model that many days after today (counted from the day the demo runs, so the demo says the same
+thing any day); at 0 or less the model has shut down and every request for it is answered 404
+`model_not_found`, as a provider does. `--candidate NAME` serves a second model, with no shutdown
+date announced and its own error pattern (`--candidate-flip CASE_ID`: the cases it gets wrong), and
+`--calibrate-candidate RUN` runs `gate calibrate --records RUN --candidate-model NAME --out OUT`
+against the provider instead of `gate run`: the migration, side by side (make migrate-offline).
+
 `--rule-judge` (the product example, `make demo-product`) swaps the careful judge for one that
 judges by a rule instead of by the reviewers' labels: it passes an answer unless the answer writes
 in digits a number its reference does not contain (`digits_rule`). It reads the prompt's REFERENCE
@@ -34,6 +43,7 @@ to compare with. A metric lane leaves a policy's product cases alone.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import hashlib
 import json
 import os
@@ -45,11 +55,12 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_openai import Behaviour, FakeOpenAI, RecordedRequest, bad_request, reply  # noqa: E402
+from fake_openai import Behaviour, FakeOpenAI, RecordedRequest, bad_request, model_of, reply  # noqa: E402
 
 try:
     from gate.cli import main as gate_main
@@ -236,6 +247,55 @@ def careful_judge(
     return OfflineJudge(verdicts), loaded.policy.evaluator.api_key_env or key_env
 
 
+class ByModel:
+    """The offline provider's judge per model a request names (the policy's by default)."""
+
+    def __init__(
+        self, default: Callable[[RecordedRequest], object], others: Mapping[str, Callable[[RecordedRequest], object]]
+    ) -> None:
+        self.default = default
+        self.others = dict(others)
+
+    def __call__(self, req: RecordedRequest) -> object:
+        return self.others.get(model_of(req) or "", self.default)(req)
+
+
+def offline_provider(
+    policy: Path,
+    flips: Sequence[str] = (),
+    *,
+    port: int = 0,
+    retires_in: int | None = None,
+    candidate: str | None = None,
+    candidate_flips: Sequence[str] = (),
+    **judge: Any,
+) -> tuple[FakeOpenAI, str]:
+    """The offline provider (not started) and the variable the policy reads its key from: the careful
+    judge for the policy's model (with `flips`); with `candidate`, a second model judging with its own
+    flips; with `retires_in`, a models endpoint announcing the policy's model's shutdown that many days
+    from today (past it, the provider answers that model 404 model_not_found)."""
+    current, key_env = careful_judge(policy, flips, **judge)
+    others = {candidate: careful_judge(policy, candidate_flips, **judge)[0]} if candidate else {}
+    model = _policy_model(policy)
+    models: dict[str, dict[str, Any]] | None = None
+    retired: set[str] = set()
+    if retires_in is not None or candidate:
+        models = {m: {"shutdown_date": None} for m in (model, candidate) if m}
+        if retires_in is not None and model:
+            day = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=retires_in)
+            models[model] = {"shutdown_date": day.isoformat()}
+            retired = {model} if retires_in <= 0 else set()
+    fake = FakeOpenAI(default=ByModel(current, others), port=port, models=models, retired=retired)
+    return fake, key_env
+
+
+def _policy_model(policy: Path) -> str | None:
+    try:
+        return load_policy(policy).policy.evaluator.model
+    except GateError:
+        return None
+
+
 def read_answer_table(path: Path) -> dict[str, tuple[str, str]]:
     """--answers FILE: one JSON object per line, `case_id`, `label` and optionally `reason`."""
     table: dict[str, tuple[str, str]] = {}
@@ -310,6 +370,20 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--base-result", metavar="DIR", help="a base run's output directory, passed to gate run")
     ap.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds the provider takes per reply")
     ap.add_argument(
+        "--retires-in",
+        type=int,
+        default=None,
+        metavar="DAYS",
+        help="the provider announces the policy's model's shutdown DAYS after today (0 or less: it has shut down)",
+    )
+    ap.add_argument("--candidate", metavar="NAME", help="a second model the provider serves (no shutdown date)")
+    ap.add_argument("--candidate-flip", action="append", default=[], help="case id the candidate model gets wrong")
+    ap.add_argument(
+        "--calibrate-candidate",
+        metavar="RUN",
+        help="run `gate calibrate --records RUN --candidate-model CANDIDATE --out OUT` instead of `gate run`",
+    )
+    ap.add_argument(
         "--no-cache",
         action="store_true",
         help="the judgment cache is neither read nor written (always so: the offline judge's answers are never cached)",
@@ -381,9 +455,8 @@ def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     answers = read_answer_table(Path(args.answers)) if args.answers else None
     responses = Path(args.responses) if args.responses else None
-    judge, key_env = careful_judge(
-        Path(args.policy), args.flip, by_rule=args.rule_judge, lane=args.lane, responses=responses, answers=answers
-    )
+    if args.calibrate_candidate and not args.candidate:
+        raise UsageError("--calibrate-candidate needs --candidate NAME: the model to move the judge to")
     problem = _port_problem(args.port)
     if problem is not None:
         say(
@@ -392,13 +465,29 @@ def _main(argv: Sequence[str] | None) -> int:
             "or pass --port (or set GATE_DEMO_PORT) to another port",
         )
         return 2
-    fake = FakeOpenAI(default=judge, port=args.port, latency=args.latency).start()  # type: ignore[arg-type]
+    fake, key_env = offline_provider(
+        Path(args.policy),
+        args.flip,
+        port=args.port,
+        retires_in=args.retires_in,
+        candidate=args.candidate,
+        candidate_flips=args.candidate_flip,
+        by_rule=args.rule_judge,
+        lane=args.lane,
+        responses=responses,
+        answers=answers,
+    )
+    fake.latency = args.latency
+    fake.start()
     try:
         os.environ["OPENAI_BASE_URL"] = fake.base_url
         os.environ[key_env] = "sk-offline-demo"
         say(sys.stdout, _banner(args, fake.base_url, key_env) + "\n", hang=0)
         sys.stdout.flush()
         gate_args = ["run", "--policy", args.policy, "--lane", args.lane, "--out", args.out, "--no-cache"]
+        if args.calibrate_candidate:
+            gate_args = ["calibrate", "--policy", args.policy, "--records", args.calibrate_candidate]
+            gate_args += ["--candidate-model", args.candidate, "--out", args.out, "--no-cache"]
         if args.shard:
             gate_args += ["--shard", args.shard]
         if args.responses:

@@ -51,7 +51,7 @@ from gate.model.errors import UsageError
 from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
 from gate.model.paths import shown_path
-from gate.model.policy import LoadedPolicy, load_policy, today
+from gate.model.policy import LoadedPolicy, Price, load_policy, today, with_judge_model
 from gate.model.records import RECORDS_FILE, Record, RecordErrorKind, RecordWriter, read_records
 from gate.model.retirement import Retirement
 from gate.model.states import JUDGE_RETIRED, Finding, State, blocking_findings
@@ -109,6 +109,10 @@ class RunOptions:
     order_seed: str | None = None  # `--order-seed S`: a product lane's shuffle (None: derived from the inputs)
     audit: Path | None = None  # `--audit LEDGER`: people's labels on this run's answers (gate/review/audit_labels.py)
     audit_queue: Path | None = None  # `--audit-queue QUEUE`: the draw those labels were made on
+    # Judge with this model (and these prices) instead of the policy's: a candidate judge
+    # (`gate calibrate --candidate-model`, gate/commands/migrate.py). The policy file is untouched.
+    judge_model: str | None = None
+    judge_price: Price | None = None
 
 
 EvaluatorFactory = Callable[[LoadedPolicy, str, Path | None], Evaluator]
@@ -190,6 +194,8 @@ def _prepare(
     loaded, dataset, plan, findings, answers = load_product_inputs(
         policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run, order_seed=seed
     )
+    if opts.judge_model is not None:
+        loaded = with_judge_model(loaded, opts.judge_model, opts.judge_price)
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)
     # Before sharding: the held-out set is the whole lane's, whichever share this process judges.

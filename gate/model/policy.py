@@ -7,6 +7,7 @@ An invalid policy file is a usage error (exit 2) that lists every problem found.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -576,6 +577,16 @@ class LoadedPolicy:
     @property
     def evidence_path(self) -> Path | None:
         return self.resolve(self.policy.evidence) if self.policy.evidence else None
+
+
+def with_judge_model(loaded: LoadedPolicy, model: str, price: Price | None = None) -> LoadedPolicy:
+    """The policy as read, judging with another model (and its prices, when given): a candidate
+    judge (`gate calibrate --candidate-model`). The file is untouched; a pinned shutdown date is the
+    old model's, so it goes."""
+    evaluator = loaded.policy.evaluator.model_copy(
+        update={"model": model, "shutdown_date": None, **({"price": price} if price is not None else {})}
+    )
+    return dataclasses.replace(loaded, policy=loaded.policy.model_copy(update={"evaluator": evaluator}))
 
 
 def prompt_placeholders(template: str) -> tuple[list[str], list[str]]:

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from gate.measure.calibrate.causes import read_causes
-from gate.measure.calibrate.core import CalibrationInputError, CaseFacts, calibrate, to_json, with_causes
+from gate.measure.calibrate.core import (
+    Calibration,
+    CalibrationInputError,
+    CaseFacts,
+    calibrate,
+    to_json,
+    with_causes,
+)
 from gate.measure.calibrate.markdown import (
     WIDE_INTERVAL,
     num,
@@ -104,21 +111,40 @@ def run_calibrate(
     out_dir: Path,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
 ) -> CalibrationOutput:
-    from gate.measure.calibrate.alignment import ragas_comparator
     from gate.model.cases import load_dataset
-    from gate.run.lineage import make_lineage
 
     loaded = load_policy(policy_path)
     dataset = load_dataset(loaded)
     by_file = [(path, read_records(path)) for path in record_paths]
+    data = measure(loaded, dataset, by_file, causes_path, now())[1]
+    write_outputs(data, out_dir)
+    return CalibrationOutput(data=data, out_dir=out_dir)
+
+
+def measure(
+    loaded: LoadedPolicy,
+    dataset: Dataset,
+    by_file: Sequence[tuple[Path, Sequence[Record]]],
+    causes_path: Path | None,
+    now: dt.datetime,
+) -> tuple[Calibration, dict[str, Any]]:
+    """The judge the records were made by, measured against people: the calibration and calibration.json's
+    content. Records of another judge than the one most of them were made by are a usage error."""
+    from gate.measure.calibrate.alignment import ragas_comparator
+    from gate.run.lineage import make_lineage
+
     records = [r for _, file_records in by_file for r in file_records]
-    measured = measured_judge(loaded, records, now())
+    measured = measured_judge(loaded, records, now)
     for path, file_records in by_file:
         _check_configuration(loaded, path, file_records, measured)
     cal = calibrate(loaded.policy, records, ragas_comparator(), case_facts(loaded, dataset))
     if causes_path is not None:
         cal = with_causes(cal, read_causes(causes_path, {d.case_id for d in cal.disagreements}))
-    data = to_json(cal, loaded.policy, make_lineage(loaded, dataset, records).to_dict(), measured)
+    return cal, to_json(cal, loaded.policy, make_lineage(loaded, dataset, records).to_dict(), measured)
+
+
+def write_outputs(data: Mapping[str, Any], out_dir: Path) -> None:
+    """calibration.json, .md and .svg into `out_dir` (a usage error when it cannot be written)."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "calibration.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
@@ -128,7 +154,6 @@ def run_calibrate(
         raise UsageError(
             f"{out_dir}: cannot write the calibration outputs ({exc.strerror}); fix: pass a writable --out"
         ) from None
-    return CalibrationOutput(data=data, out_dir=out_dir)
 
 
 # The table fits 100 columns: a slice name wider than this stands on its own line, its figures under it.

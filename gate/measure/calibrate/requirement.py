@@ -256,6 +256,12 @@ def _unfit(req: CalibrationRequirement, cal: CalibrationFile, slices: Iterable[s
     return found
 
 
+def unfit(req: CalibrationRequirement, data: Mapping[str, Any], slices: Iterable[str]) -> list[Finding]:
+    """What the policy's bounds say of a calibration's figures (`gate calibrate`'s JSON), before any lane
+    uses it: a candidate judge's (`gate calibrate --candidate-model`), in the words a lane would use."""
+    return _unfit(req, CalibrationFile.model_validate(data), slices)
+
+
 def _expired(req: CalibrationRequirement, cal: CalibrationFile, age: int) -> list[Finding]:
     if req.max_age_days is None or age <= req.max_age_days:
         return []
