@@ -259,6 +259,10 @@ class ByModel:
     def __call__(self, req: RecordedRequest) -> object:
         return self.others.get(model_of(req) or "", self.default)(req)
 
+    def refusals(self) -> str:
+        """What the policy's model's judge refused (`OfflineJudge.refusals`), for the demo's last line."""
+        return self.default.refusals() if isinstance(self.default, OfflineJudge) else ""
+
 
 def offline_provider(
     policy: Path,
@@ -495,7 +499,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.base_result:
             gate_args += ["--base-result", args.base_result]
         code = gate_main(gate_args)
-        said = judge.refusals() if isinstance(judge, OfflineJudge) else ""
+        said = fake.default.refusals() if isinstance(fake.default, ByModel) else ""
         say(sys.stdout, f"\n{fake.count()} HTTP requests reached the offline provider{said}; gate exited {code}")
     finally:
         fake.stop()
