@@ -153,13 +153,13 @@ def status_text(rows: Sequence[SliceStatus], k: int) -> list[str]:
             f"  unanimous {row.unanimous}"
             + (f" ({share:.0%} of those labelled)" if share is not None else "")
             + f", adjudicated {row.adjudicated}, awaiting adjudication {row.awaiting_adjudication}, "
-            f"final abstain {row.abstained} ({row.abstentions} abstentions given)",
+            f"final abstain {row.abstained} ({plural(row.abstentions, 'abstention')} given)",
             f"  Krippendorff's alpha {_figure(row.alpha)}{interval} ({_alpha_note(row)}), least {row.min_alpha:g}"
             + (f"; Cohen's kappa {_figure(row.kappa)}" if row.kappa is not None else ""),
         ]
         if row.beyond_k:
             lines.append(
-                f"  {row.beyond_k} item{'s' if row.beyond_k > 1 else ''} with more than {k} labels (labelled apart, "
+                f"  {plural(row.beyond_k, 'item')} with more than {plural(k, 'label')} (labelled apart, "
                 "or imported): every label counts, so all must agree or an adjudicator settles it"
             )
         if row.interval is not None and row.pairable < FEW_ITEMS:

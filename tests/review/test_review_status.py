@@ -79,6 +79,7 @@ def test_status_counts_agreement_per_slice_from_a_directory_of_reviewer_files(
     assert json.loads(out)["slices"][0]["cohen_kappa"] == pytest.approx((6 / 7 - 26 / 49) / (1 - 26 / 49))
     code, out = status(tmp_path, ledger, capsys)
     assert "slice critical: 8 items, 8 with 2 labels" in out and "Krippendorff's alpha 0.711" in out
+    assert "final abstain 0 (1 abstention given)" in out  # counted words agree
     assert "fix the rubric" not in out
     assert "fewer than 50 items labelled twice: the interval is too narrow" in out  # bench/review_agreement.py
 
