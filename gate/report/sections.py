@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gate.model.result import (
         DriftChange,
         DriftStats,
+        JudgeCalibration,
         Result,
         Strata,
         TrendChange,
@@ -217,14 +218,14 @@ def calibration_lines(result: Result) -> list[str]:
     cal = result.calibration
     if cal is None:
         return []
-    verdict = "fits the policy" if cal.ok else "cannot gate: " + ", ".join(dict.fromkeys(cal.blockers))
+    verdict = _requirement_met(cal) if cal.ok else "cannot gate: " + ", ".join(dict.fromkeys(cal.blockers))
     unfit = list(dict.fromkeys(b.slice or "" for b in result.blockers if b.kind == "judge_unfit"))
-    if cal.ok and unfit:  # its agreement fits, but the slices' own check found it cannot decide these
-        verdict = f"agreement fits the policy, but the judge is unfit to decide {', '.join(unfit)} (blockers below)"
+    if cal.ok and unfit:  # its calibration meets the policy, but the slices' own check found it cannot decide these
+        verdict = f"{verdict}, but the judge is unfit to decide {', '.join(unfit)} (blockers below)"
     if cal.calibrated_config_sha256 is None:
         return [f"Judge calibration ({cal.file}): none, this judge was never measured against people; {verdict}."]
     kappa = "undefined" if cal.cohen_kappa is None else f"{cal.cohen_kappa:.2f}"
-    bound = f", min {cal.min_kappa:g}" if cal.min_kappa is not None else ""
+    bound = f", min {cal.min_kappa:g}" if cal.min_kappa is not None else ", no min_kappa"
     age = f", {plural(cal.age_days, 'day')} old" if cal.age_days is not None else ""
     lines = [
         f"Judge calibration ({cal.file}, {(cal.calibrated_at or '')[:10]}{age}): kappa {kappa} on n = "
@@ -246,6 +247,22 @@ def calibration_lines(result: Result) -> list[str]:
         else:
             lines.append(f"{name}: {rate}{limit}")
     return lines
+
+
+def _requirement_met(cal: JudgeCalibration) -> str:
+    """What a met calibration requirement checked, in words: only what the policy bounds (a kappa it
+    does not bound decides nothing, however low, and is said to)."""
+    held = ["the judge measured is this one"]
+    if cal.min_kappa is not None:
+        held.append(f"kappa at least {cal.min_kappa:g}")
+    if cal.max_age_days is not None:
+        held.append(f"measured within {plural(cal.max_age_days, 'day')}")
+    if any(s.max_false_pass_high is not None for s in cal.slices.values()):
+        held.append("each slice's false-pass bound")
+    said = "meets the policy's requirement: " + ", ".join(held)
+    if cal.min_kappa is None:
+        said += "; kappa gates nothing (set calibration.min_kappa to require one)"
+    return said
 
 
 def retirement_line(result: Result) -> str | None:

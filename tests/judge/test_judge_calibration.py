@@ -183,6 +183,26 @@ def test_kappa_below_the_minimum_is_unfit(tmp_path: Path, fake: FakeOpenAI) -> N
     assert "min_kappa 0.9" in b["message"]
 
 
+def test_a_kappa_the_policy_does_not_bound_is_said_to_gate_nothing(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without `min_kappa`, a low kappa decides nothing: the report says what the policy checked and
+    that kappa is not among it, never "fits the policy" beside a kappa nobody bounded."""
+    policy = calibrated_suite(tmp_path / "suite", fake, false_pass=True, requirement={"min_kappa": None})
+    calibrate(policy, tmp_path)
+    capsys.readouterr()
+    assert run(policy, tmp_path / "out") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    report = " ".join((tmp_path / "out" / "report.md").read_text().split()).replace("\\_", "_")  # Markdown's \_
+    for shown in (said, report):
+        assert "fits the policy" not in shown
+        assert (
+            "kappa 0.75 on n = 8, no min_kappa; meets the policy's requirement: the judge measured is this one, "
+            "measured within 90 days, each slice's false-pass bound; kappa gates nothing (set calibration.min_kappa "
+            "to require one)"
+        ) in shown
+
+
 def test_a_slice_whose_false_pass_high_exceeds_its_bound_is_unfit(tmp_path: Path, fake: FakeOpenAI) -> None:
     # One bound per slice: critical may reach 60% at the high end, general 95%.
     bounds = {"max_false_pass_high": {"critical": 0.6, "general": 0.95}}
@@ -295,7 +315,10 @@ def test_every_report_shows_the_calibration_beside_the_verdict(
     assert run(policy, tmp_path / "out") == 1  # h-2, which people failed, passed: false_pass_limit
     terminal = capsys.readouterr().out
     sentence = "critical: blocked by 1 false pass, with a judge that misses up to 56% of critical failures"
-    kappa = "kappa 1.00 on n = 8, min 0.6; fits the policy"
+    kappa = (
+        "kappa 1.00 on n = 8, min 0.6; meets the policy's requirement: the judge measured is this one, kappa at "
+        "least 0.6, measured within 90 days, each slice's false-pass bound"
+    )
     payload = build_check_run(load_result(tmp_path / "out" / "result.json"), "")
     for shown in (
         terminal,
