@@ -17,7 +17,7 @@ from gate.decide.product.answers import JudgeCounts
 from gate.decide.product.verdict import BaseVerdicts, ProductEvidence
 from gate.measure.calibrate.requirement import JudgeCalibration
 from gate.model.cases import Dataset
-from gate.model.paths import shown_path
+from gate.model.paths import from_working_directory, shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.result import ResultProblem, load_result
 from gate.model.states import Finding
@@ -97,6 +97,7 @@ def audit_of(
     from gate.model.errors import UsageError
 
     spec = loaded.policy.lanes[lane]
+    named = ledger is None and spec.audit is not None  # the policy names it, for every release of the lane
     if ledger is None and spec.audit is not None:
         ledger = loaded.resolve(spec.audit)
     if ledger is None:
@@ -108,7 +109,16 @@ def audit_of(
             f"--audit reads people's labels on a product lane's answers, and lane {lane} is not a product lane; "
             "fix: drop --audit, or pass --lane with a product lane"
         )
-    from gate.review.audit_labels import read_audit
+    from gate.review.audit_labels import no_ledger_yet, read_audit
+
+    if not from_working_directory(ledger).exists():
+        if named:
+            return no_ledger_yet(ledger, f"lanes.{lane}.audit", loaded.policy.rubrics)
+        raise UsageError(
+            f"--audit {shown_path(ledger)}: no such review ledger; fix: pass the ledger people labelled this run's "
+            "audit queue into (a .jsonl file, or the directory `gate review serve --ledger` appends to), or leave "
+            "--audit out to decide without people's labels"
+        )
 
     return read_audit(
         ledger,

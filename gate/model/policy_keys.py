@@ -241,7 +241,8 @@ RULES: dict[str, tuple[str, str]] = {
     "lanes.<lane>.audit": (
         "A product lane only: the ledger (a file, or a directory of one file per reviewer) of people's labels on "
         "this run's audit queue, relative to the policy; `--audit` overrides it. With usable labels the audit "
-        "decides each slice; see docs/PRODUCT_GATE.md.",
+        "decides each slice; a ledger with no label on this run's answers (a new release), or none yet, is a note. "
+        "See docs/PRODUCT_GATE.md.",
         "audit: audit/ledger",
     ),
     "lanes.<lane>.release": (

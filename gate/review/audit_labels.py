@@ -161,6 +161,23 @@ def read_audit(
     )
 
 
+def no_ledger_yet(ledger: Path, named_by: str, rubrics: Sequence[str]) -> AuditEvidence:
+    """The audit of a run whose policy names a ledger that does not exist yet (nobody has labelled this
+    lane's answers): no label, said in a note; the run decides as it would without an audit."""
+    note = (
+        f"{named_by} names the review ledger {shown_path(ledger)}, which does not exist yet: no label of people "
+        "decides anything here; people label this run's answers from `gate review queue --from` this run's "
+        f"output directory, with `gate review serve QUEUE --ledger {shown_path(ledger)}`"
+    )
+    return AuditEvidence(
+        source=shown_path(ledger),
+        rubric_version=rubrics[-1],
+        labels={},
+        order=lambda _slice, _stratum, case_ids: list(case_ids),
+        notes=(note,),
+    )
+
+
 def _files_read(ledger: Path, lines: Sequence[LedgerLine]) -> tuple[LedgerFile, ...]:
     last: dict[Path, LedgerLine] = {}
     count: dict[Path, int] = {}

@@ -159,3 +159,36 @@ def test_labels_rewritten_by_hand_never_clear_a_confirmed_failure(
     err = " ".join(capsys.readouterr().err.split())
     assert "ledger.jsonl:4 (review ledger): the chain of lines is broken" in err and "line 3 was edited" in err, err
     assert not (tmp_path / "cleared" / "result.json").exists()
+
+
+def test_a_ledger_the_policy_names_for_every_release_is_a_note_on_a_release_nobody_labelled_yet(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lanes.app.audit: labels`: people labelled release 1. Release 2's answers are new, so no label is on
+    them: `gate run` and `gate review queue` go on, with a note (both were exit 2, naming an
+    `--audit-queue` flag `queue` does not have). A ledger the policy names that does not exist yet is a
+    note too; a `--audit` path that does not exist is exit 2 with one fix, naming `--audit`."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    policy.write_text(policy.read_text().replace("product: true", "product: true\n    audit: labels"))
+    assert "audit: labels" in policy.read_text()
+    labels = policy.parent / "labels"
+    labels.mkdir()
+    for i, line in enumerate(answers_of(3)):
+        label(labels, line, "fail" if i == 0 else "pass")
+    second = [{**x, "response": x["response"].replace("App answer", "Release 2 answer")} for x in answers_of(3)]
+    run = tmp_path / "run"
+    capsys.readouterr()
+    assert run_app(policy, run, write_responses(tmp_path / "r2.jsonl", second)) == 4
+    assert "no label of" in notes_of(run) and "the audit decides nothing here" in notes_of(run)
+    queue_path = tmp_path / "queue.jsonl"
+    assert main(["review", "queue", "--policy", str(policy), "--from", str(run), "--out", str(queue_path)]) == 0
+    # The policy names a ledger nobody has started: a note.
+    labels.rename(policy.parent / "older-labels")
+    fresh = tmp_path / "fresh"
+    assert run_app(policy, fresh, write_responses(tmp_path / "r2.jsonl", second)) == 4
+    assert "lanes.app.audit names the review ledger" in notes_of(fresh) and "does not exist yet" in notes_of(fresh)
+    capsys.readouterr()
+    assert run_app(policy, tmp_path / "typo", tmp_path / "r2.jsonl", "--audit", str(tmp_path / "nowhere")) == 2
+    err = capsys.readouterr().err
+    assert "--audit" in err and "nowhere: no such review ledger" in err and err.count("fix:") == 1, err
+    assert "--ledger your reviewers" not in err and "Traceback" not in err
