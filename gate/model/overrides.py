@@ -98,6 +98,7 @@ NOT_WAIVABLE = frozenset(
         "failure_confirmed",
         "audit_required",
         "calibration_not_transferable",
+        "labels_disagree",
         "regression_unchecked",
         "missing_response",
     }

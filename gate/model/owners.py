@@ -48,6 +48,7 @@ KIND_GROUP: dict[str, str] = {
     "judge_unfit": "evaluator",
     "calibration_expired": "evaluator",
     "calibration_not_transferable": "evaluator",
+    "labels_disagree": "evaluator",  # people's audit labels of a product slice: the rubric's boundary is unclear
     # The judge's model retires: whoever keeps the judge moves it to a successor.
     "judge_retiring": "evaluator",
     "judge_retired": "evaluator",

@@ -369,7 +369,8 @@ RULES: dict[str, tuple[str, str]] = {
     "review": ("How people's labels are made and read back (`gate review`).", "review: {...}"),
     "review.min_alpha": (
         "The least Krippendorff's alpha among reviewers for a slice's labels to be used: below it people do not "
-        "agree on the boundary, and `gate review export` refuses the slice.",
+        "agree on the boundary: `gate review export` refuses the slice, and a product lane's audit does not decide "
+        "it (`labels_disagree`).",
         "min_alpha: 0.667",
     ),
     "review.reviewers_per_item": (

@@ -530,6 +530,11 @@ class ProductAudit(Part):
     cleared_fail: list[str] = Field(default_factory=list)  # judged fail and people passed it
     transport: AuditTransport | None
     decide_hint: str | None
+    # Agreement among the reviewers whose labels these are (Krippendorff's alpha over the slice's audited
+    # items, with its bootstrap 95% interval); below review.min_alpha the audit does not decide the slice.
+    alpha: float | None = None
+    alpha_interval: list[float] | None = None
+    labels_disagree: bool = False
 
 
 class ZeroTolerance(Part):

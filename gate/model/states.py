@@ -103,6 +103,9 @@ REGRESSION_UNCHECKED = "regression_unchecked"
 FAILURE_CONFIRMED = "failure_confirmed"
 AUDIT_REQUIRED = "audit_required"
 CALIBRATION_NOT_TRANSFERABLE = "calibration_not_transferable"
+# A slice whose audit labels people agree on too little (Krippendorff's alpha below `review.min_alpha`):
+# the audit does not decide it (review_required, owner evaluator).
+LABELS_DISAGREE = "labels_disagree"
 PRODUCT_BLOCKERS = frozenset(
     {
         FAILURE_RATE_EXCEEDED,
@@ -113,6 +116,7 @@ PRODUCT_BLOCKERS = frozenset(
         FAILURE_CONFIRMED,
         AUDIT_REQUIRED,
         CALIBRATION_NOT_TRANSFERABLE,
+        LABELS_DISAGREE,
     }
 )
 

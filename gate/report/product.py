@@ -94,6 +94,11 @@ def _audit_text(s: ProductSlice) -> str | None:
     )
     if s.decided_by == "audit":
         return f"decided by people's audit: {figures}; the calibration estimate beside it: {_cal(s)}"
+    if a.labels_disagree and a.alpha is not None:
+        return (
+            f"people's audit: {figures}; it does not decide here: people's labels disagree (Krippendorff's alpha "
+            f"{a.alpha:.3f}, below review.min_alpha)"
+        )
     return (
         f"people's audit: {figures}; it does not decide here: on a lane that stops once decided the audit "
         "may hold a slice back but never pass one its interval did not (for people's labels to pass it, "

@@ -21,6 +21,7 @@ from test_product_audit import good_run as good_run  # the fixture
 from test_product_lane import run_app, write_responses
 
 from gate.cli import main
+from gate.model.owners import KIND_GROUP
 from gate.review.ledger import append_line
 from gate.review.queue import read_queue
 
@@ -192,3 +193,43 @@ def test_a_ledger_the_policy_names_for_every_release_is_a_note_on_a_release_nobo
     err = capsys.readouterr().err
     assert "--audit" in err and "nowhere: no such review ledger" in err and err.count("fix:") == 1, err
     assert "--ledger your reviewers" not in err and "Traceback" not in err
+
+
+def test_labels_people_do_not_agree_on_never_decide_a_slice(
+    tmp_path: Path, good_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ana fails p-000 and passes the rest; bo fails p-000 to p-007; cy adjudicates the seven they differ
+    on as passes. Every answer has a final label and the audit would pass the slice (exit 0), but the two
+    reviewers agree little (Krippendorff's alpha 0.17, below review.min_alpha 0.667): their labels decide
+    nothing, and the slice says why (labels_disagree, owner evaluator), with alpha and its interval."""
+    policy, responses, run, lines = good_run
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass", reviewers=("ana",))
+        label(ledger, line, "fail" if i < 8 else "pass", reviewers=("bo",))
+        if 0 < i < 8:
+            label(ledger, line, "pass", reviewers=("cy",), kind="adjudication")
+    out = tmp_path / "decided"
+    for decided in (
+        lambda: decide(policy, run, out, "--audit", str(ledger)),
+        lambda: run_app(policy, tmp_path / "run-audited", responses, "--audit", str(ledger)),
+    ):
+        assert decided() == 4
+    res = result(out)
+    row = res["product"]["slices"]["critical"]
+    assert row["decided_by"] == "calibration" and row["verdict"] == "inconclusive"
+    assert row["audit"]["verdict"] == "passed" and row["audit"]["labels_disagree"] is True
+    assert row["audit"]["alpha"] == pytest.approx(0.1662, abs=1e-4)
+    low, high = row["audit"]["alpha_interval"]
+    assert low < 0.1662 < high < 0.667
+    [b] = [b for b in res["blockers"] if b["kind"] == "labels_disagree"]
+    assert b["state"] == "review_required" and b["slice"] == "critical" and KIND_GROUP[b["kind"]] == "evaluator"
+    message = " ".join(b["message"].split())
+    assert "Krippendorff's alpha 0.166" in message and f"[{low:.3f}, {high:.3f}]" in message, message
+    assert "below review.min_alpha 0.667" in message
+    ran = result(tmp_path / "run-audited")
+    assert [(x["kind"], x["slice"]) for x in ran["blockers"]] == [(x["kind"], x["slice"]) for x in res["blockers"]]
+    assert ran["product"]["slices"]["critical"]["audit"] == row["audit"]
+    report = " ".join((out / "report.md").read_text(encoding="utf-8").split())
+    assert "it does not decide here: people's labels disagree" in report

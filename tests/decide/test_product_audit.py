@@ -66,8 +66,11 @@ def answers_of(failing: int) -> list[dict[str, Any]]:
     return [answer(f"p-{i:03d}", "fail" if i < failing else "pass") for i in range(60)]
 
 
-def label(ledger: Path, line: dict[str, Any], verdict: str, reviewers: Iterable[str] = ("ana", "bo")) -> None:
-    """People's label of one answer (a --responses line), K = 2 reviewers agreeing, as the review page appends it."""
+def label(
+    ledger: Path, line: dict[str, Any], verdict: str, reviewers: Iterable[str] = ("ana", "bo"), kind: str = "label"
+) -> None:
+    """People's label of one answer (a --responses line), K = 2 reviewers agreeing, as the review page appends it
+    (`kind="adjudication"`: an adjudicator's)."""
     case_id, response = line["case_id"], line["response"]
     item = item_id(
         case_id,
@@ -79,7 +82,7 @@ def label(ledger: Path, line: dict[str, Any], verdict: str, reviewers: Iterable[
         append_line(
             ledger,
             {
-                "kind": "label",
+                "kind": kind,
                 "item_id": item,
                 "case_id": case_id,
                 "response_sha256": hashlib.sha256(response.encode()).hexdigest(),

@@ -26,12 +26,15 @@ from gate.model.states import (
     FAILURE_CONFIRMED,
     FAILURE_RATE_EXCEEDED,
     FAILURE_RATE_INCONCLUSIVE,
+    LABELS_DISAGREE,
     Finding,
     State,
 )
 from gate.model.wording import agree, listed, plural
+from gate.review.agreement import alpha, alpha_interval
 from gate.review.audit_labels import AuditEvidence, LabelKey
 from gate.review.draw import JUDGED_FAIL, JUDGED_PASS
+from gate.review.queue import ABSTAIN
 
 if TYPE_CHECKING:
     from gate.decide.product.answers import JudgeCounts, SliceAnswers
@@ -95,16 +98,20 @@ def audit_slice(
     counts: JudgeCounts | None,
     audit: AuditEvidence | None,
     command: str,
+    min_alpha: float = 0.667,
 ) -> AuditedSlice:
-    """The slice's audit: its row, whether it decides the slice, and its findings."""
+    """The slice's audit: its row, whether it decides the slice, and its findings. `min_alpha`: the
+    policy's `review.min_alpha`; labels people agree on less do not decide the slice."""
     labels, keys = _labels_of(answers, audit) if audit is not None else ({}, {})
     failing = answers.failing
     passing = tuple(o.case.case_id for o in answers.judged if o.verdict == "pass")
     fail_order = audit.order(name, JUDGED_FAIL, failing) if audit is not None else list(failing)
     pass_order = audit.order(name, JUDGED_PASS, passing) if audit is not None else list(passing)
     in_draw = {c: labels[c] for c in (*fail_order, *pass_order) if c in labels}
-    used = frozenset(keys[c] for c in (*fail_order, *pass_order) if c in keys)
-    findings: list[Finding] = []
+    drawn = [keys[c] for c in (*fail_order, *pass_order) if c in keys]
+    used = frozenset(drawn)
+    agreement = _agreement(name, drawn, audit, min_alpha) if audit is not None else None
+    findings: list[Finding] = [] if agreement is None or agreement.finding is None else [agreement.finding]
     # Answers sent that came back with no verdict hold zero tolerance open with a blocker of its own (the
     # lane may tolerate evaluator errors; this slice may not); answers not run yet have their own blockers.
     unchecked = answers.no_verdict
@@ -118,6 +125,7 @@ def audit_slice(
     ps = ar.stratum_sample(pass_order, in_draw, len(passing))
     if not usable(fs, ps) or not answers.judged:
         return AuditedSlice(None, False, tuple(findings), zero[0] if zero else None, used)
+    disagree = agreement is not None and agreement.finding is not None
     rate = ar.audit_rate(fail_sample=fs, pass_sample=ps, confidence=confidence)
     verdict = ar.audit_verdict(rate, limit)
     row: dict[str, Any] = {
@@ -133,11 +141,46 @@ def audit_slice(
         "cleared_fail": [c for c in fs.case_ids if in_draw.get(c) == "pass"],
         "transport": None,
         "decide_hint": None,
+        "alpha": agreement.alpha if agreement is not None else None,
+        "alpha_interval": list(agreement.interval) if agreement is not None and agreement.interval else None,
+        "labels_disagree": disagree,
     }
+    if disagree:  # shown beside the calibration estimate, deciding nothing
+        return AuditedSlice(row, False, tuple(findings), zero[0] if zero else None, used)
     findings += _verdict_findings(name, answers, rate, verdict, limit, confidence, counts, row, command)
     if counts is not None:
         findings += _transport(name, fs, ps, counts, confidence, row)
     return AuditedSlice(row, True, tuple(findings), zero[0] if zero else None, used)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    alpha: float | None  # None: undefined (no item labelled twice, or every label the same)
+    interval: tuple[float, float] | None  # its bootstrap 95% interval
+    items: int  # the items labelled by two people or more (abstentions aside): what alpha rests on
+    finding: Finding | None  # labels_disagree when alpha is below review.min_alpha
+
+
+def _agreement(name: str, drawn: Sequence[LabelKey], audit: AuditEvidence, min_alpha: float) -> Agreement:
+    """How far the people who labelled the slice's drawn answers agree: Krippendorff's alpha over their
+    own labels (an abstention is no value, as `gate review status` counts it)."""
+    units = {key.item_id: {r: v for r, v in audit.labels[key].reviewers.items() if v != ABSTAIN} for key in drawn}
+    a = alpha(units)
+    if a is None:
+        return Agreement(None, None, 0, None)
+    interval = alpha_interval(units)
+    items = sum(1 for by in units.values() if len(by) >= 2)
+    if a >= min_alpha:
+        return Agreement(a, interval, items, None)
+    shown = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval is not None else ""
+    message = (
+        f"slice {name}: the people who labelled its audited answers agree too little for their labels to decide "
+        f"it: Krippendorff's alpha {a:.3f}{shown} (bootstrap 95%, over {plural(items, 'item')} labelled twice or "
+        f"more), below review.min_alpha {min_alpha:g}; the calibration estimate decides the slice, people's audit "
+        "is shown beside it; fix: see where the reviewers differ (`gate review status` of the audit queue), "
+        "sharpen the rubric there, and have the answers labelled again"
+    )
+    return Agreement(a, interval, items, Finding(State.REVIEW_REQUIRED, LABELS_DISAGREE, message, slice=name))
 
 
 def _verdict_findings(

@@ -290,7 +290,9 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
         if limit is None:
             continue  # an unknown slice: its validator blocks
         row, found = _slice(name, answers, limit, pe, looks.look(name) if looks is not None else None)
-        row, found, slice_used = _audited(name, answers, limit, ev.policy.slices[name].max_failures, pe, row, found)
+        row, found, slice_used = _audited(
+            name, answers, limit, ev.policy.slices[name].max_failures, pe, row, found, ev.policy.review.min_alpha
+        )
         used |= slice_used
         if pe.base is not None and why_not is None:
             row["base"], regressed = _base(name, answers, pe.base, pe)
@@ -360,13 +362,14 @@ def _audited(
     pe: ProductEvidence,
     row: dict[str, Any],
     found: list[Finding],
+    min_alpha: float,
 ) -> tuple[dict[str, Any], list[Finding], frozenset[LabelKey]]:
     """The slice with people's audit: with usable labels the audit estimate decides it (its row
     beside the calibration estimate's); a zero-tolerance slice needs every judged-fail answer audited."""
     if pe.audit is None and max_failures is None:
         return row, found, frozenset()
     counts = pe.judges.get(name) if pe.calibrated else None
-    a = audit_slice(name, answers, limit, max_failures, pe.confidence, counts, pe.audit, pe.queue_command)
+    a = audit_slice(name, answers, limit, max_failures, pe.confidence, counts, pe.audit, pe.queue_command, min_alpha)
     row = {**row, "decided_by": "calibration", "audit": a.row, "zero_tolerance": a.zero}
     if not a.decides or a.row is None:
         return row, [*found, *a.findings], a.used
