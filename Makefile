@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: act real-judge ui-test demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migrate-offline migration-check test lint typecheck check bench clean
+.PHONY: act real-judge ui-test label-studio-test demo demo-offline demo-product batch-offline calibrate-offline calibrate-product-offline migrate-offline migration-check test lint typecheck check bench clean
 
 $(STAMP): requirements.lock requirements-dev.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ragas-gate needs Python >= 3.11")'
@@ -127,6 +127,21 @@ ui-test: $(STAMP)
 	  apt-get update && apt-get install -y chromium chromium-driver; fi
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/review_ui.py
 
+# A real Label Studio 1.23.2 (scripts/label_studio_round_trip.py says what it asserts), in a venv of
+# its own pinned by requirements-ls.lock (about 1 GB): two servers started offline on 127.0.0.1
+# (SQLite, no version check, analytics or error reports), two people on each, labels, an edit, a
+# deletion, a hand-made task, JSON and JSON_MIN exports, each read back by `gate review import`.
+# Needs the network only for the install; docs/REVIEW.md has the times.
+LS_VENV := .venv-ls
+$(LS_VENV)/.installed: requirements-ls.lock
+	test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
+	$(LS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements-ls.lock
+	touch $@
+
+label-studio-test: $(STAMP) $(LS_VENV)/.installed
+	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/label_studio_round_trip.py --label-studio $(LS_VENV)/bin/label-studio
+
 # PYTHONDONTWRITEBYTECODE (set on some machines, this project's among them) is cleared for the suite:
 # otherwise every worker, every gate process and every script the tests start compiles gate/, tests/
 # and scripts/ again, and pytest rewrites the asserts of every test module again (~10 CPU-s a
@@ -162,4 +177,4 @@ bench: $(STAMP)
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python bench/scale.py --quick
 
 clean:
-	rm -rf $(VENV) $(REAL_VENV) $(ACT_VENV) gate-out-real gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-out-migrate gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REAL_VENV) $(ACT_VENV) $(LS_VENV) gate-out-real gate-out gate-out-calibration gate-out-product gate-out-product-calibration gate-out-act gate-out-migrate gate-calibration .gate-cache .pytest_cache .mypy_cache .ruff_cache

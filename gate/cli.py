@@ -28,6 +28,7 @@ from gate.model.wording import agree, plural
 
 if TYPE_CHECKING:
     from gate.model.result import Result
+    from gate.review.label_studio_ledger import Plan
 
 STATE_LABEL = {
     State.QUALITY_FAILED: "quality_failed (the change is wrong)",
@@ -1342,17 +1343,18 @@ def cmd_review_chain(args: argparse.Namespace) -> int:
     return 0
 
 
-def import_lines(plan: Any, export: str, ledger: str) -> list[str]:
+def import_lines(plan: Plan, export: str, ledger: str) -> list[str]:
     """What `gate review import` says: the export read, the lines appended, and every change it saw."""
-    from gate.model.wording import listed
     from gate.review.label_studio_ledger import changes
 
     got = plan.export
     if got.form == "JSON_MIN":
         source = f"JSON_MIN export (server {plan.server})"
+    elif got.projects:
+        projects = ", ".join(str(p) for p in got.projects)
+        source = f"JSON export of Label Studio {agree(len(got.projects), 'project', 'projects')} {projects} (server {plan.server})"
     else:
-        projects = ", ".join(str(p) for p in got.projects) or "unnamed"
-        source = f"JSON export of Label Studio project {projects} (server {plan.server})"
+        source = f"JSON export (server {plan.server})"
     skips = f" ({plan.cancelled} skipped in Label Studio, not a label)" if plan.cancelled else ""
     lines = [
         f"{export}: {source}: {plural(plan.tasks, 'task')}, {plural(plan.annotations, 'annotation')}{skips}",
@@ -1361,18 +1363,29 @@ def import_lines(plan: Any, export: str, ledger: str) -> list[str]:
     if got.form == "JSON_MIN":
         lines.append("  JSON_MIN names no project and leaves out skips: a label turned into a skip reads as deleted")
     if plan.edited:
+        n = len(plan.edited)
         lines.append(
-            f"  {plural(len(plan.edited), 'annotation')} edited in Label Studio since it was imported: its earlier "
-            f"label retracted, the new one appended ({changes(plan.edited)})"
+            f"  {plural(n, 'annotation')} edited in Label Studio since {agree(n, 'it was', 'they were')} imported: "
+            f"{agree(n, 'its earlier label', 'their earlier labels')} retracted, the new "
+            f"{agree(n, 'one', 'ones')} appended ({changes(plan.edited)})"
         )
     for what, found in (("deleted in Label Studio", plan.deleted), ("now a skip in Label Studio", plan.skipped)):
         if found:
+            n = len(found)
             lines.append(
-                f"  {plural(len(found), 'annotation')} {what} since it was imported: its label retracted "
-                f"({changes(found)})"
+                f"  {plural(n, 'annotation')} {what} since {agree(n, 'it was', 'they were')} imported: "
+                f"{agree(n, 'its label', 'their labels')} retracted ({changes(found)})"
             )
     if plan.already:
         lines.append(f"  {plan.already} {agree(plan.already, 'was', 'were')} already there")
+    return lines + _import_notes(plan)
+
+
+def _import_notes(plan: Plan) -> list[str]:
+    """What an import left alone, and why: labels it could not see, tasks gate did not write, names."""
+    from gate.model.wording import listed
+
+    lines: list[str] = []
     if plan.left_out:
         lines.append(
             f"  {plural(plan.left_out, 'label')} imported before {agree(plan.left_out, 'is', 'are')} on tasks this "

@@ -365,4 +365,6 @@ def _notes(plan: Plan, known: _Known, ours: Sequence[tuple[Task, QueueItem]], qu
 
 
 def changes(found: Iterable[Change]) -> str:
-    return listed([str(c) for c in found], 5)
+    """The annotations an import retracted a line of, for a message: the first five, then how many more."""
+    shown = [str(c) for c in found]
+    return "; ".join(shown[:5]) + (f"; and {len(shown) - 5} more" if len(shown) > 5 else "")

@@ -314,3 +314,10 @@ def test_export_writes_the_tasks_in_a_seeded_shuffle_with_no_stratum(
     assert all(word not in text for word in ("judged_fail", "judged_pass", "stratum", '"draw"'))
     assert all(set(t) == {"data"} for t in tasks)
     assert "shuffled" in capsys.readouterr().out
+
+
+def test_an_export_of_nothing_labelled_imports_nothing_and_says_what_it_lacks(imp: Importer) -> None:
+    code, out = imp("e0-unlabelled.json.json")  # the default export of a project nobody labelled: []
+    assert code == 0 and "0 tasks, 0 annotations" in out and "14 items of the queue not in the export" in out, out
+    code, out = imp("e0-unlabelled.json-all-tasks.json")
+    assert code == 0 and "14 tasks without annotations" in out and "appended 0 ledger lines" in out, out
