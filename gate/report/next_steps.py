@@ -40,6 +40,10 @@ CALIBRATION_KINDS = frozenset({"judge_uncalibrated", "judge_unfit", "calibration
 ERROR_KINDS = frozenset({"evaluator_errors", "control_error"})
 # The judge's model shuts down: the judge moves to a successor (gate/model/retirement.py).
 RETIREMENT_KINDS = frozenset({"judge_retiring", "judge_retired"})
+# A product lane's slice its figures left open: people's audit, or a person's slice override, decides it.
+PRODUCT_OPEN_KINDS = frozenset({"failure_rate_inconclusive", "audit_required", "judge_unfit"})
+# A product lane's slice that fails: the application's answers, not the judge or the labels.
+PRODUCT_FAILED_KINDS = frozenset({"failure_rate_exceeded", "failure_confirmed", "regressed"})
 GOLD_SET_KINDS = frozenset(
     {"input_contract", "unknown_slice", "partition_leak", "control_missing", "missing_evidence", "label_conflict"}
 )
@@ -103,6 +107,44 @@ def _judge_steps(kinds: set[str], policy: str, out: str, calibrate: str, measuri
                 "A judge error people accept: an entry under the policy's `overrides:` (approver, expiry), then "
                 f"`gate decide --policy {policy} --records {out}` decides again without a model call."
             )
+    return steps
+
+
+def _product_steps(kinds: set[str], policy: str, out: str) -> list[str]:
+    """A product lane's steps: its answers are the application's, unlabelled, so a failure is the
+    product's to fix, and what the judge's figures leave open people's audit decides (never a
+    corrected case: nothing here is a labelled case)."""
+    steps: list[str] = []
+    if kinds & PRODUCT_FAILED_KINDS:
+        steps.append(
+            "The application's answers fail (too often, one more than a zero-tolerance slice allows, or worse than "
+            "the base): the fix is the product's. Read the answers named above (the judge's reason, and people's "
+            "label where they audited), fix the application, and run the lane on its new answers; no override "
+            "waives a failure."
+        )
+    if kinds & PRODUCT_OPEN_KINDS:
+        steps.append(
+            f"People's labels decide what the judge's figures leave open: `gate review queue --policy {policy} --from "
+            f"{out} --out audit/queue.jsonl` draws this run's audit plan, `gate review serve audit/queue.jsonl "
+            "--ledger audit/ledger` lets people label it blind to the judge, then `gate decide --policy "
+            f"{policy} --records {out} --audit audit/ledger --audit-queue audit/queue.jsonl` decides again with their "
+            "labels, without a model call (docs/PRODUCT_GATE.md)."
+        )
+        steps.append(
+            "Or a person decides a slice: an entry under the policy's `overrides:` with `slice: NAME` (approver, "
+            "evidence, expiry, follow-up) waives that slice's failure_rate_inconclusive, judge_unfit or "
+            "audit_required, never a failure nor a finding of the calibration requirement."
+        )
+    if "labels_disagree" in kinds:
+        steps.append(
+            "People do not agree on these answers (alpha below review.min_alpha): `gate review status "
+            "audit/queue.jsonl --ledger audit/ledger` shows where; sharpen the rubric, then label again."
+        )
+    if "calibration_not_transferable" in kinds:
+        steps.append(
+            "The judge errs on this run's answers otherwise than calibration measured: add labelled answers like "
+            "these to the calibration partition and calibrate again; meanwhile the audit decides the slice."
+        )
     return steps
 
 
@@ -207,6 +249,8 @@ def next_steps(
         steps.append(f"`gate run --policy {policy}`: records from another judge configuration are not evidence.")
     if "expired_override" in kinds:
         steps.append("Renew the expired override (a new expiry, approved) or remove it from the policy.")
+    if result.product is not None:
+        return [*steps, *_product_steps(kinds, policy, out)]
     if any(b.state == "review_required" and b.kind not in RETIREMENT_KINDS for b in result.blockers):
         steps.append(
             f"`gate review queue --policy {policy} --from {out} --out review-queue.jsonl` queues the cases under "

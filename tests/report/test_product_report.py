@@ -254,6 +254,25 @@ def test_a_product_run_through_the_cli_shows_its_slice_everywhere(
         in printed
     )
     assert "product.svg" in printed  # among the files the run wrote
+    # Its own next steps: the product's fix, never the metric gate's (labels, superseding cases).
+    steps = " ".join(printed[printed.index("Next steps") :].split())
+    assert "the fix is the product's" in steps and "supersedes" not in steps and "gate compare" not in steps
+
+
+def test_an_inconclusive_product_run_says_how_people_decide_it_not_the_metric_gates_advice(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = app_suite(tmp_path / "suite", fake, n=10)
+    out = tmp_path / "out"
+    assert run_app(policy, out, write_responses(tmp_path / "r.jsonl", verdicts(10, 2))) == 4
+    assert [b["kind"] for b in result(out)["blockers"]] == ["failure_rate_inconclusive"]
+    printed = capsys.readouterr().out
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for said in (" ".join(printed[printed.index("Next steps") :].split()), " ".join(report.split())):
+        assert "supersedes" not in said and "where the judge and people disagree" not in said
+        assert "gate review serve audit/queue.jsonl --ledger audit/ledger" in said
+        assert "--audit audit/ledger --audit-queue audit/queue.jsonl" in said and "slice: NAME" in said
+    assert f"gate review queue --policy {policy} --from {out} --out audit/queue.jsonl" in " ".join(printed.split())
 
 
 def test_zero_tolerance_reads_open_on_a_slice_whose_answers_were_not_judged_and_blocks_in_red() -> None:
