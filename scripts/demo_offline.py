@@ -403,6 +403,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _banner(args: argparse.Namespace, base_url: str, key_env: str) -> str:
     """What the demo says before gate's own output: which judge answers, and what the run can show."""
+    if args.calibrate_candidate:
+        return (
+            f"No key needed: the judge of {args.policy} judged again by {args.candidate} (the calibration lane of "
+            f"{args.calibrate_candidate}), with the offline provider at {base_url}, a local fake that answers as the "
+            "reviewers did but for the flipped cases. Both model names are the offline provider's labels: pick a real "
+            "successor from your provider's models and deprecations pages (docs/PROVIDERS.md)."
+        )
     shard = f", shard {args.shard}" if args.shard else ""
     lane = f" --lane {args.lane}" if args.lane != "pr" else ""  # gate run's lane is pr unless told
     how = (

@@ -11,7 +11,12 @@ hold against ANY real server, whatever the model answers:
   tokens the gate metered equal what the server counted (its /metrics);
 - the controls were judged before any other case;
 - the state agrees with `gate decide` on the records;
-- with a wrong key, the server's 401 is an `auth` error and the lane stops at once.
+- with a wrong key, the server's 401 is an `auth` error and the lane stops at once;
+- each run asks the server once when the judge's model shuts down (`GET /v1/models/{model}`):
+  llama.cpp's server lists its model at `GET /v1/models` without a `shutdown_date` and has no
+  per-model endpoint (404), so the date is unknown and the run goes on as before (no
+  `judge_retirement` in result.json, no shutdown date in the lineage); the harness checks what the
+  server answers first, and stops if a newer server starts to answer otherwise.
 It prints each judgment's outcome and latency, and per format the share that came back labelled.
 
 The lane is small so that two cores do it in a couple of minutes: `real-judge` is one of each of
@@ -93,6 +98,7 @@ class Tally:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: int = 0
+    lookups: list[tuple[str, int]] = field(default_factory=list)  # (path, status) of each GET .../models...
     capture: Path | None = None
     tag: str = ""
 
@@ -108,12 +114,18 @@ def counting_proxy(upstream_port: int, tally: Tally) -> ThreadingHTTPServer:
     """A pass-through on 127.0.0.1 that counts every chat-completions request it forwards."""
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the gate's models lookup (a shutdown date), forwarded and noted
+            self.forward("GET")
+
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.forward("POST")
+
+        def forward(self, method: str) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0)) if method == "POST" else None
             headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host", "content-length"}}
             conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=REQUEST_TIMEOUT_S * 2)
             try:
-                conn.request("POST", self.path, body=body, headers=headers)
+                conn.request(method, self.path, body=body, headers=headers)
                 answer = conn.getresponse()
                 data = answer.read()
                 status, reply_headers = answer.status, answer.getheaders()
@@ -124,6 +136,9 @@ def counting_proxy(upstream_port: int, tally: Tally) -> ThreadingHTTPServer:
                 conn.close()
             if self.path.endswith("/chat/completions"):
                 tally.count(status, data)
+            elif "/models" in self.path:
+                with tally.lock:
+                    tally.lookups.append((self.path, status))
             try:
                 self.send_response(status)
                 for key, value in reply_headers:
@@ -142,6 +157,35 @@ def counting_proxy(upstream_port: int, tally: Tally) -> ThreadingHTTPServer:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def models_answer(port: int) -> str:
+    """What llama.cpp's server answers the two models endpoints, checked against what the gate expects
+    of it: a list without `shutdown_date`, and no per-model endpoint (404), so the date is unknown."""
+    answers: dict[str, tuple[int, Any]] = {}
+    for path in ("/v1/models", f"/v1/models/{MODEL_NAME}"):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("GET", path, headers={"Authorization": f"Bearer {SERVER_KEY}"})
+        answer = conn.getresponse()
+        text = answer.read().decode()
+        conn.close()
+        try:
+            answers[path] = (answer.status, json.loads(text))
+        except ValueError:
+            answers[path] = (answer.status, text)
+    listed = answers["/v1/models"]
+    data = listed[1].get("data") if isinstance(listed[1], dict) else None
+    fields = sorted({k for m in data or [] if isinstance(m, dict) for k in m})
+    one = answers[f"/v1/models/{MODEL_NAME}"]
+    if listed[0] != 200 or not data or "shutdown_date" in fields or one[0] != 404:
+        sys.exit(
+            f"real-judge: llama.cpp's models endpoints changed: GET /v1/models {listed[0]} (fields {fields}), GET "
+            f"/v1/models/{MODEL_NAME} {one[0]}; the gate reads a shutdown date from the second: check what it does now"
+        )
+    return (
+        f"GET /v1/models 200 ({plural(len(data), 'model')}, fields {', '.join(fields)}: no shutdown_date); GET "
+        f"/v1/models/{MODEL_NAME} 404: the gate's shutdown date is unknown, the run goes on as before"
+    )
 
 
 def server_metrics(port: int) -> dict[str, float]:
@@ -284,15 +328,19 @@ def decided_state(policy: Path, lane: str, out: Path, env: dict[str, str]) -> st
     return str(json.loads(decided.stdout)["state"]) if decided.stdout.strip().startswith("{") else "?"
 
 
-def check_run(name: str, policy: Path, lane: str, out: Path, env: dict[str, str], counters: Counters) -> LaneRun:
+def check_run(
+    name: str, policy: Path, lane: str, out: Path, env: dict[str, str], counters: Counters, tally: Tally
+) -> LaneRun:
     """Run the lane once; then the assertions that hold against any real server. `counters` gives,
     after the run, the requests the pass-through forwarded and the (prompt, generated) tokens the
-    server counted during it."""
+    server counted during it; `tally` the models lookups it forwarded."""
     shutil.rmtree(out, ignore_errors=True)
     started = time.monotonic()
+    asked = len(tally.lookups)
     proc = run_lane(policy, lane, out, env)
     seconds = time.monotonic() - started
     sent, tokens = counters()
+    lookups = tally.lookups[asked:]
     if proc.returncode not in _EXIT_STATES or "Traceback" in proc.stderr:
         sys.exit(
             f"real-judge [{name}]: gate run exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -300,6 +348,12 @@ def check_run(name: str, policy: Path, lane: str, out: Path, env: dict[str, str]
     result = json.loads((out / "result.json").read_text())
     records = read_records(out)
     failures = contract_failures(result, records, sent, tokens)
+    shutdown = {k for k in result.get("lineage", {}) if k.startswith("judge_shutdown")}
+    if len(lookups) != 1 or "judge_retirement" in result or shutdown:
+        failures.append(
+            f"the shutdown-date lookups {lookups}: expected one, answered 404 (or 401) and read as unknown; "
+            f"result.json has judge_retirement {result.get('judge_retirement')}, lineage {sorted(shutdown)}"
+        )
     decided = decided_state(policy, lane, out, env)
     if decided != result["state"]:
         failures.append(f"gate decide says {decided}, the run said {result['state']}")
@@ -368,7 +422,13 @@ def wrong_key_run(policy: Path, out: Path, env: dict[str, str], port: int, tally
     """A key the server does not know: llama.cpp answers 401, each sent judgment is an `auth`
     error, and the lane stops at once (no more than the requests already in flight)."""
     run = check_run(
-        "wrong-key", policy, "real-judge", out, {**env, "OPENAI_API_KEY": "sk-not-this-one"}, since_now(port, tally)
+        "wrong-key",
+        policy,
+        "real-judge",
+        out,
+        {**env, "OPENAI_API_KEY": "sk-not-this-one"},
+        since_now(port, tally),
+        tally,
     )
     records = [r for r in read_records(out) if r["attempts"]]
     slots = int(yaml.safe_load(policy.read_text())["evaluator"]["max_concurrency"])
@@ -401,6 +461,7 @@ def main() -> None:
     print(f"real-judge: llama.cpp's server up in {time.monotonic() - started:.0f} s ({MODEL_NAME}, {args.slots} slots)")
     runs: list[LaneRun] = []
     try:
+        print(f"real-judge: its models endpoints: {models_answer(port)}", flush=True)
         with tempfile.TemporaryDirectory(prefix="real-judge-") as tmp:
             for fmt in args.formats.split(","):
                 policy = policy_copy(
@@ -414,7 +475,7 @@ def main() -> None:
                 tally.tag = fmt
                 print(f"{fmt}: gate run --lane {args.lane}", flush=True)
                 cpu_before = cpu_seconds(server.pid)
-                runs.append(check_run(fmt, policy, args.lane, args.out / fmt, env, since_now(port, tally)))
+                runs.append(check_run(fmt, policy, args.lane, args.out / fmt, env, since_now(port, tally), tally))
                 print(f"{describe(runs[-1])}{cpu_line(cpu_before, cpu_seconds(server.pid), runs[-1])}", flush=True)
             if args.lane == "real-judge":
                 policy = policy_copy(

@@ -326,7 +326,7 @@ def summary(migration: Migration, on: dt.date | None = None) -> list[str]:
         f"gate calibrate --candidate-model: {data['policy_id']}, lane {data['lane']}: "
         f"{data['current']['model']} -> {data['candidate']['model']}",
         judge_line("current", data["current"], day),
-        judge_line("candidate", data["candidate"], day) + f" (its run: {data['candidate']['state']})",
+        judge_line("candidate", data["candidate"], day) + f" (its run of the lane: {data['candidate']['state']})",
         "",
     ]
     out.append(LEGEND)

@@ -22,6 +22,9 @@ from gate.model.wording import plural
 ALL = "all slices"
 WRONG = frozenset({"false_pass", "false_fail"})
 SIGNIFICANT = 0.05  # the level the summary names a difference at; the p-value itself is always shown
+# Below 6 cases that only one judge got wrong the exact test cannot reach p < 0.05 (5 of 5 one way:
+# p = 0.0625), whatever the judges: bench/judge_migration.py shows how many labelled cases it takes.
+FEWEST_TO_TELL = 6
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,10 @@ class PairedErrors:
         }
 
     def in_words(self) -> str:
-        """`McNemar p = 0.020: the candidate errs less often`, or that the cases show no difference."""
+        """`McNemar p = 0.020: the candidate errs less often`, or why the cases show no difference."""
         p = self.p_value
+        if self.current_only_wrong + self.candidate_only_wrong < FEWEST_TO_TELL:
+            return f"McNemar p = {p:.2f}: too few to tell apart"
         if self.current_only_wrong == self.candidate_only_wrong or p >= SIGNIFICANT:
             return f"McNemar p = {p:.2f}: no difference shown"
         more = "more" if self.candidate_only_wrong > self.current_only_wrong else "less"
@@ -178,6 +183,6 @@ def slice_lines(name: str, c: SliceComparison) -> list[str]:
         head,
         f"  Se (fails caught)   current {rate_text(c.current.se):<22}  candidate {rate_text(c.candidate.se)}",
         f"  Sp (passes kept)    current {rate_text(c.current.sp):<22}  candidate {rate_text(c.candidate.sp)}",
-        f"  wrong on the same cases: only current {both.current_only_wrong}, only candidate "
-        f"{both.candidate_only_wrong}, both {both.both_wrong}; {both.in_words()}",
+        f"  wrong: only current {both.current_only_wrong}, only candidate {both.candidate_only_wrong}, both "
+        f"{both.both_wrong}; {both.in_words()}",
     ]
