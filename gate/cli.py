@@ -601,7 +601,13 @@ def _review_export_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--accept-low-agreement",
         action="store_true",
-        help="export a slice whose alpha is below review.min_alpha anyway (each case records it)",
+        help="export a slice whose alpha is below review.min_alpha anyway (each of its cases records it)",
+    )
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="export while items still await adjudication, leaving them out (the output and the dataset card "
+        "list them)",
     )
 
 
@@ -641,7 +647,12 @@ def _review_chain_flags(parser: argparse.ArgumentParser) -> None:
 REVIEW_EXPORT_EXIT = exit_table(
     (
         (0, "written", "the cases (or the Label Studio files) are written"),
-        (1, "low agreement", "a slice's alpha is below review.min_alpha: nothing written (--accept-low-agreement)"),
+        (
+            1,
+            "refused",
+            "a slice's alpha is below review.min_alpha (--accept-low-agreement), or items await adjudication "
+            "(--partial): nothing written",
+        ),
         USAGE_ROW,
         (3, "error", "an unexpected error"),
     )
@@ -1259,6 +1270,7 @@ def cmd_review_export(args: argparse.Namespace) -> int:
         policy=args.policy,
         k=args.reviewers_per_item,
         accept_low_agreement=args.accept_low_agreement,
+        partial=args.partial,
     )
     return _print_export(outcome, args)
 
@@ -1266,21 +1278,10 @@ def cmd_review_export(args: argparse.Namespace) -> int:
 def _print_export(outcome: Any, args: argparse.Namespace) -> int:
     from gate.model.paths import shown_path
     from gate.model.wording import listed
-    from gate.review.status import LOW_AGREEMENT, status_text
+    from gate.review.status import status_text
 
     if outcome.exported is None:
-        for row in outcome.refused:
-            say(
-                sys.stderr,
-                log_text(f"slice {row.slice}: alpha {row.alpha:.3f} is below {row.min_alpha:g}: {LOW_AGREEMENT}"),
-            )
-        names = ", ".join(row.slice for row in outcome.refused)
-        say(
-            sys.stderr,
-            log_text(
-                f"nothing was written; fix the rubric and label again, or pass --accept-low-agreement (recorded in each case) to export {names}"
-            ),
-        )
+        _print_refusal(outcome, args)
         return 1
     exported = outcome.exported
     corrected = [c["case_id"] for c in exported.cases if "supersedes" in c]
@@ -1304,10 +1305,13 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
         )
     if exported.abstained:
         say(sys.stdout, log_text(f"  final abstain, not exported: {listed(exported.abstained, 20)}"))
-    if exported.not_final:
+    if outcome.awaiting:
+        say(sys.stdout, log_text(f"  left out, awaiting adjudication: {listed(outcome.awaiting, 20)} (--partial)"))
+    pending = exported.not_final - len(outcome.awaiting)
+    if pending:
         say(
             sys.stdout,
-            f"  {plural(exported.not_final, 'item')} {agree(exported.not_final, 'has', 'have')} no final label yet (pending or awaiting adjudication)",
+            f"  {plural(pending, 'item')} {agree(pending, 'has', 'have')} fewer labels than an item needs yet (pending)",
         )
     for row in outcome.refused:
         say(
@@ -1320,6 +1324,40 @@ def _print_export(outcome: Any, args: argparse.Namespace) -> int:
         say(sys.stdout, log_text(line))
     say(sys.stdout, "next: append them to the policy's cases file, then gate validate and gate calibrate")
     return 0
+
+
+def _print_refusal(outcome: Any, args: argparse.Namespace) -> None:
+    """Why export wrote nothing: slices people disagree on, items awaiting adjudication (stderr)."""
+    from gate.model.paths import shown_path
+    from gate.model.wording import listed
+    from gate.review.status import LOW_AGREEMENT
+
+    for row in outcome.refused:
+        say(
+            sys.stderr,
+            log_text(f"slice {row.slice}: alpha {row.alpha:.3f} is below {row.min_alpha:g}: {LOW_AGREEMENT}"),
+        )
+    if outcome.refused:
+        names = ", ".join(row.slice for row in outcome.refused)
+        say(
+            sys.stderr,
+            log_text(
+                f"nothing was written; fix the rubric and label again, or pass --accept-low-agreement (recorded in "
+                f"each of their cases) to export {names}"
+            ),
+        )
+    if outcome.awaiting:
+        n = len(outcome.awaiting)
+        say(
+            sys.stderr,
+            log_text(
+                f"{plural(n, 'item')} {agree(n, 'awaits', 'await')} adjudication ({listed(outcome.awaiting, 20)}): "
+                "people disputed them, and a dataset without them leans to the easy answers; nothing was written; fix: "
+                f"settle them on the page's /adjudicate (gate review serve {shown_path(args.queue)} --ledger "
+                f"{shown_path(args.ledger)}, then open /adjudicate), or pass --partial to export the rest, listing "
+                f"what it leaves out"
+            ),
+        )
 
 
 def cmd_review_import(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from gate.model.paths import from_working_directory, shown_path
 from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import RECORDS_FILE
 from gate.model.states import State
+from gate.model.wording import listed, plural
 from gate.review.draw import JUDGED_FAIL, JUDGED_PASS, draw_order
 from gate.review.export import Exported, ExportRequest, export_cases
 from gate.review.ledger import FinalLabel, LedgerLine, append_line, final_labels, read_ledger
@@ -434,6 +435,9 @@ class ExportOutcome:
     card_lines: tuple[str, ...] = ()
     rows: tuple[SliceStatus, ...] = ()  # every slice's agreement, as `gate review status` shows it
     k: int = 2
+    # Items whose labels disagree and that no adjudicator settled yet: they stop the export (unless
+    # --partial, which leaves them out and says so). Shown by case id, else item id.
+    awaiting: tuple[str, ...] = ()
 
 
 def _check_partition(loaded: LoadedPolicy, partition: str) -> None:
@@ -459,8 +463,10 @@ def run_export(
     policy: Path | None = None,
     k: int | None = None,
     accept_low_agreement: bool = False,
+    partial: bool = False,
 ) -> ExportOutcome:
-    """Write the cases of the queue's final labels into a new file; refuse slices people disagree on."""
+    """Write the cases of the queue's final labels into a new file; refuse slices people disagree on,
+    and items awaiting adjudication unless `partial` (the export then says what it left out)."""
     from gate.model.cases import load_dataset
 
     if from_working_directory(out).exists():
@@ -471,8 +477,13 @@ def run_export(
     _check_partition(labelled.loaded, partition)
     rows = review_status(labelled)
     low = tuple(r for r in rows if r.low_agreement)
-    if low and not accept_low_agreement:
-        return ExportOutcome(None, None, low)
+    awaiting = tuple(
+        i.case_id or i.item_id[:12] for i in labelled.queue.items if labelled.finals[i.item_id].status == "disagreement"
+    )
+    if (low and not accept_low_agreement) or (awaiting and not partial):
+        return ExportOutcome(
+            None, None, low if not accept_low_agreement else (), awaiting=awaiting if not partial else ()
+        )
     missing = [i for i in labelled.queue.items if i.slice is None and labelled.finals[i.item_id].final]
     if missing:
         raise UsageError(
@@ -480,11 +491,13 @@ def run_export(
             "build the queue from a source that names each answer's slice"
         )
     alphas: dict[str | None, float | None] = {_slice_key(r.slice): r.alpha for r in rows}
-    request = ExportRequest(partition, alphas, accept_low_agreement)
+    accepted = frozenset(_slice_key(r.slice) for r in low)  # --accept-low-agreement is true of these only
+    request = ExportRequest(partition, alphas, accepted)
     existing = load_dataset(labelled.loaded).cases
     exported = export_cases(labelled.queue, labelled.finals, labelled.lines, existing, request)
     _write_new(out, "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in exported.cases))
-    return ExportOutcome(out, exported, low, tuple(card_lines(labelled, exported)), tuple(rows), labelled.k)
+    card = card_lines(labelled, exported, awaiting)
+    return ExportOutcome(out, exported, low, tuple(card), tuple(rows), labelled.k, awaiting)
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -501,7 +514,7 @@ def _write_new(path: Path, text: str) -> None:
         ) from None
 
 
-def card_lines(labelled: Labelled, exported: Exported) -> list[str]:
+def card_lines(labelled: Labelled, exported: Exported, left_out: Sequence[str] = ()) -> list[str]:
     """The dataset card's sections these cases change, with what to write in them."""
     card = labelled.loaded.card
     where = shown_path(card.path) if card is not None else "the dataset card"
@@ -517,6 +530,12 @@ def card_lines(labelled: Labelled, exported: Exported) -> list[str]:
     lines.append(f"  Sampling design: from {sources} (queue {labelled.queue.sha256[:12]}{drawn})")
     counts = ", ".join(f"{s} {label} {n}" for (s, label), n in sorted(exported.counts.items()))
     lines.append(f"  counts: {len(exported.cases)} cases ({counts or 'none'})")
+    if left_out:
+        n = len(left_out)
+        lines.append(
+            f"  Known gaps: this export leaves out {plural(n, 'item')} awaiting adjudication ({listed(left_out)}): "
+            "the answers people disputed, likely the hard ones"
+        )
     return lines
 
 

@@ -75,7 +75,8 @@ def _case_id(
 class ExportRequest:
     partition: str
     alphas: Mapping[str | None, float | None]  # per slice
-    accept_low_agreement: bool = False
+    # The slices exported with --accept-low-agreement (their alpha below review.min_alpha): their cases record it.
+    low_agreement_accepted: frozenset[str | None] = frozenset()
 
 
 def export_cases(
@@ -147,7 +148,7 @@ def _case(
         "queue_sha256": queue.sha256,
         "item_id": item.item_id,
     }
-    if req.accept_low_agreement:
+    if item.slice in req.low_agreement_accepted:
         provenance["accept_low_agreement"] = True
     case: dict[str, Any] = {
         "case_id": case_id,

@@ -14,6 +14,7 @@ from fake_openai import FakeOpenAI, reply
 from test_review_status import file_queue, label
 
 from gate.cli import main
+from gate.review.ledger import append_line
 from gate.review.queue import Queue, read_queue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,6 +115,8 @@ def test_a_slice_people_disagree_on_is_refused_unless_accepted_and_that_is_recor
     for i in range(8):
         label(ledger, queue, i, "ana", "pass" if i % 2 else "fail")
         label(ledger, queue, i, "ben", "pass" if i % 3 else "fail")
+        if bool(i % 2) != bool(i % 3):
+            label(ledger, queue, i, "cy", "pass", kind="adjudication")
     capsys.readouterr()
     out = tmp_path / "cases.jsonl"
     args = [
@@ -134,3 +137,91 @@ def test_a_slice_people_disagree_on_is_refused_unless_accepted_and_that_is_recor
     cases = [json.loads(line) for line in out.read_text().splitlines()]
     assert cases and all(c["provenance"]["accept_low_agreement"] is True for c in cases)
     assert all(c["provenance"]["alpha"] < 0.667 for c in cases)
+
+
+def _export(queue: Queue, ledger: Path, out: Path, *extra: str) -> int:
+    args = ["review", "export", str(queue.path), "--ledger", str(ledger), "--partition", "calibration"]
+    return main([*args, "--out", str(out), *extra])
+
+
+def test_items_awaiting_adjudication_stop_the_export_unless_partial_which_says_what_it_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten wrong answers, three of them disputed (ana and ben disagree, nobody adjudicated yet): an export
+    of the other seven would lean to the easy items and exited 0. It is refused (exit 1), naming the three
+    and the page that settles them; `--partial` exports the rest and says, on the screen and for the
+    dataset card, what it left out."""
+    queue = file_queue(tmp_path, n=20)
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for i in range(20):
+        label(ledger, queue, i, "ana", "fail" if i < 10 else "pass")
+        label(ledger, queue, i, "ben", "pass" if i in (3, 5, 8) or i >= 10 else "fail")
+    capsys.readouterr()
+    out = tmp_path / "cases.jsonl"
+    assert _export(queue, ledger, out) == 1 and not out.exists()
+    err = " ".join(capsys.readouterr().err.split())
+    assert "3 items await adjudication (a-critical-3, a-critical-5, a-critical-8)" in err, err
+    assert "/adjudicate" in err and "--partial" in err
+    assert _export(queue, ledger, out, "--partial") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    cases = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(cases) == 17 and not {"a-critical-3", "a-critical-5", "a-critical-8"} & {c["case_id"] for c in cases}
+    assert "left out, awaiting adjudication: a-critical-3, a-critical-5, a-critical-8" in said, said
+    assert "Known gaps: this export leaves out 3 items awaiting adjudication" in said
+
+
+def test_blind_and_accepted_low_agreement_are_recorded_on_the_cases_they_are_true_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two slices: `critical`, where people agree, and `general`, where they do not (exported with
+    --accept-low-agreement): only general's cases record it. A case whose labels include one made not
+    blind (a label changed after seeing others, a Label Studio import) says `blind: false`; the others
+    true. A case people confirmed as it is labelled is listed, never exported as a case superseding itself."""
+    queue = file_queue(tmp_path, n=8, slices=("critical", "general"))
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for i in range(8):  # critical: all agree
+        label(ledger, queue, i, "ana", "fail" if i < 4 else "pass")
+        label(ledger, queue, i, "ben", "fail" if i < 4 else "pass")
+    for i in range(8, 16):  # general: alpha below 0.667, every difference adjudicated
+        label(ledger, queue, i, "ana", "pass" if i % 2 else "fail")
+        label(ledger, queue, i, "ben", "pass" if i % 3 else "fail")
+        if ("pass" if i % 2 else "fail") != ("pass" if i % 3 else "fail"):
+            label(ledger, queue, i, "cy", "pass", kind="adjudication")
+    item = queue.items[1]
+    append_line(
+        ledger / "ben.jsonl",
+        {
+            "kind": "label", "item_id": item.item_id, "case_id": item.case_id, "response_sha256": item.response_sha256,
+            "reviewer": "ben", "label": "fail", "reason": "looked again", "queue_sha256": queue.sha256,
+            "rubric_version": queue.header.rubric_version, "blind": False,
+        },
+    )  # fmt: skip
+    out = tmp_path / "cases.jsonl"
+    assert _export(queue, ledger, out, "--accept-low-agreement") == 0
+    cases = {c["case_id"]: c for c in (json.loads(line) for line in out.read_text().splitlines())}
+    accepted = {c for c, case in cases.items() if case["provenance"].get("accept_low_agreement")}
+    assert accepted == {c for c, case in cases.items() if case["slice"] == "general"} and accepted
+    assert cases["a-critical-1"]["provenance"]["blind"] is False
+    assert [c for c, case in cases.items() if not case["provenance"]["blind"]] == ["a-critical-1"]
+
+
+def test_a_case_people_confirm_is_left_as_it_is_and_one_they_correct_is_superseded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy, calibration = example(tmp_path)
+    answers = answers_from(calibration, tmp_path / "answers.jsonl")
+    assert main(["review", "queue", "--policy", str(policy), "--from", str(answers), "--out", str(tmp_path / "q")]) == 0
+    queue = read_queue(tmp_path / "q")
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    held = calibration[0]["human_adjudication"]["label"]
+    for reviewer in ("ana", "ben"):
+        label(ledger, queue, 0, reviewer, held)  # people confirm the case as it is labelled
+    out = tmp_path / "cases.jsonl"
+    capsys.readouterr()
+    assert _export(queue, ledger, out) == 0
+    assert (
+        out.read_text() == "" and f"1 confirmed as labelled, left as they are: {CORRECTED}" in capsys.readouterr().out
+    )
