@@ -218,8 +218,11 @@ def _person(waivers: Sequence[Waived]) -> str:
 
 
 def heading(product: Product) -> str:
-    """The section's title, plain: what the numbers are."""
-    return f"Product: failure rate per slice, corrected for the judge's misses ({percent(product.confidence)} interval)"
+    """The section's title, plain: what the numbers are (people's audit's, for a slice it decided)."""
+    interval = f"{percent(product.confidence)} interval"
+    if any(s.decided_by == "audit" for s in product.slices.values()):
+        return f"Product: failure rate per slice ({interval}): people's audit where it decided, else judge-corrected"
+    return f"Product: failure rate per slice, corrected for the judge's misses ({interval})"
 
 
 def method_line(product: Product) -> str:
@@ -318,7 +321,9 @@ def _x(text: object, limit: int = 60) -> str:
 def _row(i: int, s: ProductSlice, name: str) -> list[str]:
     y = TOP + i * ROW
     axis_y = y + 34
-    top = max(2 * s.max_failure_rate, s.high or 0.0, (s.estimate or 0.0) * 1.2, 0.01)
+    estimate, low, high = _deciding(s)
+    highs = [s.high or 0.0, s.audit.high if s.audit is not None else 0.0]
+    top = max(2 * s.max_failure_rate, *highs, (estimate or 0.0) * 1.2, 0.01)
     scale_max = _nice_ceiling(top)
 
     def px(rate: float) -> float:
@@ -337,34 +342,50 @@ def _row(i: int, s: ProductSlice, name: str) -> list[str]:
         f'<line x1="{lx}" y1="{y + 10}" x2="{lx}" y2="{axis_y + 4}" stroke="#cf222e" stroke-dasharray="4 3"/>',
         f'<text x="{lx}" y="{y + 7}" text-anchor="middle" class="tick">limit {percent(s.max_failure_rate)}</text>',
     ]
-    if s.low is None or s.high is None or s.estimate is None:
+    if low is None or high is None:
         out.append(f'<text x="{AXIS_END + 14}" y="{axis_y - 6}" class="small">no interval</text>')
         return out
-    x0, x1, xe = px(s.low), px(s.high), px(s.estimate)
-    interval = "interval"
-    if s.audit is not None:  # people's audit: its interval (dotted) below the calibration estimate's
-        a0, a1 = px(s.audit.low), px(s.audit.high)
-        decides = " (decides)" if s.decided_by == "audit" else ""
-        interval = "calibration (bar)"
+    # The interval behind the verdict is the bar, its estimate the dot and the big figure; the other
+    # estimate, when there are two (people's audit beside the calibration's), the dotted line below.
+    label = "interval"
+    other = _other_interval(s)
+    if other is not None:
+        which, other_low, other_high = other
+        label = f"{'calibration' if which == 'audit' else 'audit'} (bar)"
         out += [
-            f'<line x1="{a0}" y1="{axis_y - 2}" x2="{a1}" y2="{axis_y - 2}" stroke="{colour}" stroke-width="3" '
-            'stroke-dasharray="2 2"/>',
-            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">audit (dotted) {span(s.audit.low, s.audit.high)}'
-            f"{decides}</text>",
+            f'<line x1="{px(other_low)}" y1="{axis_y - 2}" x2="{px(other_high)}" y2="{axis_y - 2}" stroke="{colour}" '
+            'stroke-width="3" stroke-dasharray="2 2"/>',
+            f'<text x="{AXIS_END + 14}" y="{axis_y + 16}" class="small">{which} (dotted) '
+            f"{span(other_low, other_high)}</text>",
         ]
-    return [
-        *out,
-        f'<line x1="{x0}" y1="{axis_y - 10}" x2="{x1}" y2="{axis_y - 10}" stroke="{colour}" stroke-width="6" '
-        'stroke-linecap="round"/>',
-        f'<circle cx="{xe}" cy="{axis_y - 10}" r="5" fill="#ffffff" stroke="{colour}" stroke-width="2"/>',
-        f'<text x="{AXIS_END + 14}" y="{axis_y - 14}" class="name">{percent(s.estimate)}</text>',
-        f'<text x="{AXIS_END + 14}" y="{axis_y + 2}" class="small">{interval} {span(s.low, s.high)}</text>',
-    ]
+    decides = " (decides)" if other is not None else ""
+    out.append(
+        f'<line x1="{px(low)}" y1="{axis_y - 10}" x2="{px(high)}" y2="{axis_y - 10}" stroke="{colour}" '
+        'stroke-width="6" stroke-linecap="round"/>'
+    )
+    if estimate is not None:
+        out += [
+            f'<circle cx="{px(estimate)}" cy="{axis_y - 10}" r="5" fill="#ffffff" stroke="{colour}" stroke-width="2"/>',
+            f'<text x="{AXIS_END + 14}" y="{axis_y - 14}" class="name">{percent(estimate)}</text>',
+        ]
+    return [*out, f'<text x="{AXIS_END + 14}" y="{axis_y + 2}" class="small">{label} {span(low, high)}{decides}</text>']
+
+
+def _other_interval(s: ProductSlice) -> tuple[str, float, float] | None:
+    """The estimate that did not decide the slice, drawn beside the one that did: which it is
+    ("audit", "calibration") and its interval; None when the slice has only one."""
+    if s.audit is None:
+        return None
+    if s.decided_by == "audit":
+        return None if s.low is None or s.high is None else ("calibration", s.low, s.high)
+    return "audit", s.audit.low, s.audit.high
 
 
 def product_svg(product: Product) -> str:
     """Each slice's interval (bar) and estimate (dot) against its limit (dashed), one row each, on
-    its own scale from 0% to about twice the limit; coloured by the verdict."""
+    its own scale from 0% to about twice the limit; coloured by the verdict. The bar, the dot and the
+    figure are the estimate that decided the slice (people's audit, when it did); the other, when
+    there is one, is a dotted line below it."""
     height = TOP + ROW * max(1, len(product.slices)) + 8
     title = _x(heading(product), 200)
     body = [

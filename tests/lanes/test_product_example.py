@@ -182,7 +182,7 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     picture = (work / "gate-out-product" / "v2.4-audited" / "product.svg").read_text(encoding="utf-8")
     assert 'style="fill:#cf222e">zero tolerance: failure confirmed</text>' in picture
     assert (
-        ">calibration (bar) 12.1%-43.8%</text>" in picture and ">audit (dotted) 15.3%-35.8% (decides)</text>" in picture
+        ">audit (bar) 15.3%-35.8% (decides)</text>" in picture and ">calibration (dotted) 12.1%-43.8%</text>" in picture
     )
     report = (work / "gate-out-product" / "v2.4-audited" / "report.md").read_text(encoding="utf-8")
     assert "| `account-security` | ❌ zero tolerance: failure confirmed |" in report

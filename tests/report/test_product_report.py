@@ -5,6 +5,7 @@ verdict and what would decide it, with every untrusted string escaped for its fo
 
 from __future__ import annotations
 
+import html
 import io
 import sys
 import xml.etree.ElementTree as ET
@@ -324,7 +325,24 @@ def test_a_slice_the_audit_decided_shows_the_audits_interval_and_the_calibration
     row = next(line for line in report.splitlines() if line.startswith("| `shipping-general`"))
     assert "| ❌ exceeded | 13% | 10.4%-20% | 10% |" in row, row
     assert "the calibration estimate beside it: 11.1% (1.9%-20.4%), inconclusive" in report
-    text, _ = _svg(product)
-    # Which line is which: the calibration estimate's bar, the audit's dotted line below it.
-    assert ">audit (dotted) 10.4%-20% (decides)</text>" in text and ">calibration (bar) 1.9%-20.4%</text>" in text
-    assert ">audit (dotted) 2%-20%</text>" in text  # refunds: drawn, not deciding
+    text, root = _svg(product)
+    # The picture headlines what decided: the audit's estimate (the big figure, the dot) and its
+    # interval as the bar; the calibration estimate's is the dotted line beside it. Where the audit
+    # did not decide, the other way round. (It headlined the calibration's 11.1% where the audit decided.)
+    assert ">audit (bar) 10.4%-20% (decides)</text>" in text and ">calibration (dotted) 1.9%-20.4%</text>" in text
+    assert ">calibration (bar) 3.9%-26.9% (decides)</text>" in text and ">audit (dotted) 2%-20%</text>" in text
+    ns = "{http://www.w3.org/2000/svg}"
+    figures = [e.text for e in root.iter(f"{ns}text") if e.get("class") == "name" and (e.text or "").endswith("%")]
+    assert figures == ["0.2%", "13%", "14.7%", "35.4%"]  # shipping-general: 13%, not 11.1%
+    title = "Product: failure rate per slice (95% interval): people's audit where it decided, else judge-corrected"
+    assert f">{html.escape(title)}</text>" in text and f"### {title}" in report.replace("\\'", "'")
+    bars = [e for e in root.iter(f"{ns}line") if e.get("stroke-width") == "6"]
+    dots = list(root.iter(f"{ns}circle"))
+    scale = [e for e in root.iter(f"{ns}text") if e.get("class") == "tick" and e.get("text-anchor") == "end"]
+    top = float((scale[1].text or "0%").rstrip("%")) / 100
+
+    def rate_at(x: str | None) -> float:
+        return (float(x or 0) - LEFT) / (AXIS_END - LEFT) * top
+
+    assert rate_at(bars[1].get("x1")) == pytest.approx(0.104, abs=0.002)
+    assert rate_at(dots[1].get("cx")) == pytest.approx(0.13, abs=0.002)
