@@ -205,10 +205,9 @@ def _guard_servers(export: Export, known: _Known, server: str, where: str) -> No
             )
     mine = [key for key, _ in known.active if key.server == server]
     by_annotation = {key.annotation: key for key in mine}
-    clashes = [a for t, a in incoming if a.annotation_id in by_annotation]
-    if clashes and not any(by_annotation[a.annotation_id].same_annotation(_key(server, t, a)) for t, a in incoming
-                           if a.annotation_id in by_annotation):  # fmt: skip
-        ids = listed([str(a.annotation_id) for a in clashes])
+    clashes = [(t, a) for t, a in incoming if a.annotation_id in by_annotation]
+    if clashes and not any(by_annotation[a.annotation_id].same_annotation(_key(server, t, a)) for t, a in clashes):
+        ids = listed([str(a.annotation_id) for _, a in clashes])
         raise LabelStudioError(
             f"{where}: annotations {ids} have the ids of annotations imported from "
             f"Label Studio server {server}, but none is one of them (other unique ids, made at other times): the "
