@@ -258,9 +258,10 @@ def _validate_flags(parser: argparse.ArgumentParser) -> None:
 
 def _order_seed(text: str) -> str:
     """--order-seed: any short printable text (it is hashed with each case id)."""
-    if not text or len(text) > 100 or not text.isprintable():
+    if not text or len(text) > 200 or not text.isprintable():
         raise argparse.ArgumentTypeError(
-            "the seed must be 1 to 100 printable characters (a number or a word); fix: pass e.g. --order-seed 7"
+            "the seed must be 1 to 200 printable characters: the `product.order_seed` of the run's result.json that "
+            "this run replays; fix: pass it as it is written there"
         )
     return text
 
@@ -301,8 +302,9 @@ def _run_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="S",
         type=_order_seed,
-        help="a product lane: the seed of the random order its answers are judged in (default: derived from the "
-        "policy's and the answers file's sha256)",
+        help="a product lane: replay a recorded run's seed (its result.json's product.order_seed), which fixes the "
+        "order its answers are judged in and its audit plan (default: the run fixes one when it starts: the "
+        "workflow run's in GitHub Actions, where this flag is refused, else a fresh random one)",
     )
     parser.add_argument(
         "--shard", default=None, metavar="I/N", help="judge shard I of N (a stable hash share; controls in every shard)"

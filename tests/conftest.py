@@ -54,6 +54,14 @@ def _own_working_directory(tmp_path_factory: pytest.TempPathFactory, monkeypatch
 
 
 @pytest.fixture(autouse=True)
+def _outside_a_workflow_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A product run's order seed is the workflow run's in GitHub Actions (gate/run/order_seed.py): a
+    suite run there must not hand every test the same one. Tests of the Action set them themselves."""
+    for name in ("GITHUB_ACTIONS", "GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_gate_process_left() -> Iterator[None]:
     """A `gate_process` child a test left running (a failed assertion, a timeout) ends with the test."""
     yield

@@ -407,8 +407,19 @@ class Lab:
     def base(self, lane: str) -> Path:
         return self.tmp / f"base-{lane}"
 
+    @property
+    def replay(self) -> tuple[str, ...]:
+        """A product suite's every path after the plain run replays its order seed (--order-seed): one run
+        judged many ways, so one order and one audit plan (the shards of one run share it too)."""
+        seed = (self.plain.result.get("product") or {}).get("order_seed") if self.plain is not None else None
+        return ("--order-seed", seed) if self.suite.product and seed else ()
+
     def run(self, out: Path, *extra: str, lane: str = "pr") -> dict[str, Any]:
-        args = ("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache", *extra, *self.inputs(lane))
+        args = (
+            ("run", "--policy", self.policy, "--lane", lane, "--out", out, "--no-cache")
+            + (*extra, *self.inputs(lane))
+            + (self.replay if "--resume" not in extra else ())
+        )
         code, _ = gate(*args)
         res = load(out)
         assert code == res["exit_code"], (code, res["state"])
@@ -620,6 +631,7 @@ def kill_then_resume(lab: Lab) -> Outcome | None:
 
 def _run_until(lab: Lab, out: Path, kill_at: int) -> None:
     args = ["run", "--policy", str(lab.policy), "--lane", "pr", "--out", str(out), "--no-cache", *lab.answers]
+    args += list(lab.replay)
     pid = os.fork()
     if pid == 0:  # the child: the real CLI, as a separate process the parent can SIGKILL
         code = 3

@@ -56,6 +56,9 @@ def runner_env(tmp_path: Path, *, api_url: str, event: dict[str, Any] | None = N
         "GITHUB_EVENT_NAME": "pull_request" if "pull_request" in event else "workflow_dispatch",
         "GITHUB_SHA": MERGE,
         "GITHUB_REPOSITORY": "acme/support-bot",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_RUN_ID": "9100000001",  # every job of one workflow run sees the same run id and attempt
+        "GITHUB_RUN_ATTEMPT": "1",
         "GITHUB_API_URL": api_url,
         "GITHUB_OUTPUT": str(files / "output"),
         "GITHUB_STEP_SUMMARY": str(files / "summary.md"),

@@ -76,6 +76,7 @@ from gate.model.textfit import say
 from gate.model.traces import DRIFT_LANE
 from gate.model.wording import agree, plural
 from gate.run.lineage import make_lineage
+from gate.run.order_seed import OrderSeed
 from gate.run.outdir import check_out_dir
 from gate.run.progress import Progress
 from gate.run.recording import make_record
@@ -103,12 +104,16 @@ def run_batch(
     assert batch is not None
     env = dict(os.environ) if env is None else env
     _refuse_flags(opts)
-    lane = _prepare(policy_path, opts, env, default_factory, clock)
+    existing = read_batch_file(opts.out_dir)
+    # A collect continues the submitted run: its order and audit plan are the submit's.
+    continued = (
+        OrderSeed(existing.order_seed, "batch") if existing is not None and existing.order_seed is not None else None
+    )
+    lane = _prepare(policy_path, opts, env, default_factory, clock, continued)
     batch_prices(lane.loaded)
     check_out_dir(opts.out_dir)
     if lane.plan.lane == DRIFT_LANE and lane.loaded.policy.drift is not None:
         raise UsageError("--batch judges a lane's cases; the drift lane (`scheduled` with `drift:`) runs live only")
-    existing = read_batch_file(opts.out_dir)
     if existing is None and batch.mode == "collect":
         raise UsageError(
             f"{shown_path(opts.out_dir / BATCH_FILE)} does not exist: nothing was submitted from this --out; "
@@ -291,6 +296,7 @@ def _submit(
         dataset_sha256=lineage.dataset_sha256,
         config_fingerprint=lane.judge.config_fingerprint,
         responses_sha256=lineage.responses_sha256 or None,
+        order_seed=lane.plan.order_seed,
         prices=BatchPrices(**_price_dict(lane.loaded)),
         reserved_cost=lines.reserved,
         judgments=lines.judgments,

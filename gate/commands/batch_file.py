@@ -63,8 +63,10 @@ class BatchFile(_Strict):
     status: str = "validating"
     request_counts: BatchCounts | None = None
     collected_at: str | None = None
-    # A product lane: the --responses file whose answers were submitted (written on those only).
+    # A product lane: the --responses file whose answers were submitted, and the order seed the submit
+    # fixed, which the collect keeps (its records and audit plan are the submitted run's). Written on those only.
     responses_sha256: str | None = None
+    order_seed: str | None = None
 
 
 def read_batch_file(out_dir: Path) -> BatchFile | None:
@@ -85,7 +87,7 @@ def read_batch_file(out_dir: Path) -> BatchFile | None:
 def write_batch_file(out_dir: Path, bf: BatchFile) -> None:
     path = out_dir / BATCH_FILE
     tmp = path.with_suffix(".json.tmp")
-    unset = {"responses_sha256"} if bf.responses_sha256 is None else None
+    unset = {k for k in ("responses_sha256", "order_seed") if getattr(bf, k) is None} or None
     tmp.write_text(bf.model_dump_json(indent=2, exclude=unset) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 

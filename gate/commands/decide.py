@@ -25,7 +25,7 @@ from gate.model.policy import LoadedPolicy, today
 from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
-from gate.plan.selection import recorded_order_seed
+from gate.plan.selection import recorded_order_seeds
 from gate.plan.shard import Shard, lane_cases, select
 from gate.review.audit_labels import AuditEvidence
 from gate.run.lineage import make_lineage, recorded_judge
@@ -120,8 +120,10 @@ def evidence_of_records(
     here: the records say what they judged) puts the answers back into the cases, so a record of
     another answer is stale and a case with no line is `missing_response`, as on the run."""
     records = [r for d in found for r in d.records]
-    seed = recorded_order_seed(r for r in records if r.lane == lane)
-    loaded, dataset, plan, input_findings, answers = load_product_inputs(policy_path, lane, responses, order_seed=seed)
+    seed = _one_order_seed(records, lane)
+    loaded, dataset, plan, input_findings, answers = load_product_inputs(
+        policy_path, lane, responses, order_seed=seed, order_seed_from="records" if seed is not None else None
+    )
     if shard is not None:
         shard = dataclasses.replace(shard, lane_cases=lane_cases(plan))  # as the run says its share
         plan = select(plan, shard)
@@ -155,6 +157,24 @@ def evidence_of_records(
         sections={**cal_sections, **(sections or {})},
         product=product_evidence(loaded, lane, calibration, base, audited, run_dir),
     )
+
+
+def _one_order_seed(records: Sequence[Record], lane: str) -> str | None:
+    """The order seed the lane's records were judged under: one run's answers carry one (its shards,
+    resumes and batch share it). Records of several seeds are several runs, whose orders and audit
+    plans differ: refused, naming the seeds."""
+    seeds = recorded_order_seeds(r for r in records if r.lane == lane)
+    if len(seeds) > 1:
+        from gate.model.errors import UsageError
+        from gate.model.escape import visible
+
+        raise UsageError(
+            f"the records given: the answers of lane {lane} were judged under {len(seeds)} order seeds "
+            f"({', '.join(visible(s, 80) for s in seeds[:3])}): records of several runs, whose orders and audit "
+            "plans differ, cannot be decided as one run; fix: pass the records of one run (its shards merged with "
+            "`gate merge`, which checks they share one seed)"
+        )
+    return seeds[0] if seeds else None
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,14 @@ from gate.decide.core import Decision
 from gate.judge.journal import JOURNAL_FILE
 from gate.measure.trend import TREND_RECORDS
 from gate.model.errors import UsageError
+from gate.model.escape import visible
 from gate.model.policy import today
 from gate.model.records import RECORDS_FILE, Record, read_records, write_records
 from gate.model.result import Result, ResultProblem, load_result
 from gate.model.states import Finding, State
 from gate.model.wording import agree, plural
 from gate.plan.inputs import load_inputs
+from gate.plan.selection import recorded_order_seed
 from gate.plan.shard import Shard, owned_by, shard_of
 from gate.run.lineage import make_lineage
 
@@ -52,6 +54,7 @@ class ShardOutput:
     lineage: dict[str, str]
     max_total_cost: float | None
     records: tuple[Record, ...]
+    order_seed: str | None = None  # a product lane's: the seed its order and audit plan come from
 
 
 def _read_result(directory: Path) -> Result:
@@ -101,7 +104,25 @@ def read_shard_output(directory: Path) -> ShardOutput:
         lineage={k: str(v) for k, v in lineage.items()},
         max_total_cost=float(result.limits.max_total_cost) if result.limits is not None else None,
         records=records,
+        order_seed=recorded_order_seed(records) or (result.product.order_seed if result.product else None),
     )
+
+
+def _check_one_seed(shards: Sequence[ShardOutput]) -> None:
+    """The shards of one product run share its order seed (in GitHub Actions, the workflow run's): shards
+    of different seeds are different runs, whose audit plans differ, so none of them is the run's."""
+    seeded = [(s, s.order_seed) for s in shards if s.order_seed is not None]
+    for s, seed in seeded[1:]:
+        first, theirs = seeded[0]
+        if seed != theirs:
+            raise MergeError(
+                f"{s.directory / 'result.json'}: shard {s.shard} judged in the order of seed {visible(seed, 80)}, "
+                f"but {first.directory} (shard {first.shard}) in that of {visible(theirs, 80)}: shards of one "
+                "run share one seed, which fixes the order and the audit plan (in GitHub Actions the workflow run's: "
+                "a re-run of some jobs is another attempt, and so another seed); fix: run every shard in one workflow "
+                f"run attempt (re-run all jobs), or outside GitHub Actions give each shard --order-seed "
+                f"{visible(theirs, 80)}"
+            )
 
 
 def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> None:
@@ -141,6 +162,7 @@ def check_compatible(shards: Sequence[ShardOutput], current: dict[str, str]) -> 
                     f"the policy given to merge ({now[:12]}); fix: pass the policy file the shards ran, on the same "
                     "commit"
                 )
+    _check_one_seed(shards)
     seen: dict[int, Path] = {}
     for s in shards:
         if s.shard.index in seen:

@@ -63,13 +63,14 @@ from gate.plan.responses import resumed_answers_problem
 from gate.plan.selection import Plan, recorded_order_seed
 from gate.plan.shard import Shard, lane_cases, select
 from gate.run.lineage import JudgeSettings, make_lineage
+from gate.run.order_seed import OrderSeed, order_seed_for, replay_note
 from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs, describe
 from gate.run.progress import Progress
 from gate.run.recording import make_record
 from gate.run.resume import recovered_records, reusable_records
 from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
 from gate.run.stop import StopWhenDecided
-from gate.run.worker_records import discard_worker_records, fold_worker_records
+from gate.run.worker_records import WORKER_RECORDS_GLOB, discard_worker_records, fold_worker_records, read_worker
 from gate.run.workers import judge_in_workers, make_budget, worker_count
 from gate.validate.case_checks import CheckResults, load_checks, run_checks_plain
 
@@ -106,7 +107,7 @@ class RunOptions:
     # None: the policy's (gate/judge/pacing.py). Tests and benches give their own (a clock they control).
     pacer: Pacer | None = None
     responses: Path | None = None  # `--responses FILE`: a product lane's answers (gate/plan/responses.py)
-    order_seed: str | None = None  # `--order-seed S`: a product lane's shuffle (None: derived from the inputs)
+    order_seed: str | None = None  # `--order-seed S`: replay a recorded product run's seed (None: the run fixes one)
     audit: Path | None = None  # `--audit LEDGER`: people's labels on this run's answers (gate/review/audit_labels.py)
     audit_queue: Path | None = None  # `--audit-queue QUEUE`: the draw those labels were made on
     # Judge with this model (and these prices) instead of the policy's: a candidate judge
@@ -189,13 +190,28 @@ def _prepare(
     env: dict[str, str],
     factory: EvaluatorFactory,
     clock: Callable[[], dt.date],
+    continued: OrderSeed | None = None,
 ) -> _Lane:
-    seed = opts.order_seed if opts.order_seed is not None or not opts.resume else _resumed_seed(opts)
+    """The lane's run, fixed before anything is paid. `continued`: the seed of the run this one
+    continues (a batch's, kept in batch.json), in place of the one a fresh run draws."""
+    # The order and the audit plan are fixed here, before anything is judged (gate/run/order_seed.py).
+    if continued is None and opts.resume:
+        recorded = _resumed_seed(opts)
+        continued = OrderSeed(recorded, "records") if recorded is not None else None
+    seed = order_seed_for(env, given=opts.order_seed, continued=continued)
     loaded, dataset, plan, findings, answers = load_product_inputs(
-        policy_path, opts.lane, opts.responses, need_responses=not opts.dry_run, order_seed=seed
+        policy_path,
+        opts.lane,
+        opts.responses,
+        need_responses=not opts.dry_run,
+        order_seed=seed.value,
+        order_seed_from=seed.source,
     )
     if opts.judge_model is not None:
         loaded = with_judge_model(loaded, opts.judge_model, opts.judge_price)
+    notes = answers.notes
+    if plan.order_seed is not None and seed.source == "given":
+        notes = (*notes, replay_note(plan.order_seed))
     base_url = resolve_base_url(loaded.policy.evaluator.base_url, env.get("OPENAI_BASE_URL"))
     judge = JudgeSettings.of(loaded, base_url)
     # Before sharding: the held-out set is the whole lane's, whichever share this process judges.
@@ -241,19 +257,17 @@ def _prepare(
         factory,
         clock,
         product,
-        (*answers.notes, *retirement.notes),
+        (*notes, *retirement.notes),
         retirement,
     )
 
 
 def _resumed_seed(opts: RunOptions) -> str | None:
-    """On --resume without --order-seed: the order the interrupted run judged in, as its records say
-    (None: none do, or they cannot be read; the default seed then, and _take_stock says what is wrong)."""
-    path = opts.out_dir / RECORDS_FILE
-    try:
-        return recorded_order_seed(r for r in read_records(path) if r.lane == opts.lane) if path.is_file() else None
-    except (UsageError, OSError):
-        return None
+    """On --resume: the order the interrupted run judged in, as its records say, its workers' files
+    too (None: none do, or they cannot be read; a fresh seed then, and _take_stock says what is wrong)."""
+    paths = [opts.out_dir / RECORDS_FILE, *sorted(opts.out_dir.glob(WORKER_RECORDS_GLOB))]
+    records = [r for path in paths if path.is_file() for r in read_worker(path).records if r.lane == opts.lane]
+    return recorded_order_seed(records)
 
 
 def _dry_run(lane: _Lane) -> Decision:

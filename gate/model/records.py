@@ -134,9 +134,10 @@ class Record(BaseModel):
     # `generation` (model, app version, commit; None when the line had none). Written on those only.
     response_sha256: str | None = None
     generation: dict[str, Any] | None = None
-    # A product lane's answer: the seed of the random order its lane judged in (gate/plan/selection.py),
-    # so `gate decide` on these records reports the run's order. Written on those only.
-    order_seed: str | None = Field(default=None, max_length=100)
+    # A product lane's answer: the seed of the random order its lane judged in and of its audit plan
+    # (gate/run/order_seed.py), so `gate decide` on these records orders and plans as the run did.
+    # Written on those only.
+    order_seed: str | None = Field(default=None, max_length=200)
     # The judge model's shutdown date when the run was made and who said it (gate/model/retirement.py:
     # a date or "none", "provider" or "policy"), so `gate decide` reads it without asking. Written when known.
     judge_shutdown_date: str | None = Field(default=None, max_length=10)

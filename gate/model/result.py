@@ -589,8 +589,10 @@ class Product(Part):
     confidence: float
     method: str
     sequential: bool
-    # The seed of the random order the lane's answers were judged in (`--order-seed`, else derived
-    # from the policy's and the answers file's sha256); None in a result written before it existed.
+    # The seed of the random order the lane's answers were judged in, and of the audit plan drawn from
+    # it (gate/run/order_seed.py). It says where it came from: `github:<repository>:<run id>:<attempt>`
+    # (the GitHub Actions workflow run's) or `drawn:<hex>` (a fresh random draw); anything else was given
+    # by hand. None in a result written before it existed.
     order_seed: str | None = None
     slices: dict[str, ProductSlice]
     audit: str | None = None  # the ledger of people's labels the audit read (--audit)

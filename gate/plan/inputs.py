@@ -56,9 +56,11 @@ def load_product_inputs(
     *,
     need_responses: bool = False,
     order_seed: str | None = None,
+    order_seed_from: str | None = None,
 ) -> tuple[LoadedPolicy, Dataset, Plan, list[Finding], ProductInputs]:
     """`load_inputs`, with what the product lane's answers add (the responses read, their notes);
-    `order_seed` (`--order-seed`) shuffles a product lane's answers in place of the default seed."""
+    `order_seed` shuffles a product lane's answers (gate/run/order_seed.py says where the run got it,
+    `order_seed_from`; "given" is `--order-seed`, refused on another lane)."""
     loaded = load_policy(policy_path)
     dataset = load_dataset(loaded)
     spec = loaded.policy.lanes.get(lane)
@@ -74,7 +76,7 @@ def load_product_inputs(
             "which no case file holds; fix: pass --responses FILE (one JSON line per case: case_id, response, "
             "generation), the same file again on --resume and --batch collect"
         )
-    if order_seed is not None and spec is not None and not product:
+    if order_seed_from == "given" and spec is not None and not product:
         raise UsageError(
             f"--order-seed: lane {lane} of {shown_path(loaded.path)} is not a product lane, and only a product "
             "lane judges its answers in a seeded order; fix: drop --order-seed, or pass a lane with `product: true`"

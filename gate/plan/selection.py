@@ -5,8 +5,9 @@ priority (critical slices first, so a budget stop leaves the cheap volume unrun,
 then case id for a stable order. A product lane orders each slice by a seeded shuffle instead of
 by case id: case ids group topics (a wrong topic would sort last), and its interval may be read
 after every answer (`stop_when_decided`), which is only valid over an order unrelated to the
-answers. The seed is `order_seed` (`--order-seed`; by default derived from the policy's and the
-answers file's sha256), so the same inputs give the same order.
+answers. The seed is `order_seed`, which the run fixes when it starts (gate/run/order_seed.py: the
+workflow run's in GitHub Actions, else a fresh draw; never the inputs' bytes) and records on every
+answer, so `gate decide` orders the records as the run did.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class Plan:
     repeats: int
     # A product lane's cases its --responses left unanswered: never sent, unrun (`missing_response`).
     unanswered: frozenset[str] = frozenset()
-    # A product lane's shuffle seed (None on other lanes: they judge in case-id order).
+    # A product lane's shuffle seed (None on other lanes, which judge in case-id order, and on a product
+    # lane whose records carry none).
     order_seed: str | None = None
 
     @property
@@ -60,29 +62,28 @@ def is_withheld(case: Case) -> bool:
     return not (case.reference or "").strip()
 
 
-def default_order_seed(policy_sha256: str, responses_sha256: str) -> str:
-    """A product lane's default shuffle seed: fixed by the policy and the answers judged, so a
-    re-run (or `gate decide` given the same answers) orders the cases the same way, and nobody
-    chooses an order after seeing the answers."""
-    return hashlib.sha256(f"{policy_sha256}:{responses_sha256}".encode()).hexdigest()[:16]
-
-
 def shuffled_rank(seed: str, case_id: str) -> str:
     """A case's place in the seeded order: depends on the seed and the case id alone."""
     return hashlib.sha256(f"{seed}\0{case_id}".encode()).hexdigest()
 
 
+def recorded_order_seeds(records: Iterable[Record]) -> list[str]:
+    """The order seeds a product lane's records carry, most carried first: one for the records of
+    one run (its shards and resumes share it)."""
+    seeds = Counter(r.order_seed for r in records if r.order_seed)
+    return sorted(seeds, key=lambda s: (-seeds[s], s))
+
+
 def recorded_order_seed(records: Iterable[Record]) -> str | None:
     """The order seed a product lane's records say they were judged under (the one most of them
-    carry), so `gate decide` reports the run's order; None when no record carries one. It only
-    orders the plan: the verdict never depends on it."""
-    seeds = Counter(r.order_seed for r in records if r.order_seed)
-    return min(seeds, key=lambda s: (-seeds[s], s)) if seeds else None
+    carry); None when no record carries one."""
+    seeds = recorded_order_seeds(records)
+    return seeds[0] if seeds else None
 
 
 def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str, order_seed: str | None = None) -> Plan:
     """The lane's plan. On a product lane the non-control cases of each slice come in the order
-    `order_seed` shuffles them into (the default seed when None)."""
+    `order_seed` shuffles them into (without one, a fixed order that no audit plan is drawn from)."""
     policy = loaded.policy
     if lane not in policy.lanes:
         raise LaneError(
@@ -108,19 +109,16 @@ def make_plan(loaded: LoadedPolicy, dataset: Dataset, lane: str, order_seed: str
             others.append(case)
             seen.add(case.case_id)
 
-    seed = None
-    if spec.product:
-        seed = order_seed if order_seed is not None else default_order_seed(loaded.sha256, dataset.responses_sha256)
+    seed = order_seed if spec.product else None
 
     def key(c: Case) -> tuple[int, str]:
         limit = policy.slices.get(c.slice)
         return (limit.priority if limit else UNKNOWN_SLICE_PRIORITY, c.case_id)
 
     def shuffled(c: Case) -> tuple[int, str, str]:
-        assert seed is not None
-        return (key(c)[0], shuffled_rank(seed, c.case_id), c.case_id)
+        return (key(c)[0], shuffled_rank(seed or "", c.case_id), c.case_id)
 
-    ordered = sorted(others, key=shuffled if seed is not None else key)
+    ordered = sorted(others, key=shuffled if spec.product else key)
     eligible = tuple(sorted(controls, key=key) + ordered)
     withheld = tuple(c for c in eligible if is_withheld(c))
     return Plan(lane=lane, eligible=eligible, withheld=withheld, repeats=policy.evaluator.repeats, order_seed=seed)

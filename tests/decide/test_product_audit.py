@@ -146,8 +146,8 @@ def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_w
     assert "(decides)</text>" in (out / "product.svg").read_text()  # the picture draws the audit's interval too
 
     # The same labels given to the run itself: the same decision.
-    again = tmp_path / "again"
-    assert run_app(policy, again, responses, "--audit", str(ledger)) == 0
+    again = tmp_path / "again"  # a replay of the run: its seed, so its order and audit plan
+    assert run_app(policy, again, responses, "--audit", str(ledger), "--order-seed", res["product"]["order_seed"]) == 0
     # (What would decide the calibration estimate names each run's own directory for its queue.)
     same = json.dumps(result(again)["product"]).replace(str(again), str(run))
     assert json.loads(same) == res["product"] and result(again)["blockers"] == res["blockers"] == []
@@ -267,13 +267,13 @@ def test_the_action_merge_job_decides_the_shards_with_the_audit_input(
         policy = audit_suite(evals, fake, 0.2)
         lines = answers_of(3)
         responses = write_responses(evals / "answers.jsonl", lines)
-        for i in (1, 2):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        for i in (1, 2):  # the matrix jobs of this workflow run: they share its order seed
             run_app(policy, evals / f"shard-{i}", responses, "--shard", f"{i}/2")
         (evals / "audit").mkdir()
         for i, line in enumerate(lines):
             label(evals / "audit", line, "fail" if i == 0 else "pass")
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
         assert action_main() == 0
         assert parse_github_output(Path(env["GITHUB_OUTPUT"]).read_text())["state"] == "passed"
         row = result(evals / "gate-out")["product"]["slices"]["critical"]
@@ -645,8 +645,9 @@ def test_merged_shards_are_decided_with_the_audit_as_the_whole_run_is(
     whole = tmp_path / "whole"
     assert decide(policy, run, whole, "--audit", str(ledger)) == 0
     shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    seed = result(whole)["product"]["order_seed"]  # the shards of one run share its seed
     for i, out in enumerate(shards, start=1):
-        run_app(policy, out, responses, "--shard", f"{i}/2")
+        run_app(policy, out, responses, "--shard", f"{i}/2", "--order-seed", seed)
     merged = tmp_path / "merged"
     args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
     assert main(args) == 4  # without the labels: the calibration estimate alone, inconclusive
@@ -692,7 +693,8 @@ def test_a_shard_holding_none_of_the_audited_answers_still_runs_with_the_ledger(
     assert {shard_of(c, 2) for c in ("p-000", "p-008")} == {2}
     shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
     codes = [
-        run_app(policy, out, responses, "--shard", f"{i}/2", "--audit", str(ledger)) for i, out in enumerate(shards, 1)
+        run_app(policy, out, responses, "--shard", f"{i}/2", "--audit", str(ledger), "--order-seed", "one-run")
+        for i, out in enumerate(shards, 1)
     ]
     assert 2 not in codes and all((out / "result.json").is_file() for out in shards)
     merged = tmp_path / "merged"

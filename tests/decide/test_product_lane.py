@@ -596,9 +596,15 @@ def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_o
     other = write_responses(tmp_path / "other.jsonl", verdicts(40, 0))
     assert run_app(policy, out, other, "--batch", "collect") == 2
     assert "pass the same --responses file the batch was submitted with" in capsys.readouterr().err
+    submitted = json.loads((out / "batch.json").read_text())["order_seed"]
+    assert submitted.startswith("drawn:")
     assert run_app(policy, out, responses, "--batch", "collect") == 1
     collected = result(out)
     assert collected["cost"]["batch"] is True
+    # The collect continues the submitted run: its order and audit plan are the submit's seed's.
+    assert collected["product"]["order_seed"] == submitted
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert {r.get("order_seed") for r in records if r.get("response_sha256")} == {submitted}
     assert collected["product"]["slices"] == result(live)["product"]["slices"]
     assert (out / "responses.jsonl").read_bytes() == (live / "responses.jsonl").read_bytes() == responses.read_bytes()
 
@@ -611,8 +617,9 @@ def test_shards_of_a_product_lane_merge_into_the_whole_lanes_verdict(
     whole = tmp_path / "whole"
     assert run_app(policy, whole, responses) == 4
     shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    seed = result(whole)["product"]["order_seed"]  # the shards of one run share its seed
     for i, out in enumerate(shards, start=1):
-        run_app(policy, out, responses, "--shard", f"{i}/2")
+        run_app(policy, out, responses, "--shard", f"{i}/2", "--order-seed", seed)
     merged = tmp_path / "merged"
     other = write_responses(tmp_path / "other.jsonl", verdicts(40, 0))
     assert (
@@ -638,8 +645,9 @@ def test_merged_shards_of_a_lane_that_fails_on_regression_are_compared_with_the_
     head = write_responses(tmp_path / "h.jsonl", verdicts(40, 12))
     assert run_app(policy, whole, head, "--base-result", str(base)) == 1
     shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
+    seed = result(whole)["product"]["order_seed"]  # the shards of one run share its seed
     for i, out in enumerate(shards, start=1):
-        run_app(policy, out, head, "--shard", f"{i}/2", "--base-result", str(base))
+        run_app(policy, out, head, "--shard", f"{i}/2", "--base-result", str(base), "--order-seed", seed)
     args = ["merge", "--policy", str(policy), *map(str, shards), "--responses", str(head)]
     assert main([*args, "--out", str(merged)]) == 4
     assert kinds(merged) == ["regression_unchecked"]

@@ -25,7 +25,7 @@ from gate.decide.product.stop import ProductStopCheck
 from gate.estimate.failure_rate import failure_rate, judge_accuracy, slice_verdict
 from gate.model.cases import load_dataset
 from gate.model.policy import load_policy
-from gate.plan.selection import default_order_seed, make_plan
+from gate.plan.selection import make_plan
 
 __all__ = ["fake"]  # the fixture, shared with tests/decide/test_product_lane.py
 
@@ -68,9 +68,8 @@ def test_a_wrong_topic_whose_ids_sort_last_is_judged_early_and_fails_the_lane(tm
     assert [b["kind"] for b in res["blockers"]] == ["failure_rate_exceeded"]
     row = res["product"]["slices"]["critical"]
     assert row["verdict"] == "exceeded" and 0 < row["judged_fail"] < row["n"]
-    policy_sha = load_policy(policy).sha256
-    responses_sha = hashlib.sha256(responses.read_bytes()).hexdigest()
-    assert res["product"]["order_seed"] == default_order_seed(policy_sha, responses_sha)
+    # The order's seed is drawn when the run starts, never derived from the answers: it says so.
+    assert res["product"]["order_seed"].startswith("drawn:")
     # The answers went out mixed: the first ten judged after the controls hold both topics.
     first = [r.prompt for r in fake.requests if "App answer for" in r.prompt][:10]
     assert any("App answer for a-" in p for p in first) and any("App answer for z-" in p for p in first)
@@ -84,6 +83,7 @@ def test_order_seed_sets_the_order_and_is_recorded(tmp_path: Path, fake: FakeOpe
         before = len(fake.requests)
         assert run_lane(policy, tmp_path / seed, responses, "--order-seed", seed) in (0, 4)
         assert result(tmp_path / seed)["product"]["order_seed"] == seed
+        assert any("--order-seed" in n and "replay" in n for n in result(tmp_path / seed)["notes"])
         new = fake.requests[before:]
         sent.append([r.prompt.split("App answer for ")[1][:5] for r in new if "App answer for" in r.prompt])
     by_seed = [
