@@ -9,12 +9,16 @@ corners (a judge that fails nothing, one that fails everything, people failing a
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from scipy.stats import binom
 
 from gate.estimate import audit_bounds as ab
 from gate.estimate import audit_rate as ar
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ALPHA = 0.05
 
@@ -124,3 +128,57 @@ def test_the_sampled_lower_test_holds_along_the_whole_edge_of_its_hypothesis() -
         tail = np.where(need <= a, binom.sf(need - 1, a, q), 0.0)
         worst = max(worst, float((binom.pmf(ks, n, pi) * tail).sum()))
     assert 0.01 < worst <= ALPHA  # near its level somewhere, never past it
+
+
+def _exact_sup(n: int, m: int, limit: float, splits: int = 641) -> np.ndarray[Any, Any]:
+    """For every outcome (Y1, Y2): the largest P(Y1*m + Y2*n <= its value) over splits of `limit` into
+    r_F + q_P, on a grid four times finer than the test's own cells (so it lands inside them)."""
+    import numpy as np
+
+    y1, y2 = np.arange(n + 1)[:, None], np.arange(m + 1)[None, :]
+    t = (y1 * m + y2 * n).ravel()
+    order = np.argsort(t, kind="stable")
+    last = np.searchsorted(t[order], t[order], side="right") - 1  # ties: P(T <= t) takes them all
+    sup = np.zeros(t.size)
+    for r in np.linspace(max(0.0, limit - 1.0), min(limit, 1.0), splits):
+        cum = np.cumsum((binom.pmf(y1, n, r) * binom.pmf(y2, m, limit - r)).ravel()[order])
+        at = np.empty(t.size)
+        at[order] = cum[last]
+        sup = np.maximum(sup, at)
+    return sup.reshape(n + 1, m + 1)
+
+
+@pytest.mark.parametrize(("n", "m", "limit"), [(12, 4, 0.5), (16, 5, 0.8)])
+def test_the_upper_tests_p_value_is_never_below_the_exact_tail_at_any_split_of_the_limit(
+    n: int, m: int, limit: float
+) -> None:
+    """The exact size check: for every outcome of a small slice, the p-value is at least the largest tail
+    over every split of the limit between r_F and q_P, taken between the test's own grid points too (a
+    cell bounded by the wrong corner fell short of it by up to 0.02, and the test passed slices it should
+    not); and the grid costs almost nothing over the exact supremum. Its size then stays within 1 -
+    confidence at every split."""
+    import numpy as np
+
+    sup = _exact_sup(n, m, limit)
+    got = np.array([[ab.high_pvalue(y1, n, y2, m, limit) for y2 in range(m + 1)] for y1 in range(n + 1)])
+    assert (got >= sup - 1e-12).all(), float((sup - got).max())
+    assert float((got - sup).max()) < 0.05  # wider only by the cells' width
+    rejected = got <= ALPHA
+    y1, y2 = np.arange(n + 1)[:, None], np.arange(m + 1)[None, :]
+    for r in np.linspace(max(0.0, limit - 1.0), min(limit, 1.0), 41):
+        assert float((binom.pmf(y1, n, r) * binom.pmf(y2, m, limit - r) * rejected).sum()) <= ALPHA
+
+
+@pytest.mark.parametrize(("n", "limit"), [(20, 0.1), (40, 0.05), (40, 0.25)])
+def test_the_fully_audited_lower_test_is_the_exact_binomial_test(n: int, limit: float) -> None:
+    """Every judged-fail answer audited: X_F, the answers both the judge and people fail, is Binomial(n,
+    r_F), and the p-value of r_F <= limit is exactly P(X_F >= x) (one off, P(X_F > x), it failed slices
+    within their limit: its size went past 1 - confidence)."""
+    k = n // 2
+    sizes = []
+    for x in range(1, k + 1):
+        exact = sum(float(binom.pmf(j, n, limit)) for j in range(x, n + 1))
+        assert ab.low_pvalue(k, n, x, k, limit, ALPHA) == pytest.approx(exact, rel=1e-9, abs=1e-15)
+        if ab.low_pvalue(k, n, x, k, limit, ALPHA) <= ALPHA:
+            sizes.append(float(binom.pmf(x, n, limit)))
+    assert sum(sizes) <= ALPHA

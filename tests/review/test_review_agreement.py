@@ -68,3 +68,20 @@ def test_cohen_kappa_by_hand() -> None:
     pairs = [("y", "y")] * 20 + [("y", "n")] * 5 + [("n", "y")] * 10 + [("n", "n")] * 15
     assert cohen_kappa(pairs) == pytest.approx(0.4)
     assert cohen_kappa([("y", "y")] * 3) is None
+
+
+def test_the_interval_holds_95_percent_of_alphas_bootstrap_distribution() -> None:
+    """The interval is the middle 95% of alpha over units resampled with replacement: a bootstrap of our
+    own (another generator, alpha recomputed from scratch) falls inside it 95% of the time, not 90%."""
+    rng = random.Random(3)
+    units: dict[str, dict[str, str]] = {}
+    for i in range(60):
+        truth = "fail" if i % 4 == 0 else "pass"
+        units[f"u{i}"] = {r: truth if rng.random() < 0.85 else {"pass": "fail", "fail": "pass"}[truth] for r in "ab"}
+    low, high = alpha_interval(units) or (1.0, 0.0)
+    draw = random.Random(11)
+    keys = list(units)
+    found = [alpha({str(i): units[draw.choice(keys)] for i in range(len(keys))}) for _ in range(1500)]
+    alphas = [a for a in found if a is not None]
+    inside = sum(low <= a <= high for a in alphas) / len(alphas)
+    assert 0.93 <= inside <= 0.97, inside

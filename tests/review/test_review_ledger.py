@@ -81,6 +81,8 @@ def test_a_queue_round_trips_and_is_never_overwritten(tmp_path: Path) -> None:
         (lambda obj: {**obj, "evidence": ["doc", 7]}, "`evidence` must be a list"),
         (lambda obj: {**obj, "case_id": None}, "`case_id` must be text"),
         (lambda obj: {**obj, "source": "judge"}, "`source` must be one of"),
+        (lambda obj: {**obj, "user_input": obj["user_input"] + " (asked again)"}, "`item_id` does not match"),
+        (lambda obj: {**obj, "reference": "Refunds within 3 days."}, "`item_id` does not match"),
     ],
 )
 def test_a_queue_holding_the_judge_or_an_edited_answer_is_refused_by_line(
@@ -370,3 +372,35 @@ def test_reviewers_who_label_on_two_branches_meet_in_a_git_merge(tmp_path: Path)
     lines = read_ledger(ledger, queue)
     assert len(lines) == 6 and {x.reviewer for x in lines} == {"ana", "ben"}
     assert all(f.status == "unanimous" for f in final_labels(lines, queue, k=2).values())
+
+
+def test_pass_beside_abstain_awaits_adjudication_and_only_k_abstentions_are_a_final_abstain(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=2)
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "pass"))
+    append_line(ledger, act(queue, 0, "ben", "abstain"))
+    append_line(ledger, act(queue, 1, "ana", "abstain"))
+    append_line(ledger, act(queue, 1, "ben", "abstain"))
+    finals = final_labels(read_ledger(ledger, queue), queue, k=2)
+    assert [(f.status, f.label) for f in finals.values()] == [("disagreement", None), ("abstain", "abstain")]
+
+
+def test_only_its_author_may_retract_a_line(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    ana = append_line(ledger, act(queue, 0, "ana", "fail"))
+    append_line(ledger, {**act(queue, 0, "ben", "fail"), "kind": "retraction", "retracts": ana.line_sha256})
+    with pytest.raises(
+        LedgerError, match=r"ledger\.jsonl:2 \(review ledger\): ben retracts a line of ana: only its author"
+    ):
+        read_ledger(ledger, queue)
+
+
+def test_a_label_under_another_rubric_than_its_queue_is_refused(tmp_path: Path) -> None:
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "fail", rubric_version="2"))
+    with pytest.raises(
+        LedgerError, match=r"ledger\.jsonl:1 \(review ledger\): labelled under rubric 2, the queue is under 1"
+    ):
+        read_ledger(ledger, queue)

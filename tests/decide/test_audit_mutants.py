@@ -1,0 +1,117 @@
+"""Tests that notice hand-made mutations of how people's audit reads labels and decides a product slice
+(gate/review/audit_labels.py, gate/decide/product/audit.py and verdict.py, gate/estimate/audit_rate.py,
+gate/commands/review.py's queue): each says what a user would see change. Through the real CLI and
+HTTP to the fake provider; labels appended as the review page appends them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from suite import result
+from test_product_audit import answers_of, audit_suite, decide, label, seed_of
+from test_product_audit import fake as fake  # the fixture
+from test_product_audit import good_run as good_run  # the fixture
+from test_product_lane import GOOD_JUDGE, answer, app_suite, run_app, write_calibration, write_responses
+
+from gate.cli import main
+from gate.review.draw import draw_order
+from gate.review.queue import read_queue
+
+Run = tuple[Path, Path, Path, list[dict[str, Any]]]
+
+
+def test_a_final_abstain_counts_against_the_verdict_never_as_a_pass(tmp_path: Path, good_run: Run) -> None:
+    """Six drawn answers both reviewers abstained on: open, a failure for the upper bound, so the slice
+    stays inconclusive (read as passes, the slice passed: exit 0)."""
+    policy, responses, run, lines = good_run
+    passing = [line["case_id"] for line in lines[3:]]
+    abstained = set(draw_order(seed_of(responses), "critical", "judged_pass", passing)[10:16])
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "abstain" if line["case_id"] in abstained else "fail" if i == 0 else "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 4
+    audit = result(out)["product"]["slices"]["critical"]["audit"]
+    assert audit["judged_pass"]["open"] == 6 and audit["verdict"] == "inconclusive"
+
+
+def test_zero_tolerance_never_counts_an_abstained_answer_as_audited(tmp_path: Path, fake: Any) -> None:
+    """`max_failures: 0`: people cleared p-000 and abstained on p-001, both judged fail. p-001 is not
+    audited: audit_required names it (counted as audited, the slice passed: exit 0)."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=0)
+    lines = answers_of(2)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    ledger = tmp_path / "ledger.jsonl"
+    label(ledger, lines[0], "pass")
+    label(ledger, lines[1], "abstain")
+    for line in lines[2:]:
+        label(ledger, line, "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 4
+    assert [(b["kind"], b["case_ids"]) for b in result(out)["blockers"]] == [("audit_required", ["p-001"])]
+
+
+def test_on_a_lane_that_stops_once_decided_a_small_audit_never_turns_exceeded_into_inconclusive(
+    tmp_path: Path, fake: Any
+) -> None:
+    """Half the answers fail: the lane stops as soon as its interval is above the 10% limit (exceeded).
+    People passed every answer they looked at, a few: the audit alone would leave the slice open or pass
+    it, but on a stopping lane it may only hold a slice back, so the slice stays exceeded (exit 1)."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.1)
+    policy.write_text(policy.read_text().replace("product: true", "product: true\n    stop_when_decided: true"))
+    write_calibration(policy, {"critical": GOOD_JUDGE})
+    lines = [answer(f"p-{i:03d}", "fail" if i % 2 else "pass") for i in range(60)]
+    responses = write_responses(tmp_path / "responses.jsonl", lines)
+    run = tmp_path / "run"
+    assert run_app(policy, run, responses) == 1
+    judged = {c["case_id"] for c in result(run)["cases"] if c["bucket"] == "completed" and c["control_role"] is None}
+    assert len(judged) < 60  # it stopped
+    ledger = tmp_path / "ledger.jsonl"
+    for line in lines:
+        if line["case_id"] in judged:
+            label(ledger, line, "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 1
+    row = result(out)["product"]["slices"]["critical"]
+    assert (row["verdict"], row["decided_by"]) == ("exceeded", "calibration")
+    assert row["audit"]["verdict"] in ("passed", "inconclusive")
+
+
+def test_a_slice_with_a_missing_answer_is_incomplete_whatever_the_audit_says(tmp_path: Path, fake: Any) -> None:
+    """p-059 has no answer in --responses (missing_response): people's audit of the other 59 would pass the
+    slice, but an answer nobody judged keeps its row `incomplete`, in result.json and in the report (the
+    row read `passed`)."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    lines = answers_of(3)[:59]
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 3
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger), "--responses", str(tmp_path / "responses.jsonl")) == 3
+    row = result(out)["product"]["slices"]["critical"]
+    assert (row["verdict"], row["decided_by"], row["audit"]["verdict"]) == ("incomplete", "audit", "passed")
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "| `critical` | passed" not in report and "incomplete" in report
+
+
+def test_the_audit_queue_draws_every_answer_the_judge_failed_however_many(
+    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """101 answers the judge failed: the queue holds all 101 (zero tolerance needs every one audited; cut at
+    100 like the judged-pass stratum, the 101st was never queued)."""
+    from test_product_lane import verdicts
+
+    policy = app_suite(tmp_path / "suite", fake, n=102, limit=0.9)
+    run = tmp_path / "run"
+    run_app(policy, run, write_responses(tmp_path / "r.jsonl", verdicts(102, 101)))
+    assert main(["review", "queue", "--policy", str(policy), "--from", str(run), "--out", str(tmp_path / "q")]) == 0
+    strata = read_queue(tmp_path / "q").header.design["strata"]["critical"]
+    assert strata == {
+        "judged_fail": {"population": 101, "sample": 101},
+        "judged_pass": {"population": 1, "sample": 1},
+    }
