@@ -260,7 +260,7 @@ def _submit(
 ) -> Decision | tuple[BatchFile, BatchStatus]:
     """Controls live, then the batch; a Decision when the run ends before anything is submitted."""
     earlier = dataclasses.replace(_take_stock(lane), trend_loaded=None)
-    lineage = make_lineage(lane.loaded, lane.dataset, [], lane.base_url)
+    lineage = make_lineage(lane.loaded, lane.dataset, [], lane.base_url, lane.retirement)
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
     got = _Gathered(prior=[], prior_trend=[], findings=list(lane.findings), notes=[])
     if blocking_findings(got.findings) or not lane.api_key:

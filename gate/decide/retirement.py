@@ -69,8 +69,8 @@ def judge_retired(ev: Evidence) -> tuple[Finding, ...]:
     retirement = (
         recorded(model, refused.judge_shutdown_date, refused.judge_shutdown_source) if refused is not None else None
     )
-    if any(o.error_kind == "model_retired" for o in hit) and retirement is not None:
-        detail = shut_down_detail(retirement)
+    if any(o.error_kind == "model_retired" for o in hit):
+        detail = shut_down_detail(retirement) if retirement is not None else "had shut down: nothing was sent to it"
     else:
         said = (
             f"; it shut the model down on {retirement.date.isoformat()} ({retirement.said()})"

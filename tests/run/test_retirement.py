@@ -198,3 +198,21 @@ def test_validate_lane_asks_the_provider_and_blocks_as_the_run_would(
         assert gate("validate", "--policy", policy, "--lane", "pr") == 0
         assert f"(not asked: no key in ${KEY_ENV})" in capsys.readouterr().out
         assert len(provider.model_lookups) == 1
+
+
+def test_a_batch_past_the_shutdown_submits_nothing_and_says_so_in_one_blocker(tmp_path: Path) -> None:
+    from fake_batches import FakeBatches
+
+    with dated(-2) as provider:
+        batches = FakeBatches(provider)
+        price = {
+            "input_per_mtok": 1.0,
+            "output_per_mtok": 2.0,
+            "batch": {"input_per_mtok": 0.5, "output_per_mtok": 1.0},
+        }
+        policy, out = suite(tmp_path / "s", provider, price=price), tmp_path / "out"
+        assert run(policy, out, "pr", "--batch", "submit") == 3
+        assert provider.count() == 0 and batches.lines_run == 0 and provider.api_calls == []
+    res = result(out)
+    assert kinds(res) == ["judge_retired"]
+    assert res["blockers"][0]["message"].startswith(f"the judge's model {MODEL} shut down on {in_days(-2)}")
