@@ -33,6 +33,8 @@ from gate.measure.calibrate.command import measure, write_outputs
 from gate.measure.calibrate.requirement import unfit
 from gate.model.cases import Dataset, load_dataset
 from gate.model.errors import UsageError
+from gate.model.escape import code as code_id
+from gate.model.escape import markdown as md
 from gate.model.escape import visible
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, Price, load_policy, today, with_judge_model
@@ -293,17 +295,19 @@ def verdict_lines(data: Mapping[str, Any]) -> list[str]:
 
 
 def render_migration(data: Mapping[str, Any], on: dt.date | None = None) -> str:
-    """migration.md: the two judges side by side, the verdicts, and the change that adopts the candidate."""
+    """migration.md: the two judges side by side, the verdicts, and the change that adopts the candidate.
+    Names come from the policy and the command line: escaped, as every report escapes them (slice names
+    are names, safe inside the text block)."""
     day = on or today()
-    slices: dict[str, Any] = data["slices"]
+    current, candidate = data["current"], data["candidate"]
     lines = [
-        f"# Moving the judge of {data['policy_id']}: {data['current']['model']} -> {data['candidate']['model']}",
+        f"# Moving the judge of {md(data['policy_id'])}: {md(current['model'])} -> {md(candidate['model'])}",
         "",
-        f"Lane `{data['lane']}`, its labelled cases judged by both (controls left out).",
+        f"Lane {code_id(data['lane'])}, its labelled cases judged by both (controls left out).",
         "",
-        f"- {judge_line('current', data['current'], day)} (records: {', '.join(data['current']['records'])})",
-        f"- {judge_line('candidate', data['candidate'], day)} (judged now: {', '.join(data['candidate']['records'])}; "
-        f"that run is {data['candidate']['state']})",
+        f"- {md(judge_line('current', current, day))}; its records: {md(', '.join(current['records']))}",
+        f"- {md(judge_line('candidate', candidate, day))}; judged now, into {md(', '.join(candidate['records']))} "
+        f"(that run of the lane: {code_id(candidate['state'])})",
         "",
         "## Side by side",
         "",
@@ -311,11 +315,11 @@ def render_migration(data: Mapping[str, Any], on: dt.date | None = None) -> str:
         "",
         "```text",
     ]
-    for name, c in slices.items():
+    for name, c in data["slices"].items():
         lines += slice_lines(name, SliceComparison.from_dict(c))
-    lines += ["```", "", "## Verdict", "", *(f"- {line}" for line in verdict_lines(data)), "", "## To adopt it"]
+    lines += ["```", "", "## Verdict", "", *(f"- {md(line)}" for line in verdict_lines(data)), "", "## To adopt it"]
     lines += ["", "A reviewed change; the gate edits no policy:", ""]
-    lines += [f"{i}. {step}" for i, step in enumerate(data["adopt"], start=1)]
+    lines += [f"{i}. {md(step)}" for i, step in enumerate(data["adopt"], start=1)]
     return "\n".join(lines) + "\n"
 
 

@@ -63,7 +63,12 @@ RULES: dict[str, tuple[str, str]] = {
         "label_aliases: {}",
     ),
     "evaluator": ("The judge model and how it is called.", "evaluator: {...}"),
-    "evaluator.model": ("The provider's model name, sent as written.", "model: gpt-4o-mini"),
+    "evaluator.model": (
+        "The provider's model name, sent as written. Providers shut models down on dates they announce: each run "
+        "asks the provider when (`evaluator.shutdown_date`), and `gate calibrate --candidate-model` moves the judge "
+        "to a successor with evidence (docs/PROVIDERS.md).",
+        "model: gpt-4o-mini",
+    ),
     "evaluator.base_url": (
         "An OpenAI-compatible endpoint. Absent: `OPENAI_BASE_URL` if set, else the provider default. Its host is "
         "part of the judge's configuration.",
