@@ -1,10 +1,11 @@
 """`gate merge`: one decision from the outputs of `gate run --shard I/N`.
 
 The merged outputs are those of `gate decide` on every shard's records, so a matrix of shards
-decides exactly as one run would. Shards of different configurations, or two of one index, are
-refused (a usage error): their evidence cannot be summed; a shard that judged nothing has no judge
-to compare, only its policy, dataset and prompt. A missing index is blocker `missing_shard`, its
-cases unrun.
+decides exactly as one run would: each control by its majority within each shard, as that shard's
+run decided it (a control that failed in any shard fails the merge). Shards of different
+configurations, or two of one index, are refused (a usage error): their evidence cannot be summed;
+a shard that judged nothing has no judge to compare, only its policy, dataset and prompt. A missing
+index is blocker `missing_shard`, its cases unrun.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from gate.measure.trend import TREND_RECORDS
 from gate.model.errors import UsageError
 from gate.model.escape import visible
 from gate.model.policy import today
-from gate.model.records import RECORDS_FILE, Record, read_records, write_records
+from gate.model.records import RECORDS_FILE, Record, RecordShard, read_records, write_records
 from gate.model.result import Result, ResultProblem, load_result
 from gate.model.states import Finding, State
 from gate.model.wording import agree, plural
@@ -97,6 +98,15 @@ def read_shard_output(directory: Path) -> ShardOutput:
                 f"{directory / 'records.jsonl'}: judgment of case {r.case_id}, which shard {shard} does not own "
                 f"(it belongs to shard {shard_of(r.case_id, shard.count)}); fix: merge unmodified shard outputs"
             )
+        if r.shard is not None and (r.shard.index, r.shard.count) != (shard.index, shard.count):
+            raise MergeError(
+                f"{directory / 'records.jsonl'}: a judgment of case {r.case_id} says shard {r.shard.index}/"
+                f"{r.shard.count} made it, but this is the output of shard {shard}; fix: merge unmodified shard outputs"
+            )
+    # Records written before they carried their shard are this directory's: each control is then
+    # decided by its majority within the shard, as that shard's run decided it.
+    own = RecordShard(index=shard.index, count=shard.count)
+    records = tuple(r if r.shard is not None else r.model_copy(update={"shard": own}) for r in records)
     return ShardOutput(
         directory=directory,
         shard=shard,

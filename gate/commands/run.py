@@ -52,7 +52,7 @@ from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, Price, load_policy, today, with_judge_model
-from gate.model.records import RECORDS_FILE, Record, RecordErrorKind, RecordWriter, read_records
+from gate.model.records import RECORDS_FILE, Record, RecordErrorKind, RecordShard, RecordWriter, read_records
 from gate.model.retirement import Retirement
 from gate.model.states import JUDGE_RETIRED, Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
@@ -423,7 +423,9 @@ def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, ch
 def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWriter, lineage: Lineage) -> None:
     """Records (never verdicts) for the attempts an interrupted run paid for but never recorded."""
     loaded, dataset, plan = lane.loaded, lane.dataset, lane.plan
-    recovered, got.unrecorded = recovered_records(earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge)
+    recovered, got.unrecorded = recovered_records(
+        earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge, record_shard(lane.opts.shard)
+    )
     for rec in recovered:
         writer.write(rec)
     got.prior = [*got.prior, *recovered]
@@ -592,6 +594,11 @@ def _judge(
     got.notes += _stop_notes(runner, resumed=bool(got.prior), records_path=writer.path)
 
 
+def record_shard(shard: Shard | None) -> RecordShard | None:
+    """What a record says of the `--shard I/N` that made it (nothing on a run of the whole lane)."""
+    return RecordShard(index=shard.index, count=shard.count) if shard is not None else None
+
+
 def _make_runner(
     lane: _Lane, got: _Gathered, writer: RecordWriter, lineage: Lineage, checks: CheckResults, judge: _Judge
 ) -> Runner:
@@ -615,7 +622,14 @@ def _make_runner(
             # One pacer for the run; forked workers share its windows (see gate/judge/pacing.py).
             pacer=opts.pacer or pacer_for(loaded.policy.evaluator.rate_limit, shared=workers > 1),
         ),
-        RecordContext(loaded=loaded, dataset=lane.dataset, lineage=lineage, judge=lane.judge, check_results=checks),
+        RecordContext(
+            loaded=loaded,
+            dataset=lane.dataset,
+            lineage=lineage,
+            judge=lane.judge,
+            check_results=checks,
+            shard=record_shard(opts.shard),
+        ),
         reuse=judge.reuse,
         waived_pairs=waived_case_ids(loaded.policy.overrides, "pair_violated", lane.clock()),
         stop_rule=_stop_rule(lane, workers, checks, got.prior),

@@ -118,7 +118,13 @@ def prepare_evidence(
     best = best_records(fresh)
     blocked = bool(blocking_findings(findings))
     withheld_ids = {c.case_id for c in plan.withheld}
-    outcomes = tuple(classify(c, plan, best, blocked, withheld_ids) for c in plan.eligible)
+    by_shard = control_records_by_shard(fresh)
+    outcomes = tuple(
+        control_outcome(c, plan, by_shard[c.case_id], blocked, withheld_ids)
+        if c.case_id in by_shard
+        else classify(c, plan, best, blocked, withheld_ids)
+        for c in plan.eligible
+    )
     conflicted = conflicting_verdicts(fresh)
     conflict_notes = [conflict_note(conflicted)] if conflicted else []
     return Evidence(
@@ -219,9 +225,44 @@ def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
         if cur is None or rank[r.status] > rank[cur.status]:
             best[k] = r
         elif rank[r.status] == rank[cur.status] and not _failed_control(cur):
-            # Controls run in every shard of a merge: a control that failed anywhere stays failed.
+            # Records that do not say their shard (a merged records.jsonl from before they did): a
+            # control repeat that failed in any shard stays failed (shards: `control_outcome`).
             best[k] = r
     return best
+
+
+ShardKey = tuple[int, int]
+
+
+def control_records_by_shard(records: Iterable[Record]) -> dict[str, dict[ShardKey | None, list[Record]]]:
+    """The records of each control judged in more than one shard (a merge's), by the shard that
+    made them (`None`: a record that does not say)."""
+    found: dict[str, dict[ShardKey | None, list[Record]]] = {}
+    for r in records:
+        if r.control_role is not None:
+            key = (r.shard.index, r.shard.count) if r.shard is not None else None
+            found.setdefault(r.case_id, {}).setdefault(key, []).append(r)
+    return {case_id: groups for case_id, groups in found.items() if len(groups) > 1}
+
+
+def control_outcome(
+    case: Case,
+    plan: Plan,
+    groups: Mapping[ShardKey | None, Sequence[Record]],
+    blocked: bool,
+    withheld_ids: set[str],
+) -> CaseOutcome:
+    """A control judged in several shards: each shard's verdict is its majority over its own repeats,
+    as that shard's run decided; it fails the merge when it failed (or erred) in any shard, and a
+    shard that completed it stands for one that did not get to it (a cancelled job)."""
+    per_shard = [
+        classify(case, plan, best_records(records), blocked, withheld_ids)
+        for _, records in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or (0, 0)))
+    ]
+    completed = [o for o in per_shard if o.bucket == "completed"]
+    failed = [o for o in completed if o.verdict != case.human_label]
+    errored = [o for o in per_shard if o.bucket == "errored"]
+    return (failed or errored or completed or per_shard)[0]
 
 
 def _failed_control(r: Record) -> bool:

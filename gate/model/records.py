@@ -14,7 +14,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from gate.model.errors import UsageError
 from gate.model.escape import NAME_RULE, is_name, visible
@@ -77,6 +85,22 @@ class Sampling(BaseModel):
     # None in records written before they were policy keys (ragas sent top_p 0.1, JSON mode).
     top_p: float | None = None
     response_format: str | None = None
+
+
+class RecordShard(BaseModel):
+    """The shard of a `gate run --shard I/N` that made a record: a merge decides each control by
+    its majority within a shard, as that shard's run did."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    index: int = Field(ge=1)
+    count: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _within(self) -> RecordShard:
+        if self.index > self.count:
+            raise ValueError(f"shard index {self.index} is above its count {self.count}")
+        return self
 
 
 class Record(BaseModel):
@@ -142,6 +166,9 @@ class Record(BaseModel):
     # a date or "none", "provider" or "policy"), so `gate decide` reads it without asking. Written when known.
     judge_shutdown_date: str | None = Field(default=None, max_length=10)
     judge_shutdown_source: Literal["provider", "policy"] | None = None
+    # The shard that made it (`gate run --shard I/N`; None on a run of the whole lane and in records
+    # written before it was kept, which `gate merge` reads as its shard directory's). Written when set.
+    shard: RecordShard | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -156,6 +183,8 @@ class Record(BaseModel):
         if data.get("judge_shutdown_source") is None:
             data.pop("judge_shutdown_date", None)
             data.pop("judge_shutdown_source", None)
+        if data.get("shard") is None:
+            data.pop("shard", None)
         return data
 
     @property

@@ -9,7 +9,7 @@ from gate.model.clear_text import kept_reason
 from gate.model.lineage import Lineage
 from gate.model.loading import sha256_hex
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record
+from gate.model.records import Record, RecordShard
 from gate.model.retirement import source_of
 from gate.run.lineage import JudgeSettings
 
@@ -25,9 +25,10 @@ def make_record(
     judge: JudgeSettings,
     checks: dict[str, str | None] | None = None,
     order_seed: str | None = None,
+    shard: RecordShard | None = None,
 ) -> Record:
     """One records.jsonl line: the judgment plus the lineage that explains it (`order_seed`: a
-    product lane's, kept on its answers)."""
+    product lane's, kept on its answers; `shard`: the share of a `--shard` run that made it)."""
     return Record(
         case_id=case.case_id,
         slice=case.slice,
@@ -63,6 +64,7 @@ def make_record(
         **product_fields(case, order_seed),
         judge_shutdown_date=lineage.judge_shutdown_date or None,
         judge_shutdown_source=source_of(lineage.judge_shutdown_source),
+        shard=shard,
     )
 
 

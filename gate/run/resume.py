@@ -11,7 +11,7 @@ from gate.judge.vetting import vet_record
 from gate.model.cases import Case, Dataset
 from gate.model.lineage import Lineage
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record
+from gate.model.records import Record, RecordShard
 from gate.model.wording import plural
 from gate.plan.selection import Plan
 from gate.run.lineage import JudgeSettings
@@ -68,6 +68,7 @@ def recovered_records(
     lineage: Lineage,
     lane: str,
     judge: JudgeSettings,
+    shard: RecordShard | None = None,
 ) -> tuple[list[Record], list[Unrecorded]]:
     """Records for journaled attempts no record named, and those of cases the dataset no longer has
     (billed as they are: `gate.commands.assemble` counts them in `cost` and lists them outside the lane).
@@ -95,5 +96,7 @@ def recovered_records(
             output_tokens=sum(a.output_tokens for a in u.attempts),
             cost=u.cost,
         )
-        out.append(make_record(case, u.repeat_index, j, loaded, lineage, lane, lineage.ragas_version, judge))
+        out.append(
+            make_record(case, u.repeat_index, j, loaded, lineage, lane, lineage.ragas_version, judge, shard=shard)
+        )
     return out, unknown

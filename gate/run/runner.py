@@ -24,7 +24,7 @@ from gate.model.cases import Case, Dataset
 from gate.model.lineage import Lineage
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record, RecordWriter, majority
+from gate.model.records import Record, RecordShard, RecordWriter, majority
 from gate.plan.selection import Plan
 from gate.run.lineage import JudgeSettings
 from gate.run.outdir import describe
@@ -61,6 +61,7 @@ class RecordContext:
     lineage: Lineage
     judge: JudgeSettings
     check_results: CheckResults = NO_CHECKS
+    shard: RecordShard | None = None  # `--shard I/N`: written on every record (a merge decides controls per shard)
 
 
 class Runner:
@@ -195,6 +196,7 @@ class Runner:
             self.judge,
             self.check_results.for_record(case.case_id),
             self.plan.order_seed,
+            self.context.shard,
         )
 
     def emit(self, record: Record) -> None:

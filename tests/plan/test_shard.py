@@ -4,6 +4,7 @@ to the fake provider. N shards merged must decide exactly as one run on the same
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,6 +150,44 @@ def test_a_control_that_failed_in_one_shard_fails_the_merge(tmp_path: Path, fake
     m = result(merged)
     assert not m["controls"]["ok"] and [f["case_id"] for f in m["controls"]["failures"]] == ["ctl-negative"]
     assert any(b["kind"] == "control_failed" for b in m["blockers"])
+
+
+def test_a_control_each_shard_passed_by_its_majority_passes_the_merge(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """A judge that contradicts itself: three repeats a shard, the negative control judged wrong once
+    in each shard, on another repeat (shard 1's first, shard 2's second). Each shard passes it by its
+    majority (and asks a person about the judge's wobble), so the merge does, as `gate decide` on the
+    merged records; a merge that kept the failed repeat of every shard failed it (two wrong of three). Records carry their shard; records
+    from before (without it) are still read: a shard's directory says whose they are."""
+    fake.script(
+        "ctl-negative", reply("pass"), reply("fail"), reply("fail"), reply("fail"), reply("pass"), reply("fail")
+    )
+    ev = {"base_url": fake.base_url, "repeats": 3, "max_concurrency": 1}
+    policy = write_suite(tmp_path / "s", [*controls(), *(case(f"c-{i}") for i in range(4))], evaluator=ev)
+    outs = run_shards(policy, tmp_path, 2)
+    # Each shard: the control passes, and a person looks at a judge that disagreed with itself.
+    assert [result(o)["controls"]["ok"] for o in outs] == [True, True]
+    assert [blockers(result(o)) for o in outs] == [[("review_required", "unstable_verdict", ["ctl-negative"])]] * 2
+    labels = [next(c["labels"] for c in result(o)["cases"] if c["case_id"] == "ctl-negative") for o in outs]
+    assert labels == [["pass", "fail", "fail"], ["fail", "pass", "fail"]]
+    merged = tmp_path / "merged"
+    assert gate("merge", "--policy", policy, *outs, "--out", merged) == 4  # was 1: control_failed
+    assert result(merged)["controls"]["ok"] is True
+    assert blockers(result(merged)) == [("review_required", "unstable_verdict", ["ctl-negative"])]
+    shards = {(r["shard"]["index"], r["shard"]["count"]) for r in records(merged) if r["case_id"] == "ctl-negative"}
+    assert shards == {(1, 2), (2, 2)}
+    decided = tmp_path / "decided"
+    assert gate("decide", "--policy", policy, "--records", merged / "records.jsonl", "--out", decided) == 4
+    assert blockers(result(decided)) == blockers(result(merged))
+    # Shard outputs written before records carried their shard merge the same way.
+    for out in outs:
+        lines = [{k: v for k, v in r.items() if k != "shard"} for r in records(out)]
+        (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    assert gate("merge", "--policy", policy, *outs, "--out", tmp_path / "merged-older") == 4
+    assert blockers(result(tmp_path / "merged-older")) == blockers(result(merged))
+
+
+def records(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "records.jsonl").read_text(encoding="utf-8").splitlines() if line]
 
 
 def test_merge_refuses_shards_that_do_not_belong_together(
