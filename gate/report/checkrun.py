@@ -22,7 +22,7 @@ from gate.model.states import State
 from gate.model.textfit import fit_bytes
 from gate.report.markdown import blockers_heading
 from gate.report.product import product_section
-from gate.report.sections import calibration_lines
+from gate.report.sections import calibration_lines, retirement_section
 
 if TYPE_CHECKING:
     from gate.model.result import Blocker, Result
@@ -119,6 +119,7 @@ def _summary(result: Result) -> str:
         f"lane {escape.code(result.lane)}.",
         "",
     ]
+    lines += retirement_section(result)  # the judge's model shuts down soon: said on the check run too
     calibration = calibration_lines(result)
     if calibration:
         lines += [escape.markdown(calibration[0]), "", *(f"- {escape.markdown(x)}" for x in calibration[1:]), ""]

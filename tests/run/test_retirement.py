@@ -75,6 +75,11 @@ def test_thirty_days_from_the_shutdown_the_run_says_so_where_people_look(
     for name in ("report.md", "summary.md"):
         text = (out / name).read_text()
         assert said in text and "`gate calibrate --candidate-model NEW`" in text, name
+    from gate.model.result import load_result
+    from gate.report.checkrun import build_check_run
+
+    check = build_check_run(load_result(out / "result.json"), (out / "report.md").read_text())
+    assert said in check.output()["summary"]  # the PR's check run says it too
     res = result(out)
     assert res["judge_retirement"] == {
         "model": MODEL,
