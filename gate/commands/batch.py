@@ -81,6 +81,7 @@ from gate.run.outdir import check_out_dir
 from gate.run.progress import Progress
 from gate.run.recording import make_record
 from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
+from gate.run.worker_records import WORKER_RECORDS_GLOB
 from gate.validate.case_checks import CheckResults
 
 if TYPE_CHECKING:
@@ -258,11 +259,24 @@ class _Lines:
 def _submit(
     lane: _Lane, opts: RunOptions, make_provider: Callable[[str, str], BatchProvider]
 ) -> Decision | tuple[BatchFile, BatchStatus]:
-    """Controls live, then the batch; a Decision when the run ends before anything is submitted."""
+    """Controls live, then the batch; a Decision when the run ends before anything is submitted.
+    The control judgments a submit killed before it wrote batch.json recorded here are kept and
+    reused, as `--resume` keeps a run's (`_killed_submit`): nothing is paid twice."""
+    picked_up = _killed_submit(lane)
+    if picked_up:
+        lane = dataclasses.replace(lane, opts=dataclasses.replace(lane.opts, resume=True))
     earlier = dataclasses.replace(_take_stock(lane), trend_loaded=None)
     lineage = make_lineage(lane.loaded, lane.dataset, [], lane.base_url, lane.retirement)
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
-    got = _Gathered(prior=[], prior_trend=[], findings=list(lane.findings), notes=[])
+    got = _Gathered(
+        prior=list(earlier.records), prior_trend=[], findings=list(lane.findings), notes=list(earlier.notes)
+    )
+    if picked_up:
+        got.notes.append(
+            f"--batch submit: {plural(len(earlier.records), 'control judgment')} an earlier submit into this --out "
+            "recorded before it was stopped (before batch.json) kept, and its journal's unrecorded attempts billed: "
+            "nothing is paid twice"
+        )
     if blocking_findings(got.findings) or not lane.api_key:
         _begin(lane, earlier)  # else `_gather` begins, once the controls' judge has loaded
         return _finish(lane, earlier, got, checks)  # exactly `gate run`: nothing is judged or submitted
@@ -275,7 +289,7 @@ def _submit(
     if not so_far.result.controls.ok:
         got.notes.append("--batch: the controls did not all pass live, so nothing was submitted")
         return _finish(lane, earlier, got, checks)
-    lines = asyncio.run(_build_lines(lane, opts, got.new_records, checks))
+    lines = asyncio.run(_build_lines(lane, opts, [*got.prior, *got.new_records], checks))
     with RecordWriter(opts.out_dir / RECORDS_FILE) as writer:
         for rec in lines.settled:
             writer.write(rec)
@@ -314,6 +328,20 @@ def _submit(
     finally:
         provider.close()
     return bf, status
+
+
+def _killed_submit(lane: _Lane) -> bool:
+    """Whether --out (without batch.json) holds what a `--batch submit` stopped before it wrote
+    batch.json left: records of this lane's controls and nothing else (a live run's would hold other
+    cases; a run with workers leaves their files). Records that cannot be read: a fresh submit."""
+    out = lane.opts.out_dir
+    if any(out.glob(WORKER_RECORDS_GLOB)):
+        return False
+    try:
+        prior = recorded(out)
+    except (UsageError, OSError):
+        return False
+    return bool(prior) and all(r.control_role is not None and r.lane == lane.plan.lane for r in prior)
 
 
 def _price_dict(loaded: LoadedPolicy) -> dict[str, object]:

@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_batches import FakeBatches
-from fake_openai import BATCH_HEADER, FakeOpenAI, RecordedRequest, reply, server_error
+from fake_openai import BATCH_HEADER, FakeOpenAI, RecordedRequest, held, reply, server_error
 from suite import case, controls, gate, result, write_suite
 
 KEY_ENV = "GATE_TEST_KEY"
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-test-SECRET-batch-123"
 LIVE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "currency": "USD"}
 BATCH = {"input_per_mtok": 0.5, "output_per_mtok": 1.0}
@@ -624,3 +632,50 @@ def test_a_live_run_on_an_out_whose_batch_upload_failed_says_submit_again_not_co
     err = " ".join(capsys.readouterr().err.split())
     assert "upload failed" in err and f"--out {out} --batch submit" in err and "--batch collect" not in err
     assert len(fake.requests) == sent
+
+
+def test_a_submit_killed_before_batch_json_pays_for_no_recorded_control_again(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """`--batch submit` killed (SIGKILL) while its controls are judged live, before batch.json is
+    written: four controls recorded, the fifth in flight. The same submit again, with --no-cache,
+    reuses the recorded ones from records.jsonl and bills the one in flight from the journal; only
+    that one is asked again."""
+    answer = threading.Event()
+    fake.script("Answer for ctl-injection:", held(answer, reply("fail")))
+    policy = write(tmp_path / "s", fake, max_concurrency=5)
+    batches = FakeBatches(fake, script=QUICK)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "gate.cli", "run", "--policy", str(policy), "--out", str(out), "--no-cache"]
+    env = {**os.environ, KEY_ENV: SECRET, "RAGAS_DO_NOT_TRACK": "true"}
+    proc = gate_process.popen([*cmd, "--batch", "submit"], env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while (len(ok_lines(out)) < 4 or not fake.count("Answer for ctl-injection:")) and time.monotonic() < deadline:
+        assert proc.poll() is None, "the submit ended before its kill point"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    answer.set()
+    assert not (out / "batch.json").exists() and len(ok_lines(out)) == 4
+    asked = {c["case_id"]: fake.count(f"Answer for {c['case_id']}:") for c in controls()}
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "submit") == 3
+    again = {c["case_id"]: fake.count(f"Answer for {c['case_id']}:") - asked[c["case_id"]] for c in controls()}
+    assert again == {**dict.fromkeys(asked, 0), "ctl-injection": 1}  # only the one in flight at the kill
+    res = result(out)
+    assert kinds(res)["batch_pending"] == ["c-1", "c-2", "c-3", "g-1", "g-2"] and res["controls"]["ok"]
+    assert res["cost"]["http_attempts"] == len(live_requests(fake)) == 6  # every live request, billed once
+    assert gate("run", "--policy", policy, "--out", out, "--no-cache", "--batch", "collect") == 1
+    assert len(live_requests(fake)) == 6 and len(batches.batches) == 1
+
+
+def ok_lines(out: Path) -> list[dict[str, Any]]:
+    path = out / "records.jsonl"
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line torn by the kill
+        if row.get("status") == "ok":
+            rows.append(row)
+    return rows
