@@ -273,13 +273,17 @@ def ledger_files(ledger: Path) -> list[Path]:
     return [ledger]
 
 
-def _read_file(path: Path) -> list[LedgerLine]:
-    shown = shown_path(path)
+def _file_bytes(path: Path) -> bytes:
     try:
         with open_binary(path, "review ledger", MAX_LEDGER_BYTES) as fh:
-            data = fh.read()
+            return fh.read()
     except FileProblem as exc:
-        raise LedgerError(f"{exc.message}; fix: pass the --ledger your reviewers append to") from None
+        raise LedgerError(exc.message) from None  # it names the file and the fix
+
+
+def _read_file(path: Path) -> list[LedgerLine]:
+    shown = shown_path(path)
+    data = _file_bytes(path)
     lines = data.split(b"\n")
     out: list[LedgerLine] = []
     for line_no, raw in enumerate(lines, start=1):
@@ -522,11 +526,7 @@ def chain_ledger(ledger: Path) -> list[Chained]:
 
 def _chained_file(path: Path, renamed: dict[str, str]) -> tuple[Path, int, bytes | None]:
     shown = shown_path(path)
-    try:
-        with open_binary(path, "review ledger", MAX_LEDGER_BYTES) as fh:
-            data = fh.read()
-    except FileProblem as exc:
-        raise LedgerError(f"{exc.message}; fix: pass the ledger to chain") from None
+    data = _file_bytes(path)
     objs: list[tuple[int, bytes, dict[str, Any]]] = []
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI
 from suite import result
-from test_product_audit import answers_of, audit_suite, decide, label
+from test_product_audit import answers_of, audit_suite, decide, label, zero_tolerance_run
 from test_product_audit import fake as fake  # the fixture
 from test_product_audit import good_run as good_run  # the fixture
 from test_product_lane import run_app, write_responses
@@ -142,10 +142,7 @@ def test_labels_rewritten_by_hand_never_clear_a_confirmed_failure(
     """Zero tolerance: people confirmed p-001 failing (exit 1). Rewriting its two labels to `pass` by hand
     cleared it (exit 0, not a word); the chain of lines names the file and line instead (exit 2).
     result.json records what was read: each file's lines and last line's sha256."""
-    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=0)
-    lines = answers_of(2)
-    run = tmp_path / "run"
-    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    policy, run, lines = zero_tolerance_run(tmp_path, fake)
     ledger = tmp_path / "ledger.jsonl"
     label(ledger, lines[0], "pass")
     label(ledger, lines[1], "fail")

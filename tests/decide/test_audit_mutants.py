@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from suite import result
-from test_product_audit import answers_of, audit_suite, decide, label, seed_of
+from test_product_audit import answers_of, audit_suite, decide, label, seed_of, zero_tolerance_run
 from test_product_audit import fake as fake  # the fixture
 from test_product_audit import good_run as good_run  # the fixture
 from test_product_lane import GOOD_JUDGE, answer, app_suite, run_app, write_calibration, write_responses
@@ -40,10 +40,7 @@ def test_a_final_abstain_counts_against_the_verdict_never_as_a_pass(tmp_path: Pa
 def test_zero_tolerance_never_counts_an_abstained_answer_as_audited(tmp_path: Path, fake: Any) -> None:
     """`max_failures: 0`: people cleared p-000 and abstained on p-001, both judged fail. p-001 is not
     audited: audit_required names it (counted as audited, the slice passed: exit 0)."""
-    policy = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=0)
-    lines = answers_of(2)
-    run = tmp_path / "run"
-    assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
+    policy, run, lines = zero_tolerance_run(tmp_path, fake)
     ledger = tmp_path / "ledger.jsonl"
     label(ledger, lines[0], "pass")
     label(ledger, lines[1], "abstain")

@@ -96,6 +96,16 @@ def label(
         )
 
 
+def zero_tolerance_run(root: Path, fake: FakeOpenAI, failing: int = 2) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """A slice with `max_failures: 0` (limit 50%) whose first `failing` answers the judge fails: (policy,
+    run, the answers); the run awaits people's audit of them (exit 4)."""
+    policy = audit_suite(root / "suite", fake, 0.5, max_failures=0)
+    lines = answers_of(failing)
+    run = root / "run"
+    assert run_app(policy, run, write_responses(root / "responses.jsonl", lines)) == 4
+    return policy, run, lines
+
+
 def decide(policy: Path, run: Path, out: Path, *extra: str) -> int:
     return main(["decide", "--policy", str(policy), "--records", str(run / "records.jsonl"), "--out", str(out), *extra])
 
