@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 from suite import result
-from test_product_audit import answers_of, audit_suite, decide, label, seed_of, zero_tolerance_run
+from test_product_audit import answers_of, audit_suite, decide, judged_once, label, seed_of, zero_tolerance_run
 from test_product_audit import fake as fake  # the fixture
-from test_product_audit import good_run as good_run  # the fixture
 from test_product_lane import GOOD_JUDGE, answer, app_suite, run_app, write_calibration, write_responses
 
 from gate.cli import main
@@ -22,10 +21,16 @@ from gate.review.queue import read_queue
 Run = tuple[Path, Path, Path, list[dict[str, Any]]]
 
 
-def test_a_final_abstain_counts_against_the_verdict_never_as_a_pass(tmp_path: Path, good_run: Run) -> None:
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One run of 60 answers (3 judged fail, a 20% limit) the tests that only decide over it share."""
+    return judged_once(tmp_path_factory.mktemp("judged"))
+
+
+def test_a_final_abstain_counts_against_the_verdict_never_as_a_pass(tmp_path: Path, judged: Run) -> None:
     """Six drawn answers both reviewers abstained on: open, a failure for the upper bound, so the slice
     stays inconclusive (read as passes, the slice passed: exit 0)."""
-    policy, responses, run, lines = good_run
+    policy, responses, run, lines = judged
     passing = [line["case_id"] for line in lines[3:]]
     abstained = set(draw_order(seed_of(responses), "critical", "judged_pass", passing)[10:16])
     ledger = tmp_path / "ledger.jsonl"

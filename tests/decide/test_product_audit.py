@@ -126,6 +126,18 @@ def good_run(tmp_path: Path, fake: FakeOpenAI) -> tuple[Path, Path, Path, list[d
     return policy, responses, run, lines
 
 
+def judged_once(root: Path) -> tuple[Path, Path, Path, list[dict[str, Any]]]:
+    """`good_run` for a module-scoped fixture: the run of 60 answers, made once, for tests that only read it
+    (decide with labels makes no model call)."""
+    with pytest.MonkeyPatch.context() as mp, FakeOpenAI() as server:
+        mp.setenv(KEY_ENV, "sk-test-audit")
+        policy = audit_suite(root / "suite", server, 0.2)
+        lines = answers_of(3)
+        responses = write_responses(root / "responses.jsonl", lines)
+        assert run_app(policy, root / "run", responses) == 4
+    return policy, responses, root / "run", lines
+
+
 def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_with_the_labels_agrees(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
