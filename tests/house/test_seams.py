@@ -227,6 +227,20 @@ def test_resume_bills_a_case_that_left_the_lane(tmp_path: Path, fake_openai: Fak
 # -- defect 6: a crashed or interrupted shard names its own share; merge is incomplete, not a usage error
 
 
+def merged_with_shard_2(policy: Path, stopped: Path, tmp_path: Path, unrun: set[str]) -> dict[str, Any]:
+    """Shard 2/2 run whole, then merged with the stopped shard 1: incomplete (exit 3), never a usage
+    error, its cases (`unrun`, the controls aside: shard 2 judged them) listed as not judged."""
+    healthy = tmp_path / "shard-2"
+    assert gate("run", "--policy", policy, "--out", healthy, "--shard", "2/2", "--no-cache") == 0
+    merged = tmp_path / "merged"
+    assert gate("merge", "--policy", policy, stopped, healthy, "--out", merged) == 3
+    m = result(merged)
+    assert m["state"] == "evaluation_incomplete"
+    unjudged = {c for c in unrun if not c.startswith("ctl-")}
+    assert unjudged and unjudged <= {i for b in m["blockers"] for i in b["case_ids"]}
+    return m
+
+
 def test_a_crashed_shard_names_its_share_and_merge_is_incomplete(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     cases = [*controls(), *(case(f"c-{i:02d}") for i in range(8))]
     policy = write_suite(tmp_path / "s", cases, evaluator={"base_url": fake_openai.base_url})
@@ -247,14 +261,7 @@ def test_a_crashed_shard_names_its_share_and_merge_is_incomplete(tmp_path: Path,
     own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
     own -= {"ctl-missing"}  # withheld, never sent
     assert set(res["unrun_case_ids"]) == own
-    healthy = tmp_path / "shard-2"
-    assert gate("run", "--policy", policy, "--out", healthy, "--shard", "2/2", "--no-cache") == 0
-    merged = tmp_path / "merged"
-    assert gate("merge", "--policy", policy, crashed, healthy, "--out", merged) == 3
-    m = result(merged)
-    assert m["state"] == "evaluation_incomplete"
-    unjudged = {i for b in m["blockers"] for i in b["case_ids"]}
-    assert {c for c in own if not c.startswith("ctl-")} <= unjudged
+    merged_with_shard_2(policy, crashed, tmp_path, own)
 
 
 def test_a_shard_stopped_by_sigterm_names_its_share_and_merge_is_incomplete(
@@ -278,15 +285,8 @@ def test_a_shard_stopped_by_sigterm_names_its_share_and_merge_is_incomplete(
     own = {c["case_id"] for c in cases if "expected_control_role" in c or shard_of(c["case_id"], 2) == 1}
     assert res["unrun_case_ids"] and set(res["unrun_case_ids"]) <= own
     fake_openai.latency = 0.0
-    healthy = tmp_path / "shard-2"
-    assert gate("run", "--policy", policy, "--out", healthy, "--shard", "2/2", "--no-cache") == 0
-    merged = tmp_path / "merged"
-    assert gate("merge", "--policy", policy, stopped, healthy, "--out", merged) == 3
-    m = result(merged)
-    assert m["state"] == "evaluation_incomplete"
     # Its cases (the controls were judged in shard 2) are listed as not judged.
-    unjudged = {c for c in res["unrun_case_ids"] if not c.startswith("ctl-")}
-    assert unjudged and unjudged <= {i for b in m["blockers"] for i in b["case_ids"]}
+    merged_with_shard_2(policy, stopped, tmp_path, set(res["unrun_case_ids"]))
 
 
 def test_resume_bills_the_journalled_attempts_of_a_case_that_left_the_dataset(
@@ -348,12 +348,5 @@ def test_a_shard_cancelled_before_judging_still_writes_its_result_and_merges_inc
     # It judged nothing, so it has no configuration to disagree with: merged with a shard that ran,
     # the merge is incomplete (exit 3) listing its cases, not a usage error.
     assert not (out / "records.jsonl").exists() or not (out / "records.jsonl").read_bytes().strip()
-    healthy = tmp_path / "shard-2"
-    assert gate("run", "--policy", policy, "--out", healthy, "--shard", "2/2", "--no-cache") == 0
-    merged = tmp_path / "merged"
-    assert gate("merge", "--policy", policy, out, healthy, "--out", merged) == 3
-    m = result(merged)
-    assert m["state"] == "evaluation_incomplete"
-    unjudged = {c for c in own if not c.startswith("ctl-")}
-    assert unjudged and unjudged <= {i for b in m["blockers"] for i in b["case_ids"]}
+    m = merged_with_shard_2(policy, out, tmp_path, own)
     assert m["merged_shards"]["indices"] == [1, 2] and m["lineage"]["config_fingerprint"]
