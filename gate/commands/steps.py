@@ -61,11 +61,13 @@ def _begin_stopped(opts: RunOptions) -> None:
     """A run interrupted (or crashed) before it began to change --out: nothing there is this run's,
     and its result (written next, from the records it finds) must not be built from the earlier
     run's evidence. So it begins as the run would have: the earlier outputs go, and a fresh run's
-    evidence too (kept on --resume and for a batch already submitted from this --out)."""
+    evidence too (kept on --resume, on the drift lane and for a batch already submitted from this --out)."""
     from gate.commands.batch_file import BATCH_FILE
     from gate.commands.run import begin_run
+    from gate.model.traces import DRIFT_LANE
 
-    keep = opts.resume or (opts.batch is not None and (opts.out_dir / BATCH_FILE).exists())
+    # The drift lane keeps an unfinished run's journal to bill it (gate.measure.drift.lane).
+    keep = opts.resume or opts.lane == DRIFT_LANE or (opts.batch is not None and (opts.out_dir / BATCH_FILE).exists())
     with contextlib.suppress(Exception):  # never hides the interruption being reported
         begin_run(opts.out_dir, keep_evidence=keep)
 
@@ -84,8 +86,16 @@ def merge_into(
 
     if any(out_dir.resolve() == d.resolve() for d in shards):
         raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
-    merged = merge(policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue)
-    clear_outputs(out_dir)  # only now: a merge refused (a usage error) leaves the last merge as it was
+    try:
+        merged = merge(
+            policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue
+        )
+    except GateError:
+        raise  # refused (a usage error): the last merge in --out stays as it was
+    except BaseException:
+        clear_outputs(out_dir)  # a merge that crashed or was stopped: no earlier result reads as this one's
+        raise
+    clear_outputs(out_dir)
     return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
 
 
