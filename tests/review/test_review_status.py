@@ -145,3 +145,20 @@ def test_alpha_undefined_says_why_and_claims_no_interval(tmp_path: Path, capsys:
             label(ledger, queue, i, who, "pass")
     code, out = status(tmp_path, ledger, capsys)
     assert code == 0 and "Krippendorff's alpha n/a (every label given is the same), least 0.667" in out, out
+
+
+def test_labels_under_a_rubric_the_policy_no_longer_lists_are_refused_by_status_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The policy moved to rubric-2 and dropped rubric-1: the queue's labels judged rules that are gone."""
+    queue = file_queue(tmp_path)
+    ledger = tmp_path / "ledger.jsonl"
+    label(ledger, queue, 0, "ana", "pass")
+    policy = tmp_path / "suite" / "policy.yaml"
+    policy.write_text(policy.read_text().replace("- rubric-1", "- rubric-2"), encoding="utf-8")
+    capsys.readouterr()
+    code, said = status(tmp_path, ledger, capsys)
+    assert code == 2 and "ledger.jsonl:1 (review ledger): labelled under rubric rubric-1, which the policy no" in said
+    out = tmp_path / "cases.jsonl"
+    args = ["review", "export", str(queue.path), "--ledger", str(ledger), "--partition", "calibration"]
+    assert main([*args, "--out", str(out)]) == 2 and not out.exists()
