@@ -10,8 +10,12 @@
    fresh `gate run` process against the wall of a fresh process reading the records file it wrote
    (`gate.model.records.read_records`); checks every judgment was a hit and ragas was never imported.
    Target: 20,000 cached judgments < 10 s.
-3. rss: peak RSS (`wait4`) of a fresh `gate run` process on the cached path at 1,000, 20,000 and
-   100,000 cases, and RSS per case. Target: 100,000 cases < 1.5 GB, no worse than linear.
+3. rss: peak RSS (`wait4`, the largest of the process and its workers) of a fresh `gate run` process
+   at 1,000, 20,000 and 100,000 cases, on the cached path (every judgment in the cache: no ragas, no
+   request) and on the live path (the fake provider at latency 0, C = 256, every core, a fresh
+   cache), side by side, with the KB each added case costs. Targets: the live path under 1 GB at
+   100,000 cases and under 5 KB per added case from 20,000 to 100,000 (issue 47: a judgment
+   leaves memory once written); the cached path under 1.5 GB.
 4. startup: `gate validate` on the example policy against a bare `python -c "import pydantic,
    yaml"` (fresh processes, alternating, the median of K each). Target: < 2x.
 
@@ -53,7 +57,10 @@ KEY_ENV = bench_run.KEY_ENV
 WALL_TARGET = 1.15
 CPU_TARGET = 1.3
 CACHED_TARGET_S = 10.0
-RSS_TARGET_MB = 1500.0
+RSS_TARGET_MB = 1500.0  # the cached path at 100,000 cases
+LIVE_RSS_TARGET_MB = 1000.0  # the live path at 100,000 cases
+PER_CASE_TARGET_KB = 5.0  # either path, per case added from the second size to the largest
+LIVE_CONCURRENCY = 256
 STARTUP_TARGET = 2.0
 
 
@@ -225,21 +232,65 @@ def cached(n: int, work: Path) -> dict[str, Any]:
     return row
 
 
-def rss(sizes: Sequence[int], work: Path) -> list[dict[str, Any]]:
-    rows = [cached_run(work / f"rss{n}", n) for n in sizes]
-    print("peak RSS of `gate run` on the cached path (a fresh process each):")
-    for r in rows:
-        print(
-            f"  N={r['n']:>7,}: {r['rss_mb']:8.1f} MB, {r['rss_mb'] * 1024 / r['n']:7.1f} KB per case, {r['wall_s']:.2f} s"
-        )
-    if len(rows) >= 2:
-        a, b = rows[-2], rows[-1]
-        marginal = (b["rss_mb"] - a["rss_mb"]) / (b["n"] - a["n"]) * 1024
-        print(
-            f"  marginal {marginal:.1f} KB per case between the two largest; target < {RSS_TARGET_MB:g} MB at 100,000"
-        )
-    print(flush=True)
+def live_run(root: Path, n: int, base_url: str) -> dict[str, Any]:
+    """A fresh `gate run` of n cases against the fake provider (latency 0, C = 256), every core."""
+    policy = bench_run.write_bench_suite(root, bench_run.make_cases(n), base_url, LIVE_CONCURRENCY)
+    out = root / "out"
+    env = {**os.environ, KEY_ENV: bench_run.KEY}
+    env.pop("GATE_WORKERS", None)  # the gate's own choice: every core at this concurrency
+    args = [sys.executable, "-c", PROBE, "run", "--policy", str(policy), "--lane", bench_run.LANE]
+    wall, rss_kib, stdout = timed_process([*args, "--cache-dir", str(root / "cache"), "--out", str(out)], env)
+    probe = json.loads(stdout.strip().splitlines()[-1])
+    result = json.loads((out / "result.json").read_text())
+    return {
+        "n": n,
+        "wall_s": wall,
+        "rss_mb": rss_kib / 1024,
+        "completed": result["counts"]["completed"],
+        "state": result["state"],
+        "code": probe["code"],
+    }
+
+
+def rss(sizes: Sequence[int], work: Path, paths: Sequence[str] = ("cached", "live")) -> dict[str, list[dict[str, Any]]]:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    if "cached" in paths:
+        rows["cached"] = [cached_run(work / f"rss{n}", n) for n in sizes]
+    if "live" in paths:
+        with bench_run.FakeProvider(0.0) as fake:
+            rows["live"] = [live_run(work / f"live{n}", n, fake.base_url) for n in sizes]
+    print_rss(sizes, rows)
     return rows
+
+
+def added_kb(rows: Sequence[dict[str, Any]], i: int) -> float:
+    """KB of peak RSS per case added from the size before (i >= 1)."""
+    a, b = rows[i - 1], rows[i]
+    return (b["rss_mb"] - a["rss_mb"]) / (b["n"] - a["n"]) * 1024
+
+
+def print_rss(sizes: Sequence[int], rows: dict[str, list[dict[str, Any]]]) -> None:
+    print("peak RSS of a fresh `gate run` (wait4: the process or its largest worker), side by side:")
+    print(f"  {'cases':>8}" + "".join(f"{name + ' MB':>14}{'KB/added case':>15}{'s':>8}" for name in rows))
+    for i, n in enumerate(sizes):
+        line = f"  {n:>8,}"
+        for path_rows in rows.values():
+            r = path_rows[i]
+            added = f"{added_kb(path_rows, i):.1f}" if i else "-"
+            problem = "" if r["state"] == "passed" else f" ({r['state']})"
+            line += f"{r['rss_mb']:14.1f}{added:>15}{r['wall_s']:8.1f}{problem}"
+        print(line)
+    largest = sizes[-1]
+    targets = [f"cached < {RSS_TARGET_MB:g} MB", f"live < {LIVE_RSS_TARGET_MB:g} MB"]
+    print(
+        f"  targets at {largest:,} cases: {', '.join(targets)}; under {PER_CASE_TARGET_KB:g} KB per case added "
+        f"between the two largest sizes (live: C = {LIVE_CONCURRENCY}, fake provider at latency 0)"
+    )
+    for name, path_rows in rows.items():
+        if len(path_rows) >= 2:
+            verdict = "met" if added_kb(path_rows, len(path_rows) - 1) < PER_CASE_TARGET_KB else "NOT met"
+            print(f"  {name}: {added_kb(path_rows, len(path_rows) - 1):.1f} KB per added case ({verdict})")
+    print(flush=True)
 
 
 # -- 4. startup ---------------------------------------------------------------------------------------
@@ -288,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--cached", type=int, default=20_000, help="judgments in the cached-path run")
     ap.add_argument("--rss-sizes", default="1000,20000,100000")
+    ap.add_argument("--rss-paths", default="cached,live", help="which paths the rss figure measures")
     ap.add_argument("--startup-repeat", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="throughput 500 at C=32,128; cached 5,000; rss 1,000,5,000")
     ap.add_argument("--workdir", type=Path, default=None)
@@ -307,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "cached" in only:
             figures["cached"] = cached(args.cached, work)
         if "rss" in only:
-            figures["rss"] = rss([int(s) for s in args.rss_sizes.split(",")], work)
+            figures["rss"] = rss([int(s) for s in args.rss_sizes.split(",")], work, args.rss_paths.split(","))
         if "throughput" in only:
             gc.collect()
             figures["throughput"] = throughput(

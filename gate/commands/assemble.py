@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate import __version__
+from gate.decide.bill import Bill
 from gate.decide.core import Decision, add_costs, cost_summary, decide
 from gate.decide.product.verdict import ProductEvidence
 from gate.judge.journal import JOURNAL_FILE, TREND_STREAM, Unrecorded, recover
@@ -57,7 +58,9 @@ class RunEvidence:
     plan: Plan
     lineage: Lineage
     today: dt.date
-    records: tuple[Record, ...] = ()  # every verdict record paid for this result, in the lane or not
+    # Every verdict record paid for this result, in the lane or not: a tuple, or a run's records file
+    # (`RecordsFile`), read once by `assemble`, one record at a time.
+    records: Iterable[Record] = ()
     findings: tuple[Finding, ...] = ()  # the inputs', the certification's, a lane's, a failure's
     notes: tuple[str, ...] = ()
     max_cost: float | None = None
@@ -81,13 +84,15 @@ class RunEvidence:
 
 
 def assemble(ev: RunEvidence) -> Decision:
-    """The decision and result.json of `ev`: the rules, then every section, then the whole bill."""
+    """The decision and result.json of `ev`: the rules, then every section, then the whole bill.
+    The records are read once: each is billed as the decision reads it."""
     loaded, plan = ev.loaded, ev.plan
+    bill = _LaneBill(ev)
     decision = decide(
         loaded,
         plan,
         (*ev.findings, *ev.checks.findings),  # the checks' blockers join here, once, on every path
-        ev.records,
+        bill.reading(ev.records),
         ev.lineage,
         ev.today,
         max_cost=ev.max_cost,
@@ -96,7 +101,7 @@ def assemble(ev: RunEvidence) -> Decision:
     )
     assert decision.result is not None  # decide always decides
     result = attach_checks(decision.result, ev.checks, plan.eligible)
-    result = result.with_(cost=_bill(ev, result.cost.currency))
+    result = result.with_(cost=bill.summary(result.cost.currency))
     if loaded.policy.trend is not None:
         summary = summarize(loaded.policy.trend, trend_cases(plan), ev.trend.records)
         if ev.trend.compare:
@@ -111,28 +116,35 @@ def assemble(ev: RunEvidence) -> Decision:
     return decision
 
 
-def _bill(ev: RunEvidence, currency: str) -> dict[str, Any]:
-    """Every verdict attempt paid for this evidence: the records of every case, in the lane
-    or not (those outside it listed in `outside_lane`), and the journal's unrecorded attempts."""
-    in_lane = {c.case_id: c.slice for c in ev.plan.eligible}
-    known = {c.case_id: c.slice for c in ev.dataset.cases}
-    # A record of a lane case is billed to the case file's slice (the answer key), as the decision reads it.
-    records = [
-        r.model_copy(update={"slice": in_lane[r.case_id]})
-        if r.case_id in in_lane and r.slice != in_lane[r.case_id]
-        else r
-        for r in ev.records
-    ]
-    cost = add_costs(cost_summary(records, currency), _unrecorded_bill(ev.unrecorded, known, currency))
-    outside = sorted(
-        {r.case_id for r in ev.records if r.case_id not in in_lane}
-        | {u.case_id for u in ev.unrecorded if u.case_id not in in_lane}
-    )
-    if outside:
-        cost["outside_lane"] = outside
-    if ev.batch_reserved is not None:
-        cost["batch"], cost["batch_reserved"] = True, ev.batch_reserved
-    return cost
+class _LaneBill:
+    """Every verdict attempt paid for the evidence: the records of every case, in the lane or not
+    (those outside it listed in `outside_lane`), and the journal's unrecorded attempts."""
+
+    def __init__(self, ev: RunEvidence) -> None:
+        self.ev = ev
+        self.in_lane = {c.case_id: c.slice for c in ev.plan.eligible}
+        self.bill = Bill()
+        self.outside: set[str] = set()
+
+    def reading(self, records: Iterable[Record]) -> Iterator[Record]:
+        """`records`, each billed as it is read."""
+        for r in records:
+            # A record of a lane case is billed to the case file's slice (the answer key), as the decision reads it.
+            self.bill.add(r, self.in_lane.get(r.case_id))
+            if r.case_id not in self.in_lane:
+                self.outside.add(r.case_id)
+            yield r
+
+    def summary(self, currency: str) -> dict[str, Any]:
+        ev = self.ev
+        known = {c.case_id: c.slice for c in ev.dataset.cases}
+        cost = add_costs(self.bill.summary(currency), _unrecorded_bill(ev.unrecorded, known, currency))
+        outside = sorted(self.outside | {u.case_id for u in ev.unrecorded if u.case_id not in self.in_lane})
+        if outside:
+            cost["outside_lane"] = outside
+        if ev.batch_reserved is not None:
+            cost["batch"], cost["batch_reserved"] = True, ev.batch_reserved
+        return cost
 
 
 def _unrecorded_bill(unrecorded: Sequence[Unrecorded], slice_of: Mapping[str, str], currency: str) -> dict[str, Any]:

@@ -289,11 +289,10 @@ def _submit(
     if not so_far.result.controls.ok:
         got.notes.append("--batch: the controls did not all pass live, so nothing was submitted")
         return _finish(lane, earlier, got, checks)
-    lines = asyncio.run(_build_lines(lane, opts, [*got.prior, *got.new_records], checks))
+    lines = asyncio.run(_build_lines(lane, opts, list(got.records()), checks))
     with RecordWriter(opts.out_dir / RECORDS_FILE) as writer:
         for rec in lines.settled:
             writer.write(rec)
-    got.new_records = [*got.new_records, *lines.settled]
     if not lines.bodies:
         got.notes.append("--batch: no judgment was left to submit")
         return _finish(lane, earlier, got, checks)
@@ -691,7 +690,7 @@ async def _replay(
     finally:
         writer.close()
     runner.progress.close(runner.stop_reason, runner.budget.spent, signal_name=runner.stopped_by)
-    return runner.emitted
+    return list(runner.records())
 
 
 async def _replay_again(runner: Runner, again: ReplayEvaluator, replies: _Replies) -> None:
@@ -718,8 +717,7 @@ def _decided(
     the one assembly; written."""
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
     earlier = _Earlier([], [], None, [], [], None, None, [])
-    got = _Gathered(prior=[], prior_trend=[], findings=[*lane.findings, *extra], notes=notes or [])
-    got.new_records = records
+    got = _Gathered(prior=records, prior_trend=[], findings=[*lane.findings, *extra], notes=notes or [])
     section = BatchRef(
         batch_id=bf.batch_id,
         status=bf.status,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from gate.commands.assemble import RunEvidence, assemble
@@ -29,10 +29,21 @@ from gate.report.product import product_svg
 from gate.run.outdir import OutputWriteError, describe
 
 
-def write_text_atomic(path: Path, text: str | bytes) -> None:
+def write_text_atomic(path: Path, text: str | bytes | Iterable[str]) -> None:
+    """`text` into `path`, whole or not at all (pieces of text are written as they come)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+        if isinstance(text, str | bytes):
+            tmp.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+        else:
+            with tmp.open("w", encoding="utf-8") as fh:
+                pieces: list[str] = []
+                for piece in text:
+                    pieces.append(piece)
+                    if len(pieces) >= 4096:  # a write per piece would cost more than the pieces
+                        fh.write("".join(pieces))
+                        pieces.clear()
+                fh.write("".join(pieces))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -63,7 +74,7 @@ def write_outputs(out_dir: Path, decision: Decision, redo: Redo | None = None, k
         _write_reports(out_dir, decision.result, kept)  # what can be written says what result.json says
     assert decision.result is not None
     try:
-        write_text_atomic(out_dir / "result.json", decision.result.to_json())
+        write_text_atomic(out_dir / "result.json", decision.result.json_chunks())
     except OSError as exc:
         failed.insert(0, f"result.json ({describe(exc)})")
         raise OutputWriteError(f"{out_dir}: could not write {', '.join(failed)}") from None

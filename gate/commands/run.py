@@ -19,7 +19,7 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
@@ -52,7 +52,16 @@ from gate.model.lineage import Lineage
 from gate.model.overrides import waived_case_ids
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, Price, load_policy, today, with_judge_model
-from gate.model.records import RECORDS_FILE, Record, RecordErrorKind, RecordShard, RecordWriter, read_records
+from gate.model.records import (
+    RECORDS_FILE,
+    Record,
+    RecordErrorKind,
+    RecordsError,
+    RecordsFile,
+    RecordShard,
+    RecordWriter,
+    read_records,
+)
 from gate.model.retirement import Retirement
 from gate.model.states import JUDGE_RETIRED, Finding, State, blocking_findings
 from gate.model.traces import DRIFT_LANE
@@ -66,11 +75,16 @@ from gate.run.lineage import JudgeSettings, make_lineage
 from gate.run.order_seed import OrderSeed, order_seed_for, replay_note
 from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs, describe
 from gate.run.progress import Progress
-from gate.run.recording import make_record
+from gate.run.recording import make_record, write_or_keep
 from gate.run.resume import recovered_records, reusable_records
 from gate.run.runner import JudgingTools, RecordContext, Runner, judge_all
 from gate.run.stop import StopWhenDecided
-from gate.run.worker_records import WORKER_RECORDS_GLOB, discard_worker_records, fold_worker_records, read_worker
+from gate.run.worker_records import (
+    WORKER_RECORDS_GLOB,
+    WorkerReading,
+    discard_worker_records,
+    fold_worker_records,
+)
 from gate.run.workers import judge_in_workers, make_budget, worker_count
 from gate.validate.case_checks import CheckResults, load_checks, run_checks_plain
 
@@ -266,7 +280,7 @@ def _resumed_seed(opts: RunOptions) -> str | None:
     """On --resume: the order the interrupted run judged in, as its records say, its workers' files
     too (None: none do, or they cannot be read; a fresh seed then, and _take_stock says what is wrong)."""
     paths = [opts.out_dir / RECORDS_FILE, *sorted(opts.out_dir.glob(WORKER_RECORDS_GLOB))]
-    records = [r for path in paths if path.is_file() for r in read_worker(path).records if r.lane == opts.lane]
+    records = (r for path in paths if path.is_file() for r, _line in WorkerReading(path) if r.lane == opts.lane)
     return recorded_order_seed(records)
 
 
@@ -376,7 +390,10 @@ class _Gathered:
     prior_trend: list[Record]
     findings: list[Finding]
     notes: list[str]
-    new_records: list[Record] = field(default_factory=list)
+    # The run's records file once it is open (None: nothing recorded, a dry run's), and the records
+    # it could not take, kept in memory for the decision. Every other record is on file only.
+    records_path: Path | None = None
+    unwritten: list[Record] = field(default_factory=list)
     trend_records: list[Record] = field(default_factory=list)
     failure: Finding | None = None  # the run's own failure (outputs not writable, a bug)
     journal: AttemptJournal | None = None
@@ -387,6 +404,23 @@ class _Gathered:
         if self.failure is None:
             msg = f"writing {shown_path(path)} failed ({describe(exc)})"
             self.failure = Finding(State.EVALUATION_INCOMPLETE, "output_failed", msg)
+
+    def record(self, writer: RecordWriter, rec: Record) -> None:
+        """Write `rec` (or, once a write failed, keep it in memory only), as the runner records its own."""
+        if self.failure is not None:
+            self.unwritten.append(rec)
+            return
+        try:
+            write_or_keep(writer, rec, self.unwritten)
+        except OSError as exc:
+            self.output_failed(writer.path, exc)
+
+    def records(self) -> Iterable[Record]:
+        """Every verdict record of this run, read from its records file when the decision asks (an
+        earlier attempt's, the recovered, the new), then those the file could not take."""
+        if self.records_path is None:
+            return tuple(self.prior)
+        return RecordsFile(self.records_path, tuple(self.unwritten))
 
 
 def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, checks: CheckResults) -> None:
@@ -399,6 +433,7 @@ def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, ch
     judge = _load_judge(lane, got) if judging else None
     _begin(lane, earlier)
     writer = RecordWriter(lane.opts.out_dir / RECORDS_FILE)
+    got.records_path = writer.path
     try:
         _recover(lane, earlier, got, writer, lineage)
         if judge is not None:
@@ -427,7 +462,7 @@ def _recover(lane: _Lane, earlier: _Earlier, got: _Gathered, writer: RecordWrite
         earlier.unrecorded, dataset, loaded, lineage, plan.lane, lane.judge, record_shard(lane.opts.shard)
     )
     for rec in recovered:
-        writer.write(rec)
+        got.record(writer, rec)
     got.prior = [*got.prior, *recovered]
     unrecorded = earlier.unrecorded
     trend_loaded = earlier.trend_loaded
@@ -491,12 +526,7 @@ def _record_unsent(
                 lane.judge,
                 checks.for_record(case.case_id),
             )
-            got.new_records.append(rec)
-            if got.failure is None:
-                try:
-                    writer.write(rec)
-                except OSError as exc:
-                    got.output_failed(writer.path, exc)
+            got.record(writer, rec)
 
 
 @dataclass(frozen=True)
@@ -587,10 +617,9 @@ def _judge(
                 got.journal,
                 got.prior_trend,
             )
-    got.new_records = runner.emitted
     if runner.failure is not None:
-        got.failure = runner_failure(runner, plan, writer)
-        got.new_records = runner.emitted
+        got.failure = runner_failure(runner, plan)
+    got.unwritten += runner.unwritten
     got.notes += _stop_notes(runner, resumed=bool(got.prior), records_path=writer.path)
 
 
@@ -687,7 +716,7 @@ def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResul
     """What this run's result rests on: every record of --out (kept, recovered, new), the trend's,
     the journal's unrecorded attempts, this shard, the checks and the certification."""
     loaded, plan, opts = lane.loaded, lane.plan, lane.opts
-    all_records = got.prior + got.new_records
+    all_records = got.records()
     findings = got.findings if got.failure is None else [*got.findings, got.failure]
     calibration_section = requirement.evidence(lane.calibration)[1]  # its findings are in `got.findings`
     return RunEvidence(
@@ -696,7 +725,7 @@ def _evidence(lane: _Lane, earlier: _Earlier, got: _Gathered, checks: CheckResul
         plan=plan,
         lineage=make_lineage(loaded, lane.dataset, all_records, lane.base_url, lane.retirement),
         today=lane.clock(),
-        records=tuple(all_records),
+        records=all_records,
         findings=tuple(findings),
         notes=tuple(got.notes),
         max_cost=opts.max_cost,
@@ -747,10 +776,14 @@ def _run_drift(loaded: LoadedPolicy, opts: RunOptions, env: dict[str, str], fact
     return run_drift_lane(loaded, drift_run, env, factory)
 
 
-def runner_failure(runner: Runner, plan: Plan, writer: RecordWriter) -> Finding:
+def runner_failure(runner: Runner, plan: Plan) -> Finding:
     """The blocker for a run stopped by its own failure; each judgment it left undone gets a
     `skipped` record saying why (in memory when records.jsonl cannot be written)."""
-    done = {(r.case_id, r.repeat_index) for r in runner.emitted} | set(runner.reuse)
+    try:
+        recorded = {(r.case_id, r.repeat_index) for r in runner.records()}
+    except RecordsError:  # its own file, unreadable now: only what it kept in memory is known
+        recorded = {(r.case_id, r.repeat_index) for r in runner.unwritten}
+    done = recorded | set(runner.reuse)
     undone: list[str] = []
     for case in plan.scheduled:
         for i in range(plan.repeats):

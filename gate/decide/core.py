@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gate.decide.bill import Bill
 from gate.decide.control_stop import settle_after_controls
 from gate.decide.evidence import CaseOutcome, Evidence, prepare_evidence
 from gate.decide.product.verdict import ProductEvidence, decide_product
@@ -29,7 +29,7 @@ from gate.model.overrides import apply_overrides
 from gate.model.owners import route
 from gate.model.policy import LoadedPolicy, Owners
 from gate.model.records import Record
-from gate.model.result import Result
+from gate.model.result import CaseRow, Result
 from gate.model.states import Finding, State, overall_state
 from gate.model.strata import weigh
 from gate.plan.selection import Plan
@@ -37,32 +37,12 @@ from gate.plan.selection import Plan
 RESULT_SCHEMA_VERSION = 1
 
 
-def cost_summary(records: Sequence[Record], currency: str) -> dict[str, Any]:
-    by_slice: dict[str, float] = defaultdict(float)
-    total = 0.0
+def cost_summary(records: Iterable[Record], currency: str) -> dict[str, Any]:
+    """result.json's `cost` of `records` (gate.decide.bill adds them up one at a time)."""
+    bill = Bill()
     for r in records:
-        total += r.cost
-        by_slice[r.slice] += r.cost
-    return {
-        "total": total,
-        "currency": currency,
-        "input_tokens": sum(r.input_tokens for r in records),
-        "output_tokens": sum(r.output_tokens for r in records),
-        "http_attempts": sum(len(r.attempts) for r in records),
-        "retries": sum(r.retries for r in records),
-        "cached_calls": sum(1 for r in records if r.cache == "hit"),
-        # Sent but never answered (timeout, dropped, interrupted): no usage was reported, so they
-        # add nothing to `total`, but a provider may still bill them.
-        "unanswered_attempts": sum(1 for r in records for a in r.attempts if a.status_code is None),
-        # Answered without `usage`: each keeps its whole reservation as spent.
-        "usage_missing": sum(1 for r in records for a in r.attempts if a.usage_missing),
-        # What the cost boundary counted: `total` plus the reservations kept for the two kinds above.
-        "budget_spent": total + sum(a.held for r in records for a in r.attempts),
-        "over_reservation": sum(1 for r in records for a in r.attempts if a.over_reservation),
-        # Answered 429 (paid nothing, retried within max_attempts): how hard the run met the rate limit.
-        "rate_limited": sum(1 for r in records for a in r.attempts if a.status_code == 429),
-        "by_slice": dict(sorted(by_slice.items())),
-    }
+        bill.add(r)
+    return bill.summary(currency)
 
 
 def add_costs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -92,7 +72,7 @@ def decide(
     loaded: LoadedPolicy,
     plan: Plan,
     findings: Sequence[Finding],
-    records: Sequence[Record],
+    records: Iterable[Record],
     lineage: Lineage,
     today: dt.date,
     *,
@@ -103,7 +83,8 @@ def decide(
     """The inputs' findings and every rule's, less what active overrides waive, decide the state.
 
     `product`: a product lane's judge figures and base (gate/decide/product/verdict.py), whose per-slice
-    findings join the rules' and whose section joins result.json."""
+    findings join the rules' and whose section joins result.json. `records` are read once, one at a
+    time (a run's records file is never held whole)."""
     ev = prepare_evidence(
         loaded,
         plan,
@@ -225,7 +206,7 @@ def _assemble_result(
         "slices": slice_tallies(ev),
         # ok only when every control was judged and matched its label
         "controls": {"ok": not failed_controls and not unjudged_controls(ev), "failures": failed_controls},
-        "cost": cost_summary(ev.records, price.currency if price else "USD"),
+        "cost": ev.bill.summary(price.currency if price else "USD"),
         "lineage": lineage.to_dict(),
         "waived": waived,
         "overrides": [{**o.model_dump(mode="json"), "expired": o.expires < today} for o in policy.overrides],
@@ -234,7 +215,7 @@ def _assemble_result(
             "max_evaluator_errors": policy.limits.max_evaluator_errors,
         },
         "notes": list(ev.notes),
-        "cases": [o.to_dict() for o in outcomes],
+        "cases": CaseRow.rows(o.to_dict() for o in outcomes),
     }
     stopped = stopped_early(ev)
     if stopped is not None:

@@ -7,12 +7,14 @@ rule functions (gate/decide/rules.py) read and never change.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from gate.decide.bill import Bill
 from gate.judge.render import RenderError, render_case
-from gate.judge.vetting import conflicting_verdicts, vet_records
+from gate.judge.vetting import Vetting
 from gate.model.cases import Case
 from gate.model.fingerprint import UNKNOWN, policy_components, record_components, shown_value, stale_component
 from gate.model.policy import LoadedPolicy, Policy
@@ -75,6 +77,52 @@ class CaseOutcome:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """What the decision keeps of one vetted record of an eligible case, under this policy's
+    configuration (the record itself leaves memory): its judgment and verdict, what it cost left in
+    the bill. The fields the rules read, under a record's names: a rule that reads another field of
+    a record adds it here."""
+
+    case_id: str
+    repeat_index: int
+    status: str
+    error_kind: str | None
+    error_message: str | None
+    judge_label: str | None
+    judge_reason: str | None
+    control_role: str | None
+    human_label: str | None
+    cache: str
+    called_model: bool  # an attempt was sent
+    response_sha256: str | None
+    judge_shutdown_date: str | None
+    judge_shutdown_source: str | None
+    shard: tuple[int, int] | None  # (index, count) of the `--shard I/N` that judged it, when it says
+
+    @classmethod
+    def of(cls, r: Record, case: Case) -> Judged:
+        """`r` (vetted against `case`: its answer key is the case's), its repeated words shared."""
+        intern = sys.intern
+        return cls(
+            case.case_id,
+            r.repeat_index,
+            intern(r.status),
+            intern(r.error_kind) if r.error_kind is not None else None,
+            r.error_message,
+            intern(r.judge_label) if r.judge_label is not None else None,
+            r.judge_reason,
+            case.expected_control_role,
+            case.human_label,
+            intern(r.cache),
+            bool(r.attempts),
+            r.response_sha256,
+            r.judge_shutdown_date,
+            intern(r.judge_shutdown_source) if r.judge_shutdown_source is not None else None,
+            (r.shard.index, r.shard.count) if r.shard is not None else None,
+        )
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What every rule reads: the policy, the plan, the inputs' findings and the case outcomes."""
@@ -82,9 +130,9 @@ class Evidence:
     policy: Policy
     plan: Plan
     findings: tuple[Finding, ...]  # what the checks before judging found (validators, checks, shards)
-    records: tuple[Record, ...]  # every vetted record of an eligible case: cost counts each line
-    fresh: tuple[Record, ...]  # those judged under this policy's configuration
-    best: Mapping[tuple[str, int], Record]  # the record that counts per (case, repeat)
+    bill: Bill  # every vetted record of an eligible case: cost counts each line
+    fresh: tuple[Judged, ...]  # those judged under this policy's configuration
+    best: Mapping[tuple[str, int], Judged]  # the one that counts per (case, repeat)
     outcomes: tuple[CaseOutcome, ...]  # one per eligible case, in plan order
     stale: Mapping[str, str]  # case id -> why its records are not evidence for this policy
     blocked: bool  # deterministic findings stopped the run before any model call
@@ -96,7 +144,7 @@ def prepare_evidence(
     loaded: LoadedPolicy,
     plan: Plan,
     findings: Sequence[Finding],
-    records: Sequence[Record],
+    records: Iterable[Record],
     *,
     fingerprint: str,
     boundary: float,
@@ -105,17 +153,33 @@ def prepare_evidence(
     """Vet the records, set stale ones aside, pick the record that counts and classify each case.
 
     Records are untrusted: an `ok` line outside the contract is an evaluator error, and the case
-    file (not the record) is the answer key. Cost still counts every line.
+    file (not the record) is the answer key. Cost still counts every line. They are read once, one
+    at a time, and only what the decision needs of each is kept (`Judged`): a run's records file is
+    never held whole.
     """
-    eligible_ids = set(plan.eligible_ids)
-    vetted = vet_records(
-        [r for r in records if r.case_id in eligible_ids],
-        loaded.policy.metric,
-        {c.case_id: c for c in plan.eligible},
-        plan.repeats,
-    )
-    fresh, stale = split_stale(vetted.records, loaded, plan, fingerprint)
-    best = best_records(fresh)
+    cases = {c.case_id: c for c in plan.eligible}
+    vetting = Vetting(loaded.policy.metric, plan.repeats)
+    staleness = Staleness(loaded, fingerprint)
+    bill = Bill()
+    fresh: list[Judged] = []
+    best: dict[tuple[str, int], Judged] = {}
+    conflicted: set[str] = set()
+    for r in records:
+        case = cases.get(r.case_id)
+        if case is None:
+            continue
+        v = vetting.add(r, case)
+        bill.add(v)
+        if not staleness.fresh(v, case):
+            continue
+        j = Judged.of(v, case)
+        fresh.append(j)
+        key = (j.case_id, j.repeat_index)
+        current = best.get(key)
+        if current is not None and _disagree(current, j):
+            conflicted.add(j.case_id)
+        if current is None or _replaces(j, current):
+            best[key] = j
     blocked = bool(blocking_findings(findings))
     withheld_ids = {c.case_id for c in plan.withheld}
     by_shard = control_records_by_shard(fresh)
@@ -125,108 +189,162 @@ def prepare_evidence(
         else classify(c, plan, best, blocked, withheld_ids)
         for c in plan.eligible
     )
-    conflicted = conflicting_verdicts(fresh)
-    conflict_notes = [conflict_note(conflicted)] if conflicted else []
+    ordered = sorted(conflicted)
+    conflict_notes = [conflict_note(ordered)] if ordered else []
     return Evidence(
         policy=loaded.policy,
         plan=plan,
         findings=tuple(findings),
-        records=tuple(vetted.records),
+        bill=bill,
         fresh=tuple(fresh),
         best=best,
-        outcomes=without_verdict(outcomes, set(conflicted)),
-        stale=stale,
+        outcomes=without_verdict(outcomes, conflicted),
+        stale=staleness.reasons(),
         blocked=blocked,
         boundary=boundary,
-        notes=(*notes, *vetted.notes, *conflict_notes),
+        notes=(*notes, *vetting.notes(), *conflict_notes),
     )
 
 
-def split_stale(
-    records: Sequence[Record], loaded: LoadedPolicy, plan: Plan, fingerprint: str
-) -> tuple[list[Record], dict[str, str]]:
-    """The records that are evidence for this policy, and why each other case's are not.
+def _disagree(current: Judged, new: Judged) -> bool:
+    """Two `ok` records of one judgment (case, repeat) of a case that is not a control, with
+    different verdicts. A run never judges one judgment twice, so this is two runs mixed (`gate
+    decide --records a b`) or an edited file: no file order may pick the verdict, a person does
+    (`unstable_verdict`). Controls are left to `best_records`, where a control that failed anywhere
+    stays failed. One record at a time: once an `ok` record of a judgment has come, the one that
+    counts is the latest `ok` one, so a verdict unlike any before it is unlike that one."""
+    return (
+        new.status == "ok"
+        and new.control_role is None
+        and current.status == "ok"
+        and current.judge_label != new.judge_label
+    )
+
+
+class Staleness:
+    """Which records are evidence for this policy (`fresh`), one at a time, and why each other
+    case's are not (`reasons`).
 
     Evidence counts only for the configuration that produced it: a record judged under another
     model, metric version or rendered prompt says nothing about this policy (its cost still counts).
     `fingerprint` is the configuration the records must share: the live judge's on a run, the one
     most records carry on `gate decide` and `gate merge` (gate.model.fingerprint; no environment).
+    A record of another fingerprint is never evidence; why is said against the configuration of the
+    last record of this one, known once all are read.
     """
-    current = _current_prompts(loaded, plan)
-    policy = policy_components(loaded)
-    reference = next((r for r in reversed(records) if fingerprint and r.config_fingerprint == fingerprint), None)
-    shared = record_components(reference) if reference is not None else None
-    stale: dict[str, str] = {}
-    fresh: list[Record] = []
-    for r in records:
-        why = _staleness(r, policy, current.get(r.case_id), fingerprint, shared)
-        if why:
-            stale.setdefault(r.case_id, why)
-        else:
-            fresh.append(r)
-    return fresh, stale
 
+    def __init__(self, loaded: LoadedPolicy, fingerprint: str) -> None:
+        self.loaded, self.fingerprint = loaded, fingerprint
+        self.policy = policy_components(loaded)
+        self.reference: Record | None = None  # the last record under `fingerprint`
+        # case id -> why its first stale record is stale (or its components and fingerprint, to say
+        # against the reference)
+        self._first: dict[str, str | tuple[dict[str, object], str]] = {}
+        self._prompts: dict[str, str | None] = {}  # the prompt sha256 of cases met lately
 
-def _current_prompts(loaded: LoadedPolicy, plan: Plan) -> dict[str, str]:
-    """sha256 of the prompt each eligible case renders to now (cases that cannot render: none)."""
-    out: dict[str, str] = {}
-    for c in plan.eligible:
-        try:
-            out[c.case_id] = render_case(loaded.prompt_text, loaded.placeholders, c).prompt_sha256
-        except RenderError:
-            continue
-    return out
+    def fresh(self, r: Record, case: Case) -> bool:
+        if self.fingerprint and r.config_fingerprint == self.fingerprint:
+            self.reference = r
+        recorded = record_components(r)
+        why = _staleness(r, self.policy, lambda: self._prompt(case), recorded)
+        if why is None and r.config_fingerprint and self.fingerprint and r.config_fingerprint != self.fingerprint:
+            self._first.setdefault(r.case_id, (recorded, r.config_fingerprint))  # said once the reference is known
+            return False
+        if why is not None:
+            self._first.setdefault(r.case_id, why)
+            return False
+        return True
+
+    def reasons(self) -> dict[str, str]:
+        shared = record_components(self.reference) if self.reference is not None else None
+        return {
+            case_id: why if isinstance(why, str) else _other_fingerprint(*why, self.fingerprint, shared)
+            for case_id, why in self._first.items()
+        }
+
+    def _prompt(self, case: Case) -> str | None:
+        """sha256 of the prompt the case renders to now (None: it cannot render), for the last few
+        thousand cases met (the repeats of a case come close together)."""
+        if case.case_id not in self._prompts:
+            if len(self._prompts) >= 4096:
+                self._prompts.clear()
+            try:
+                self._prompts[case.case_id] = render_case(
+                    self.loaded.prompt_text, self.loaded.placeholders, case
+                ).prompt_sha256
+            except RenderError:
+                self._prompts[case.case_id] = None
+        return self._prompts[case.case_id]
 
 
 def _staleness(
-    r: Record,
-    policy: dict[str, object],
-    prompt_sha256: str | None,
-    fingerprint: str,
-    shared: dict[str, object] | None,
+    r: Record, policy: dict[str, object], prompt_sha256: Callable[[], str | None], recorded: dict[str, object]
 ) -> str | None:
-    """Why a record cannot be evidence for this policy (the first differing component, both
-    values), or None when it can."""
-    recorded = record_components(r)
+    """Why a record cannot be evidence for this policy as the policy itself says it (the first
+    differing component, both values), or None (its fingerprint is compared by `Staleness`)."""
     for name in ("policy_id", "metric_version"):
         if recorded[name] is not UNKNOWN and recorded[name] != policy[name]:
             return f"{name}: {shown_value(recorded[name])} vs {shown_value(policy[name])} (recorded vs the policy's)"
     same_template = recorded["prompt"] is UNKNOWN or recorded["prompt"] == policy["prompt"]
-    if same_template and r.prompt_sha256 and prompt_sha256 and r.prompt_sha256 != prompt_sha256:
-        return (
-            f"inputs: rendered prompt {shown_value(r.prompt_sha256)} vs {shown_value(prompt_sha256)} "
-            "(the case's rendered fields changed)"
-        )
+    if same_template and r.prompt_sha256:
+        current = prompt_sha256()
+        if current and r.prompt_sha256 != current:
+            return (
+                f"inputs: rendered prompt {shown_value(r.prompt_sha256)} vs {shown_value(current)} "
+                "(the case's rendered fields changed)"
+            )
     against_policy = stale_component(recorded, policy)
     if against_policy:
         return f"{against_policy} (recorded vs the policy's)"
-    if not r.config_fingerprint or not fingerprint or r.config_fingerprint == fingerprint:
-        return None
+    return None
+
+
+def _other_fingerprint(
+    recorded: dict[str, object], recorded_fingerprint: str, fingerprint: str, shared: dict[str, object] | None
+) -> str:
+    """Why a record of another fingerprint is stale: the first component that differs from the
+    configuration the other records were judged under, else the fingerprint itself."""
     among = stale_component(recorded, shared) if shared is not None else None
     if among:
         return f"{among} (vs the configuration the other records were judged under)"
     return (
-        f"config_fingerprint: {shown_value(r.config_fingerprint)} vs {shown_value(fingerprint)} (same prompt, model, "
-        "host and settings: the base URL's scheme, port or path, or the metric's name, differs)"
+        f"config_fingerprint: {shown_value(recorded_fingerprint)} vs {shown_value(fingerprint)} (same "
+        "prompt, model, host and settings: the base URL's scheme, port or path, or the metric's name, differs)"
     )
 
 
-def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
+class _Ranked(Protocol):
+    """What `best_records` compares: a record, or what the decision keeps of one (`Judged`)."""
+
+    @property
+    def case_id(self) -> str: ...
+    @property
+    def repeat_index(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def control_role(self) -> str | None: ...
+    @property
+    def judge_label(self) -> str | None: ...
+    @property
+    def human_label(self) -> str | None: ...
+
+
+Ranked = TypeVar("Ranked", bound=_Ranked)
+_RANK = {"ok": 2, "error": 1, "skipped": 0}
+
+
+def best_records(records: Iterable[Ranked]) -> dict[tuple[str, int], Ranked]:
     """One record per (case, repeat): an ok judgment beats an error beats a skip; later beats earlier.
 
     A resumed run appends new records after old ones; the evidence that completed is what counts,
     while every paid attempt still counts in cost (see `cost_summary`).
     """
-    rank = {"ok": 2, "error": 1, "skipped": 0}
-    best: dict[tuple[str, int], Record] = {}
+    best: dict[tuple[str, int], Ranked] = {}
     for r in records:
         k = (r.case_id, r.repeat_index)
         cur = best.get(k)
-        if cur is None or rank[r.status] > rank[cur.status]:
-            best[k] = r
-        elif rank[r.status] == rank[cur.status] and not _failed_control(cur):
-            # Records that do not say their shard (a merged records.jsonl from before they did): a
-            # control repeat that failed in any shard stays failed (shards: `control_outcome`).
+        if cur is None or _replaces(r, cur):
             best[k] = r
     return best
 
@@ -234,21 +352,20 @@ def best_records(records: Iterable[Record]) -> dict[tuple[str, int], Record]:
 ShardKey = tuple[int, int]
 
 
-def control_records_by_shard(records: Iterable[Record]) -> dict[str, dict[ShardKey | None, list[Record]]]:
+def control_records_by_shard(records: Iterable[Judged]) -> dict[str, dict[ShardKey | None, list[Judged]]]:
     """The records of each control judged in more than one shard (a merge's), by the shard that
     made them (`None`: a record that does not say)."""
-    found: dict[str, dict[ShardKey | None, list[Record]]] = {}
+    found: dict[str, dict[ShardKey | None, list[Judged]]] = {}
     for r in records:
         if r.control_role is not None:
-            key = (r.shard.index, r.shard.count) if r.shard is not None else None
-            found.setdefault(r.case_id, {}).setdefault(key, []).append(r)
+            found.setdefault(r.case_id, {}).setdefault(r.shard, []).append(r)
     return {case_id: groups for case_id, groups in found.items() if len(groups) > 1}
 
 
 def control_outcome(
     case: Case,
     plan: Plan,
-    groups: Mapping[ShardKey | None, Sequence[Record]],
+    groups: Mapping[ShardKey | None, Sequence[Judged]],
     blocked: bool,
     withheld_ids: set[str],
 ) -> CaseOutcome:
@@ -265,16 +382,25 @@ def control_outcome(
     return (failed or errored or completed or per_shard)[0]
 
 
-def _failed_control(r: Record) -> bool:
+def _replaces(new: _Ranked, current: _Ranked) -> bool:
+    """Whether `new` is the record that counts for its judgment instead of `current`, which came first."""
+    if _RANK[new.status] != _RANK[current.status]:
+        return _RANK[new.status] > _RANK[current.status]
+    # Records that do not say their shard (a merged records.jsonl from before they did): a control
+    # repeat that failed in any shard stays failed (shards: `control_outcome`).
+    return not _failed_control(current)
+
+
+def _failed_control(r: _Ranked) -> bool:
     return r.status == "ok" and r.control_role is not None and r.judge_label != r.human_label
 
 
 def classify(
-    case: Case, plan: Plan, recs: Mapping[tuple[str, int], Record], blocked: bool, withheld_ids: set[str]
+    case: Case, plan: Plan, recs: Mapping[tuple[str, int], Judged], blocked: bool, withheld_ids: set[str]
 ) -> CaseOutcome:
     """The outcome of one case from the records that count for its repeats."""
     judged = [recs[(case.case_id, i)] for i in range(plan.repeats) if (case.case_id, i) in recs]
-    called = any(r.attempts for r in judged)
+    called = any(r.called_model for r in judged)
     if blocked:
         return CaseOutcome(case, "unrun", called_model=called)
     if case.case_id in withheld_ids and not judged:
@@ -303,7 +429,7 @@ def classify(
     return _completed(case, sorted(oks, key=lambda r: r.repeat_index), called)
 
 
-def _completed(case: Case, oks: Sequence[Record], called: bool) -> CaseOutcome:
+def _completed(case: Case, oks: Sequence[Judged], called: bool) -> CaseOutcome:
     """A case every repeat judged: the majority verdict against the human label."""
     labels = [r.judge_label or "" for r in oks]
     verdict = majority(labels)

@@ -61,7 +61,7 @@ def key_parts(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CachedVerdict:
     label: str
     reason: str

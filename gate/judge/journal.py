@@ -22,7 +22,7 @@ import contextlib
 import contextvars
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -117,7 +117,7 @@ def _number(v: Any) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else 0.0
 
 
-def recover(path: Path, records: Sequence[Record], stream: str = VERDICTS) -> list[Unrecorded]:
+def recover(path: Path, records: Iterable[Record], stream: str = VERDICTS) -> list[Unrecorded]:
     """The journaled attempts of `stream` no record covers, grouped by judgment, in the order sent.
 
     The journal is read as untrusted: lines that are not what this module writes (a torn last

@@ -86,57 +86,78 @@ def vet_record(r: Record, metric: Metric, case: Case | None) -> Record:
 
 
 def vet_records(records: Sequence[Record], metric: Metric, cases: Mapping[str, Case], repeats: int) -> Vetted:
-    out: list[Record] = []
-    relabelled: list[str] = []
-    out_of_range: list[str] = []
-    errors: list[str] = []
-    for r in records:
-        case = cases.get(r.case_id)
+    vetting = Vetting(metric, repeats)
+    out = [vetting.add(r, cases.get(r.case_id)) for r in records]
+    return Vetted(out, vetting.notes())
+
+
+class Vetting:
+    """`vet_record` over records one at a time (`add`), counting what the notes say about them
+    (`notes`): only the ids of records with a problem are kept, never the records."""
+
+    def __init__(self, metric: Metric, repeats: int) -> None:
+        self.metric, self.repeats = metric, repeats
+        # case ids (first seen first) with how many records of each kind
+        self.rejudged = _Ids()
+        self.errors = _Ids()
+        self.relabelled = _Ids()
+        self.out_of_range = _Ids()
+
+    def add(self, r: Record, case: Case | None) -> Record:
+        """`r` as evidence for this policy and its case (None: not in the case file)."""
         if case is not None and (r.human_label != case.human_label or r.control_role != case.expected_control_role):
-            relabelled.append(r.case_id)
-        if not 0 <= r.repeat_index < repeats:
-            out_of_range.append(r.case_id)
-        v = vet_record(r, metric, case)
+            self.relabelled.add(r.case_id)
+        if not 0 <= r.repeat_index < self.repeats:
+            self.out_of_range.add(r.case_id)
+        if r.cache == "rejudged":
+            self.rejudged.add(r.case_id)
+        v = vet_record(r, self.metric, case)
         if v.status != r.status:
-            errors.append(r.case_id)
-        out.append(v)
-    notes: list[str] = []
-    rejudged = [r.case_id for r in records if r.cache == "rejudged"]
-    if rejudged:
-        notes.append(
-            f"{len(rejudged)} cache entr{'y' if len(rejudged) == 1 else 'ies'} failed vetting (a label not allowed, "
-            f"no reason): judged again (paid) and overwritten, never served: {_ids(rejudged)}"
-        )
-    if errors:
-        notes.append(
-            f"{plural(len(errors), 'recorded judgment')} outside the contract (a label not allowed, no reason, no "
-            f"answered attempt or cache hit, a contradiction) count as evaluator errors: {_ids(errors)}"
-        )
-    if relabelled:
-        notes.append(
-            f"{plural(len(relabelled), 'record')} {agree(len(relabelled), 'carries', 'carry')} a human label or control role that differs from the case file "
-            f"({_ids(relabelled)}); the case file is the answer key"
-        )
-    if out_of_range:
-        notes.append(
-            f"{plural(len(out_of_range), 'record')} {agree(len(out_of_range), 'has', 'have')} a repeat_index outside 0..{repeats - 1} ({_ids(out_of_range)}); "
-            "they are not evidence for this policy"
-        )
-    return Vetted(out, notes)
+            self.errors.add(r.case_id)
+        return v
+
+    def notes(self) -> list[str]:
+        notes: list[str] = []
+        rejudged, errors, relabelled, out_of_range = self.rejudged, self.errors, self.relabelled, self.out_of_range
+        if rejudged:
+            notes.append(
+                f"{len(rejudged)} cache entr{'y' if len(rejudged) == 1 else 'ies'} failed vetting (a label not allowed, "
+                f"no reason): judged again (paid) and overwritten, never served: {rejudged.shown()}"
+            )
+        if errors:
+            notes.append(
+                f"{plural(len(errors), 'recorded judgment')} outside the contract (a label not allowed, no reason, no "
+                f"answered attempt or cache hit, a contradiction) count as evaluator errors: {errors.shown()}"
+            )
+        if relabelled:
+            notes.append(
+                f"{plural(len(relabelled), 'record')} {agree(len(relabelled), 'carries', 'carry')} a human label or control role that differs from the case file "
+                f"({relabelled.shown()}); the case file is the answer key"
+            )
+        if out_of_range:
+            notes.append(
+                f"{plural(len(out_of_range), 'record')} {agree(len(out_of_range), 'has', 'have')} a repeat_index outside 0..{self.repeats - 1} ({out_of_range.shown()}); "
+                "they are not evidence for this policy"
+            )
+        return notes
 
 
-def conflicting_verdicts(records: Sequence[Record]) -> list[str]:
-    """Non-control cases with two `ok` records of the same judgment (case, repeat) that disagree.
+class _Ids:
+    """Records with one problem: how many, and their case ids once each, first seen first."""
 
-    A run never judges one (case, repeat) twice, so this is two runs mixed (`gate decide --records a
-    b`) or an edited file: no file order may pick the verdict, a person does (`unstable_verdict`).
-    Controls are left to `best_records`, where a control that failed anywhere stays failed.
-    """
-    seen: dict[tuple[str, int], set[str | None]] = {}
-    for r in records:
-        if r.status == "ok" and r.control_role is None:
-            seen.setdefault((r.case_id, r.repeat_index), set()).add(r.judge_label)
-    return sorted({case_id for (case_id, _), labels in seen.items() if len(labels) > 1})
+    def __init__(self) -> None:
+        self.count = 0
+        self.unique: dict[str, None] = {}
+
+    def add(self, case_id: str) -> None:
+        self.count += 1
+        self.unique.setdefault(case_id)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def shown(self) -> str:
+        return _ids(list(self.unique))
 
 
 def _ids(ids: Sequence[str]) -> str:

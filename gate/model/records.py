@@ -6,11 +6,13 @@ its verdict. Readers accept every schema version up to the current one.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -26,7 +28,14 @@ from pydantic import (
 
 from gate.model.errors import UsageError
 from gate.model.escape import NAME_RULE, is_name, visible
-from gate.model.loading import MAX_STREAM_BYTES, FileProblem, format_validation_error, read_bytes, surrogate_at
+from gate.model.loading import (
+    MAX_STREAM_BYTES,
+    FileProblem,
+    format_validation_error,
+    open_binary,
+    read_bytes,
+    surrogate_at,
+)
 
 SCHEMA_VERSION = 1
 RECORDS_FILE = "records.jsonl"  # in --out: every judgment of the run, one JSON line each
@@ -224,7 +233,9 @@ def _untyped_verdict_as_error(obj: dict[str, Any]) -> dict[str, Any]:
     return fixed
 
 
-def parse_record(obj: Any, where: str) -> Record:
+def parse_record(obj: Any, where: str, *, surrogates: bool = True) -> Record:
+    """The record a decoded JSON line holds, checked; `surrogates=False`: the caller knows no string
+    of it can hold a lone surrogate (its raw line has no `\\ud` escape), and that walk is skipped."""
     if not isinstance(obj, dict):
         raise RecordsError(f"{where}: a record must be a JSON object; fix: restore the file from the run")
     version = obj.get("schema_version", 1)
@@ -249,7 +260,7 @@ def parse_record(obj: Any, where: str) -> Record:
                 f"{where}: `{key}` '{visible(value, 80)}' is not allowed: use {NAME_RULE}; "
                 "fix: restore the file from the run"
             )
-    text_problem = surrogate_at(obj)
+    text_problem = surrogate_at(obj) if surrogates else None
     if text_problem:
         raise RecordsError(
             f"{where}: `{text_problem}` holds a lone surrogate, which is not text; fix: restore the file"
@@ -261,38 +272,89 @@ def read_records(path: Path, *, tolerate_torn_tail: bool = True) -> list[Record]
     """Read a records.jsonl file. A torn last line (a run killed mid-write) is skipped."""
     try:
         data = read_bytes(path, "records file", MAX_STREAM_BYTES)
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        lineno = data[: exc.start].count(b"\n") + 1
-        raise RecordsError(
-            f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); fix: restore the file from the run's artifact"
-        ) from None
     except FileProblem as exc:
         if "does not exist" in exc.message:
             raise RecordsError(
                 f"{path}: the records file does not exist; fix: pass a run's --out directory or its records.jsonl"
             ) from None
         raise RecordsError(exc.message) from None
-    if not text.strip():
+    if not data.strip():
         raise RecordsError(f"{path}: the records file is empty; fix: pass the records.jsonl of a run that judged cases")
-    lines = text.splitlines()
-    out: list[Record] = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
+    return list(_records_of_lines(path, io.BytesIO(data), tolerate_torn_tail))
+
+
+def iter_records(path: Path, *, start: int = 0) -> Iterator[Record]:
+    """The records of a records.jsonl one line at a time, from byte `start` (a line's start): the
+    whole file is never in memory. The same reading as `read_records` (a torn last line skipped, a
+    bad line a RecordsError naming it); a missing or empty file holds no record."""
+    try:
+        handle = open_binary(path, "records file")
+    except FileProblem as exc:
+        if "does not exist" in exc.message:
+            return
+        raise RecordsError(exc.message) from None
+    with handle:
+        handle.seek(start)
+        yield from _records_of_lines(path, handle, True)
+
+
+@dataclass(frozen=True)
+class RecordsFile:
+    """A run's records as the decision reads them, without holding them: the records file read
+    line by line each time this is iterated (from byte `start`), then `unwritten`, the records a
+    failed write could keep only in memory."""
+
+    path: Path
+    unwritten: tuple[Record, ...] = ()
+    start: int = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        yield from iter_records(self.path, start=self.start)
+        yield from self.unwritten
+
+
+def _records_of_lines(path: Path, lines: Iterable[bytes], tolerate_torn_tail: bool) -> Iterator[Record]:
+    """Each line's record; `lines` keep their b"\n" (a binary file's lines: split there only, since a
+    reason may hold U+2028, which JSON does not escape). Blank lines are skipped; a last line without
+    its newline that is not JSON is torn (a run killed mid-write), skipped."""
+    offset = 0
+    for i, raw in enumerate(lines, start=1):
+        start, offset = offset, offset + len(raw)
+        if not raw.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if tolerate_torn_tail and i == len(lines) and not text.endswith("\n"):
-                break
-            raise RecordsError(f"{path}:{i}: not valid JSON ({exc.msg}); fix: restore the file from the run") from None
-        except (ValueError, RecursionError) as exc:  # thousands of digits; nesting too deep
-            raise RecordsError(
-                f"{path}:{i}: a value cannot be read ({visible(exc, 120) or 'nested too deep'}); "
-                "fix: restore the file from the run"
-            ) from None
-        out.append(parse_record(obj, f"{path}:{i}"))
-    return out
+            yield record_of_line(raw, f"{path}:{i}", start)
+        except TornLine:
+            if not tolerate_torn_tail:
+                raise
+            return
+
+
+class TornLine(RecordsError):
+    """A last line without its newline that is not JSON: a run killed while writing it."""
+
+
+def record_of_line(raw: bytes, where: str, offset: int = 0) -> Record:
+    """The record one line of a records file holds (`offset`: its first byte in the file, for a
+    message). RecordsError names the line; TornLine when it is a last line cut short."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordsError(
+            f"{where}: not UTF-8 text (byte {offset + exc.start}); fix: restore the file from the run's artifact"
+        ) from None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        message = f"{where}: not valid JSON ({exc.msg}); fix: restore the file from the run"
+        raise (RecordsError if raw.endswith(b"\n") else TornLine)(message) from None  # only the last line lacks it
+    except (ValueError, RecursionError) as exc:  # thousands of digits; nesting too deep
+        raise RecordsError(
+            f"{where}: a value cannot be read ({visible(exc, 120) or 'nested too deep'}); "
+            "fix: restore the file from the run"
+        ) from None
+    # A lone surrogate can only come from a `\\udXXX` escape: raw UTF-8 cannot hold one.
+    return parse_record(obj, where, surrogates=b"\\ud" in raw or b"\\uD" in raw)
 
 
 class RecordWriter:
@@ -307,16 +369,24 @@ class RecordWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] = path.open("a", encoding="utf-8")
+        self._fh: IO[bytes] = path.open("ab")
         self._last_sync = time.monotonic()
 
     def write(self, record: Record) -> None:
-        self._fh.write(json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n")
+        self.write_line(record_line(record))
+
+    def write_line(self, line: bytes) -> None:
+        """One record's line as `record_line` made it (a worker's line, copied as it was written)."""
+        self._fh.write(line)
         self._fh.flush()
         now = time.monotonic()
         if now - self._last_sync >= self.FSYNC_INTERVAL_S:
             os.fsync(self._fh.fileno())
             self._last_sync = now
+
+    def size(self) -> int:
+        """The file's length now: where the next record's line starts."""
+        return os.fstat(self._fh.fileno()).st_size
 
     def close(self) -> None:
         if not self._fh.closed:
@@ -329,6 +399,11 @@ class RecordWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def record_line(record: Record) -> bytes:
+    """A record as records.jsonl holds it: one line of JSON, keys sorted, text as it is."""
+    return (json.dumps(record.model_dump(mode="json"), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
 
 
 def write_records(path: Path, records: Iterable[Record]) -> None:

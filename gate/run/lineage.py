@@ -8,7 +8,7 @@ result.json names) is `make_lineage`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,16 +129,17 @@ def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> RecordedJ
     return RecordedJudge(replace(settings, config_fingerprint=most), ragas, most)
 
 
-def recorded_retirement(loaded: LoadedPolicy, records: Sequence[Record]) -> Retirement:
+def recorded_retirement(loaded: LoadedPolicy, records: Iterable[Record]) -> Retirement:
     """The judge model's shutdown date for recorded judgments, without asking anyone: the provider's
     date the latest of the records of this model carries, else the policy's pin (which the team may
-    have corrected since the run), else none."""
+    have corrected since the run), else none. (Read in one pass: the records may be a file.)"""
     model = loaded.policy.evaluator.model
-    for r in reversed(records):
+    latest: Retirement | None = None
+    for r in records:
         if r.evaluator_model in ("", model) and r.judge_shutdown_source == "provider":
-            found = recorded(model, r.judge_shutdown_date, r.judge_shutdown_source)
-            if found is not None:
-                return _with_pin(found, loaded)
+            latest = recorded(model, r.judge_shutdown_date, r.judge_shutdown_source) or latest
+    if latest is not None:
+        return _with_pin(latest, loaded)
     return resolve(model, NOT_ASKED, loaded.policy.evaluator.shutdown_date)
 
 
@@ -151,7 +152,7 @@ def _with_pin(provider: Retirement, loaded: LoadedPolicy) -> Retirement:
 def make_lineage(
     loaded: LoadedPolicy,
     dataset: Dataset,
-    records: Sequence[Record] = (),
+    records: Iterable[Record] = (),
     base_url: str | None = None,
     retirement: Retirement | None = None,
 ) -> Lineage:
@@ -162,7 +163,7 @@ def make_lineage(
         ragas = next((r.ragas_version for r in records if r.ragas_version), "") or installed_version("ragas") or ""
         fingerprint = config_fingerprint(loaded, base_url, installed_version("ragas") or "")
     else:
-        judge = recorded_judge(loaded, records)
+        judge = recorded_judge(loaded, records if isinstance(records, Sequence) else list(records))
         ragas, fingerprint = judge.ragas_version, judge.fingerprint
     return Lineage(
         policy_sha256=loaded.sha256,

@@ -9,7 +9,7 @@ from gate.model.clear_text import kept_reason
 from gate.model.lineage import Lineage
 from gate.model.loading import sha256_hex
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record, RecordShard
+from gate.model.records import Record, RecordShard, RecordWriter, record_line
 from gate.model.retirement import source_of
 from gate.run.lineage import JudgeSettings
 
@@ -78,3 +78,17 @@ def product_fields(case: Case, order_seed: str | None = None) -> dict[str, objec
         "generation": case.generation or None,
         "order_seed": order_seed,
     }
+
+
+def write_or_keep(writer: RecordWriter, record: Record, unwritten: list[Record], line: bytes | None = None) -> None:
+    """Write one record to the records file (`line`: its line as a worker wrote it) and let it go;
+    when the file does not take it whole, keep it in `unwritten` (the decision still reads it) and
+    raise the OSError. A line cut short by the failure is torn: the reader skips it."""
+    line = line if line is not None else record_line(record)
+    before = writer.size()
+    try:
+        writer.write_line(line)
+    except OSError:
+        if writer.size() != before + len(line):
+            unwritten.append(record)
+        raise

@@ -24,12 +24,12 @@ from gate.model.cases import Case, Dataset
 from gate.model.lineage import Lineage
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record, RecordShard, RecordWriter, majority
+from gate.model.records import Record, RecordsFile, RecordShard, RecordWriter, majority
 from gate.plan.selection import Plan
 from gate.run.lineage import JudgeSettings
 from gate.run.outdir import describe
 from gate.run.progress import Progress
-from gate.run.recording import make_record
+from gate.run.recording import make_record, write_or_keep
 from gate.run.signals import STOP_SIGNALS, take
 from gate.run.stop import StopWhenDecided
 from gate.validate.case_checks import NO_CHECKS, CheckResults
@@ -65,7 +65,10 @@ class RecordContext:
 
 
 class Runner:
-    """Judges one plan with its tools; holds the run's state (what was emitted, why it stopped).
+    """Judges one plan with its tools; holds the run's state (why it stopped, the verdicts it checks
+    mid-run), never its records: each is written to the records file as it is made and leaves
+    memory (only one the file could not take stays, in `unwritten`), so a run holds the same memory
+    at its hundred-thousandth judgment as at its first.
 
     A share of the plan (the controls judged first, a worker's cases) is a new Runner over the same
     context (`for_share`), starting with empty state: nothing is copied and reset by hand.
@@ -85,8 +88,13 @@ class Runner:
         self.stop_rule = stop_rule  # the lane's `stop_when_decided` (gate/run/stop.py); None: judge everything
         self.reuse = reuse if reuse is not None else {}
         self.waived_pairs = waived_pairs if waived_pairs is not None else set()  # an active pair_violated override
-        self.emitted: list[Record] = []
-        # case id -> labels of its completed judgments, for the control and pair checks mid-run
+        # Where this runner's records start in the records file (those of an earlier attempt, or
+        # recovered from its journal, come before), and those the file could not take.
+        self.first_byte = tools.writer.size()
+        self.unwritten: list[Record] = []
+        # case id -> labels of its completed judgments, for the control and pair checks mid-run:
+        # of the controls and the pairs' members only (no other verdict is looked at before the end)
+        self.watched = {c.case_id for c in plan.scheduled if c.is_control or c.pair is not None}
         self.ok_labels: dict[str, list[str]] = {}
         self.pair_members: dict[str, list[Case]] = {}
         for c in plan.scheduled:
@@ -125,9 +133,9 @@ class Runner:
         return share
 
     def absorb(self, share: Runner) -> None:
-        """Take in what a share judged in this process (the controls): its records, verdicts and
-        why it stopped, as if this runner had judged them."""
-        self.emitted += share.emitted
+        """Take in what a share judged in this process (the controls): its verdicts, the records its
+        file could not take and why it stopped, as if this runner had judged them."""
+        self.unwritten += share.unwritten
         for case_id, labels in share.ok_labels.items():
             self.ok_labels.setdefault(case_id, []).extend(labels)
         self.stop_reason = share.stop_reason
@@ -199,15 +207,26 @@ class Runner:
             self.context.shard,
         )
 
-    def emit(self, record: Record) -> None:
-        self.emitted.append(record)  # kept in memory even when it cannot be written, for result.json
+    def emit(self, record: Record, line: bytes | None = None) -> None:
+        """Record one judgment: remembered for the checks mid-run, then written (`line`: as a
+        worker wrote it) and let go; kept in memory only when the records file cannot take it."""
         self.remember(record)
+        self.keep(record, line)
+
+    def keep(self, record: Record, line: bytes | None = None) -> None:
+        """Write one record to the records file; after a write failed, keep it in `unwritten`
+        instead, for result.json."""
         if self.failure_kind == "output_failed":
+            self.unwritten.append(record)
             return
         try:
-            self.writer.write(record)
+            write_or_keep(self.writer, record, self.unwritten, line)
         except OSError as exc:
             self.fail_writing(shown_path(self.writer.path), exc)
+
+    def records(self) -> RecordsFile:
+        """What this runner recorded: its part of the records file, then what the file could not take."""
+        return RecordsFile(self.writer.path, tuple(self.unwritten), self.first_byte)
 
     def fail(self, kind: str, message: str) -> None:
         """Stop at once: no new judgment, no retry; the judgments in flight are cancelled."""
@@ -232,7 +251,7 @@ class Runner:
     def remember(self, record: Record) -> None:
         if self.stop_rule is not None and self.stop_rule.after(record) and self.stop_reason is None:
             self.stop_reason = "verdict_decided"  # in-flight judgments finish; nothing new is sent
-        if record.status == "ok":
+        if record.status == "ok" and record.case_id in self.watched:
             self.ok_labels.setdefault(record.case_id, []).append(record.judge_label or "")
 
     async def judge_one(self, case: Case, repeat: int) -> None:
@@ -300,6 +319,8 @@ class Runner:
                     await self.judge_one(case, repeat)
                     remaining[case.case_id] -= 1
                     if remaining[case.case_id] == 0:
+                        del remaining[case.case_id]
+                        self.sent_cases.discard(case.case_id)  # nothing of it waits to be sent any more
                         after_case(case)
                 except Exception as exc:  # a bug, never a verdict: stop, and say so per case
                     self.fail("internal_error", f"a worker failed on {case.case_id}: {type(exc).__name__}: {exc}")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate.model.loading import FileProblem, open_binary
 from gate.model.paths import shown_path
-from gate.model.records import Record, RecordsError, RecordWriter, parse_record, read_records
+from gate.model.records import Record, RecordsError, RecordWriter, TornLine, record_line, record_of_line
 from gate.model.wording import plural
 
 WORKER_RECORDS_GLOB = "records.w*.jsonl"
@@ -25,50 +27,79 @@ UNREADABLE_SUFFIX = ".unreadable"
 
 @dataclass(frozen=True)
 class WorkerFile:
-    """What could be read from one worker's records file, and why the rest could not (None: all read)."""
+    """What reading one worker's records file found: how many records it held, and why the rest
+    could not be read (None: all read)."""
 
     path: Path
-    records: tuple[Record, ...]
+    count: int
     problem: str | None = None
 
 
-def read_worker(path: Path) -> WorkerFile:
-    try:
-        if not path.exists() or (path.is_file() and not path.stat().st_size):
-            return WorkerFile(path, ())
-        return WorkerFile(path, tuple(read_records(path)))
-    except RecordsError as exc:
-        first = str(exc).split("; fix:", 1)[0]  # the fix is the caller's to say
-    except OSError as exc:
-        first = f"{shown_path(path)}: cannot be read ({exc.strerror or type(exc).__name__})"
-    return _salvage(path, first)
+# Each record read, with its line (ending in b"\n") as the worker wrote it.
+Take = Callable[[Record, bytes], None]
 
 
-def _salvage(path: Path, first: str) -> WorkerFile:
-    """Every readable line of a file `read_records` refused at its first bad line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        return WorkerFile(path, (), f"{shown_path(path)}: cannot be read ({reason}), no record kept")
-    lines = data.split(b"\n")
-    torn_tail = lines.pop()  # b"" when the file ends with a newline; else a line cut by a kill
-    kept: list[Record] = []
-    bad = 0
-    for i, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+def read_worker(path: Path, take: Take) -> WorkerFile:
+    """Give `take` every record of a worker's records file that can be read, one at a time (the
+    file is never read whole); what was found (`WorkerReading`)."""
+    reading = WorkerReading(path)
+    for record, line in reading:
+        take(record, line)
+    return reading.found()
+
+
+class WorkerReading:
+    """A worker's records file, iterated one record (and its line) at a time; then `found()`. A
+    torn last line is the judgment the kill cut short: unrun, as `read_records` has it. Any other
+    line that cannot be read is counted, and the first one's reason is the file's problem; the
+    lines after it are still read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = self.bad = 0
+        self.first: str | None = None  # the first problem met
+        self.unopened = False
+
+    def __iter__(self) -> Iterator[tuple[Record, bytes]]:
+        path = self.path
         try:
-            kept.append(parse_record(json.loads(raw.decode("utf-8")), f"{shown_path(path)}:{i}"))
-        except (UnicodeDecodeError, ValueError, RecursionError, RecordsError):
-            bad += 1
-    # A last line cut by a kill mid-write: that judgment is unrun, as read_records has it.
-    with contextlib.suppress(UnicodeDecodeError, ValueError, RecursionError, RecordsError):
-        if torn_tail.strip():
-            kept.append(parse_record(json.loads(torn_tail.decode("utf-8")), f"{shown_path(path)}:{len(lines) + 1}"))
-    return WorkerFile(
-        path, tuple(kept), f"{first}; {plural(bad, 'unreadable line')}, {plural(len(kept), 'record')} kept"
-    )
+            if not path.exists() or (path.is_file() and not path.stat().st_size):
+                return
+            handle = open_binary(path, "records file")
+        except (FileProblem, OSError) as exc:
+            if isinstance(exc, FileProblem):  # "<path>: the records file is a directory; fix: ..."
+                reason = exc.message.split("; fix:", 1)[0].removeprefix(f"{path}: ")
+            else:
+                reason = exc.strerror or type(exc).__name__
+            self.first, self.unopened = f"{shown_path(path)}: cannot be read ({reason})", True
+            return
+        offset = 0
+        with handle:
+            for i, raw in enumerate(handle, start=1):
+                start, offset = offset, offset + len(raw)
+                if not raw.strip():
+                    continue
+                try:
+                    record = record_of_line(raw, f"{path}:{i}", start)
+                except TornLine:
+                    continue  # the last line, cut by a kill: that judgment is unrun
+                except RecordsError as exc:
+                    self.first = self.first or str(exc).split("; fix:", 1)[0]  # the fix is the caller's to say
+                    self.bad += raw.endswith(b"\n")  # a last line cut short is never counted
+                    continue
+                self.count += 1
+                yield record, raw if raw.endswith(b"\n") else record_line(record)
+
+    def found(self) -> WorkerFile:
+        if self.first is None:
+            return WorkerFile(self.path, self.count)
+        if self.unopened:
+            return WorkerFile(self.path, 0, f"{self.first}, no record kept")
+        return WorkerFile(
+            self.path,
+            self.count,
+            f"{self.first}; {plural(self.bad, 'unreadable line')}, {plural(self.count, 'record')} kept",
+        )
 
 
 def set_aside(path: Path) -> Path | None:
@@ -91,12 +122,13 @@ def fold_worker_records(out_dir: Path, records_path: Path) -> list[str]:
     paths = sorted(out_dir.glob(WORKER_RECORDS_GLOB))
     on_file = _identities_on_file(records_path) if paths else set()
     for path in paths:
-        found = read_worker(path)
-        fresh = [r for r in found.records if _identity(r.model_dump(mode="json")) not in on_file]
-        if fresh:
-            with RecordWriter(records_path) as writer:
-                for r in fresh:
-                    writer.write(r)
+        with RecordWriter(records_path) as writer:
+
+            def take(record: Record, line: bytes) -> None:
+                if _identity(json.loads(line)) not in on_file:
+                    writer.write_line(line)
+
+            found = read_worker(path, take)
         if found.problem is None:
             path.unlink()
             continue

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import math
 import multiprocessing
 import os
@@ -48,7 +49,7 @@ from gate.model.cases import Case
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record, RecordsError, read_records
+from gate.model.records import Record, RecordsError, RecordsFile
 from gate.model.states import Finding, State
 from gate.model.wording import plural
 from gate.run.runner import JudgingTools, Runner, judge_all
@@ -395,8 +396,7 @@ def _fold_worker(
 ) -> tuple[str | None, Finding | None]:
     """A worker's records into the run's: a note when it died (not `quiet`: it neither failed nor was
     stopped because another did), a blocker when its records file could not be read whole."""
-    found = read_worker(worker.path)
-    _take_records(runner, found.records)
+    found = read_worker(worker.path, functools.partial(_take_record, runner))
     kept = None if found.problem is None else set_aside(worker.path)
     if found.problem is None:
         worker.path.unlink(missing_ok=True)
@@ -410,7 +410,7 @@ def _fold_worker(
         how = f"signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit {exitcode}"
         _say(
             log,
-            f"gate: worker {label} pid {worker.proc.pid} died ({how}) after {plural(len(found.records), 'judgment')}",
+            f"gate: worker {label} pid {worker.proc.pid} died ({how}) after {plural(found.count, 'judgment')}",
         )
         note = (
             f"worker {label} died ({how}): its unfinished cases are unrun; resume with --resume "
@@ -419,20 +419,18 @@ def _fold_worker(
     if found.problem is None:
         return note, None
     _say(log, f"gate: worker {label}: {found.problem}")
-    return note, _unreadable(runner, found, kept, worker.share, billed, label)
+    return note, _unreadable(runner, found, kept or worker.path, worker.share, billed, label)
 
 
-def _take_records(runner: Runner, records: Sequence[Record]) -> None:
-    """A worker's records into the run's records file, its memory and its progress count."""
+def _take_record(runner: Runner, record: Record, line: bytes) -> None:
+    """One record of a worker's into the run's records file (its line as the worker wrote it), the
+    checks mid-run and the progress count; then it leaves memory."""
+    runner.emit(record, line)
     progress = runner.progress
-    for r in records:
-        runner.writer.write(r)
-        runner.emitted.append(r)
-        runner.remember(r)
-        progress.done += r.status != "skipped"  # never sent: unrun, not done
-        progress.errors += r.status == "error"
-        if r.error_kind == "budget" and runner.stop_reason is None:
-            runner.stop_reason = "budget"
+    progress.done += record.status != "skipped"  # never sent: unrun, not done
+    progress.errors += record.status == "error"
+    if record.error_kind == "budget" and runner.stop_reason is None:
+        runner.stop_reason = "budget"
 
 
 def _bill_unrecorded(runner: Runner, share: Sequence[Case]) -> list[Record]:
@@ -442,29 +440,31 @@ def _bill_unrecorded(runner: Runner, share: Sequence[Case]) -> list[Record]:
         return []
     from gate.run.resume import recovered_records
 
-    try:  # every record of the run so far (an earlier attempt's too), so nothing is billed twice
-        on_file = read_records(runner.writer.path)
+    # every record of the run so far (an earlier attempt's too), so nothing is billed twice
+    try:
+        unrecorded = recover(runner.journal.path, RecordsFile(runner.writer.path, tuple(runner.unwritten)))
     except RecordsError:
-        on_file = list(runner.emitted)
+        unrecorded = recover(runner.journal.path, runner.unwritten)
     ids = {c.case_id for c in share}
-    lost = [u for u in recover(runner.journal.path, on_file) if u.case_id in ids]
+    lost = [u for u in unrecorded if u.case_id in ids]
     billed, _unknown = recovered_records(
         lost, runner.dataset, runner.loaded, runner.lineage, runner.plan.lane, runner.judge
     )
     for r in billed:
-        runner.writer.write(r)
-        runner.emitted.append(r)
+        runner.keep(r)
     return billed
 
 
 def _unreadable(
-    runner: Runner, found: WorkerFile, kept: Path | None, share: Sequence[Case], billed: Sequence[Record], label: str
+    runner: Runner, found: WorkerFile, kept: Path, share: Sequence[Case], billed: Sequence[Record], label: str
 ) -> Finding:
-    """The blocker for a worker's records file that could not be read whole: never a verdict."""
-    judged = {(r.case_id, r.repeat_index) for r in found.records} | set(runner.reuse)
+    """The blocker for a worker's records file that could not be read whole (`kept`: where it is
+    now, read again for the judgments it holds): never a verdict."""
+    judged = set(runner.reuse)
+    read_worker(kept, lambda r, _line: judged.add((r.case_id, r.repeat_index)))
     repeats = runner.plan.repeats
     affected = tuple(c.case_id for c in share if any((c.case_id, i) not in judged for i in range(repeats)))
-    where = f"; the file is kept as {shown_path(kept)}" if kept is not None else ""
+    where = f"; the file is kept as {shown_path(kept)}" if kept != found.path else ""
     return Finding(
         State.EVALUATION_INCOMPLETE,
         "worker_records_unreadable",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gate.cli import main
-from gate.model.records import Attempt, Record, RecordsError, RecordWriter, read_records
+from gate.model.records import Attempt, Record, RecordsError, RecordsFile, RecordWriter, iter_records, read_records
 
 
 def rec(case_id: str = "c-1") -> Record:
@@ -43,6 +43,31 @@ def test_a_torn_last_line_from_a_killed_run_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(rec("a").model_dump(mode="json")) + "\n" + '{"case_id": "b", "sli')
     assert [r.case_id for r in read_records(path)] == ["a"]
+
+
+def test_a_reason_holding_a_line_separator_reads_back_as_written(tmp_path: Path) -> None:
+    """A judge may answer with U+2028 or U+0085, which JSON leaves unescaped: lines end at "\n" only."""
+    path = tmp_path / "records.jsonl"
+    odd = rec("a").model_copy(update={"judge_reason": "states the window\u2028and the fee\x85"})
+    with RecordWriter(path) as writer:
+        writer.write(odd)
+        writer.write(rec("b"))
+    assert read_records(path) == [odd, rec("b")]
+    assert list(iter_records(path)) == [odd, rec("b")]
+
+
+def test_a_run_s_records_file_reads_one_line_at_a_time_from_where_the_run_began(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    with RecordWriter(path) as writer:
+        writer.write(rec("earlier"))
+        start = writer.size()
+        writer.write(rec("a"))
+    with path.open("ab") as fh:
+        fh.write(b'{"case_id": "b", "sli')  # the line a kill cut short
+    unwritten = rec("kept-in-memory")
+    assert [r.case_id for r in RecordsFile(path, (unwritten,), start)] == ["a", "kept-in-memory"]
+    assert [r.case_id for r in RecordsFile(path)] == ["earlier", "a"]
+    assert list(RecordsFile(tmp_path / "none.jsonl")) == []
 
 
 def test_a_corrupt_line_in_the_middle_names_file_and_line(tmp_path: Path) -> None:
