@@ -488,11 +488,12 @@ def _review_queue_flags(parser: argparse.ArgumentParser) -> None:
         "--sample",
         type=_positive,
         metavar="N",
-        help="draw the first N of each stratum's seeded order (product run default: every judged-fail answer "
-        "and 100 judged-pass ones per slice; other sources: all)",
+        help="draw the first N of each slice's seeded order (default: all); refused for a product run, whose "
+        "queue is the audit plan the run fixed",
     )
     parser.add_argument(
-        "--seed", help="the draw's seed (default: the product run's responses_sha256, else the source's)"
+        "--seed",
+        help="the draw's seed (default: the source's sha256); refused for a product run, whose seed the run fixed",
     )
     _path_flag(
         parser, "--responses", "the answers a product run judged, when it kept no copy (records.clear_text false)"

@@ -372,6 +372,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--responses", metavar="FILE", help="a product lane's answers (JSON Lines), passed to gate run")
     ap.add_argument("--base-result", metavar="DIR", help="a base run's output directory, passed to gate run")
+    ap.add_argument("--order-seed", metavar="S", help="a recorded product run's seed to replay, passed to gate run")
     ap.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds the provider takes per reply")
     ap.add_argument(
         "--retires-in",
@@ -505,6 +506,8 @@ def _main(argv: Sequence[str] | None) -> int:
             gate_args += ["--responses", args.responses]
         if args.base_result:
             gate_args += ["--base-result", args.base_result]
+        if args.order_seed:
+            gate_args += ["--order-seed", args.order_seed]
         code = gate_main(gate_args)
         said = fake.default.refusals() if isinstance(fake.default, ByModel) else ""
         say(sys.stdout, f"\n{fake.count()} HTTP requests reached the offline provider{said}; gate exited {code}")

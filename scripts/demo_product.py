@@ -111,6 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             against = f" --base-result {Path(args.out) / base}"
         say(sys.stdout, f"\n=== app {version}: gate run --lane app --responses {policy_dir / responses}{against} ===\n")
         sys.stdout.flush()
+        if version == AUDIT[0]:
+            # The run people audited (audit/, made from a recorded run of v2.4), replayed: its order seed, so
+            # its audit plan is the one they labelled. A run of its own would draw another seed, and its plan
+            # other answers than those labelled.
+            seed = audited_seed(policy_dir / AUDIT[2])
+            extra += ["--order-seed", seed]
+            say(sys.stdout, f"(a replay of the run people audited: --order-seed {seed}, from {AUDIT[2]})\n")
         run = ["--policy", args.policy, "--lane", "app", "--out", str(out), "--rule-judge"]
         code = demo_offline.main([*run, "--responses", str(policy_dir / responses), *extra])
         result_path = out / "result.json"
@@ -138,6 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'raw' is the share the judge failed; 'corrected' allows for the failures the judge misses, so it is higher.",
     )
     return 0
+
+
+def audited_seed(queue: Path) -> str:
+    """The order seed of the run the committed audit was made on: its queue's header names it."""
+    header = json.loads(queue.read_text(encoding="utf-8").splitlines()[0])
+    seed: str = header["queue"]["design"]["seed"]
+    return seed
 
 
 def print_summary(summary: Sequence[str], out: IO[str]) -> None:

@@ -1,7 +1,9 @@
 """People's audit of app v2.4 in the product example: policies/example-product/audit/, made through the review API.
 
-Runs app v2.4 through the product lane offline (scripts/demo_offline.py --rule-judge), makes its audit
-queue with `gate review queue --from` (all the answers the judge failed, 100 it passed, per slice),
+Runs app v2.4 through the product lane offline (scripts/demo_offline.py --rule-judge), replaying the
+seed of the committed audit (so its draw is kept; `--order-seed new` draws another), makes its audit
+queue with `gate review queue --from` (the run's audit plan: all the answers the judge failed, as many
+as 100 it passed, per slice),
 then two reviewers label every item through `gate review serve`'s JSON API (GET /api/next, POST
 /api/label with the page's CSRF token), driven in process: each reads the answer and labels it as the
 example's truth has it (scripts/make_product_example.py knows which answers are wrong: a figure the
@@ -14,6 +16,7 @@ audit/ledger/ (one file per reviewer), which `make demo-product` decides v2.4 wi
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -70,13 +73,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.chdir(ROOT)  # the queue names the run it was made from relative to here
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=PRODUCT / "audit", help="where queue.jsonl and ledger/ go")
+    ap.add_argument(
+        "--order-seed",
+        default=None,
+        help="replay this run seed (default: the seed of the queue in --out, so the committed audit's draw is kept; "
+        "`--order-seed new` lets the run draw a fresh one)",
+    )
     args = ap.parse_args(argv)
     policy = PRODUCT / "policy.yaml"
+    seed = args.order_seed if args.order_seed != "new" else None
+    if args.order_seed is None and (args.out / "queue.jsonl").is_file():
+        header = json.loads((args.out / "queue.jsonl").read_text(encoding="utf-8").splitlines()[0])
+        seed = header["queue"]["design"]["seed"]
+    replay = ["--order-seed", seed] if seed else []
     with tempfile.TemporaryDirectory(dir=ROOT, prefix="gate-out-audit-") as tmp:
         run = Path(tmp).relative_to(ROOT) / "v2.4"
         code = demo_offline.main(
             ["--policy", str(policy), "--lane", "app", "--out", str(run), "--rule-judge",
-             "--responses", str(PRODUCT / "responses" / "app-v2.4.jsonl")]
+             "--responses", str(PRODUCT / "responses" / "app-v2.4.jsonl"), *replay]
         )  # fmt: skip
         if code not in (0, 1, 4):
             print(f"make_product_audit: the v2.4 run ended {code}", file=sys.stderr)

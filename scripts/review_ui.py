@@ -2,8 +2,8 @@
 
 What it asserts, on the shipped product example, in a scratch directory (nothing of the checkout
 is written but the screenshot):
-1. a product run of policies/example-product (app v2.4, the offline rule judge), then
-   `gate review queue --from` that run: the audit, three answers of each stratum;
+1. a product run of policies/example-product (app v2.4, the offline rule judge, six questions a
+   slice), then `gate review queue --from` that run: its audit plan, every answer it judged;
 2. two reviewers, each in a browser of their own and at the same time, label the whole queue by
    keyboard alone (their name and Enter; a number key, the reason, Enter; U to undo once), each by
    the example's truth rule, but for one answer the second gets wrong; at every item the page's DOM holds neither the judge's verdict nor its
@@ -348,13 +348,61 @@ def xss_shown_as_text(work: Path) -> None:
             driver.quit()
 
 
-def build_run_and_queue(work: Path) -> None:
+PER_SLICE = 6  # the example's questions kept per slice: an audit plan two people label in a few minutes
+
+
+def small_product(work: Path) -> None:
+    """The example, PER_SLICE questions of each slice kept (half of them answered wrong in v2.4 where the
+    slice has that many), each slice's limit one its audit can decide: a run whose audit plan (the run fixes it: `gate review
+    queue` takes no --sample for a product run) is every answer it judged, 18 of them."""
+    import make_product_example
+    import yaml
+
+    wrong = make_product_example.wrong_answers()["v2.4"]
     shutil.copytree(ROOT / PRODUCT, work / PRODUCT)
-    print("1. a product run of the example (app v2.4, the offline rule judge)", flush=True)
+    cases = work / PRODUCT / "cases" / "product.jsonl"
+    kept: dict[tuple[str, bool], list[str]] = {}  # half of them wrong answers where the slice has them
+    for line in cases.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        key = (row["slice"], row["case_id"] in wrong)
+        if len(kept.setdefault(key, [])) < PER_SLICE // 2:
+            kept[key].append(line)
+    for (slice_name, is_wrong), lines in list(kept.items()):
+        if not is_wrong:  # right answers fill what the slice's wrong ones leave
+            lines += _more_right(cases, slice_name, wrong, PER_SLICE - len(kept.get((slice_name, True), [])), lines)
+    cases.write_text("".join(f"{x}\n" for lines in kept.values() for x in lines), encoding="utf-8")
+    ids = {json.loads(x)["case_id"] for lines in kept.values() for x in lines}
+    for responses in (work / PRODUCT / "responses").glob("*.jsonl"):
+        answers = [x for x in responses.read_text(encoding="utf-8").splitlines() if json.loads(x)["case_id"] in ids]
+        responses.write_text("".join(f"{x}\n" for x in answers), encoding="utf-8")
+    policy_path = work / PRODUCT / "policy.yaml"
+    policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
+    for name, limits in policy["slices"].items():
+        # Limits an audit of six answers can decide: far below a slice half wrong, far above one nearly right.
+        limits["max_failure_rate"] = 0.01 if len(kept.get((name, True), [])) > 1 else 0.9
+    policy_path.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
+
+
+def _more_right(cases: Path, slice_name: str, wrong: set[str], want: int, have: list[str]) -> list[str]:
+    more = []
+    for line in cases.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if len(have) + len(more) >= want:
+            break
+        if row["slice"] == slice_name and row["case_id"] not in wrong and line not in have:
+            more.append(line)
+    return more
+
+
+def build_run_and_queue(work: Path) -> None:
+    small_product(work)
+    print(
+        f"1. a product run of the example, {PER_SLICE} questions a slice (app v2.4, the offline rule judge)", flush=True
+    )
     offline_run("--policy", f"{PRODUCT}/policy.yaml", "--lane", "app", "--out", "gate-out", "--rule-judge",
                 "--responses", f"{PRODUCT}/responses/app-v2.4.jsonl", cwd=work)  # fmt: skip
-    print("2. gate review queue --from gate-out --sample 3", flush=True)
-    print(gate("review", "queue", "--policy", f"{PRODUCT}/policy.yaml", "--from", "gate-out", "--sample", "3",
+    print("2. gate review queue --from gate-out: the run's audit plan", flush=True)
+    print(gate("review", "queue", "--policy", f"{PRODUCT}/policy.yaml", "--from", "gate-out",
                "--out", "queue.jsonl", cwd=work), flush=True)  # fmt: skip
 
 

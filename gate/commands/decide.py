@@ -138,7 +138,7 @@ def evidence_of_records(
     cal_findings, cal_sections = requirement.evidence(calibration)
     base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
     run_dir = audit.run_dir if audit is not None else None
-    audited = _audit(loaded, lane, audit, dataset.responses_sha256)
+    audited = _audit(loaded, lane, audit)
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -179,39 +179,15 @@ def _one_order_seed(records: Sequence[Record], lane: str) -> str | None:
 
 @dataclass(frozen=True)
 class AuditInputs:
-    """`gate decide --audit LEDGER [--audit-queue QUEUE]`, and the run's directory (the default draw's seed)."""
+    """`gate decide --audit LEDGER [--audit-queue QUEUE]`, and the run's directory (named in the queue command)."""
 
     ledger: Path | None
     queue: Path | None
     run_dir: Path
 
 
-def _audit(loaded: LoadedPolicy, lane: str, given: AuditInputs | None, responses_sha256: str) -> AuditEvidence | None:
-    """People's audit of the recorded run; the default draw's seed is the run's responses_sha256 (from
-    --responses, or what the run left in its directory)."""
+def _audit(loaded: LoadedPolicy, lane: str, given: AuditInputs | None) -> AuditEvidence | None:
+    """People's audit of the recorded run (`--audit`, else the policy's `lanes.<lane>.audit`)."""
     ledger = given.ledger if given is not None else None
     queue = given.queue if given is not None else None
-    run_dir = given.run_dir if given is not None else Path(".")
-    if ledger is None and loaded.policy.lanes[lane].audit is None:
-        return audit_of(loaded, lane, ledger, queue, seed="")
-    return audit_of(loaded, lane, ledger, queue, seed=responses_sha256 or _run_seed(run_dir))
-
-
-def _run_seed(run_dir: Path) -> str:
-    """The run's responses_sha256: its result.json's lineage, or the answers it kept (responses.jsonl)."""
-    from gate.model.loading import FileProblem, read_bytes, sha256_hex
-    from gate.model.result import ResultProblem, load_result
-
-    if (run_dir / "result.json").is_file():
-        try:
-            lineage = load_result(run_dir / "result.json", "the run's result").lineage
-        except ResultProblem:
-            lineage = None
-        if lineage is not None and lineage.responses_sha256:
-            return lineage.responses_sha256
-    if (run_dir / "responses.jsonl").is_file():
-        try:
-            return sha256_hex(read_bytes(run_dir / "responses.jsonl", "the run's answers"))
-        except FileProblem:
-            pass
-    return ""
+    return audit_of(loaded, lane, ledger, queue)

@@ -329,6 +329,7 @@ def policy_text(
         out += k("slices.<slice>.priority", "priority: 100", 4, True)
         out += k("slices.<slice>.max_failure_rate", "max_failure_rate: 0.02", 4, True)
         out += k("slices.<slice>.max_failures", "max_failures: 0", 4, True)
+        out += k("slices.<slice>.require_audit", "require_audit: true", 4, True)
     out += ["", *k("limits", "limits:", 0), *k("limits.max_evaluator_errors", "max_evaluator_errors: 0", 2)]
     out += [*k("limits.max_total_cost", "max_total_cost: 1.00", 2), ""]
     out += [*k("missing_evidence", "missing_evidence: block", 0), "", *_lanes_text(), ""]
@@ -385,6 +386,7 @@ def _lanes_text() -> list[str]:
     )
     out += k("lanes.<lane>.fail_on_regression", "  fail_on_regression: true", 2, True)
     out += k("lanes.<lane>.audit", "  audit: audit/ledger", 2, True)
+    out += k("lanes.<lane>.require_audit", "  require_audit: true", 2, True)
     return out
 
 

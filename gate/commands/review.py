@@ -35,7 +35,6 @@ from gate.review.status import NO_SLICE, SliceStatus, slice_status
 if TYPE_CHECKING:
     from gate.review.label_studio_ledger import Plan
 
-DEFAULT_PASS_SAMPLE = 100  # judged-pass answers drawn per slice unless --sample says
 ALL = "all"  # the one stratum of a sample that is not an audit's
 RESPONSES_FILE = "responses.jsonl"
 PROPOSED_CASES = "proposed-cases.jsonl"
@@ -58,6 +57,7 @@ class Built:
     items: list[QueueItem]
     sources: list[dict[str, Any]]
     design: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the queue leaves out, and why
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ def build_queue(req: QueueRequest) -> Written:
     loaded = load_policy(req.policy)
     built = _built(loaded, req)
     if not built.items:
-        raise UsageError(f"--from {shown_path(req.source)}: it holds no answer to review; nothing was written")
+        why = "; ".join(built.notes) if built.notes else "it holds no answer to review"
+        raise UsageError(f"--from {shown_path(req.source)}: {why}; nothing was written")
     header = QueueHeader(
         policy_id=loaded.policy.policy_id,
         policy_path=os.path.relpath(
@@ -158,27 +159,47 @@ def _lane_of(result: dict[str, Any]) -> str | None:
 
 
 def _product(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any], responses_sha: str) -> Built:
+    """The run's audit plan, exactly: per slice the planned answers of each stratum, in their seeded
+    draw order (gate/decide/product/audit_plan.py), as `gate decide` on the run's records computes it."""
     from gate.decide.product.answers import answers_of
 
+    for flag, given in (("--seed", req.seed), ("--sample", req.sample)):
+        if given is not None:
+            raise UsageError(
+                f"{flag}: {shown_path(req.source)} is a product run, whose audit plan (the seed, and how many answers "
+                "of each stratum people label) the run fixed before anyone saw a verdict; another draw or size would "
+                "let a team pick its own sample, and the gate uses the plan's labels only; fix: drop " + flag
+            )
     responses = _answers_file(req, responses_sha)
     decision = _run_outcomes(req, _lane_of(result), responses)
-    seed = req.seed if req.seed is not None else responses_sha
+    product = decision.result.product if decision.result is not None else None
+    if product is None or product.order_seed is None:
+        raise UsageError(
+            f"--from {shown_path(req.source)}: the run's records carry no order seed, so it fixed no audit plan (a run "
+            "made before the gate fixed one); fix: run the lane again and make the queue from that run"
+        )
     items: list[QueueItem] = []
     strata: dict[str, dict[str, dict[str, int]]] = {}
-    for slice_name, answers in answers_of(decision.outcomes).items():
-        cases = {o.case.case_id: o.case for o in answers.judged}
-        failing = set(answers.failing)
-        population = {
-            JUDGED_FAIL: [c for c in cases if c in failing],
-            JUDGED_PASS: [c for c in cases if c not in failing],
-        }
+    notes: list[str] = []
+    answers = answers_of(decision.outcomes)
+    for slice_name, row in product.slices.items():
+        plan = row.audit_plan
+        judged = answers.get(slice_name)
+        if plan is None or judged is None:
+            continue
+        if judged.unjudged:
+            notes.append(
+                f"slice {slice_name}: {plural(len(judged.unjudged), 'answer')} not judged yet, so its audit plan is not "
+                "final; nothing of it is queued: judge the rest (`gate run --resume`) and make the queue again"
+            )
+            continue
+        if plan.undecidable is not None:
+            notes.append(f"slice {slice_name}: nothing is queued: {plan.undecidable}")
+        cases = {o.case.case_id: o.case for o in judged.judged}
         strata[slice_name] = {}
-        for stratum, ids in population.items():
-            order = draw_order(seed, slice_name, stratum, ids)
-            default = len(order) if stratum == JUDGED_FAIL else DEFAULT_PASS_SAMPLE
-            drawn = order[: req.sample if req.sample is not None else default]
-            strata[slice_name][stratum] = {"population": len(order), "sample": len(drawn)}
-            items += [_case_item(cases[c], "product-audit", stratum, i) for i, c in enumerate(drawn)]
+        for stratum, planned in ((JUDGED_FAIL, plan.judged_fail), (JUDGED_PASS, plan.judged_pass)):
+            strata[slice_name][stratum] = {"population": planned.population, "sample": planned.sample}
+            items += [_case_item(cases[c], "product-audit", stratum, i) for i, c in enumerate(planned.case_ids)]
     sources = [
         {
             "kind": "product-run",
@@ -188,8 +209,8 @@ def _product(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any], re
             "responses_sha256": responses_sha,
         }
     ]
-    design = {"seed": seed, "strata": strata}
-    return Built("product-audit", items, sources, design)
+    design = {"seed": product.order_seed, "strata": strata}
+    return Built("product-audit", items, sources, design, notes)
 
 
 def _case_item(case: Case, source: str, stratum: str | None = None, draw: int | None = None) -> QueueItem:
@@ -362,7 +383,10 @@ def summary_lines(written: Written) -> list[str]:
     lines += [f"  {visible(key, 120)}: {n}" for key, n in sorted(counts.items())]
     for slice_name, strata in sorted((built.design.get("strata") or {}).items()):
         shown = ", ".join(f"{s} {v['sample']} of {v['population']}" for s, v in strata.items())
-        lines.append(f"  audit draw {visible(slice_name, 80)}: {shown} (seed {str(built.design['seed'])[:12]})")
+        lines.append(
+            f"  audit plan {visible(slice_name, 80)}: {shown} (the run's seed {visible(str(built.design['seed']), 80)})"
+        )
+    lines += [f"  {visible(note, 600)}" for note in built.notes]
     lines.append(
         f"next: gate review serve {shown_path(written.path)} --ledger labels/   (each reviewer labels, blind), then "
         f"gate review status {shown_path(written.path)} --ledger labels/"

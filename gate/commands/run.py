@@ -31,6 +31,7 @@ from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide import settled
 from gate.decide.core import Decision
+from gate.decide.product.audit_plan import refuse_other_queue
 from gate.decide.product.verdict import ProductEvidence, new_stop_check
 from gate.decide.retirement import retired_message, shut_down_detail
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
@@ -247,13 +248,10 @@ def _prepare(
         if opts.base_result is not None
         else None
     )
-    audit = audit_of(
-        loaded,
-        opts.lane,
-        opts.audit,
-        opts.audit_queue,
-        seed=dataset.responses_sha256 or "",
-    )
+    audit = audit_of(loaded, opts.lane, opts.audit, opts.audit_queue)
+    if audit is not None and audit.queue is not None and plan.order_seed is not None:
+        # Refused before anything is paid: a queue of another seed is another draw than this run's plan.
+        refuse_other_queue(audit.queue, plan.order_seed)
     product = product_evidence(loaded, opts.lane, calibration, base, audit, opts.out_dir)
     # When the judge's model shuts down: asked once, before anything is paid (a dry run asks nobody).
     retirement = judge_retirement(loaded, base_url, api_key, ask=not opts.dry_run)

@@ -48,6 +48,7 @@ def product_evidence(
         confidence=spec.confidence,
         sequential=spec.stop_when_decided,
         fail_on_regression=spec.fail_on_regression,
+        require_audit=spec.require_audit,
         calibrated=calibrated,
         judges=judges,
         base=base,
@@ -89,8 +90,6 @@ def audit_of(
     lane: str,
     ledger: Path | None,
     queue: Path | None,
-    *,
-    seed: str,
 ) -> AuditEvidence | None:
     """People's audit of the run (`--audit`, else `lanes.<lane>.audit`), None without one; `--audit-queue`
     without a ledger is a usage error."""
@@ -123,7 +122,6 @@ def audit_of(
     return read_audit(
         ledger,
         queue,
-        seed=seed,
         rubrics=loaded.policy.rubrics,
         reviewers=loaded.policy.review.reviewers_per_item,
     )
@@ -182,7 +180,12 @@ def product_lane_check(
             f"and the {n} answers lane {lane} holds, the smallest max_failure_rate it could pass is {floor} (no answer "
             f"judged fail); its limit is {fr.percent(limit)}"
         )
+        audit_floor, audit_note = audit_before_run(
+            n, counts, limit, spec.confidence, loaded.policy.review.reviewers_per_item
+        )
+        notes.append(f"slice {name}: {audit_note}")
         if best.high > limit:
+            audit = ", or people's audit of the run (--audit)" if audit_floor <= limit else ""
             findings.append(
                 Finding(
                     State.REVIEW_REQUIRED,
@@ -190,12 +193,42 @@ def product_lane_check(
                     f"slice {name}: its limit {fr.percent(limit)} is below {floor}, the smallest max_failure_rate its "
                     f"calibration (Se {accuracy.se.x}/{accuracy.se.n}, Sp {accuracy.sp.x}/{accuracy.sp.n}) and the {n} "
                     f"answers lane {lane} holds could pass even with no answer judged fail: no run can pass it; fix: "
-                    "more answers, more labelled answers in calibration, or people's audit of the run (--audit), or a "
-                    "limit the evidence can reach",
+                    f"more answers, more labelled answers in calibration{audit}, or a limit the evidence can reach",
                     slice=name,
                 )
             )
     return ProductCheck(tuple(findings), tuple(notes))
+
+
+def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: float, reviewers: int) -> tuple[float, str]:
+    """What an audit of a run of `n` answers can do, known before the run (the run fixes its plan from
+    its seed and what the judge says): the smallest limit any audit of them could pass (every answer
+    labelled, none failing; by the audit's own test), and the plan of a run whose answers fail at half
+    the limit, the judge failing them as calibration's Se and Sp predict."""
+    from gate.decide.product.audit_plan import plan_words, planned_counts
+    from gate.estimate import audit_rate as ar
+    from gate.estimate import failure_rate as fr
+
+    clean = ar.audit_rate(
+        fail_sample=ar.StratumSample(0, 0, 0, 0, ()),
+        pass_sample=ar.StratumSample(n, n, 0, n, ()),
+        confidence=confidence,
+    )
+    se = counts.true_fail / max(1, counts.true_fail + counts.false_pass)
+    sp = counts.true_pass / max(1, counts.true_pass + counts.false_fail)
+    rate = limit / 2
+    k = min(n, round(n * (se * rate + (1 - sp) * (1 - rate))))
+    a_f, a_p, undecidable = planned_counts(judged_fail=k, n=n, counts=counts, limit=limit, confidence=confidence)
+    plan = (
+        f"no audit of that run could decide it ({undecidable})"
+        if undecidable is not None
+        else f"its audit plan would be {plan_words(k, a_f, n - k, a_p, reviewers)}"
+    )
+    return clean.high, (
+        f"no audit of {n} answers can pass a limit below {fr.percent(clean.high, 'up')} (every answer labelled, none "
+        f"failing); for a run whose answers fail at half its limit ({fr.percent(rate)}: about {k} judged fail, as "
+        f"calibration's Se and Sp predict), {plan}; the run fixes its own plan from its seed"
+    )
 
 
 @dataclass(frozen=True)

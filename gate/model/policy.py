@@ -176,6 +176,8 @@ class SliceLimit(Strict):
     # A product lane, zero tolerance: every answer the judge fails must be audited by people, and more
     # than this many they confirm fails the slice.
     max_failures: int | None = Field(default=None, ge=0)
+    # A product lane: the slice cannot pass without people's labels on this run's audit plan.
+    require_audit: bool = False
 
 
 class Limits(Strict):
@@ -197,6 +199,8 @@ class Lane(Strict):
     fail_on_regression: bool = False
     # A product lane: the ledger of people's labels on this run's audit queue (relative to the policy).
     audit: str | None = Field(default=None, min_length=1)
+    # A product lane: no slice passes without people's labels on this run's audit plan.
+    require_audit: bool = False
     # Whether the lane gates a release (a retiring judge blocks it); None: it does when it runs
     # `held_out` cases or is a product lane (`is_release`).
     release: bool | None = None
@@ -493,8 +497,14 @@ class Policy(Strict):
 
     def _check_product_lanes(self) -> None:
         for name, lane in self.lanes.items():
-            if not lane.product and (lane.fail_on_regression or lane.audit or "confidence" in lane.model_fields_set):
-                key = "fail_on_regression" if lane.fail_on_regression else "audit" if lane.audit else "confidence"
+            product_only = {
+                "fail_on_regression": lane.fail_on_regression,
+                "audit": lane.audit is not None,
+                "require_audit": lane.require_audit,
+                "confidence": "confidence" in lane.model_fields_set,
+            }
+            key = next((k for k, on in product_only.items() if on), None)
+            if not lane.product and key is not None:
                 raise ValueError(
                     f"`lanes.{name}.{key}` applies to a product lane only; fix: add `product: true` to "
                     f"`lanes.{name}`, or remove `{key}`"

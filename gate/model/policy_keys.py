@@ -195,6 +195,12 @@ RULES: dict[str, tuple[str, str]] = {
         "(an error the lane tolerates, a tie) keeps it open; see docs/PRODUCT_GATE.md.",
         "max_failures: 0",
     ),
+    "slices.<slice>.require_audit": (
+        "A product lane only: the slice cannot pass without people's labels on the run's audit plan "
+        "(`audit_required` until a final label is on a planned answer of each stratum); the lane's "
+        "`require_audit` does it for every slice; see docs/PRODUCT_GATE.md.",
+        "require_audit: true",
+    ),
     "slices.<slice>.priority": ("Lower runs first when the budget is tight.", "priority: 0"),
     "limits": ("Run-wide limits.", "limits: {...}"),
     "limits.max_evaluator_errors": (
@@ -255,6 +261,14 @@ RULES: dict[str, tuple[str, str]] = {
         "is `judge_retiring`. Absent: a lane that runs `held_out` cases (it certifies the judge) or a product lane "
         "is one; any other lane only says how many days are left.",
         "release: true",
+    ),
+    "lanes.<lane>.require_audit": (
+        "A product lane only: no slice passes without people's labels on the run's audit plan: where no label "
+        "of the plan decides a slice (no ledger, a ledger of another release, labels on one stratum only) it is "
+        "`audit_required` (`review_required`), whatever the calibration estimate says. For a release lane, so "
+        "that a judge that errs more on this run's answers than on calibration's cannot pass it alone; see "
+        "docs/PRODUCT_GATE.md.",
+        "require_audit: true",
     ),
     "lanes.<lane>.fail_on_regression": (
         "A product lane only: block when a slice fails more often than on the base run. Refused beside "

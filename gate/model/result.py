@@ -552,6 +552,29 @@ class ProductAudit(Part):
     labels_disagree: bool = False
 
 
+class PlannedStratum(Part):
+    """One stratum of a slice's audit plan: its answers this run judged, and the planned prefix of its
+    seeded draw (`sample` of them, their case ids in draw order)."""
+
+    population: int
+    sample: int
+    case_ids: list[str]
+
+
+class AuditPlan(Part):
+    """Which of the slice's answers people label, fixed from the run's order seed before anyone labels
+    (gate/decide/product/audit_plan.py): the audit's verdict reads exactly this sample."""
+
+    seed: str
+    judged_fail: PlannedStratum
+    judged_pass: PlannedStratum
+    items: int
+    labels: int  # items x reviewers_per_item
+    reviewers_per_item: int
+    # Why no plan of this run can decide the slice's limit, and what would (then the plan is empty).
+    undecidable: str | None = None
+
+
 class ZeroTolerance(Part):
     """`max_failures`: every answer the judge failed audited, at most this many confirmed failing."""
 
@@ -596,6 +619,10 @@ class ProductSlice(Part):
     # A lane that stops once decided: the look that decided the slice (the first `n` answers judged,
     # `judged_fail` of them failed), whose interval and verdict these are. None while it is open.
     decided_at: ProductLook | None = None
+    # The run's audit plan of the slice (None in results written before it, or without an order seed).
+    audit_plan: AuditPlan | None = None
+    # `require_audit`, and no label of the plan decides the slice: it cannot pass (blocker audit_required).
+    audit_required: bool = False
 
 
 class Product(Part):

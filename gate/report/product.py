@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gate.decide.product.audit_plan import plan_words
 from gate.estimate.failure_rate import percent, span
 from gate.model.escape import code as code_id
 from gate.model.escape import id_list, visible, xml_text
@@ -56,6 +57,7 @@ class SliceView:
     zero: str | None = None  # the zero-tolerance count (`max_failures`)
     decided_by_person: str | None = None  # an override of the slice's open verdict: who approved it
     look: str | None = None  # a lane that stops once decided: the look that decided the slice
+    plan: str | None = None  # the run's audit plan of the slice: what people label, or why nobody does
 
 
 def _judge_rate(rate: ProductRate | None) -> str:
@@ -130,6 +132,8 @@ def shown_verdict(s: ProductSlice) -> tuple[str, str]:
     joined by zero tolerance's when that blocks the slice, so a slice people confirmed failing never
     reads as a green "passed"."""
     words = VERDICT_TEXT.get(s.verdict, s.verdict)
+    if s.audit_required and s.verdict == "passed":
+        return "inconclusive", "audit required (the calibration estimate alone passed it)"
     z = s.zero_tolerance
     if z is None or z.verdict == "passed":
         return s.verdict, words
@@ -164,6 +168,18 @@ def _zero_text(s: ProductSlice) -> str | None:
     )
 
 
+def _plan_text(s: ProductSlice) -> str | None:
+    """The run's audit plan of the slice, fixed before anyone labels: its items and labels, or why no
+    plan of this run can decide the limit (then nobody is asked to label)."""
+    plan = s.audit_plan
+    if plan is None:
+        return None
+    if plan.undecidable is not None:
+        return f"audit plan: nothing to label: {plan.undecidable}"
+    f, p = plan.judged_fail, plan.judged_pass
+    return f"audit plan: {plan_words(f.population, f.sample, p.population, p.sample, plan.reviewers_per_item)}"
+
+
 def _look_text(s: ProductSlice) -> str | None:
     """When answers were judged after the look that decided the slice: which look it was."""
     look = s.decided_at
@@ -196,6 +212,7 @@ def slice_view(name: str, s: ProductSlice) -> SliceView:
         audit=_audit_text(s),
         zero=_zero_text(s),
         look=_look_text(s),
+        plan=_plan_text(s),
     )
 
 
@@ -239,9 +256,15 @@ def method_line(product: Product) -> str:
         if audited
         else ""
     )
+    seed = (
+        f" The order and the audit plans are drawn with seed {visible(product.order_seed, 200)}, fixed when the run "
+        "started."
+        if product.order_seed
+        else ""
+    )
     return (
         f"Method {product.method}{looks}. Se: the share of labelled failing answers the judge caught; "
-        f"Sp: the share of labelled passing answers it passed (from calibration).{audit}"
+        f"Sp: the share of labelled passing answers it passed (from calibration).{audit}{seed}"
     )
 
 
@@ -279,6 +302,8 @@ def product_section(result: Result) -> list[str]:
             notes.append(f"- {code_id(v.name)}: {escape(v.zero, 800)}")
         if v.look:
             notes.append(f"- {code_id(v.name)} {escape(v.look, 600)}")
+        if v.plan:
+            notes.append(f"- {code_id(v.name)} {escape(v.plan, 800)}")
         if v.hint:
             notes.append(f"- {code_id(v.name)}: {escape(v.hint, 600)}")
         if v.base:

@@ -248,6 +248,8 @@ def _product(result: Result, console: Console) -> None:
             print_indented(console, 4, safe_text(v.zero, 800))
         if v.look:
             print_indented(console, 4, safe_text(v.look, 600))
+        if v.plan:
+            print_indented(console, 4, safe_text(v.plan, 800))
         if v.hint:
             print_indented(console, 4, whole_text(v.hint, "result.json"))
         if v.base:

@@ -1,25 +1,24 @@
-"""People's audit of a product run, read for the decision: each item's final label, and the draw.
+"""People's audit of a product run, read for the decision: each item's final label, and the queue.
 
 `--audit LEDGER` (or `lanes.<lane>.audit`) names the ledger people appended to while labelling the
-run's audit queue (`gate review queue --from OUT`); `--audit-queue QUEUE` names that queue, whose
-items say each answer's stratum and place in the draw. Without it the draw is rebuilt: each stratum
-of the run in the default seed's order (the run's responses_sha256), which is the order the queue
-cuts. The ledger, the queue and the labels are untrusted: a line that does not parse, names no
-item of the queue, or a rubric the policy no longer has is a usage error naming the file and line
-(gate/review/ledger.py).
+run's audit queue (`gate review queue --from OUT`); `--audit-queue QUEUE` names that queue. Which
+answers count is the run's own audit plan (gate/decide/product/audit_plan.py, drawn from the run's
+order seed), never the queue's: a given queue is only checked against the plan, and refused when it
+is another draw. The ledger, the queue and the labels are untrusted: a line that does not parse,
+names no item of the queue, or a rubric the policy no longer has is a usage error naming the file
+and line (gate/review/ledger.py).
 
 A label is known by its item and rubric (`LabelKey`): the item is the sha256 of the case id, the
 question, the evidence text and the answer people saw (`gate.review.queue.item_id`), so a label
 given under other evidence, another question or another rubric is on another item, whichever answer
 it names. What reaches the decision (`AuditEvidence`): per item people labelled, their final label
-and each reviewer's own, the queues the labels were made in; the draw order of each stratum; and
-the rubric the policy gates under. The decision looks up the item of each answer it judged
+and each reviewer's own, the queues the labels were made in; the queue given, if any; and the
+rubric the policy gates under. The decision looks up the item of each answer it judged
 (`AuditEvidence.label_on`) and lists every other label in a note (gate/decide/product/audit.py).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +26,7 @@ from typing import NamedTuple
 
 from gate.estimate import audit_rate as ar
 from gate.model.cases import Case
-from gate.model.errors import UsageError
 from gate.model.paths import shown_path
-from gate.model.wording import agree, plural
-from gate.review.draw import STRATA, draw_order
 from gate.review.ledger import EMPTY_SHA256, LedgerLine, final_labels, ledger_files, read_ledger
 from gate.review.queue import Queue, answer_item_id, read_queue
 from gate.review.status import independent_labels
@@ -72,11 +68,10 @@ class AuditEvidence:
 
     source: str  # the ledger, as shown to people
     rubric_version: str  # the rubric the policy gates under: only labels under it are this run's
-    labels: Mapping[LabelKey, AuditLabel]  # every item people labelled (outside a given queue's draw: dropped)
-    # (slice, stratum, case ids) -> the stratum's draw order (the queue's, or the default seed's).
-    order: ar.Orderer
+    labels: Mapping[LabelKey, AuditLabel]  # every item people labelled
     notes: tuple[str, ...] = field(default=())
     files: tuple[LedgerFile, ...] = ()  # each file of the ledger: its lines and last line's sha256
+    queue: Queue | None = None  # `--audit-queue`: checked against the run's audit plan
 
     def key_of(self, case: Case, response_sha256: str) -> LabelKey:
         """The identity of the item a case's answer is, under the rubric the policy gates with."""
@@ -85,14 +80,6 @@ class AuditEvidence:
     def label_on(self, case: Case, response_sha256: str) -> AuditLabel | None:
         """People's label on this very item (the case's question and evidence, this answer, this rubric)."""
         return self.labels.get(self.key_of(case, response_sha256))
-
-
-def _queue_order(
-    order: Mapping[tuple[str, str], tuple[str, ...]], slice: str, stratum: str, case_ids: Sequence[str]
-) -> list[str]:
-    """The queue's draw of the stratum, restricted to the answers the run put in it."""
-    wanted = set(case_ids)
-    return [c for c in order.get((slice, stratum), ()) if c in wanted]
 
 
 def _final(status: str, label: str | None) -> ar.Final | None:
@@ -130,34 +117,20 @@ def read_audit(
     ledger: Path,
     queue_path: Path | None,
     *,
-    seed: str,
     rubrics: Sequence[str],
     reviewers: int,
 ) -> AuditEvidence:
-    """The audit's evidence. `seed`: the default draw's seed (the run's responses_sha256); `rubrics`:
-    the policy's, the last the one it gates under (a line under a rubric the policy no longer has is
-    a usage error); `reviewers`: the labels that settle an item (`review.reviewers_per_item`)."""
+    """The audit's evidence. `rubrics`: the policy's, the last the one it gates under (a line under a
+    rubric the policy no longer has is a usage error); `reviewers`: the labels that settle an item
+    (`review.reviewers_per_item`)."""
     queue = read_queue(queue_path) if queue_path is not None else None
     lines = read_ledger(ledger, queue, rubrics=rubrics)
-    labels = audit_labels(lines, reviewers)
-    notes: list[str] = []
-    if queue is not None:
-        orderer, labels = _queue_draw(queue, labels, ledger, notes)
-    else:
-        if not seed:
-            raise UsageError(
-                f"{shown_path(ledger)}: the run's default audit draw is seeded by its answers' sha256, which is not "
-                "known here; fix: pass --responses with the answers the run judged, or --audit-queue with the queue "
-                "the labels were made on"
-            )
-        orderer = functools.partial(draw_order, seed)
     return AuditEvidence(
         source=shown_path(ledger),
         rubric_version=rubrics[-1],
-        labels=labels,
-        order=orderer,
-        notes=tuple(notes),
+        labels=audit_labels(lines, reviewers),
         files=_files_read(ledger, lines),
+        queue=queue,
     )
 
 
@@ -173,7 +146,6 @@ def no_ledger_yet(ledger: Path, named_by: str, rubrics: Sequence[str]) -> AuditE
         source=shown_path(ledger),
         rubric_version=rubrics[-1],
         labels={},
-        order=lambda _slice, _stratum, case_ids: list(case_ids),
         notes=(note,),
     )
 
@@ -188,25 +160,3 @@ def _files_read(ledger: Path, lines: Sequence[LedgerLine]) -> tuple[LedgerFile, 
         LedgerFile(shown_path(path), count.get(path, 0), last[path].line_sha256 if path in last else EMPTY_SHA256)
         for path in ledger_files(ledger)
     )
-
-
-def _queue_draw(
-    queue: Queue, labels: dict[LabelKey, AuditLabel], ledger: Path, notes: list[str]
-) -> tuple[ar.Orderer, dict[LabelKey, AuditLabel]]:
-    """The queue's draw order, and the labels on its drawn items (the others noted, never used)."""
-    drawn: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    in_draw: set[LabelKey] = set()
-    for item in queue.items:
-        if item.case_id is None or item.slice is None or item.stratum not in STRATA or item.draw is None:
-            continue
-        drawn.setdefault((item.slice, item.stratum), []).append((item.draw, item.case_id))
-        in_draw.add(LabelKey(item.item_id, queue.header.rubric_version))
-    outside = [label.case_id or key.item_id[:12] for key, label in labels.items() if key not in in_draw]
-    if outside:
-        n = len(outside)
-        notes.append(
-            f"{plural(n, 'label')} of {shown_path(ledger)} {agree(n, 'is', 'are')} on items outside the draw of "
-            f"{shown_path(queue.path)} ({', '.join(outside[:5])}); not used"
-        )
-    order = {key: tuple(c for _, c in sorted(found)) for key, found in drawn.items()}
-    return functools.partial(_queue_order, order), {k: v for k, v in labels.items() if k in in_draw}

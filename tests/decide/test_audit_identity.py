@@ -59,6 +59,7 @@ def test_labels_given_under_other_evidence_never_decide_the_slice(
     after = tmp_path / "after"
     assert run_app(policy, after, responses, "--audit", str(ledger)) == 4
     row = result(after)["product"]["slices"]["critical"]
+    # The changed items (the three the judge failed among them) have no label of their own.
     assert row["decided_by"] == "calibration" and row["verdict"] == "inconclusive"
     notes = notes_of(after)
     assert "10 labels of" in notes and "another question, evidence text or rubric" in notes, notes

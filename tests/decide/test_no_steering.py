@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from suite import result
-from test_product_audit import WEAK_JUDGE
+from test_product_audit import WEAK_JUDGE, answers_of, audit_suite, decide, label
 from test_product_audit import fake as fake  # the fixture
 from test_product_lane import answer, product_case, product_suite, run_app, write_calibration, write_responses
 
@@ -121,3 +121,200 @@ def test_merge_refuses_shards_judged_under_different_seeds_and_decide_records_of
     decided = ["decide", "--policy", str(policy), "--records", str(both), "--out", str(tmp_path / "decided")]
     assert main([*decided, "--responses", str(responses)]) == 2
     assert "judged under 2 order seeds" in " ".join(capsys.readouterr().err.split())
+
+
+def write_queue_of(run: Path, policy: Path, out: Path, *extra: str) -> int:
+    return main(["review", "queue", "--policy", str(policy), "--from", str(run), "--out", str(out), *extra])
+
+
+def label_queue(ledger: Path, queue_path: Path, verdict: Any) -> None:
+    """Two blind reviewers label every item of the queue (`verdict(case_id)`), as the review page appends."""
+    from gate.review.ledger import append_line
+    from gate.review.queue import read_queue
+
+    queue = read_queue(queue_path)
+    for item in queue.items:
+        for reviewer in ("ana", "bo"):
+            append_line(
+                ledger,
+                {
+                    "kind": "label", "item_id": item.item_id, "case_id": item.case_id,
+                    "response_sha256": item.response_sha256, "reviewer": reviewer, "label": verdict(item.case_id),
+                    "reason": "read against the evidence", "queue_sha256": queue.sha256,
+                    "rubric_version": queue.header.rubric_version, "blind": True,
+                },
+            )  # fmt: skip
+
+
+def test_the_queue_of_a_product_run_is_its_plan_and_any_other_queue_is_refused_naming_what_differs(
+    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--audit-queue` trusted the queue's draw and `gate review queue --seed S` took any seed: seed 68,
+    found after 69 tries, put good answers first and passed a product at its limit; a hand-edited queue
+    did the same. The queue is now the run's plan, and decide refuses any other, saying how it differs."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    responses = write_responses(tmp_path / "r.jsonl", answers_of(3))
+    run = tmp_path / "run"
+    assert run_app(policy, run, responses) == 4
+    capsys.readouterr()
+    for flag, value in (("--seed", "68"), ("--sample", "10")):
+        assert write_queue_of(run, policy, tmp_path / f"q{flag}.jsonl", flag, value) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{flag}: " in err and "is a product run, whose audit plan" in err and f"fix: drop {flag}" in err
+    queue = tmp_path / "queue.jsonl"
+    assert write_queue_of(run, policy, queue) == 0
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    assert f"the run's seed {plan['seed']}" in " ".join(capsys.readouterr().out.split())
+
+    # A queue drawn with another seed, and one with answers taken out by hand: neither is the run's plan.
+    lines = queue.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0])
+    header["queue"]["design"]["seed"] = "68"
+    shopped = tmp_path / "shopped.jsonl"
+    shopped.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n", encoding="utf-8")
+    passing = [json.loads(x) for x in lines[1:] if json.loads(x)["stratum"] == "judged_pass"]
+    trimmed = tmp_path / "trimmed.jsonl"
+    kept = [x for x in lines[1:] if json.loads(x)["case_id"] != passing[0]["case_id"]]
+    trimmed.write_text("\n".join([lines[0], *kept]) + "\n", encoding="utf-8")
+    decided = ["decide", "--policy", str(policy), "--records", str(run)]
+    for other, says in (
+        (shopped, f"it was drawn with seed 68, the run's plan with {plan['seed']}"),
+        (trimmed, "slice critical judged_pass: 56 answers in the queue, 57 in the plan"),
+        (queue, None),
+    ):
+        ledger = tmp_path / f"{other.stem}-labels.jsonl"  # people labelled that queue
+        label_queue(ledger, other, lambda case_id: "fail" if case_id == "p-000" else "pass")
+        capsys.readouterr()
+        code = main(
+            [*decided, "--audit", str(ledger), "--audit-queue", str(other), "--out", str(tmp_path / other.stem)]
+        )
+        if says is None:
+            assert code == 0  # the run's own plan, labelled: the audit decides
+            continue
+        err = " ".join(capsys.readouterr().err.split())
+        assert code == 2 and f"--audit-queue {other}" in err and "is not this run's audit plan" in err, err
+        assert says in err and not (tmp_path / other.stem / "result.json").exists()
+
+
+def test_the_verdict_reads_exactly_the_plan_so_labelling_until_it_passes_buys_nothing(
+    tmp_path: Path, fake: Any
+) -> None:
+    """Deciding after every label and stopping at the first pass: the sample was the draw's prefix up to
+    the last label, so a team labelled until it passed (the first 15 answers the judge passed did,
+    at a 20% limit). The sample is the plan: its unlabelled answers count against the verdict, and a
+    hint never asks for labels past it."""
+    from gate.review.draw import draw_order
+
+    policy = audit_suite(tmp_path / "suite", fake, 0.2)
+    lines = answers_of(3)
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines)) == 4
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    assert (plan["judged_fail"]["sample"], plan["judged_pass"]["sample"], plan["items"], plan["labels"]) == (
+        3,
+        57,
+        60,
+        120,
+    )
+    passing = [line["case_id"] for line in lines[3:]]
+    first = draw_order(plan["seed"], "critical", "judged_pass", passing)[:15]
+    assert first == plan["judged_pass"]["case_ids"][:15]
+    by_case = {line["case_id"]: line for line in lines}
+    ledger = tmp_path / "ledger.jsonl"
+    for case_id in ["p-000", "p-001", "p-002", *first]:
+        label(ledger, by_case[case_id], "fail" if case_id == "p-000" else "pass")
+    out = tmp_path / "stopped"
+    assert decide(policy, run, out, "--audit", str(ledger)) == 4
+    audit = result(out)["product"]["slices"]["critical"]["audit"]
+    assert audit["verdict"] == "inconclusive" and audit["judged_pass"]["audited"] == 57
+    assert audit["judged_pass"]["open"] == 42 and audit["high"] > 0.2
+    assert "42 planned answers of the 60 items of this run's audit plan have no final label" in audit["decide_hint"]
+
+    # The whole plan labelled decides it.
+    for case_id in plan["judged_pass"]["case_ids"][15:]:
+        label(ledger, by_case[case_id], "pass")
+    assert decide(policy, run, tmp_path / "whole", "--audit", str(ledger)) == 0
+
+
+def test_a_slice_no_audit_of_the_run_can_decide_says_so_before_anyone_labels_and_queues_nothing(
+    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new user's trial: every answer of a small slice read by two people, and only then did the gate
+    say no audit of it could decide its limit. The run says so first (result.json, terminal, report),
+    with what would, and the queue holds nothing of that slice while it holds the others' plans."""
+    from test_product_lane import GOOD_JUDGE
+
+    slices = {
+        "critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.15},
+        "general": {"max_false_passes": 1, "priority": 1, "max_failure_rate": 0.5},
+    }
+    cases = [product_case(f"p-{i:03d}") for i in range(40)] + [
+        product_case(f"g-{i}", slice="general") for i in range(6)
+    ]
+    policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url})
+    write_calibration(policy, {"critical": GOOD_JUDGE, "general": GOOD_JUDGE})
+    lines = [answer(f"p-{i:03d}", "fail" if i < 2 else "pass") for i in range(40)]
+    lines += [answer(f"g-{i}", "pass") for i in range(6)]
+    run = tmp_path / "run"
+    capsys.readouterr()
+    run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines))
+    screen = " ".join(capsys.readouterr().out.split())
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    said = "no audit of this run's 40 answers decides a 15% limit at the failure rate calibration predicts"
+    assert plan["items"] == plan["judged_pass"]["sample"] == 0 and said in plan["undecidable"]
+    assert "a run of about" in plan["undecidable"]  # what would
+    assert f"audit plan: nothing to label: {said}" in screen
+    assert said in " ".join((run / "report.md").read_text(encoding="utf-8").split())
+    assert write_queue_of(run, policy, tmp_path / "queue.jsonl") == 0
+    from gate.review.queue import read_queue
+
+    queued = read_queue(tmp_path / "queue.jsonl")
+    assert {i.slice for i in queued.items} == {"general"} and len(queued.items) == 6
+    assert f"slice critical: nothing is queued: {said}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_require_audit_holds_a_slice_no_label_of_its_plan_decides_whatever_the_calibration_says(
+    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The audit protected only those who ran it: without --audit, or with a ledger of another run's
+    answers (a note only), calibration decided, and a judge worse on this run than on calibration's
+    answers passed a product at its limit. `require_audit: true` (the lane's, or the slice's): no label
+    of the plan, no pass."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.15)
+    write_calibration(policy, {"critical": {"true_fail": 990, "false_pass": 10, "true_pass": 990, "false_fail": 10}})
+    lines = answers_of(3)  # the judge fails 3 of 60; people fail every third answer it passed
+    responses = write_responses(tmp_path / "r.jsonl", lines)
+    assert run_app(policy, tmp_path / "open", responses) == 0  # calibration alone passes it
+    policy.write_text(policy.read_text().replace("product: true", "product: true\n    require_audit: true"))
+    run = tmp_path / "run"
+    assert run_app(policy, run, responses) == 4
+    row = result(run)["product"]["slices"]["critical"]
+    [b] = result(run)["blockers"]
+    assert (b["kind"], b["state"], row["verdict"], row["audit_required"]) == (
+        "audit_required",
+        "review_required",
+        "passed",
+        True,
+    )
+    message = " ".join(b["message"].split())
+    assert "slice critical requires people's audit (`require_audit`)" in message
+    assert "the plan, 60 items (all 3 answers the judge failed and all 57 it passed), 120 labels" in message
+    assert "audit required (the calibration estimate alone passed it)" in " ".join(capsys.readouterr().out.split())
+
+    other = tmp_path / "other.jsonl"  # a ledger of another release's answers: a note, and still no pass
+    label(other, {**lines[5], "response": "An older answer for p-005."}, "pass")
+    assert decide(policy, run, tmp_path / "older", "--audit", str(other)) == 4
+    assert [x["kind"] for x in result(tmp_path / "older")["blockers"]] == ["audit_required"]
+
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i < 3 or i % 3 == 0 else "pass")
+    assert decide(policy, run, tmp_path / "audited", "--audit", str(ledger)) == 1
+    kinds = {x["kind"] for x in result(tmp_path / "audited")["blockers"]}
+    assert "failure_rate_exceeded" in kinds and "audit_required" not in kinds
+
+    # On a slice alone: the lane without the key, the slice with it.
+    data = policy.read_text().replace("\n    require_audit: true", "")
+    policy.write_text(data.replace("max_failure_rate: 0.15", "max_failure_rate: 0.15\n    require_audit: true"))
+    assert decide(policy, run, tmp_path / "slice") == 4
+    assert [x["kind"] for x in result(tmp_path / "slice")["blockers"]] == ["audit_required"]

@@ -199,21 +199,18 @@ def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
     )
 
 
-def test_the_queue_the_labels_were_made_on_gives_the_draw(
+def test_the_queue_of_the_run_is_its_audit_plan_and_decide_reads_its_labels(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from gate.review.queue import read_queue
 
     policy, _, run, lines = good_run
     queue_path = tmp_path / "queue.jsonl"
-    assert (
-        main(
-            ["review", "queue", "--policy", str(policy), "--from", str(run), "--sample", "10", "--out", str(queue_path)]
-        )
-        == 0
-    )
+    assert main(["review", "queue", "--policy", str(policy), "--from", str(run), "--out", str(queue_path)]) == 0
     queue = read_queue(queue_path)
-    by_case = {line["case_id"]: line for line in lines}
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    assert queue.header.design["seed"] == plan["seed"] == result(run)["product"]["order_seed"]
+    assert [i.case_id for i in queue.items if i.stratum == "judged_pass"] == plan["judged_pass"]["case_ids"]
     ledger = tmp_path / "ledger.jsonl"
     for item in queue.items:
         for reviewer in ("ana", "bo"):
@@ -227,15 +224,13 @@ def test_the_queue_the_labels_were_made_on_gives_the_draw(
                 },
             )  # fmt: skip
     out = tmp_path / "decided"
-    assert decide(policy, run, out, "--audit", str(ledger), "--audit-queue", str(queue_path)) == 4
+    assert decide(policy, run, out, "--audit", str(ledger), "--audit-queue", str(queue_path)) == 0
     audit = result(out)["product"]["slices"]["critical"]["audit"]
     assert audit["judged_fail"]["audited"] == 3 and audit["judged_pass"] == {
-        "population": 57, "audited": 10, "people_fail": 0, "people_pass": 10, "open": 0,
+        "population": 57, "audited": 57, "people_fail": 0, "people_pass": 57, "open": 0,
     }  # fmt: skip
-    assert "of the 57 it passed, in the queue's order" in audit["decide_hint"]
-    # A label of an item the queue does not hold is refused, naming the line: never skipped.
-    outside = next(c for c in by_case if c not in {item.case_id for item in queue.items})
-    label(ledger, by_case[outside], "pass", reviewers=("cy",))
+    # A label of an item the queue does not hold (another answer of p-010) is refused, naming the line.
+    label(ledger, {**lines[10], "response": "Another answer for p-010."}, "pass", reviewers=("cy",))
     capsys.readouterr()
     assert decide(policy, run, tmp_path / "refused", "--audit", str(ledger), "--audit-queue", str(queue_path)) == 2
     assert "is in no queue given" in capsys.readouterr().err
@@ -360,10 +355,15 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     # What would decide it names the audit in numbers, with the command that makes its queue; labelling just
     # those answers (the first in the draw order, people failing them as predicted) decides it.
     [open_] = result(run)["blockers"]
-    route = "people labelling the first 7 of the 20 answers the judge failed and the first 1 of the 40 it passed"
-    assert f"Cheapest: {route}, in the queue's order (gate review queue --policy" in open_["message"]
-    assert f"--from {run} --out audit-queue.jsonl) would decide it (8 labels)" in open_["message"]
-    seed = seed_of(tmp_path / "responses.jsonl")
+    route = (  # items and labels counted apart; the plan is the queue's, the sample the verdict reads
+        "people labelling this run's audit plan, 60 items (all 20 answers the judge failed and all 40 it passed), "
+        "120 labels at two reviewers an item (`gate review queue --policy"
+    )
+    message = " ".join(open_["message"].split())
+    assert route in message, message
+    assert f"--from {run} --out audit-queue.jsonl`) is sized to decide it" in message
+    # Labelling only the first few of the plan decides nothing yet: its other answers count against the verdict.
+    seed = result(run)["product"]["order_seed"]
     ids = [line["case_id"] for line in lines]
     first = (
         draw_order(seed, "critical", "judged_fail", ids[:20])[:7]
@@ -373,8 +373,10 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     for line in lines:
         if line["case_id"] in first:
             label(route_ledger, line, "fail" if int(line["case_id"][2:]) < 20 else "pass")
-    assert decide(policy, run, tmp_path / "route", "--audit", str(route_ledger)) == 1
-    assert result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]["judged_fail"]["audited"] == 7
+    assert decide(policy, run, tmp_path / "route", "--audit", str(route_ledger)) == 4
+    partial = result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]
+    assert partial["judged_fail"]["audited"] == 20 and partial["judged_fail"]["open"] == 13
+    assert "52 planned answers of the 60 items of this run's audit plan have no final label" in partial["decide_hint"]
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
@@ -383,7 +385,8 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     assert decide(policy, run, out, "--audit", str(ledger)) == 1
     # An answer people audited shows their label, never "human unlabelled", on the terminal and in the report.
     screen = " ".join(capsys.readouterr().out.split())
-    assert "p-000: human fail (people's audit), judge fail" in screen and "human unlabelled" not in screen, screen
+    first = result(out)["blockers"][0]["case_ids"][0]  # the blocker's answers, in the plan's draw order
+    assert f"{first}: human fail (people's audit), judge fail" in screen and "human unlabelled" not in screen, screen
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "human **fail (people's audit)**, judge **fail**" in report and "unlabelled" not in report
     res = result(out)

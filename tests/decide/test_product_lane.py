@@ -586,7 +586,10 @@ def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_o
     assert run_app(policy, live, responses) == 1
     FakeBatches(fake, script=("validating", "completed"))
     out = tmp_path / "batch"
-    assert run_app(policy, out, responses, "--batch", "submit") == 3
+    # A replay of the live run's seed: the same order and audit plan, so the same product section.
+    assert (
+        run_app(policy, out, responses, "--batch", "submit", "--order-seed", result(live)["product"]["order_seed"]) == 3
+    )
     assert (
         json.loads((out / "batch.json").read_text())["responses_sha256"] == result(live)["lineage"]["responses_sha256"]
     )
@@ -597,7 +600,7 @@ def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_o
     assert run_app(policy, out, other, "--batch", "collect") == 2
     assert "pass the same --responses file the batch was submitted with" in capsys.readouterr().err
     submitted = json.loads((out / "batch.json").read_text())["order_seed"]
-    assert submitted.startswith("drawn:")
+    assert submitted == result(live)["product"]["order_seed"]
     assert run_app(policy, out, responses, "--batch", "collect") == 1
     collected = result(out)
     assert collected["cost"]["batch"] is True

@@ -164,7 +164,12 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     # The PR comment holds that route whole, its command included (it was cut at 600 characters).
     comment = (work / "gate-out-product" / "v2.4" / "report.md").read_text(encoding="utf-8")
     [blocker] = [line for line in comment.splitlines() if line.startswith("- **`failure_rate_inconclusive`**")]
-    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl) would decide it (17 labels)" in blocker
+    assert (
+        "people labelling this run's audit plan, 120 items (all 26 answers the judge failed and all 94 it passed), "
+        in blocker
+    )
+    assert "240 labels at two reviewers an item (\\`gate review queue" in blocker
+    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`) is sized to decide it" in blocker
     # The zero-tolerance slice: the judge failed none of its answers, but people's audit of those it
     # passed found one failing (lockout-app-012): a confirmed failure, which max_failures: 0 forbids.
     assert failed["state"] == "quality_failed"
@@ -212,7 +217,8 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     for name in ("account-security", "shipping-general"):
         head, before = failed["product"]["slices"][name], passed["product"]["slices"][name]
         assert head["base"]["pass_to_fail"] == head["base"]["fail_to_pass"] == 0
-        assert {**head, "base": None} == before  # the same answers, the same figures
+        # The same answers, the same figures (each run drew its own seed, and so its own audit plan).
+        assert {**head, "base": None, "audit_plan": None} == {**before, "audit_plan": None}
 
 
 def test_the_precision_tables_of_the_product_gate_doc_are_the_gates_own_bounds() -> None:

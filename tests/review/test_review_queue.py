@@ -7,7 +7,6 @@ page reads it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ def keys_of(path: Path) -> set[str]:
 def test_a_product_run_is_audited_per_slice_in_two_seeded_strata_with_nothing_of_the_judge(
     tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy = app_suite(tmp_path / "suite", fake)
+    policy = app_suite(tmp_path / "suite", fake, limit=0.5)  # a limit an audit of 40 answers can decide
     responses = write_responses(tmp_path / "r.jsonl", verdicts(40, 6))
     out = tmp_path / "out"
     run_app(policy, out, responses)
@@ -45,7 +44,8 @@ def test_a_product_run_is_audited_per_slice_in_two_seeded_strata_with_nothing_of
     q = read_queue(tmp_path / "q.jsonl")
     strata = q.header.design["strata"]["critical"]
     assert strata == {"judged_fail": {"population": 6, "sample": 6}, "judged_pass": {"population": 34, "sample": 34}}
-    assert q.header.design["seed"] == hashlib.sha256(responses.read_bytes()).hexdigest()
+    # The run's audit plan: drawn from the seed the run fixed when it started.
+    assert q.header.design["seed"] == json.loads((out / "result.json").read_text())["product"]["order_seed"]
     failed = [i for i in q.items if i.stratum == "judged_fail"]
     assert sorted(i.case_id or "" for i in failed) == [f"p-{i:03d}" for i in range(6)]
     assert [i.case_id for i in failed] == draw_order(
@@ -56,12 +56,6 @@ def test_a_product_run_is_audited_per_slice_in_two_seeded_strata_with_nothing_of
     assert item.response == "App answer for p-003. [[judge:fail]]" and item.user_input.startswith("Question for p-003")
     assert keys_of(tmp_path / "q.jsonl").isdisjoint({"verdict", "reason", "model", "label", "human_adjudication"})
     assert "gate review serve" in capsys.readouterr().out
-    # A smaller sample is the prefix of the larger one: the order depends on the seed alone.
-    assert queue(policy, out, tmp_path / "q3.jsonl", "--sample", "3") == 0
-    small = read_queue(tmp_path / "q3.jsonl")
-    assert [i.case_id for i in small.items if i.stratum == "judged_pass"] == [
-        i.case_id for i in q.items if i.stratum == "judged_pass"
-    ][:3]
     assert queue(policy, out, tmp_path / "q.jsonl") == 2  # never over an existing queue
     assert "never overwritten" in capsys.readouterr().err
 
@@ -69,7 +63,7 @@ def test_a_product_run_is_audited_per_slice_in_two_seeded_strata_with_nothing_of
 def test_a_product_run_that_kept_no_answers_needs_the_file_it_judged(
     tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy = app_suite(tmp_path / "suite", fake, records={"clear_text": False})
+    policy = app_suite(tmp_path / "suite", fake, limit=0.5, records={"clear_text": False})
     responses = write_responses(tmp_path / "r.jsonl", verdicts(40, 2))
     out = tmp_path / "out"
     run_app(policy, out, responses)

@@ -5,8 +5,10 @@ Pure: it reads the slice's judged answers (`SliceAnswers`), the labels people ga
 returns the slice's `audit` row, the findings that replace the calibration estimate's when the audit
 decides, and the zero-tolerance and transport findings. The statistics are gate/estimate/audit_rate.py's.
 
-The rule is fixed before the data: a slice with usable audit labels (a final label in the prefix of
-the draw order of each stratum that has answers) is decided by the audit estimate; any other by the
+The sample is the run's audit plan (gate/decide/product/audit_plan.py), fixed before anyone labelled:
+inside it an item without a final pass or fail counts against the verdict, and a label beyond it is
+listed and never used, so labelling until it passes buys nothing. The rule is fixed before the data:
+a slice with a final label on an item of its plan is decided by the audit estimate; any other by the
 calibration estimate. Never the better of the two. Both are shown. Labels on the judged-fail answers
 alone still count for zero tolerance (`max_failures`).
 """
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gate.decide.product.audit_plan import AuditPlan
 from gate.estimate import audit_rate as ar
 from gate.estimate import failure_rate as fr
 from gate.model.states import (
@@ -33,7 +36,6 @@ from gate.model.states import (
 from gate.model.wording import agree, listed, plural
 from gate.review.agreement import alpha, alpha_interval
 from gate.review.audit_labels import AuditEvidence, LabelKey
-from gate.review.draw import JUDGED_FAIL, JUDGED_PASS
 from gate.review.queue import ABSTAIN
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ class AuditedSlice:
     decides: bool
     findings: tuple[Finding, ...]
     zero: dict[str, Any] | None
-    used: frozenset[LabelKey]  # the labels on this run's answers in the draw, settled or not
+    used: frozenset[LabelKey]  # the labels on items of this run's audit plan, settled or not
 
 
 def _labels_of(answers: SliceAnswers, audit: AuditEvidence) -> tuple[dict[str, ar.Final], dict[str, LabelKey]]:
@@ -82,11 +84,26 @@ def _figures(rate: ar.AuditRate, limit: float, confidence: float) -> str:
     return f"{ar.rate_text(rate, limit)} (at {confidence:g} confidence each side)"
 
 
-def usable(fs: ar.StratumSample, ps: ar.StratumSample) -> bool:
-    """Whether the audit decides the slice: an audited answer in each stratum that has answers (a
-    stratum never sampled leaves its share anywhere in [0, 1], which decides nothing). Fixed before
-    the labels are read, never the better of the two estimates."""
-    return fs.size + ps.size > 0 and (fs.size > 0 or fs.population == 0) and (ps.size > 0 or ps.population == 0)
+def usable(fail_order: Sequence[str], pass_order: Sequence[str], labels: Mapping[str, ar.Final]) -> bool:
+    """Whether the audit decides the slice: a final label on a planned answer of each stratum the plan
+    draws from (a stratum without one leaves its share anywhere in [0, 1], which decides nothing; so
+    labelling only the answers the judge failed, as zero tolerance asks, leaves the verdict to
+    calibration). Fixed before the labels are read, never the better of the two estimates;
+    `require_audit` is what makes the audit decide whether people labelled or not."""
+    strata = [planned for planned in (fail_order, pass_order) if planned]
+    return bool(strata) and all(any(c in labels for c in planned) for planned in strata)
+
+
+def planned_sample(population: int, planned: Sequence[str], labels: Mapping[str, ar.Final]) -> ar.StratumSample:
+    """A stratum's sample as the plan fixed it: every planned answer, labelled or not (an answer without
+    a final pass or fail is `open`: a failure for the upper bound, a pass for the lower)."""
+    return ar.StratumSample(
+        population=population,
+        size=len(planned),
+        fails=sum(1 for c in planned if labels.get(c) == "fail"),
+        passes=sum(1 for c in planned if labels.get(c) == "pass"),
+        case_ids=tuple(planned),
+    )
 
 
 def audit_slice(
@@ -99,14 +116,17 @@ def audit_slice(
     audit: AuditEvidence | None,
     command: str,
     min_alpha: float = 0.667,
+    plan: AuditPlan | None = None,
 ) -> AuditedSlice:
     """The slice's audit: its row, whether it decides the slice, and its findings. `min_alpha`: the
-    policy's `review.min_alpha`; labels people agree on less do not decide the slice."""
+    policy's `review.min_alpha`; labels people agree on less do not decide the slice. `plan`: the run's
+    audit plan of the slice (None: records without an order seed, so no plan; only zero tolerance reads
+    labels then, on the answers the judge failed)."""
     labels, keys = _labels_of(answers, audit) if audit is not None else ({}, {})
     failing = answers.failing
     passing = tuple(o.case.case_id for o in answers.judged if o.verdict == "pass")
-    fail_order = audit.order(name, JUDGED_FAIL, failing) if audit is not None else list(failing)
-    pass_order = audit.order(name, JUDGED_PASS, passing) if audit is not None else list(passing)
+    fail_order = list(plan.judged_fail.case_ids) if plan is not None else list(failing)
+    pass_order = list(plan.judged_pass.case_ids) if plan is not None else []
     in_draw = {c: labels[c] for c in (*fail_order, *pass_order) if c in labels}
     drawn = [keys[c] for c in (*fail_order, *pass_order) if c in keys]
     used = frozenset(drawn)
@@ -120,10 +140,10 @@ def audit_slice(
     )
     if zero is not None:
         findings += zero[1]
-    # The draw may be only the start of a stratum's order (a queue's sample): the population is the run's.
-    fs = ar.stratum_sample(fail_order, in_draw, len(failing))
-    ps = ar.stratum_sample(pass_order, in_draw, len(passing))
-    if not usable(fs, ps) or not answers.judged:
+    # The sample is the plan, fixed before anyone labelled: the population is the run's.
+    fs = planned_sample(len(failing), fail_order, in_draw)
+    ps = planned_sample(len(passing), pass_order, in_draw)
+    if plan is None or not usable(fail_order, pass_order, in_draw) or not answers.judged:
         return AuditedSlice(None, False, tuple(findings), zero[0] if zero else None, used)
     disagree = agreement is not None and agreement.finding is not None
     rate = ar.audit_rate(fail_sample=fs, pass_sample=ps, confidence=confidence)
@@ -147,7 +167,7 @@ def audit_slice(
     }
     if disagree:  # shown beside the calibration estimate, deciding nothing
         return AuditedSlice(row, False, tuple(findings), zero[0] if zero else None, used)
-    findings += _verdict_findings(name, answers, rate, verdict, limit, confidence, counts, row, command)
+    findings += _verdict_findings(name, answers, rate, verdict, limit, confidence, plan, row, command)
     if counts is not None:
         findings += _transport(name, fs, ps, counts, confidence, row)
     return AuditedSlice(row, True, tuple(findings), zero[0] if zero else None, used)
@@ -190,7 +210,7 @@ def _verdict_findings(
     verdict: ar.AuditVerdict,
     limit: float,
     confidence: float,
-    counts: JudgeCounts | None,
+    plan: AuditPlan | None,
     row: dict[str, Any],
     command: str,
 ) -> list[Finding]:
@@ -201,88 +221,39 @@ def _verdict_findings(
         return [Finding(State.QUALITY_FAILED, FAILURE_RATE_EXCEEDED, message, confirmed or answers.failing, name)]
     if verdict == "passed" or answers.unjudged:
         return []
-    hint = audit_hint(
-        answers=answers,
-        rate=rate,
-        limit=limit,
-        confidence=confidence,
-        counts=counts,
-        command=command,
-    )
+    hint = audit_hint(rate=rate, plan=plan, command=command)
     row["decide_hint"] = hint
     message = f"slice {name}: the limit lies inside the audit's interval, so it decides neither way: {figures}; {hint}"
     return [Finding(State.REVIEW_REQUIRED, FAILURE_RATE_INCONCLUSIVE, message, answers.failing, name)]
 
 
-def audit_hint(
-    *,
-    answers: SliceAnswers,
-    rate: ar.AuditRate,
-    limit: float,
-    confidence: float,
-    counts: JudgeCounts | None,
-    command: str,
-) -> str:
-    """What would decide the slice by audit, in numbers counted by the functions that decide."""
+def audit_hint(*, rate: ar.AuditRate, plan: AuditPlan | None, command: str) -> str:
+    """What would decide the slice now that people's labels on its plan are in: the planned answers
+    still without a final label, or (the plan all labelled) nothing more of this run: labels beyond
+    the plan are never used, so no hint ever asks for more of them."""
     fs, ps = rate.fail_sample, rate.pass_sample
-    q_f = rate.q_fail.value if fs.fails + fs.passes else _predicted(rate, counts, True)
-    q_p = rate.q_pass.value if ps.fails + ps.passes else _predicted(rate, counts, False)
-    route = ar.audits_to_decide(
-        judged_fail=fs.population,
-        n=rate.n,
-        q_fail=q_f,
-        q_pass=q_p,
-        confidence=confidence,
-        max_failure_rate=limit,
-        audited_fail=fs.size,
-    )
-    text = ar.audit_route_text(route, (fs.size, ps.size), command, (fs.population, ps.population))
     open_ = fs.open + ps.open
-    settle = f"settle the {plural(open_, 'drawn answer')} without a final label, then " if open_ else ""
-    if text is None:
-        return f"{settle}no number of audited answers of this run decides it at the shares seen: judge more answers"
-    return f"{settle}{text} would decide it"
-
-
-def audit_route(
-    answers: SliceAnswers, counts: JudgeCounts, limit: float, confidence: float, command: str
-) -> tuple[int, str] | None:
-    """How many of this run's answers people would label to decide the slice by audit (all the judge
-    failed, and the fewest it passed), people failing them as calibration's Se and Sp predict at the
-    calibration estimate; and the route in words. None when no number of audited answers would."""
-    k, n = len(answers.failing), len(answers.judged)
-    if n == 0:
-        return None
-    empty = ar.StratumSample(population=k, size=0, fails=0, passes=0, case_ids=())
-    shell = ar.audit_rate(
-        fail_sample=empty,
-        pass_sample=ar.StratumSample(population=n - k, size=0, fails=0, passes=0, case_ids=()),
-        confidence=confidence,
+    if open_:
+        of = f" of the {plural(plan.items, 'item')} of this run's audit plan" if plan is not None else ""
+        return (
+            f"{plural(open_, 'planned answer')}{of} {agree(open_, 'has', 'have')} no final label yet and "
+            f"{agree(open_, 'counts', 'count')} against the verdict: have people label {agree(open_, 'it', 'them')} "
+            f"(`{command}`, then `gate review serve`), and the plan decides it then if it can"
+        )
+    return (
+        "every answer of this run's audit plan has its final label, and the limit still lies inside the "
+        "interval: no more labels of this run decide it (a label beyond the plan is never used); a run of "
+        "more answers draws a plan of its own"
     )
-    route = ar.audits_to_decide(
-        judged_fail=k,
-        n=n,
-        q_fail=_predicted(shell, counts, True),
-        q_pass=_predicted(shell, counts, False),
-        confidence=confidence,
-        max_failure_rate=limit,
-    )
-    text = ar.audit_route_text(route, (0, 0), command, (k, n - k))
-    if route is None or text is None:
+
+
+def audit_route(plan: AuditPlan | None, command: str) -> tuple[int, str] | None:
+    """The audit as a route to a verdict before anyone labels: this run's audit plan, its items and
+    labels counted apart; None when there is no plan to label (no seed, or no plan of this run can
+    decide the limit: the plan says so itself)."""
+    if plan is None or plan.undecidable is not None or plan.items == 0:
         return None
-    return route[0] + route[1], text
-
-
-def _predicted(rate: ar.AuditRate, counts: JudgeCounts | None, fail: bool) -> float:
-    """The share people would fail in a stratum with no label yet: what calibration's Se and Sp say
-    at the run's judged-fail share, or the worst case for the verdict without calibration."""
-    if counts is None:
-        return 1.0 if fail else 0.0
-    se = counts.true_fail / max(1, counts.true_fail + counts.false_pass)
-    sp = counts.true_pass / max(1, counts.true_pass + counts.false_fail)
-    q = rate.pi.value
-    p = float(fr.rogan_gladen(q, se, sp, empty=q)[()])
-    return ar._ppv(p, se, sp) if fail else ar._for(p, se, sp)
+    return plan.items, f"people labelling this run's audit plan, {plan.words()} (`{command}`)"
 
 
 def _transport(
@@ -388,17 +359,34 @@ def _zero(
     return row, []
 
 
-def unused_note(audit: AuditEvidence, used: frozenset[LabelKey], judged: frozenset[tuple[str, str]]) -> list[str]:
-    """The ledger's labels the decision did not use, listed, never used: on another item of an answer
-    this run judged (another question, evidence text or rubric than the run's), and on answers this run
-    did not judge or outside the audit's draw. `judged`: (case id, response sha256) of this run's answers."""
+def unused_note(
+    audit: AuditEvidence,
+    used: frozenset[LabelKey],
+    judged: frozenset[tuple[str, str]],
+    items: frozenset[LabelKey] = frozenset(),
+) -> list[str]:
+    """The ledger's labels the decision did not use, listed, never used: beyond the run's audit plan (on
+    an item of this run the plan did not draw), on another item of an answer this run judged (another
+    question, evidence text or rubric than the run's), and on answers this run did not judge.
+    `judged`: (case id, response sha256) of this run's answers; `items`: their label identities."""
+    beyond: list[str] = []
     other_item: list[str] = []
     elsewhere: list[str] = []
     for key, label in audit.labels.items():
         if key not in used:
             shown = label.case_id or key.item_id[:12]
-            (other_item if (label.case_id or "", label.response_sha256) in judged else elsewhere).append(shown)
+            if key in items:
+                beyond.append(shown)
+            else:
+                (other_item if (label.case_id or "", label.response_sha256) in judged else elsewhere).append(shown)
     notes = []
+    if beyond:
+        n = len(beyond)
+        notes.append(
+            f"{plural(n, 'label')} of {audit.source} {agree(n, 'is', 'are')} on answers of this run beyond its audit "
+            f"plan ({listed(sorted(beyond), 5)}): the plan was fixed before anyone labelled, and the audit reads "
+            f"exactly its sample, so {agree(n, 'it is', 'they are')} listed and never used"
+        )
     if other_item:
         n = len(other_item)
         notes.append(
@@ -409,14 +397,14 @@ def unused_note(audit: AuditEvidence, used: frozenset[LabelKey], judged: frozens
     if elsewhere:
         n = len(elsewhere)
         notes.append(
-            f"{plural(n, 'label')} of {audit.source} {agree(n, 'is', 'are')} on answers this run did not judge or "
-            f"outside the audit's draw ({listed(sorted(elsewhere), 5)}); {agree(n, 'it was', 'they were')} not used"
+            f"{plural(n, 'label')} of {audit.source} {agree(n, 'is', 'are')} on answers this run did not judge "
+            f"({listed(sorted(elsewhere), 5)}); {agree(n, 'it was', 'they were')} not used"
         )
-    if notes and not used:
+    if (other_item or elsewhere) and not used:
         # A ledger the policy names for every release holds no label of a new release's answers yet.
         notes.insert(
             0,
-            f"no label of {audit.source} is on an item of this run's audit, so the audit decides nothing here (a "
+            f"no label of {audit.source} is on an item of this run's audit plan, so the audit decides nothing here (a "
             "ledger of an earlier release, or of other evidence?); people label this run's answers from "
             "`gate review queue --from` this run's output directory",
         )

@@ -29,12 +29,15 @@ from typing import Any
 from gate.decide.evidence import CaseOutcome, Evidence
 from gate.decide.product.answers import JudgeCounts, SliceAnswers, answers_by_slice
 from gate.decide.product.audit import audit_route, audit_slice, unused_note
+from gate.decide.product.audit_plan import AuditPlan, plan_slice, refuse_other_queue
 from gate.decide.product.stop import Look, ProductStopCheck
 from gate.estimate import failure_rate as fr
 from gate.model.policy import Policy
 from gate.model.states import (
+    AUDIT_REQUIRED,
     FAILURE_RATE_EXCEEDED,
     FAILURE_RATE_INCONCLUSIVE,
+    LABELS_DISAGREE,
     REGRESSED,
     REGRESSION_UNCHECKED,
     Finding,
@@ -68,6 +71,7 @@ class ProductEvidence:
     audit: AuditEvidence | None = None  # people's labels on this run's answers (--audit)
     # How people get this run's audit queue (said when a slice needs people's labels).
     queue_command: str = "gate review queue --policy POLICY --from OUT --out audit-queue.jsonl"
+    require_audit: bool = False  # the lane's `require_audit`: no slice passes without labels of its plan
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,16 @@ def _audit_labels_on(pe: ProductEvidence, answers: SliceAnswers) -> bool:
 
 
 def _slice(
-    name: str, answers: SliceAnswers, limit: float, pe: ProductEvidence, look: Look | None = None
+    name: str,
+    answers: SliceAnswers,
+    limit: float,
+    pe: ProductEvidence,
+    look: Look | None = None,
+    plan: AuditPlan | None = None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """One slice's row of `product.slices` and its findings. `look`: the look that decided the slice
-    on a lane that stops once decided (its verdict and interval are the slice's)."""
+    on a lane that stops once decided (its verdict and interval are the slice's); `plan`: the run's
+    audit plan of the slice (what people would label)."""
     k, n = len(answers.failing), len(answers.judged)
     counts = pe.judges.get(name) if pe.calibrated else None
     row: dict[str, Any] = {
@@ -143,6 +153,7 @@ def _slice(
         "decide_hint": None,
         "judge": None,
         "base": None,
+        "audit_plan": plan.to_dict() if plan is not None else None,
     }
     if counts is None:
         # Uncalibrated: judge_uncalibrated (or the calibration's own blocker) says why. Without figures
@@ -177,7 +188,7 @@ def _slice(
         return row, [Finding(State.QUALITY_FAILED, FAILURE_RATE_EXCEEDED, message, answers.failing, name)]
     if answers.unjudged:
         return row, []  # not every answer was judged: the blockers that say why decide; no verdict here
-    return _open_or_passed(name, answers, row, verdict, judge, limit, pe, figures)
+    return _open_or_passed(name, answers, row, verdict, judge, limit, pe, figures, plan)
 
 
 def _open_or_passed(
@@ -189,6 +200,7 @@ def _open_or_passed(
     limit: float,
     pe: ProductEvidence,
     figures: str,
+    plan: AuditPlan | None,
 ) -> tuple[dict[str, Any], list[Finding]]:
     """A slice every answer of which was judged, and that no look found exceeded."""
     if verdict == "judge_unfit":
@@ -206,7 +218,7 @@ def _open_or_passed(
     hint = fr.what_would_decide(
         judged_fail=k, n=n, judge=judge, confidence=pe.confidence, max_failure_rate=limit, sequential=pe.sequential
     )
-    text = audit_first(hint, answers, judge, limit, pe)
+    text = audit_first(hint, plan, pe)
     row.update(verdict="inconclusive", decide_hint=text)
     message = (
         f"slice {name}: the limit lies inside the interval, so the evidence decides neither way: {figures}. {text}"
@@ -214,30 +226,24 @@ def _open_or_passed(
     return row, [Finding(State.REVIEW_REQUIRED, FAILURE_RATE_INCONCLUSIVE, message, answers.failing, name)]
 
 
-def audit_first(
-    hint: fr.WhatWouldDecide, answers: SliceAnswers, judge: fr.JudgeAccuracy, limit: float, pe: ProductEvidence
-) -> str:
+def audit_first(hint: fr.WhatWouldDecide, plan: AuditPlan | None, pe: ProductEvidence) -> str:
     """What would decide a slice the calibration estimate leaves open, the cheapest route first: people
-    auditing this run's answers (counted by the audit estimate's own functions, people failing them as
-    calibration's Se and Sp predict), or more labelled answers in calibration, or more answers."""
-    counts = JudgeCounts(
-        true_pass=judge.sp.x,
-        true_fail=judge.se.x,
-        false_pass=judge.se.n - judge.se.x,
-        false_fail=judge.sp.n - judge.sp.x,
-    )
+    labelling this run's audit plan (sized by the audit estimate's own functions, people failing its
+    answers as calibration's Se and Sp predict), or more labelled answers in calibration, or more answers."""
+    if plan is not None and plan.undecidable is not None and not pe.sequential:
+        return f"{hint.text} People's audit cannot decide it either: {plan.undecidable}."
     # On a lane that stops once decided the audit cannot pass a slice its interval left open.
-    audit = None if pe.sequential else audit_route(answers, counts, limit, pe.confidence, pe.queue_command)
+    audit = None if pe.sequential else audit_route(plan, pe.queue_command)
     if audit is None:
         return hint.text
-    labels, route = audit
+    items, route = audit
     calibration = [m for m in (hint.more_labelled_fails, hint.more_labelled_passes) if m is not None]
-    # A label costs a person's time, an answer a judgment: answers are the cheaper route up to ten per label.
-    if (calibration and min(calibration) < labels) or (
-        hint.more_answers is not None and hint.more_answers <= 10 * labels
+    # An item costs people's time, an answer a judgment: answers are the cheaper route up to ten per item.
+    if (calibration and min(calibration) < items) or (
+        hint.more_answers is not None and hint.more_answers <= 10 * items
     ):
-        return f"{hint.text} Or {route} would decide it ({labels:,} {agree(labels, 'label', 'labels')})."
-    return f"Cheapest: {route} would decide it ({labels:,} {agree(labels, 'label', 'labels')}). Otherwise: {hint.text}"
+        return f"{hint.text} Or {route} is sized to decide it."
+    return f"Cheapest: {route} is sized to decide it. Otherwise: {hint.text}"
 
 
 def _base(
@@ -285,14 +291,18 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
     used: set[LabelKey] = set()
     looks = stop_check(ev, pe) if pe.sequential else None
     by_slice = answers_by_slice(ev)
+    plans = _plans(ev, pe, by_slice)
     for name, answers in by_slice.items():
         limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
         if limit is None:
             continue  # an unknown slice: its validator blocks
-        row, found = _slice(name, answers, limit, pe, looks.look(name) if looks is not None else None)
+        plan = plans.get(name)
+        row, found = _slice(name, answers, limit, pe, looks.look(name) if looks is not None else None, plan)
         row, found, slice_used = _audited(
-            name, answers, limit, ev.policy.slices[name].max_failures, pe, row, found, ev.policy.review.min_alpha
+            name, answers, limit, ev.policy.slices[name].max_failures, pe, row, found, ev.policy.review.min_alpha, plan
         )
+        if pe.require_audit or ev.policy.slices[name].require_audit:
+            found += _required(name, row, found, plan, pe)
         used |= slice_used
         if pe.base is not None and why_not is None:
             row["base"], regressed = _base(name, answers, pe.base, pe)
@@ -311,11 +321,10 @@ def decide_product(ev: Evidence, pe: ProductEvidence) -> ProductDecision:
         section["audit_ledger"] = [
             {"file": f.path, "lines": f.lines, "last_line_sha256": f.last_line_sha256} for f in pe.audit.files
         ]
-        judged = frozenset(
-            (o.case.case_id, o.response_sha256) for a in by_slice.values() for o in a.judged
-            if o.response_sha256 is not None
-        )  # fmt: skip
-        notes += [*pe.audit.notes, *unused_note(pe.audit, frozenset(used), judged)]
+        answered = [(o.case, o.response_sha256) for a in by_slice.values() for o in a.judged if o.response_sha256]
+        judged = frozenset((case.case_id, sha) for case, sha in answered)
+        items = frozenset(pe.audit.key_of(case, sha) for case, sha in answered)
+        notes += [*pe.audit.notes, *unused_note(pe.audit, frozenset(used), judged, items)]
     return ProductDecision(tuple(findings), section, tuple(notes))
 
 
@@ -363,13 +372,16 @@ def _audited(
     row: dict[str, Any],
     found: list[Finding],
     min_alpha: float,
+    plan: AuditPlan | None,
 ) -> tuple[dict[str, Any], list[Finding], frozenset[LabelKey]]:
     """The slice with people's audit: with usable labels the audit estimate decides it (its row
     beside the calibration estimate's); a zero-tolerance slice needs every judged-fail answer audited."""
     if pe.audit is None and max_failures is None:
         return row, found, frozenset()
     counts = pe.judges.get(name) if pe.calibrated else None
-    a = audit_slice(name, answers, limit, max_failures, pe.confidence, counts, pe.audit, pe.queue_command, min_alpha)
+    a = audit_slice(
+        name, answers, limit, max_failures, pe.confidence, counts, pe.audit, pe.queue_command, min_alpha, plan
+    )
     row = {**row, "decided_by": "calibration", "audit": a.row, "zero_tolerance": a.zero}
     if not a.decides or a.row is None:
         return row, [*found, *a.findings], a.used
@@ -384,6 +396,63 @@ def _audited(
         verdict = "incomplete"
     row.update(decided_by="audit", verdict=verdict, calibration_verdict=row["verdict"])
     return row, [*kept, *a.findings], a.used
+
+
+def _required(
+    name: str, row: dict[str, Any], found: list[Finding], plan: AuditPlan | None, pe: ProductEvidence
+) -> list[Finding]:
+    """`require_audit`: a slice no label of its plan decides cannot pass, whatever the calibration
+    estimate says (a judge that errs more on this run than on calibration's answers would pass it
+    alone). None when people's labels decide it, when it fails anyway, or when their labels are
+    there but disagree (labels_disagree says so)."""
+    if row.get("decided_by") == "audit" or row["verdict"] == "exceeded":
+        return []
+    if any(f.kind in (LABELS_DISAGREE, AUDIT_REQUIRED) and f.slice == name for f in found):
+        return []
+    row["audit_required"] = True
+    if plan is None:
+        why = "and the records carry no order seed, so the run fixed no audit plan: run the lane again"
+    elif plan.undecidable is not None:
+        why = f"and no audit of this run can decide it: {plan.undecidable}; so this run cannot pass it"
+    else:
+        why = (
+            f"and no label of this run's audit plan decides it yet: have people label the plan, {plan.words()} "
+            f"(`{pe.queue_command}`, then `gate review serve`), and decide again with --audit LEDGER"
+        )
+    message = (
+        f"slice {name} requires people's audit (`require_audit`), {why}; the calibration estimate alone "
+        f"({row['verdict']}) does not pass it"
+    )
+    ids = tuple(sorted(plan.case_ids)) if plan is not None else ()
+    return [Finding(State.REVIEW_REQUIRED, AUDIT_REQUIRED, message, ids, name)]
+
+
+def _plans(ev: Evidence, pe: ProductEvidence, by_slice: Mapping[str, SliceAnswers]) -> dict[str, AuditPlan]:
+    """Each slice's audit plan, from the run's order seed and its judged answers (none when the records
+    carry no seed: no plan was fixed). A queue given with the audit must be exactly these plans."""
+    seed = ev.plan.order_seed
+    if seed is None:
+        return {}
+    plans: dict[str, AuditPlan] = {}
+    for name, answers in by_slice.items():
+        limit = ev.policy.slices[name].max_failure_rate if name in ev.policy.slices else None
+        if limit is None:
+            continue
+        plans[name] = plan_slice(
+            seed,
+            name,
+            answers,
+            counts=pe.judges.get(name) if pe.calibrated else None,
+            limit=limit,
+            confidence=pe.confidence,
+            max_failures=ev.policy.slices[name].max_failures,
+            reviewers=ev.policy.review.reviewers_per_item,
+        )
+    if pe.audit is not None and pe.audit.queue is not None:
+        # A slice with answers still unjudged has no final plan: a queue made then leaves it out.
+        final = {name: plan for name, plan in plans.items() if not by_slice[name].unjudged}
+        refuse_other_queue(pe.audit.queue, seed, final)
+    return plans
 
 
 def _method(pe: ProductEvidence) -> str:
