@@ -230,3 +230,31 @@ def test_labels_people_do_not_agree_on_never_decide_a_slice(
     assert "below review.min_alpha 0.667" in message
     report = " ".join((out / "report.md").read_text(encoding="utf-8").split())
     assert "it does not decide here: people's labels disagree" in report
+
+
+def test_labels_on_the_judged_fail_answers_alone_never_call_people_in_disagreement(
+    tmp_path: Path, judged: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Zero tolerance asks people to label the answers the judge failed, and only those: ana and bo fail
+    p-000 and p-001 and differ on p-002, which cy settles. Their labels decide no failure rate (nothing
+    of the judged-pass stratum is labelled), so they cannot disagree on one: with nearly every label
+    `fail`, one difference put Krippendorff's alpha at 0 and the slice was labels_disagree (exit 4, no
+    override), its message saying an audit was shown beside a calibration estimate that had passed."""
+    import yaml
+
+    policy, _responses, run, lines = judged
+    data = yaml.safe_load(policy.read_text(encoding="utf-8"))
+    data["slices"]["critical"].update(max_failure_rate=0.5, max_failures=3)
+    zero = policy.parent / "policy-zero-tolerance.yaml"
+    zero.write_text(yaml.safe_dump(data), encoding="utf-8")
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    for i, line in enumerate(lines[:3]):
+        label(ledger, line, "fail", reviewers=("ana",))
+        label(ledger, line, "fail" if i < 2 else "pass", reviewers=("bo",))
+    label(ledger, lines[2], "pass", reviewers=("cy",), kind="adjudication")
+    out = tmp_path / "decided"
+    assert decide(zero, run, out, "--audit", str(ledger)) == 0
+    row = result(out)["product"]["slices"]["critical"]
+    assert row["decided_by"] == "calibration" and row["audit"] is None
+    assert row["zero_tolerance"]["confirmed"] == ["p-000", "p-001"] and row["zero_tolerance"]["verdict"] == "passed"

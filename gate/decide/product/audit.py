@@ -119,9 +119,12 @@ def audit_slice(
     plan: AuditPlan | None = None,
 ) -> AuditedSlice:
     """The slice's audit: its row, whether it decides the slice, and its findings. `min_alpha`: the
-    policy's `review.min_alpha`; labels people agree on less do not decide the slice. `plan`: the run's
-    audit plan of the slice (None: records without an order seed, so no plan; only zero tolerance reads
-    labels then, on the answers the judge failed)."""
+    policy's `review.min_alpha`; labels people agree on less do not decide the slice's failure rate. Only
+    where the audit would decide it: labels of the judged-fail answers alone (zero tolerance's) decide no
+    rate, and with nearly every one `fail` a single difference puts alpha at 0; zero tolerance reads each
+    answer's final label, a difference settled by an adjudicator. `plan`: the run's audit plan of the
+    slice (None: records without an order seed, so no plan; only zero tolerance reads labels then, on
+    the answers the judge failed)."""
     labels, keys = _labels_of(answers, audit) if audit is not None else ({}, {})
     failing = answers.failing
     passing = tuple(o.case.case_id for o in answers.judged if o.verdict == "pass")
@@ -131,7 +134,7 @@ def audit_slice(
     drawn = [keys[c] for c in (*fail_order, *pass_order) if c in keys]
     used = frozenset(drawn)
     agreement = _agreement(name, drawn, audit, min_alpha) if audit is not None else None
-    findings: list[Finding] = [] if agreement is None or agreement.finding is None else [agreement.finding]
+    findings: list[Finding] = []
     # Answers sent that came back with no verdict hold zero tolerance open with a blocker of its own (the
     # lane may tolerate evaluator errors; this slice may not); answers not run yet have their own blockers.
     unchecked = answers.no_verdict
@@ -166,7 +169,8 @@ def audit_slice(
         "labels_disagree": disagree,
     }
     if disagree:  # shown beside the calibration estimate, deciding nothing
-        return AuditedSlice(row, False, tuple(findings), zero[0] if zero else None, used)
+        assert agreement is not None and agreement.finding is not None
+        return AuditedSlice(row, False, (agreement.finding, *findings), zero[0] if zero else None, used)
     findings += _verdict_findings(name, answers, rate, verdict, limit, confidence, plan, row, command)
     if counts is not None:
         findings += _transport(name, fs, ps, counts, confidence, row)
