@@ -498,6 +498,12 @@ def _review_queue_flags(parser: argparse.ArgumentParser) -> None:
     _path_flag(
         parser, "--responses", "the answers a product run judged, when it kept no copy (records.clear_text false)"
     )
+    _path_flag(
+        parser,
+        "--ledger",
+        "a product run: the ledger whose earlier labels on the plan's answers carry over (default: the lane's "
+        "`audit` ledger, when the policy names one)",
+    )
     parser.add_argument(
         "--out", required=True, type=Path, metavar="QUEUE.jsonl", help="the queue to write (a new file)"
     )
@@ -1208,7 +1214,7 @@ def cmd_review_queue(args: argparse.Namespace) -> int:
     from gate.commands.review import QueueRequest, build_queue, summary_lines
 
     written = build_queue(
-        QueueRequest(Path(args.policy), args.source, args.out, args.sample, args.seed, args.responses)
+        QueueRequest(Path(args.policy), args.source, args.out, args.sample, args.seed, args.responses, args.ledger)
     )
     for line in summary_lines(written):
         say(sys.stdout, line)

@@ -25,7 +25,7 @@ from gate.model.paths import from_working_directory, shown_path
 from gate.model.policy import LoadedPolicy, load_policy
 from gate.model.records import RECORDS_FILE
 from gate.model.states import State
-from gate.model.wording import listed, plural
+from gate.model.wording import agree, listed, plural
 from gate.review.draw import JUDGED_FAIL, JUDGED_PASS, draw_order
 from gate.review.export import Exported, ExportRequest, export_cases
 from gate.review.ledger import FinalLabel, LedgerLine, append_line, final_labels, read_ledger
@@ -49,6 +49,8 @@ class QueueRequest:
     sample: int | None = None
     seed: str | None = None
     responses: Path | None = None  # a product run kept no answers (records.clear_text: false)
+    # A product run: the ledger whose earlier labels carry over (default: the lane's `audit` ledger).
+    ledger: Path | None = None
 
 
 @dataclass
@@ -97,6 +99,16 @@ def build_queue(req: QueueRequest) -> Written:
 
 
 def _built(loaded: LoadedPolicy, req: QueueRequest) -> Built:
+    built = _built_from(loaded, req)
+    if req.ledger is not None and built.kind != "product-audit":
+        raise UsageError(
+            f"--ledger: {shown_path(req.source)} is no product run, and only a product run's audit plan carries "
+            "labels over from a ledger; fix: drop --ledger"
+        )
+    return built
+
+
+def _built_from(loaded: LoadedPolicy, req: QueueRequest) -> Built:
     source = req.source
     where = from_working_directory(source)
     if where.is_dir():
@@ -209,8 +221,39 @@ def _product(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any], re
             "responses_sha256": responses_sha,
         }
     ]
-    design = {"seed": product.order_seed, "strata": strata}
+    design: dict[str, Any] = {"seed": product.order_seed, "strata": strata}
+    carried = _carried_over(loaded, req, _lane_of(result), items)
+    if carried is not None:
+        design["carried_over"] = carried
     return Built("product-audit", items, sources, design, notes)
+
+
+def _carried_over(
+    loaded: LoadedPolicy, req: QueueRequest, lane: str | None, items: Sequence[QueueItem]
+) -> dict[str, Any] | None:
+    """The labels a ledger already holds on the plan's items (the same item, under the rubric the queue
+    is for), labelled on earlier queues: the queue names those queues, so the page, status and the audit
+    read their labels as this queue's and people label only what still needs a label. The ledger is
+    --ledger, else the lane's `audit` (the one a policy names for every release)."""
+    ledger = req.ledger
+    spec = loaded.policy.lanes.get(lane) if lane is not None else None
+    if ledger is None and spec is not None and spec.audit is not None:
+        ledger = loaded.resolve(spec.audit)
+    if ledger is None or not from_working_directory(ledger).exists():
+        if req.ledger is not None:
+            raise UsageError(
+                f"--ledger {shown_path(req.ledger)}: no such review ledger; fix: pass the ledger people label into"
+            )
+        return None
+    lines = read_ledger(ledger, rubrics=loaded.policy.rubrics)
+    queues = sorted({line.queue_sha256 for line in lines})
+    if not queues:
+        return None
+    planned = {item.item_id for item in items}
+    rubric = loaded.policy.rubrics[-1]
+    mine = [line for line in lines if line.item_id in planned and line.rubric_version == rubric]
+    settled = sum(1 for f in final_labels(mine, None, loaded.policy.review.reviewers_per_item).values() if f.final)
+    return {"ledger": shown_path(ledger), "queues": queues, "items": settled}
 
 
 def _case_item(case: Case, source: str, stratum: str | None = None, draw: int | None = None) -> QueueItem:
@@ -387,6 +430,14 @@ def summary_lines(written: Written) -> list[str]:
             f"  audit plan {visible(slice_name, 80)}: {shown} (the run's seed {visible(str(built.design['seed']), 80)})"
         )
     lines += [f"  {visible(note, 600)}" for note in built.notes]
+    carried = built.design.get("carried_over")
+    if isinstance(carried, dict) and carried.get("items"):
+        n, total = int(carried["items"]), len(built.items)
+        lines.append(
+            f"  {n} of its {plural(total, 'item')} already {agree(n, 'has', 'have')} people's final label in "
+            f"{visible(str(carried['ledger']), 200)} (the same answer, question, evidence and rubric, labelled on an "
+            f"earlier queue): they count, and `gate review serve` with that ledger asks only for the other {total - n}"
+        )
     lines.append(
         f"next: gate review serve {shown_path(written.path)} --ledger labels/   (each reviewer labels, blind), then "
         f"gate review status {shown_path(written.path)} --ledger labels/"

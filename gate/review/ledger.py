@@ -334,7 +334,7 @@ def _broken_chain(at: int, lines: Sequence[LedgerLine]) -> LedgerError:
     )
 
 
-def _check_against_queue(line: LedgerLine, queue: Queue) -> None:
+def _check_against_queue(line: LedgerLine, queue: Queue, earlier: frozenset[str] = frozenset()) -> None:
     labels = queue.header.labels
     if line.label not in labels:
         raise _fail(line.where, f"label `{visible(line.label, 40)}` is not one of {', '.join(labels)}; {_FIX}")
@@ -349,7 +349,7 @@ def _check_against_queue(line: LedgerLine, queue: Queue) -> None:
         raise _fail(
             line.where, f"the case id or answer hash differs from item {line.item_id[:12]} in the queue; {_FIX}"
         )
-    if line.queue_sha256 != queue.sha256:
+    if line.queue_sha256 != queue.sha256 and line.queue_sha256 not in earlier:
         raise _fail(
             line.where,
             f"the line names queue {visible(line.queue_sha256[:12])}, not {shown_path(queue.path)} "
@@ -411,13 +411,27 @@ def read_ledger(
         return ()
     lines = [line for path in ledger_files(ledger) for line in _read_file(path)]
     _check_twins(lines)
+    earlier = carried_queues(queue) if queue is not None else frozenset()
+    if queue is not None and earlier:
+        # Labels of the earlier queues this queue carries over: those on its items count (the same item under
+        # the same rubric), those on other items are another queue's, and not this queue's to read.
+        lines = [line for line in lines if line.queue_sha256 not in earlier or line.item_id in queue.by_id]
     for line in lines:
         if queue is not None:
-            _check_against_queue(line, queue)
+            _check_against_queue(line, queue, earlier)
         if rubrics is not None:
             _check_rubric(line, rubrics)
     _check_retractions(lines)
     return tuple(lines)
+
+
+def carried_queues(queue: Queue) -> frozenset[str]:
+    """The earlier queues whose labels this queue carries over (`design.carried_over.queues`, written by
+    `gate review queue --from RUN` when the ledger held labels already): their labels on this queue's
+    items are this queue's too, so people label only what still needs a label."""
+    carried = queue.header.design.get("carried_over")
+    queues = carried.get("queues") if isinstance(carried, dict) else None
+    return frozenset(q for q in queues if isinstance(q, str)) if isinstance(queues, list) else frozenset()
 
 
 @dataclass(frozen=True)

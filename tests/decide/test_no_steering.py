@@ -318,3 +318,67 @@ def test_require_audit_holds_a_slice_no_label_of_its_plan_decides_whatever_the_c
     policy.write_text(data.replace("max_failure_rate: 0.15", "max_failure_rate: 0.15\n    require_audit: true"))
     assert decide(policy, run, tmp_path / "slice") == 4
     assert [x["kind"] for x in result(tmp_path / "slice")["blockers"]] == ["audit_required"]
+
+
+def label_through_the_page(queue_path: Path, ledger: Path, verdict: Any) -> list[str]:
+    """Two reviewers take what the review page serves them (GET /api/next) and label it (POST /api/label),
+    as `gate review serve` runs it; the case ids served, in order."""
+    from starlette.testclient import TestClient
+
+    from gate.review.queue import read_queue
+    from gate.web.app import CSRF_HEADER, Settings, build_app
+    from gate.web.desk import Desk
+
+    queue = read_queue(queue_path)
+    items = {item.item_id: item for item in queue.items}
+    settings = Settings()
+    client = TestClient(build_app(Desk(queue, ledger, 2), settings), base_url="http://127.0.0.1")
+    served: list[str] = []
+    for reviewer in ("ana", "bo"):
+        while (shown := client.get("/api/next", params={"reviewer": reviewer}).json()["item"]) is not None:
+            case_id = items[shown["item_id"]].case_id or ""
+            served.append(case_id)
+            body = {"reviewer": reviewer, "item_id": shown["item_id"], "label": verdict(case_id), "reason": "read it"}
+            assert client.post("/api/label", json=body, headers={CSRF_HEADER: settings.csrf_token}).status_code == 200
+    return served
+
+
+def test_labels_of_unchanged_answers_carry_over_and_the_page_serves_only_what_still_needs_a_label(
+    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Last release's labels on unchanged answers were read by `gate decide` but refused by `gate review
+    serve` with the new queue (another queue's lines: exit 2), so the team labelled everything again. The
+    next run's queue carries them over: same item, same rubric, a final label; the page serves the rest."""
+    lanes = {
+        "calibration": {"partitions": ["calibration"], "controls": True},
+        "app": {"partitions": ["product"], "controls": True, "product": True, "audit": "labels"},
+    }
+    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.2}}
+    cases = [product_case(f"p-{i:03d}") for i in range(60)]
+    policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url}, lanes=lanes)
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+    (policy.parent / "labels").mkdir()
+    first = answers_of(3)
+    assert run_app(policy, tmp_path / "v1", write_responses(tmp_path / "v1.jsonl", first)) == 4
+    assert write_queue_of(tmp_path / "v1", policy, tmp_path / "q1.jsonl") == 0
+    people = lambda case_id: "fail" if case_id == "p-000" else "pass"  # noqa: E731
+    assert len(label_through_the_page(tmp_path / "q1.jsonl", policy.parent / "labels", people)) == 120
+
+    # The next release changes ten answers; the other fifty are what people already labelled.
+    second = [
+        {**line, "response": f"A new answer for {line['case_id']}."} if i >= 50 else line
+        for i, line in enumerate(first)
+    ]
+    run = tmp_path / "v2"
+    assert run_app(policy, run, write_responses(tmp_path / "v2.jsonl", second)) == 4
+    capsys.readouterr()
+    assert write_queue_of(run, policy, tmp_path / "q2.jsonl") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "50 of its 60 items already have people's final label" in said and "asks only for the other 10" in said
+    served = label_through_the_page(tmp_path / "q2.jsonl", policy.parent / "labels", people)
+    assert sorted(set(served)) == [f"p-{i:03d}" for i in range(50, 60)] and len(served) == 20
+    status = ["review", "status", str(tmp_path / "q2.jsonl"), "--ledger", str(policy.parent / "labels")]
+    assert main(status) == 0 and "slice critical: 60 items, 60 with 2 labels or settled" in capsys.readouterr().out
+    assert decide(policy, run, tmp_path / "decided", "--audit-queue", str(tmp_path / "q2.jsonl")) == 0
+    audit = result(tmp_path / "decided")["product"]["slices"]["critical"]["audit"]
+    assert audit["judged_pass"]["open"] == audit["judged_fail"]["open"] == 0 and audit["verdict"] == "passed"
