@@ -2,8 +2,9 @@
 
 One case per item whose final label is unanimous among its K independent labels or adjudicated; a
 final `abstain` is listed, never exported. A case the label corrects (the item came from a case
-with another label) gets a new id that `supersedes` it; a case people confirm is listed and left
-as it is. Every case says where it came from: the queue, the reviewers, the adjudicator, whether
+with another label) gets a new id that `supersedes` the case as it stands now; a case people confirm
+is listed and left as it is, and so is an item an earlier export made a case of (a `--partial` export,
+or the same labels exported again): nothing is written twice. Every case says where it came from: the queue, the reviewers, the adjudicator, whether
 everyone was blind, the slice's alpha and the sha256 of every ledger line it rests on.
 """
 
@@ -53,20 +54,55 @@ def _evidence(item: QueueItem, used: Sequence[LedgerLine]) -> list[str]:
     return list(dict.fromkeys(cited or item.evidence))
 
 
+@dataclass(frozen=True)
+class _Standing:
+    """The dataset's cases as they stand: a superseded case is read as the case that replaced it."""
+
+    cases: Mapping[str, Case]
+    successor: Mapping[str, str]  # case id -> the id of the case that supersedes it
+    exported: Mapping[tuple[str, str], str]  # (item id, rubric) -> a case an earlier export made of the item
+
+    @classmethod
+    def of(cls, existing: Sequence[Case]) -> _Standing:
+        exported: dict[tuple[str, str], str] = {}
+        for c in existing:
+            item = c.provenance.get("item_id")
+            if isinstance(item, str) and c.labelled:
+                exported.setdefault((item, c.rubric_version), c.case_id)
+        return cls(
+            {c.case_id: c for c in existing}, {c.supersedes: c.case_id for c in existing if c.supersedes}, exported
+        )
+
+    def now(self, case_id: str) -> Case | None:
+        """The case that stands for `case_id`: itself, or the last of the cases that superseded it."""
+        seen = {case_id}
+        while (later := self.successor.get(case_id)) is not None and later not in seen:
+            seen.add(later)
+            case_id = later
+        return self.cases.get(case_id)
+
+
 def _case_id(
-    item: QueueItem, label: str, existing: Mapping[str, Case], taken: set[str]
+    item: QueueItem, label: str, rubric: str, standing: _Standing, taken: set[str]
 ) -> tuple[str | None, str | None]:
-    """(the new case's id, the id it supersedes); (None, None) when the case already holds the label."""
+    """(the new case's id, the id it supersedes); (None, the id of the case that holds the label already)
+    when the dataset has it as people labelled it: the case it came from, or the case an earlier export
+    (a `--partial` one, or the same labels exported twice) made of this item, as each stands now."""
+    earlier = standing.exported.get((item.item_id, rubric))
+    if earlier is not None and (done := standing.now(earlier)) is not None:
+        if done.human_label == label:
+            return None, done.case_id
+        return _new_id(earlier, taken, "r"), done.case_id  # people's final label changed since that export
     if item.case_id is None:
         return _new_id("review", taken, item.item_id[:12]), None
-    old = existing.get(item.case_id)
+    old = standing.now(item.case_id)
     if old is None and item.case_id not in taken:
         taken.add(item.case_id)
         return item.case_id, None
     if old is not None and old.human_label is not None and old.response == item.response:
         if old.human_label == label:
-            return None, None
-        return _new_id(item.case_id, taken, "r"), item.case_id  # people correct the case's label
+            return None, old.case_id
+        return _new_id(item.case_id, taken, "r"), old.case_id  # people correct the case's label (as it stands)
     # a product case (no label; its answer came from the run) or another answer of the case: a new case
     return _new_id(item.case_id, taken, item.response_sha256[:8]), None
 
@@ -88,7 +124,8 @@ def export_cases(
 ) -> Exported:
     """The cases to append, and what was left out and why (pure)."""
     by_sha = {line.line_sha256: line for line in lines}
-    known = {c.case_id: c for c in existing}
+    standing = _Standing.of(existing)
+    known = standing.cases
     taken = set(known)
     cases: list[dict[str, Any]] = []
     abstained: list[str] = []
@@ -104,9 +141,9 @@ def export_cases(
             continue
         if not final.final or final.label is None:
             continue
-        new_id, supersedes = _case_id(item, final.label, known, taken)
+        new_id, supersedes = _case_id(item, final.label, queue.header.rubric_version, standing, taken)
         if new_id is None:
-            confirmed.append(item.case_id or item.item_id)
+            confirmed.append(supersedes or item.item_id)
             continue
         used = [by_sha[s] for s in final.lines if s in by_sha]
         used_at += [line.at for line in used]

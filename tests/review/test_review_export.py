@@ -225,3 +225,59 @@ def test_a_case_people_confirm_is_left_as_it_is_and_one_they_correct_is_supersed
     assert (
         out.read_text() == "" and f"1 confirmed as labelled, left as they are: {CORRECTED}" in capsys.readouterr().out
     )
+
+
+def _appended(policy: Path, cases_file: str, out: Path) -> list[dict[str, Any]]:
+    """The exported cases, appended to the suite's cases file as a team does after an export."""
+    target = policy.parent / "cases" / cases_file
+    target.write_text(target.read_text(encoding="utf-8") + out.read_text(encoding="utf-8"), encoding="utf-8")
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_same_labels_exported_again_add_no_case_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped audit of app v2.4, exported into calibration and appended; exported again (a second
+    export after more labels, or by mistake): every one of the 322 answers was written again under a
+    new id (`...-76dd97262`), and the calibration partition held each labelled answer twice, which
+    `gate validate` passed and `gate calibrate` would have counted twice. Now the second export adds
+    nothing and says they are there already."""
+    suite = tmp_path / "example-product"
+    shutil.copytree(ROOT / "policies" / "example-product", suite, ignore=shutil.ignore_patterns("__pycache__"))
+    queue, ledger = read_queue(suite / "audit" / "queue.jsonl"), suite / "audit" / "ledger"
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    assert _export(queue, ledger, first) == 0
+    exported = _appended(suite / "policy.yaml", "calibration.jsonl", first)
+    assert len(exported) == len(queue.items)
+    capsys.readouterr()
+    assert _export(queue, ledger, second) == 0
+    assert second.read_text(encoding="utf-8") == ""
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"{len(queue.items)} confirmed as labelled, left as they are: {exported[0]['case_id']}" in said, said
+
+
+def test_a_partial_export_then_the_rest_after_adjudication_supersedes_each_case_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--partial` while one item awaits adjudication, appended; then the adjudication, and the rest
+    exported and appended. The case people corrected in the first export (CORRECTED, superseded by
+    CORRECTED-r) was superseded a second time (CORRECTED-r2), and `gate validate` refused the suite
+    (two cases supersede one). Now the second export holds the adjudicated item alone."""
+    policy, calibration = example(tmp_path)
+    answers = answers_from(calibration, tmp_path / "answers.jsonl")
+    assert main(["review", "queue", "--policy", str(policy), "--from", str(answers), "--out", str(tmp_path / "q")]) == 0
+    queue = read_queue(tmp_path / "q")
+    ledger = tmp_path / "labels"
+    ledger.mkdir()
+    plan = [("fail", "fail"), ("pass", "pass"), ("pass", "fail"), ("abstain", "abstain")]
+    plan += [("fail", "fail"), ("pass", "pass"), ("pass", "pass"), ("fail", "fail")]
+    for i, (a, b) in enumerate(plan):
+        label(ledger, queue, i, "ana", a)
+        label(ledger, queue, i, "ben", b)
+    partial, rest = tmp_path / "partial.jsonl", tmp_path / "rest.jsonl"
+    assert _export(queue, ledger, partial, "--partial") == 0
+    first = _appended(policy, "support.jsonl", partial)
+    assert f"{CORRECTED}-r" in {c["case_id"] for c in first} and "reviewed-2" not in {c["case_id"] for c in first}
+    label(ledger, queue, 2, "cy", "pass", kind="adjudication")
+    assert _export(queue, ledger, rest) == 0
+    assert [c["case_id"] for c in _appended(policy, "support.jsonl", rest)] == ["reviewed-2"]
+    capsys.readouterr()
+    assert main(["validate", "--policy", str(policy)]) == 0, capsys.readouterr().out
