@@ -13,11 +13,20 @@ from typing import Any
 
 import pytest
 from suite import result
-from test_product_audit import WEAK_JUDGE, answers_of, audit_suite, decide, label
+from test_product_audit import WEAK_JUDGE, answers_of, audit_suite, decide, judged_once, label, ledger_named_suite
 from test_product_audit import fake as fake  # the fixture
 from test_product_lane import answer, product_case, product_suite, run_app, write_calibration, write_responses
 
 from gate.cli import main
+
+Run = tuple[Path, Path, Path, list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """60 answers, 3 judged fail, a 20% limit, run once for the tests that only queue and decide over it."""
+    return judged_once(tmp_path_factory.mktemp("judged"))
+
 
 WORKFLOW = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "acme/support-bot", "GITHUB_RUN_ID": "77001"}
 
@@ -147,15 +156,12 @@ def label_queue(ledger: Path, queue_path: Path, verdict: Any) -> None:
 
 
 def test_the_queue_of_a_product_run_is_its_plan_and_any_other_queue_is_refused_naming_what_differs(
-    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, judged: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`--audit-queue` trusted the queue's draw and `gate review queue --seed S` took any seed: seed 68,
     found after 69 tries, put good answers first and passed a product at its limit; a hand-edited queue
     did the same. The queue is now the run's plan, and decide refuses any other, saying how it differs."""
-    policy = audit_suite(tmp_path / "suite", fake, 0.2)
-    responses = write_responses(tmp_path / "r.jsonl", answers_of(3))
-    run = tmp_path / "run"
-    assert run_app(policy, run, responses) == 4
+    policy, _responses, run, _lines = judged
     capsys.readouterr()
     for flag, value in (("--seed", "68"), ("--sample", "10")):
         assert write_queue_of(run, policy, tmp_path / f"q{flag}.jsonl", flag, value) == 2
@@ -197,7 +203,7 @@ def test_the_queue_of_a_product_run_is_its_plan_and_any_other_queue_is_refused_n
 
 
 def test_the_verdict_reads_exactly_the_plan_so_labelling_until_it_passes_buys_nothing(
-    tmp_path: Path, fake: Any
+    tmp_path: Path, judged: Run
 ) -> None:
     """Deciding after every label and stopping at the first pass: the sample was the draw's prefix up to
     the last label, so a team labelled until it passed (the first 15 answers the judge passed did,
@@ -205,10 +211,7 @@ def test_the_verdict_reads_exactly_the_plan_so_labelling_until_it_passes_buys_no
     hint never asks for labels past it."""
     from gate.review.draw import draw_order
 
-    policy = audit_suite(tmp_path / "suite", fake, 0.2)
-    lines = answers_of(3)
-    run = tmp_path / "run"
-    assert run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines)) == 4
+    policy, _responses, run, lines = judged
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
     assert (plan["judged_fail"]["sample"], plan["judged_pass"]["sample"], plan["items"], plan["labels"]) == (
         3,
@@ -284,12 +287,12 @@ def test_require_audit_holds_a_slice_no_label_of_its_plan_decides_whatever_the_c
     write_calibration(policy, {"critical": {"true_fail": 990, "false_pass": 10, "true_pass": 990, "false_fail": 10}})
     lines = answers_of(3)  # the judge fails 3 of 60; people fail every third answer it passed
     responses = write_responses(tmp_path / "r.jsonl", lines)
-    assert run_app(policy, tmp_path / "open", responses) == 0  # calibration alone passes it
     policy.write_text(policy.read_text().replace("product: true", "product: true\n    require_audit: true"))
     run = tmp_path / "run"
     assert run_app(policy, run, responses) == 4
     row = result(run)["product"]["slices"]["critical"]
     [b] = result(run)["blockers"]
+    # The calibration estimate alone passes the slice (`verdict`); the lane requires the audit.
     assert (b["kind"], b["state"], row["verdict"], row["audit_required"]) == (
         "audit_required",
         "review_required",
@@ -349,14 +352,7 @@ def test_labels_of_unchanged_answers_carry_over_and_the_page_serves_only_what_st
     """Last release's labels on unchanged answers were read by `gate decide` but refused by `gate review
     serve` with the new queue (another queue's lines: exit 2), so the team labelled everything again. The
     next run's queue carries them over: same item, same rubric, a final label; the page serves the rest."""
-    lanes = {
-        "calibration": {"partitions": ["calibration"], "controls": True},
-        "app": {"partitions": ["product"], "controls": True, "product": True, "audit": "labels"},
-    }
-    slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.2}}
-    cases = [product_case(f"p-{i:03d}") for i in range(60)]
-    policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url}, lanes=lanes)
-    write_calibration(policy, {"critical": WEAK_JUDGE})
+    policy = ledger_named_suite(tmp_path / "suite", fake)
     (policy.parent / "labels").mkdir()
     first = answers_of(3)
     assert run_app(policy, tmp_path / "v1", write_responses(tmp_path / "v1.jsonl", first)) == 4
@@ -382,3 +378,28 @@ def test_labels_of_unchanged_answers_carry_over_and_the_page_serves_only_what_st
     assert decide(policy, run, tmp_path / "decided", "--audit-queue", str(tmp_path / "q2.jsonl")) == 0
     audit = result(tmp_path / "decided")["product"]["slices"]["critical"]["audit"]
     assert audit["judged_pass"]["open"] == audit["judged_fail"]["open"] == 0 and audit["verdict"] == "passed"
+
+
+def test_more_labels_never_turn_exceeded_back_into_a_verdict_an_override_may_waive(tmp_path: Path, fake: Any) -> None:
+    """More evidence weakened the verdict: the sample was the labelled prefix, so four confirmed failures
+    of four labelled gave `exceeded`, and thirteen labels (ten failing) `inconclusive`, which an override
+    may waive. The sample is the plan (every answer the judge failed): a label more only settles an open
+    answer, so confirmed failures only accumulate and `exceeded`, once reached, stays."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.1)
+    lines = answers_of(20)  # 20 of 60 judged fail, a 10% limit
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines)) == 4
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    order = plan["judged_fail"]["case_ids"]
+    people = [1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0]  # 15 of the 20 truly fail
+    by_case = {line["case_id"]: line for line in lines}
+    ledger = tmp_path / "ledger.jsonl"
+    label(ledger, by_case[plan["judged_pass"]["case_ids"][0]], "pass")
+    verdicts = []
+    for m in range(1, 21):
+        label(ledger, by_case[order[m - 1]], "fail" if people[m - 1] else "pass")
+        if m in (12, 13, 20):
+            out = tmp_path / f"after-{m}"
+            decide(policy, run, out, "--audit", str(ledger))
+            verdicts.append(result(out)["product"]["slices"]["critical"]["audit"]["verdict"])
+    assert verdicts == ["inconclusive", "inconclusive", "exceeded"], verdicts  # it was exceeded, inconclusive, exceeded

@@ -297,15 +297,21 @@ def test_the_action_merge_job_decides_the_shards_with_the_audit_input(
         assert row["decided_by"] == "audit" and row["audit"]["verdict"] == "passed"
 
 
-def test_the_policy_names_the_ledger_for_run_and_decide_alike(tmp_path: Path, fake: FakeOpenAI) -> None:
+def ledger_named_suite(root: Path, fake: FakeOpenAI) -> Path:
+    """`audit_suite` at a 20% limit whose app lane names its ledger, `labels/` beside the policy (not made)."""
     lanes = {
         "calibration": {"partitions": ["calibration"], "controls": True},
         "app": {"partitions": ["product"], "controls": True, "product": True, "audit": "labels"},
     }
     slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.2}}
     cases = [product_case(f"p-{i:03d}") for i in range(60)]
-    policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url}, lanes=lanes)
+    policy = product_suite(root, cases, slices=slices, evaluator={"base_url": fake.base_url}, lanes=lanes)
     write_calibration(policy, {"critical": WEAK_JUDGE})
+    return policy
+
+
+def test_the_policy_names_the_ledger_for_run_and_decide_alike(tmp_path: Path, fake: FakeOpenAI) -> None:
+    policy = ledger_named_suite(tmp_path / "suite", fake)
     lines = answers_of(3)
     (policy.parent / "labels").mkdir()
     for i, line in enumerate(lines):
