@@ -474,6 +474,21 @@ def queue_policy(queue: Queue, policy: Path | None) -> LoadedPolicy:
     return loaded
 
 
+def check_current_rubric(queue: Queue, loaded: LoadedPolicy) -> None:
+    """A queue people are about to label must be under the rubric the policy gates with now: people label
+    by today's rules, and their lines name the queue's rubric (an older one is never used by the product
+    audit; one the policy dropped is refused by every reader)."""
+    current = loaded.policy.rubrics[-1]
+    if queue.header.rubric_version != current:
+        kept = "keeps it as history" if queue.header.rubric_version in loaded.policy.rubrics else "no longer lists it"
+        raise UsageError(
+            f"{shown_path(queue.path)}: the queue was built under rubric {visible(queue.header.rubric_version, 80)}, "
+            f"and the policy gates under {visible(current, 80)} now ({shown_path(loaded.path)} {kept}): people label "
+            "by today's rules, and their labels would carry the old rubric's name; fix: build a new queue from the "
+            "same source (`gate review queue`) and label that"
+        )
+
+
 def read_labelled(queue_path: Path, ledger: Path, policy: Path | None, k: int | None) -> Labelled:
     queue = read_queue(queue_path)
     loaded = queue_policy(queue, policy)

@@ -99,13 +99,14 @@ def address(host: str, port: int, token: str | None, path: str = "/") -> str:
 def serve(opts: ServeOptions, out: TextIO = sys.stdout) -> int:
     """Serve the page until interrupted (Ctrl-C: exit 0)."""
     check_options(opts)
-    from gate.commands.review import queue_policy
+    from gate.commands.review import check_current_rubric, queue_policy
     from gate.review.queue import read_queue
     from gate.web.desk import Desk
 
     queue = read_queue(opts.queue)
     # K as `gate review status` and `export` count it: the policy's, unless the flag says otherwise
     policy = queue_policy(queue, opts.policy)
+    check_current_rubric(queue, policy)
     k = opts.reviewers_per_item or policy.policy.review.reviewers_per_item
     if opts.ledger_directory and not from_working_directory(opts.ledger).exists():
         from_working_directory(opts.ledger).mkdir()

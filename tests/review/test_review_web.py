@@ -405,6 +405,22 @@ def test_serve_refuses_a_ledger_it_cannot_use_naming_the_file_and_line(
     assert code == 2 and "ledger.jsonl:2" in err and says in err, err
 
 
+@pytest.mark.parametrize("rubrics", [["rubric-2"], ["rubric-1", "rubric-2"]])
+def test_serve_refuses_a_queue_built_under_a_rubric_the_policy_no_longer_gates_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rubrics: list[str]
+) -> None:
+    """The policy moved to rubric-2 (rubric-1 dropped, or kept as history) after the queue was built under
+    rubric-1: the page served it, people labelled by today's rules under the old rubric's name, and every
+    reader then refused those lines (a dropped rubric) or the product audit never used them (an older
+    one). Refused before the page opens (exit 2), naming the queue, both rubrics and the fix."""
+    queue = write_test_queue(tmp_path / "queue.jsonl", 1, rubrics=rubrics)
+    code = main(["review", "serve", str(queue), "--ledger", str(tmp_path / "labels.jsonl"), "--port", "0"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "queue.jsonl" in err, err
+    assert "built under rubric rubric-1" in err and "the policy gates under rubric-2" in err, err
+    assert "gate review queue" in err and not (tmp_path / "labels.jsonl").exists()
+
+
 # -- a real server: two at once, kill -9, nothing written but the ledger ---------------------
 
 
