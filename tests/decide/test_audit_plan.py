@@ -1,0 +1,136 @@
+"""A planned audit: its two exact tests hold their level, its verdict reads exactly the planned items, and the
+planner sizes a plan that decides, or says before any label that none can and what would.
+
+The size checks enumerate every outcome of small slices exactly (K, then each stratum's planned sample), at
+points of the null that include the corners an adversary would pick (a judge that fails nothing, people
+failing every answer the judge failed, none of them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from gate.estimate import audit_plan as ap
+from gate.estimate import audit_tests as at
+
+ALPHA = 0.05
+
+
+def region_edge(side: at.Side, design: at.Design, limit: float) -> float | None:
+    """The last statistic value the test rejects at (None: none): the verdict is the test at the outcome's
+    statistic, and the test is monotone in it."""
+    values = sorted(
+        {
+            at.statistic(side, design, k, x_f, x_p, ALPHA)
+            for k in range(design.n + 1)
+            for x_f in range(design.sizes(k)[0] + 1)
+            for x_p in range(design.sizes(k)[1] + 1)
+        },
+        reverse=side == "exceeded",
+    )
+    test = at._Test(side, design, limit, ALPHA)
+    lo, hi = -1, len(values)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if test.at_most(values[mid]) else (lo, mid)
+    return values[lo] if lo >= 0 else None
+
+
+def worst_size(side: at.Side, design: at.Design, edge: float, limit: float) -> float:
+    """The largest P(the verdict `side`) over points of the null on the limit (where a test is likeliest to
+    err), summed exactly over every outcome: K, then each stratum's planned sample."""
+    pis, q_fs = np.meshgrid(np.linspace(0.0, 0.95, 20), np.linspace(0.0, 1.0, 21), indexing="ij")
+    q_ps = (limit - pis * q_fs) / (1 - pis)
+    on = (q_ps >= 0.0) & (q_ps <= 1.0)
+    pis, q_fs, q_ps = pis[on], q_fs[on], q_ps[on]
+    total = np.zeros(pis.shape)
+    for k in range(design.n + 1):
+        a_f, a_p = design.sizes(k)
+        values = np.array(
+            [[at.statistic(side, design, k, x_f, x_p, ALPHA) for x_p in range(a_p + 1)] for x_f in range(a_f + 1)]
+        )
+        verdict = (values <= edge) if side == "passed" else (values >= edge)
+        p_f = binom.pmf(np.arange(a_f + 1)[None, :], a_f, q_fs[:, None])
+        p_p = binom.pmf(np.arange(a_p + 1)[None, :], a_p, q_ps[:, None])
+        total += binom.pmf(k, design.n, pis) * np.einsum("gf,gx,fx->g", p_f, p_p, verdict.astype(float))
+    return float(total.max())
+
+
+@pytest.mark.parametrize(
+    ("side", "design", "limit"),
+    [("passed", at.Design(30, 6, 15), 0.3), ("exceeded", at.Design(20, 4, 6), 0.15)],
+)
+def test_each_planned_test_reaches_its_verdict_at_most_one_time_in_twenty_where_it_is_wrong(
+    side: at.Side, design: at.Design, limit: float
+) -> None:
+    edge = region_edge(side, design, limit)
+    assert edge is not None  # the slice is large enough for the test to decide sometimes
+    # The region is the verdict's: an outcome just inside rejects, one just outside does not.
+    inside = next(
+        (k, x_f, x_p)
+        for k in range(design.n + 1)
+        for x_f in range(design.sizes(k)[0] + 1)
+        for x_p in range(design.sizes(k)[1] + 1)
+        if at.statistic(side, design, k, x_f, x_p, ALPHA) == edge
+    )
+    assert at.rejects(side, design, *inside, limit, ALPHA)
+    assert 0.01 < worst_size(side, design, edge, limit) <= ALPHA + 1e-9  # near its level somewhere, never past it
+
+
+def test_a_whole_audit_reads_clopper_pearson_on_every_failure_people_found() -> None:
+    # 70 answers, every one labelled: 6 failing, 4 of them among the answers the judge failed. The lower
+    # bound counts the 2 the judge passed too: Clopper-Pearson on 6 of 70 (3.8%), not the 1.8% of 4.
+    whole = at.Design(70, 70, 70)
+    low = at.bound("exceeded", whole, 10, 4, 2, ALPHA)
+    assert low == pytest.approx(0.0378, abs=5e-4)
+    assert at.rejects("exceeded", whole, 10, 4, 2, 0.037, ALPHA)
+
+
+@pytest.mark.parametrize("labelled", [60, 150, 180, 200])
+def test_more_judged_fail_labels_never_turn_exceeded_into_a_verdict_an_override_may_waive(labelled: int) -> None:
+    # 3,000 answers, the judge failed 200, people confirm 70% of those they label; the limit is 3.4%. Today 60
+    # labels read exceeded, 150 and 180 inconclusive, all 200 exceeded again.
+    design = at.Design(3000, labelled, 0)
+    confirmed = round(0.7 * labelled)
+    assert at.rejects("exceeded", design, 200, confirmed, 0, 0.034, ALPHA)
+
+
+def test_within_a_plan_each_label_can_only_move_the_verdict_towards_what_it_says() -> None:
+    plan = ap.plan_audit(
+        judged_fail=12, judged_pass=988, calibration=ap.Calibration(85, 15, 990, 10), limit=0.05, confidence=0.95
+    )
+    assert plan.decides and plan.aim == "passed"
+    fails = ["fail"] + ["pass"] * (plan.fail_labels - 1)
+    clean = ["pass"] * plan.pass_labels
+    # Labelled one at a time, all passing: open planned items count as failing for `passed`, so the slice
+    # passes only once every planned item has its label; stopping early cannot pass it.
+    verdicts = []
+    for done in (0, plan.pass_labels // 2, plan.pass_labels - 1, plan.pass_labels):
+        verdicts.append(
+            ap.plan_verdict(
+                plan,
+                ap.planned_sample(plan.fail_labels, 12, fails),
+                ap.planned_sample(plan.pass_labels, 988, clean[:done]),
+            )
+        )
+    assert verdicts == ["inconclusive", "inconclusive", "inconclusive", "passed"]
+    # A label past the plan is not read: a failure found there changes nothing.
+    beyond = clean + ["fail"]
+    assert ap.planned_sample(plan.pass_labels, 988, beyond) == ap.planned_sample(plan.pass_labels, 988, clean)
+
+
+def test_the_planner_says_before_any_label_that_no_audit_of_a_70_answer_slice_decides_a_5_percent_limit() -> None:
+    # The trial: 70 answers a slice, 2 judged fail, a judge with Se 0.85 and Sp 0.99. Even people labelling all
+    # 70 pass a 5% limit only if none fails (Clopper-Pearson on 0 of 70 is 4.2%): at the predicted rate that is
+    # far from 80% of the time. The plan has no labels and says what would decide.
+    plan = ap.plan_audit(
+        judged_fail=2, judged_pass=68, calibration=ap.Calibration(85, 15, 990, 10), limit=0.05, confidence=0.95
+    )
+    assert not plan.decides and plan.labels == 0 and plan.power < 0.8
+    assert plan.answers_needed is not None and plan.answers_needed > 70
+    assert plan.limit_it_decides is not None and plan.limit_it_decides > 0.05
+    # The verdict of an empty plan is never `passed`.
+    empty = ap.planned_sample(0, 2, [])
+    assert ap.plan_verdict(plan, empty, ap.planned_sample(0, 68, [])) == "inconclusive"
