@@ -117,7 +117,7 @@ def test_within_a_plan_each_label_can_only_move_the_verdict_towards_what_it_says
         )
     assert verdicts == ["inconclusive", "inconclusive", "inconclusive", "passed"]
     # A label past the plan is not read: a failure found there changes nothing.
-    beyond = clean + ["fail"]
+    beyond = [*clean, "fail"]
     assert ap.planned_sample(plan.pass_labels, 988, beyond) == ap.planned_sample(plan.pass_labels, 988, clean)
 
 
