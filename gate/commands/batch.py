@@ -75,7 +75,7 @@ from gate.model.states import Finding, State, blocking_findings
 from gate.model.textfit import say
 from gate.model.traces import DRIFT_LANE
 from gate.model.wording import agree, plural
-from gate.run.lineage import make_lineage
+from gate.run.lineage import make_lineage, run_retirement
 from gate.run.order_seed import OrderSeed
 from gate.run.outdir import check_out_dir
 from gate.run.progress import Progress
@@ -122,6 +122,8 @@ def run_batch(
         )
     if existing is not None:
         _check_picked_up(lane, existing)
+        if lane.retirement is not None:  # the submit's records carry the date it read
+            lane = dataclasses.replace(lane, retirement=run_retirement(lane.retirement, lane.loaded, _prior(lane)))
         # The batch's evidence stays; the earlier outputs go once nothing can refuse this step.
         begin_run(opts.out_dir, keep_evidence=True)
     make_provider = provider_factory or _provider
@@ -266,6 +268,8 @@ def _submit(
     if picked_up:
         lane = dataclasses.replace(lane, opts=dataclasses.replace(lane.opts, resume=True))
     earlier = dataclasses.replace(_take_stock(lane), trend_loaded=None)
+    if earlier.records and lane.retirement is not None:
+        lane = dataclasses.replace(lane, retirement=run_retirement(lane.retirement, lane.loaded, earlier.records))
     lineage = make_lineage(lane.loaded, lane.dataset, [], lane.base_url, lane.retirement)
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
     got = _Gathered(

@@ -72,7 +72,7 @@ from gate.plan.inputs import cache_dir_for, load_product_inputs
 from gate.plan.responses import resumed_answers_problem
 from gate.plan.selection import Plan, recorded_order_seed
 from gate.plan.shard import Shard, lane_cases, select
-from gate.run.lineage import JudgeSettings, make_lineage
+from gate.run.lineage import JudgeSettings, make_lineage, run_retirement
 from gate.run.order_seed import OrderSeed, order_seed_for, replay_note
 from gate.run.outdir import OutputWriteError, check_out_dir, clear_outputs, describe
 from gate.run.progress import Progress
@@ -165,6 +165,8 @@ def run(
         return _dry_run(lane)
     check_out_dir(lane.opts.out_dir)  # before anything is paid: a usage error (exit 2) if it cannot be written
     earlier = _take_stock(lane)
+    if earlier.records and lane.retirement is not None:
+        lane = dataclasses.replace(lane, retirement=run_retirement(lane.retirement, lane.loaded, earlier.records))
     lineage = make_lineage(lane.loaded, lane.dataset, earlier.records, lane.base_url, lane.retirement)
     # The team's deterministic checks: every eligible case, before any model call, at no cost.
     check_results = evaluate_checks(lane.loaded, lane.plan.eligible)

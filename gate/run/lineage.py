@@ -143,6 +143,14 @@ def recorded_retirement(loaded: LoadedPolicy, records: Iterable[Record]) -> Reti
     return resolve(model, NOT_ASKED, loaded.policy.evaluator.shutdown_date)
 
 
+def run_retirement(asked: Retirement, loaded: LoadedPolicy, records: Iterable[Record]) -> Retirement:
+    """The shutdown date a run that continues earlier judgments uses (`--resume`, a batch's later
+    steps): the provider's answer to this run's lookup when it gave one (a date, or none announced);
+    else the provider's date the earlier records carry, as `gate decide` on them reads it (a lookup
+    that fails now does not forget it); else the policy's pin."""
+    return asked if asked.source == "provider" else recorded_retirement(loaded, records)
+
+
 def _with_pin(provider: Retirement, loaded: LoadedPolicy) -> Retirement:
     """The provider's answer as a run read it, the policy's pin standing in where it announced none."""
     pinned = loaded.policy.evaluator.shutdown_date

@@ -221,3 +221,27 @@ def test_a_batch_past_the_shutdown_submits_nothing_and_says_so_in_one_blocker(tm
     res = result(out)
     assert kinds(res) == ["judge_retired"]
     assert res["blockers"][0]["message"].startswith(f"the judge's model {MODEL} shut down on {in_days(-2)}")
+
+
+def test_a_resume_and_a_collect_whose_lookup_fails_keep_the_date_their_records_carry(tmp_path: Path) -> None:
+    """The first run read a date 7 days out; the provider's models endpoint is down when the run is
+    resumed or its batch collected: the records' date still blocks the release lane, as `gate decide`
+    on the same records says (it passed, exit 0)."""
+    from fake_batches import FakeBatches
+
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 2.0, "batch": {"input_per_mtok": 0.5, "output_per_mtok": 1.0}}
+    with dated(7) as provider:
+        FakeBatches(provider)
+        policy, live, batch = suite(tmp_path / "s", provider, price=price), tmp_path / "live", tmp_path / "batch"
+        assert run(policy, live, "release") == 4
+        assert run(policy, batch, "release", "--batch", "submit") == 3
+        provider.models = None  # the lookup now finds no endpoint: nobody says
+        assert run(policy, live, "release", "--resume") == 4
+        codes = [run(policy, batch, "release", "--batch", "collect") for _ in range(4)]
+        assert codes[-1] == 4, codes
+    for out in (live, batch):
+        res = result(out)
+        assert kinds(res) == ["judge_retiring"], out.name
+        assert res["judge_retirement"]["shutdown_date"] == in_days(7)
+        assert gate("decide", "--policy", policy, "--records", out, "--out", tmp_path / f"d-{out.name}") == 4
+        assert result(tmp_path / f"d-{out.name}")["judge_retirement"] == res["judge_retirement"]
