@@ -8,6 +8,7 @@ result.json names) is `make_lineage`.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -131,15 +132,23 @@ def recorded_judge(loaded: LoadedPolicy, records: Sequence[Record]) -> RecordedJ
 
 def recorded_retirement(loaded: LoadedPolicy, records: Iterable[Record]) -> Retirement:
     """The judge model's shutdown date for recorded judgments, without asking anyone: the provider's
-    date the latest of the records of this model carries, else the policy's pin (which the team may
-    have corrected since the run), else none. (Read in one pass: the records may be a file.)"""
+    answer the latest record of this model carries, else the policy's pin (which the team may have
+    corrected since the run), else none. Shards asked at different moments: each shard's latest
+    answer counts, and of those the earliest date (a date one shard read is not undone by another
+    that read none announced), as each shard's own decision would block. (Read in one pass: the
+    records may be a file.)"""
     model = loaded.policy.evaluator.model
-    latest: Retirement | None = None
+    latest: dict[tuple[int, int] | None, Retirement] = {}
     for r in records:
         if r.evaluator_model in ("", model) and r.judge_shutdown_source == "provider":
-            latest = recorded(model, r.judge_shutdown_date, r.judge_shutdown_source) or latest
-    if latest is not None:
-        return _with_pin(latest, loaded)
+            said = recorded(model, r.judge_shutdown_date, r.judge_shutdown_source)
+            if said is not None:
+                latest[(r.shard.index, r.shard.count) if r.shard is not None else None] = said
+    if latest:
+        dated = [x for x in latest.values() if x.date is not None]
+        return _with_pin(
+            min(dated, key=lambda x: x.date or dt.date.max) if dated else next(iter(latest.values())), loaded
+        )
     return resolve(model, NOT_ASKED, loaded.policy.evaluator.shutdown_date)
 
 

@@ -245,3 +245,20 @@ def test_a_resume_and_a_collect_whose_lookup_fails_keep_the_date_their_records_c
         assert res["judge_retirement"]["shutdown_date"] == in_days(7)
         assert gate("decide", "--policy", policy, "--records", out, "--out", tmp_path / f"d-{out.name}") == 4
         assert result(tmp_path / f"d-{out.name}")["judge_retirement"] == res["judge_retirement"]
+
+
+def test_a_merge_keeps_the_date_one_shard_read_when_another_read_none_announced(tmp_path: Path) -> None:
+    """Matrix jobs ask at different moments: shard 1 read a date 7 days out (judge_retiring, exit 4),
+    shard 2 read `shutdown_date: null`. The merge blocks as shard 1 did, in either order (it passed)."""
+    with dated(7) as provider:
+        policy = suite(tmp_path / "s", provider)
+        assert run(policy, tmp_path / "s1", "release", "--shard", "1/2") == 4
+        provider.models = {MODEL: {"shutdown_date": None}}
+        run(policy, tmp_path / "s2", "release", "--shard", "2/2")
+    assert "judge_retiring" not in kinds(result(tmp_path / "s2"))
+    for order in (("s1", "s2"), ("s2", "s1")):
+        merged = tmp_path / f"m-{'-'.join(order)}"
+        assert gate("merge", "--policy", policy, *(tmp_path / d for d in order), "--out", merged) == 4, order
+        assert kinds(result(merged)) == ["judge_retiring"]
+        assert result(merged)["judge_retirement"]["shutdown_date"] == in_days(7)
+    assert gate("decide", "--policy", policy, "--records", tmp_path / "m-s2-s1", "--out", tmp_path / "d") == 4
