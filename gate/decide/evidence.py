@@ -159,7 +159,7 @@ def prepare_evidence(
     """
     cases = {c.case_id: c for c in plan.eligible}
     vetting = Vetting(loaded.policy.metric, plan.repeats)
-    staleness = Staleness(loaded, fingerprint)
+    staleness = Staleness(loaded, fingerprint, plan.unanswered)
     bill = Bill()
     fresh: list[Judged] = []
     best: dict[tuple[str, int], Judged] = {}
@@ -233,8 +233,11 @@ class Staleness:
     last record of this one, known once all are read.
     """
 
-    def __init__(self, loaded: LoadedPolicy, fingerprint: str) -> None:
+    def __init__(self, loaded: LoadedPolicy, fingerprint: str, unanswered: frozenset[str] = frozenset()) -> None:
         self.loaded, self.fingerprint = loaded, fingerprint
+        # A product lane's cases the answers given leave out (`missing_response`): what their records
+        # judged is no answer of this run (a case without an answer renders no prompt to compare).
+        self.unanswered = unanswered
         self.policy = policy_components(loaded)
         self.reference: Record | None = None  # the last record under `fingerprint`
         # case id -> why its first stale record is stale (or its components and fingerprint, to say
@@ -246,6 +249,9 @@ class Staleness:
         if self.fingerprint and r.config_fingerprint == self.fingerprint:
             self.reference = r
         recorded = record_components(r)
+        if r.case_id in self.unanswered:
+            self._first.setdefault(r.case_id, "response: the answers given hold no line for the case")
+            return False
         why = _staleness(r, self.policy, lambda: self._prompt(case), recorded)
         if why is None and r.config_fingerprint and self.fingerprint and r.config_fingerprint != self.fingerprint:
             self._first.setdefault(r.case_id, (recorded, r.config_fingerprint))  # said once the reference is known

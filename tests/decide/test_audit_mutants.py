@@ -101,6 +101,28 @@ def test_a_slice_with_a_missing_answer_is_incomplete_whatever_the_audit_says(tmp
     assert "| `critical` | passed" not in report and "incomplete" in report
 
 
+def test_an_answer_the_records_judged_but_the_responses_given_lack_is_not_counted_as_judged(
+    tmp_path: Path, judged: Run
+) -> None:
+    """`gate decide --responses` with p-059's line missing, over records that judged p-059: the answer the
+    records judged is not one of the answers given, so the slice is incomplete beside its missing_response
+    blocker (it counted the record: the row read `passed` on 60 answers, exit 3 with nothing incomplete
+    on the screen but the blocker)."""
+    policy, responses, run, lines = judged
+    ledger = tmp_path / "ledger.jsonl"
+    for i, line in enumerate(lines):
+        label(ledger, line, "fail" if i == 0 else "pass")
+    assert decide(policy, run, tmp_path / "whole", "--audit", str(ledger), "--responses", str(responses)) == 0
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(responses.read_text(encoding="utf-8").splitlines(keepends=True)[:59]), encoding="utf-8")
+    out = tmp_path / "decided"
+    assert decide(policy, run, out, "--audit", str(ledger), "--responses", str(short)) == 3
+    res = result(out)
+    assert [(b["kind"], b["case_ids"]) for b in res["blockers"]] == [("missing_response", ["p-059"])]
+    row = res["product"]["slices"]["critical"]
+    assert (row["verdict"], row["n"]) == ("incomplete", 59) and res["unrun_case_ids"] == ["p-059"]
+
+
 def test_the_audit_queue_draws_every_answer_the_judge_failed_however_many(
     tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
