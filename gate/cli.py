@@ -1383,10 +1383,25 @@ def cmd_review_chain(args: argparse.Namespace) -> int:
     from gate.model.paths import shown_path
     from gate.review.ledger import chain_ledger
 
-    for done in chain_ledger(args.ledger):
-        what = "linked" if done.linked else "already chained, left as it was"
-        say(sys.stdout, log_text(f"{shown_path(done.file)}: {plural(done.lines, 'line')}, {what}"))
-    say(sys.stdout, "next: git diff shows `prev` added to each line; commit the ledger")
+    done = chain_ledger(args.ledger)
+    for one in done:
+        what = f"linked; its sha256 before: {one.before_sha256}" if one.linked else "already chained, left as it was"
+        say(sys.stdout, log_text(f"{shown_path(one.file)}: {plural(one.lines, 'line')}, {what}"))
+    if any(one.linked for one in done):
+        # The chain links whatever the file held: a file whose `prev` was stripped and whose labels were
+        # rewritten is linked as readily as one an earlier gate wrote. Only git tells the two apart.
+        first = shown_path(next(one.file for one in done if one.linked))
+        shown = first if first.startswith("/") else f"./{first}"  # git show reads ./ from where it runs
+        say(
+            sys.stdout,
+            log_text(
+                "next: before committing, check each file linked against git: its sha256 before must be the "
+                f"committed file's (`git show HEAD:{shown} | sha256sum`), and `git log -S'\"prev\"' --oneline -- "
+                f"{shown_path(args.ledger)}` must list no commit (no gate ever takes `prev` away: a file that "
+                "had it and lost it was edited by hand); git diff then shows `prev` added to each line and "
+                "nothing else; commit the ledger"
+            ),
+        )
     return 0
 
 

@@ -517,6 +517,7 @@ class Chained:
     file: Path
     lines: int
     linked: bool  # False: the file was chained already and is left as it was
+    before_sha256: str  # the file's bytes as they were: what to compare with the committed file
 
 
 def chain_ledger(ledger: Path) -> list[Chained]:
@@ -526,14 +527,14 @@ def chain_ledger(ledger: Path) -> list[Chained]:
     file already chained is read as any reader reads it (a broken chain is an error) and left alone;
     one that is chained in part was edited by hand and is refused."""
     renamed: dict[str, str] = {}
-    plans: list[tuple[Path, int, bytes | None]] = []
+    plans: list[tuple[Path, int, bytes | None, str]] = []
     for path in ledger_files(ledger):
-        plans.append(_chained_file(path, renamed))
+        plans.append((*_chained_file(path, renamed), sha256_hex(_file_bytes(path))))
     out = []
-    for path, count, data in plans:
+    for path, count, data, before in plans:
         if data is not None:
             _replace_file(path, data)
-        out.append(Chained(path, count, data is not None))
+        out.append(Chained(path, count, data is not None, before))
     read_ledger(ledger)  # what was written reads whole
     return out
 

@@ -335,6 +335,29 @@ def test_a_ledger_written_before_lines_were_chained_is_refused_with_the_fix_and_
     assert (ledger / "ben.jsonl").read_bytes() == before
 
 
+def test_chain_says_how_to_check_that_it_links_no_edited_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate review chain` links whatever a file without `prev` holds: someone who strips `prev` from a
+    chained ledger, rewrites labels and chains it again gets a ledger every reader accepts (exit 1 became
+    4 on the example). It said only that git diff shows `prev` added to each line, which is all the
+    chaining commit shows once the edit was committed first. Now it prints each file's sha256 as it was,
+    to compare with the committed file, and the git command that finds a commit that took `prev` away."""
+    from gate.cli import main
+
+    queue = make_queue(tmp_path, n=1)
+    ledger = tmp_path / "ledger.jsonl"
+    append_line(ledger, act(queue, 0, "ana", "fail"))
+    old = {k: v for k, v in json.loads(ledger.read_text()).items() if k != "prev"}
+    ledger.write_text(json.dumps(old, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8")
+    before = hashlib.sha256(ledger.read_bytes()).hexdigest()
+    capsys.readouterr()
+    assert main(["review", "chain", str(ledger)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"ledger.jsonl: 1 line, linked; its sha256 before: {before}" in said, said
+    assert "git show HEAD:" in said and "sha256sum" in said and "git log -S" in said, said
+
+
 def test_reviewers_who_label_on_two_branches_meet_in_a_git_merge(tmp_path: Path) -> None:
     """A ledger directory of one file per reviewer: ana labels on one branch, ben on another, both
     after a shared first label; `git merge` joins them without a conflict and the chain of each file reads."""
