@@ -109,6 +109,7 @@ class Task:
     annotations: tuple[Annotation, ...]
     whole: bool  # the task lists every annotation it has (JSON: its own counts agree)
     where: str
+    updated_at: str | None = None  # JSON only: when the task (an annotation of it among all) last changed
 
     @property
     def item_id(self) -> str | None:
@@ -231,6 +232,7 @@ def _json_task(task: dict[str, Any], where: str) -> Task:
         annotations=read,
         whole=whole,
         where=here,
+        updated_at=_time(task.get("updated_at")),
     )
 
 

@@ -19,6 +19,7 @@ later lines keep it.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -217,6 +218,26 @@ def _guard_servers(export: Export, known: _Known, server: str, where: str) -> No
         )
 
 
+def _when(text: str | None) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+    return when.replace(tzinfo=dt.UTC) if when is not None and when.tzinfo is None else when
+
+
+def _older(than: str | None, text: str | None) -> bool:
+    """Whether Label Studio's time `text` is before `than` (either unknown: no)."""
+    a, b = _when(text), _when(than)
+    return a is not None and b is not None and a < b
+
+
+_STALE_FIX = (
+    "the export was made before the last one imported; nothing was imported; fix: export the project again "
+    "and import the new export"
+)
+
+
 def _key(server: str, task: Task, a: Annotation) -> Key:
     return Key(server, task.project, task.task_id, a.annotation_id, a.user, a.created_at, a.unique_id)
 
@@ -315,6 +336,11 @@ def _match(plan: Plan, known: _Known, ours: Sequence[tuple[Task, QueueItem]], qu
             ):
                 plan.already += 1
                 continue
+            if before is not None and _older(before.at, a.updated_at):  # never an edit undone by an old file
+                raise LabelStudioError(
+                    f"{a.where} ({before.reviewer}): this export's version of the annotation (updated "
+                    f"{a.updated_at}) is older than the one imported into the ledger ({before.at}): {_STALE_FIX}"
+                )
             if before is not None:  # edited there: its line withdrawn, the new label in its place
                 plan.edited.append(Change(task.task_id, a.annotation_id, before.reviewer))
                 plan.appends.append(_retraction(before, queue, _why("edited", key), a.updated_at))
@@ -351,6 +377,11 @@ def _withdraw_the_missing(
         if not task.whole:
             plan.partial += 1
             continue
+        if _older(key.created_at, task.updated_at):  # the task as it was before the annotation existed
+            raise LabelStudioError(
+                f"{task.where}: annotation {key.annotation} ({line.reviewer}) was made after this export (created "
+                f"{key.created_at}; the task last changed {task.updated_at} in it), not deleted: {_STALE_FIX}"
+            )
         plan.deleted.append(Change(key.task, key.annotation, line.reviewer))
         plan.appends.append(_retraction(line, queue, _why("deleted", key), None))
 

@@ -116,6 +116,45 @@ def test_an_edit_seen_first_in_json_min_supersedes_too(imp: Importer) -> None:
     assert imp.active()[(case_of(9), "label-studio:default:1")] == "fail"
 
 
+@pytest.mark.parametrize("older", ["e1.json.json", "e1.json-min.json"])
+def test_an_export_older_than_what_was_imported_changes_nothing(imp: Importer, older: str) -> None:
+    """e2 imported, then e1, which was exported before it (a file lying around, a colleague's download):
+    annotation 16's edit was reverted (its fail retracted, the old pass appended back) and annotation 28,
+    made after e1, was retracted as deleted. An annotation older in the export than in the ledger says
+    the export is older: nothing is imported, and the message names the annotation and both times."""
+    assert imp("e2.json.json")[0] == 0
+    before = imp.lines()
+    code, out = imp(older)
+    said = " ".join(out.split())
+    assert code == 2, out
+    assert "task 9, annotation 16" in said and "older than the one imported" in said, said
+    assert "2026-12-07T14:02:21.349371Z" in said and "2026-12-07T14:02:33.945739Z" in said, said
+    assert "export the project again" in said
+    assert imp.lines() == before and imp.active()[(case_of(9), "label-studio:default:1")] == "fail"
+
+
+def test_a_json_export_made_before_an_annotation_was_never_reads_it_as_deleted(imp: Importer) -> None:
+    """e2 imported (user 2's annotation 28 on task 3 among its labels); then an export of the project from
+    before annotation 28 existed, whose other annotations are the same (e1 with annotation 16 as e2 has
+    it): task 3's own updated_at is earlier than annotation 28's creation, so the export predates it,
+    and its label is not retracted as deleted (it was)."""
+
+    def as_e2(data: list[dict[str, Any]]) -> None:
+        e2 = {t["id"]: t for t in json.loads((FIXTURES / "e2.json.json").read_text())}
+        for task in data:
+            if task["id"] == 9:
+                task["annotations"] = e2[9]["annotations"]
+                task["updated_at"] = e2[9]["updated_at"]
+
+    assert imp("e2.json.json")[0] == 0
+    before = imp.lines()
+    code, out = imp(imp.derived("e1.json.json", as_e2))
+    said = " ".join(out.split())
+    assert code == 2, out
+    assert "task 3" in said and "annotation 28" in said and "made after this export" in said, said
+    assert imp.lines() == before and imp.active()[(case_of(3), "label-studio:default:2")]
+
+
 def restore_task_1(data: list[dict[str, Any]]) -> None:
     """Task 1's answer put back as the queue has it (what the person does in Label Studio after exit 2)."""
     answer = read_queue(QUEUE).items[0].response
