@@ -510,10 +510,20 @@ def _record_unsent(
     why: str,
 ) -> None:
     """Every scheduled judgment recorded as skipped for one reason (no key; a judge model past its
-    shutdown date), and nobody is called."""
+    shutdown date), and nobody is called; on --resume, those an earlier attempt completed keep their
+    record alone."""
     loaded, plan = lane.loaded, lane.plan
+    done = (
+        reusable_records(
+            loaded, got.prior, plan, lane.judge.config_fingerprint, rejudge_parse_errors=lane.opts.rejudge_parse_errors
+        )
+        if lane.opts.resume
+        else {}
+    )
     for case in plan.scheduled:
         for i in range(plan.repeats):
+            if (case.case_id, i) in done:
+                continue
             missing = Judgment(status="skipped", error_kind=kind, error_message=why)
             rec = make_record(
                 case,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gate.decide.evidence import CaseOutcome, Evidence
+from gate.decide.evidence import Evidence, Judged
 from gate.model.lineage import Lineage
 from gate.model.policy import Evaluator, Lane
 from gate.model.retirement import MIGRATION, Retirement, days_text, recorded
@@ -23,18 +23,25 @@ RETIRED_KINDS = frozenset({"model_retired", "model_not_found"})
 MIGRATE_FIX = f"move the judge to a successor with evidence (`{MIGRATION}`, docs/PROVIDERS.md)"
 
 
-def retired_outcomes(ev: Evidence) -> list[CaseOutcome]:
-    """The cases whose judgment the judge's retirement refused (never sent, or 404 model_not_found)."""
-    return [o for o in ev.outcomes if o.error_kind in RETIRED_KINDS]
+def refused_records(ev: Evidence) -> list[Judged]:
+    """The judgments the judge's retirement refused (never sent, or 404 model_not_found)."""
+    return [r for r in ev.fresh if r.error_kind in RETIRED_KINDS]
 
 
 def retired_case_ids(ev: Evidence) -> set[str]:
-    """Every case the retirement left unjudged: those it refused, and, since the run stops sending
-    at the first refusal, every case not judged at all."""
-    hit = retired_outcomes(ev)
-    if not hit:
+    """Every case the retirement left unjudged: each case without a verdict that a refused judgment
+    names (an earlier run's error or interruption of it cannot be retried with this model: a run
+    resumed after the shutdown), and, since the run stops sending at the first refusal, every case
+    not judged at all."""
+    refused = {r.case_id for r in refused_records(ev)}
+    if not refused:
         return set()
-    return {o.case.case_id for o in hit} | {o.case.case_id for o in ev.outcomes if o.bucket == "unrun"}
+    return {
+        o.case.case_id
+        for o in ev.outcomes
+        if o.bucket == "unrun"
+        or (o.bucket == "errored" and (o.case.case_id in refused or o.error_kind in RETIRED_KINDS))
+    }
 
 
 def lineage_retirement(lineage: Lineage) -> Retirement | None:
@@ -59,17 +66,14 @@ def shut_down_detail(retirement: Retirement) -> str:
 def judge_retired(ev: Evidence) -> tuple[Finding, ...]:
     """One `judge_retired` blocker for every case the retirement left unjudged; the shutdown date is the
     one the refused judgments recorded."""
-    hit = retired_outcomes(ev)
-    if not hit:
+    unjudged = retired_case_ids(ev)
+    if not unjudged:
         return ()
     model = ev.policy.evaluator.model
-    unjudged = retired_case_ids(ev)
     ids = [o.case.case_id for o in ev.outcomes if o.case.case_id in unjudged]
-    refused = next((r for r in ev.fresh if r.error_kind in RETIRED_KINDS), None)
-    retirement = (
-        recorded(model, refused.judge_shutdown_date, refused.judge_shutdown_source) if refused is not None else None
-    )
-    if any(o.error_kind == "model_retired" for o in hit):
+    refused = refused_records(ev)
+    retirement = recorded(model, refused[0].judge_shutdown_date, refused[0].judge_shutdown_source)
+    if any(r.error_kind == "model_retired" for r in refused):
         detail = shut_down_detail(retirement) if retirement is not None else "had shut down: nothing was sent to it"
     else:
         said = (
@@ -88,7 +92,7 @@ def judge_retiring(ev: Evidence, lineage: Lineage, today: dt.date) -> tuple[Find
     lineage names (none when the retirement already refused the judgments: `judge_retired` says it)."""
     retirement = lineage_retirement(lineage)
     lane = ev.policy.lanes.get(ev.plan.lane)
-    if retirement is None or lane is None or retired_outcomes(ev):
+    if retirement is None or lane is None or retired_case_ids(ev):
         return ()
     found = retiring_finding(retirement, lane, ev.policy.evaluator, today)
     return (found,) if found is not None else ()

@@ -262,3 +262,28 @@ def test_a_merge_keeps_the_date_one_shard_read_when_another_read_none_announced(
         assert kinds(result(merged)) == ["judge_retiring"]
         assert result(merged)["judge_retirement"]["shutdown_date"] == in_days(7)
     assert gate("decide", "--policy", policy, "--records", tmp_path / "m-s2-s1", "--out", tmp_path / "d") == 4
+
+
+def test_a_run_resumed_after_the_shutdown_keeps_its_verdicts_and_names_the_retirement_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    """The first run, 7 days before the shutdown, could not judge h-2 (the provider answered 500); it is
+    resumed after the date: the judged cases keep their verdicts, h-2 is the retirement's, never an
+    evaluator error to retry ("--resume judges only what is missing" cannot), and no judged case gets a
+    second, refused record."""
+    from fake_openai import status
+
+    with dated(7) as provider:
+        provider.script("Answer for h-2", status(500), status(500))
+        policy, out = suite(tmp_path / "s", provider), tmp_path / "out"
+        assert run(policy, out, "release") == 3  # evaluator_errors (and judge_retiring)
+        provider.models = {MODEL: {"shutdown_date": in_days(-1)}}
+        sent = provider.count()
+        assert run(policy, out, "release", "--resume") == 3
+        assert provider.count() == sent
+    res = result(out)
+    assert kinds(res) == ["judge_retired"]
+    assert res["blockers"][0]["case_ids"] == ["h-2"] and "1 case was not judged" in res["blockers"][0]["message"]
+    assert [r["case_id"] for r in records(out) if r["error_kind"] == "model_retired"] == ["h-2"]
+    assert gate("decide", "--policy", policy, "--records", out, "--out", tmp_path / "d") == 3
+    assert kinds(result(tmp_path / "d")) == ["judge_retired"]
