@@ -1,8 +1,10 @@
 """The provider's models endpoint: the judge model's announced shutdown date, asked once per run.
 
 `GET {base_url}/models/{model}` (OpenAI's model object carries `shutdown_date`: `YYYY-MM-DD`, or null
-when none is announced). One attempt with a short timeout: it uses no tokens and is not billed, so it
-is neither metered nor reserved against the cost boundary. It is sent with the key the judge uses, in
+when none is announced). One attempt, over within 5 s whatever the provider does (a socket timeout
+bounds each read, not the whole: a reply trickled a byte at a time is cut at 5 s by hanging up). It
+uses no tokens and is not billed, so it is neither metered nor reserved against the cost boundary.
+It is sent with the key the judge uses, in
 the same header, over the same TLS settings; the key is never written anywhere, and nothing the
 provider says is trusted beyond one date.
 
@@ -19,10 +21,13 @@ redirect is not followed: the key goes to the base URL's host only.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import http.client
 import json
 import os
 import re
+import socket
 import ssl
 import urllib.request
 from typing import Any
@@ -44,28 +49,89 @@ def model_url(base_url: str, model: str) -> str:
 
 
 def ask_shutdown_date(base_url: str, api_key: str, model: str, *, timeout_s: float = TIMEOUT_S) -> ProviderAnswer:
-    """What the provider says of `model`'s shutdown."""
-    import urllib.error
-    import urllib.request
+    """What the provider says of `model`'s shutdown, within `timeout_s` in all: a provider (or a proxy)
+    that trickles its answer a byte at a time, each inside a socket timeout, does not hold the run."""
+    import threading
 
     if model in (".", "..") or not base_url.lower().startswith(("http://", "https://")):
         return ProviderAnswer("unknown", detail="not asked: the base URL or the model name cannot make the address")
-    request = urllib.request.Request(model_url(base_url, model), headers={"Authorization": f"Bearer {api_key}"})
-    opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=_tls()), _NoRedirect())
-    try:
-        with opener.open(request, timeout=timeout_s) as reply:
-            return read_answer(reply.status, _read(reply))
-    except urllib.error.HTTPError as exc:
+    lookup = _Lookup(base_url, api_key, model, timeout_s)
+    asking = threading.Thread(target=lookup.run, name="gate-models-lookup", daemon=True)
+    asking.start()
+    asking.join(timeout_s)
+    if lookup.answer is None:
+        lookup.hang_up()  # the thread's read ends at once, so nothing of it outlives the lookup
+        asking.join(1.0)
+        return ProviderAnswer("unknown", detail=f"no answer within {timeout_s:g} s")
+    return lookup.answer
+
+
+class _Lookup:
+    """One GET of the model object on a thread, and the sockets it opened (to hang up on)."""
+
+    def __init__(self, base_url: str, api_key: str, model: str, timeout_s: float) -> None:
+        self.request = urllib.request.Request(
+            model_url(base_url, model), headers={"Authorization": f"Bearer {api_key}"}
+        )
+        self.timeout_s = timeout_s
+        self.sockets: list[socket.socket] = []
+        self.answer: ProviderAnswer | None = None
+
+    def run(self) -> None:
+        self.answer = self._ask()
+
+    def hang_up(self) -> None:
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _ask(self) -> ProviderAnswer:
+        import urllib.error
+
+        handlers = (_Handler(self.sockets, context=_tls()), _NoRedirect())
+        opener = urllib.request.build_opener(*handlers)
         try:
-            body = _read(exc)
-        except (OSError, ValueError):
-            body = b""
-        return read_answer(exc.code, body)
-    except (OSError, ValueError) as exc:  # URLError is an OSError; a malformed reply a ValueError
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, TimeoutError):
-            return ProviderAnswer("unknown", detail=f"no answer within {timeout_s:g} s")
-        return ProviderAnswer("unknown", detail=f"no answer ({type(reason).__name__})")
+            with opener.open(self.request, timeout=self.timeout_s) as reply:
+                return read_answer(reply.status, _read(reply))
+        except urllib.error.HTTPError as exc:
+            try:
+                body = _read(exc)
+            except (OSError, ValueError):
+                body = b""
+            return read_answer(exc.code, body)
+        except TooLong:
+            return ProviderAnswer("unknown", detail=str(TooLong()))
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError is an OSError
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):
+                return ProviderAnswer("unknown", detail=f"no answer within {self.timeout_s:g} s")
+            return ProviderAnswer("unknown", detail=f"no answer ({type(reason).__name__})")
+
+
+class _Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
+    """urllib's HTTP and HTTPS handlers, keeping the socket of each connection they open (urllib lets
+    go of it once the reply's head is read; the reply still reads from it): `_Lookup.hang_up`."""
+
+    def __init__(self, sockets: list[socket.socket], context: ssl.SSLContext) -> None:
+        urllib.request.HTTPHandler.__init__(self)
+        urllib.request.HTTPSHandler.__init__(self, context=context)
+        self._sockets, self._tls = sockets, context
+
+    def _kept(self, cls: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        sockets = self._sockets
+
+        class Kept(cls):  # type: ignore[valid-type,misc]
+            def connect(self) -> None:
+                super().connect()
+                sockets.append(self.sock)
+
+        return Kept
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._kept(http.client.HTTPConnection), req)
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._kept(http.client.HTTPSConnection), req, context=self._tls)
 
 
 def _tls() -> ssl.SSLContext:
@@ -82,10 +148,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+class TooLong(ValueError):
+    def __str__(self) -> str:
+        return "the reply is too long to be a model object"
+
+
 def _read(reply: Any) -> bytes:
     data: bytes = reply.read(MAX_BODY + 1)
     if len(data) > MAX_BODY:
-        raise ValueError("the reply is too long to be a model object")
+        raise TooLong()
     return data
 
 
