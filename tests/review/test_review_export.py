@@ -44,7 +44,10 @@ def answers_from(calibration: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def labelled_queue(tmp_path: Path, policy: Path, calibration: list[dict[str, Any]]) -> tuple[Queue, Path]:
+def labelled_queue(
+    tmp_path: Path, policy: Path, calibration: list[dict[str, Any]], *, adjudicated: bool = True
+) -> tuple[Queue, Path]:
+    """Eight answers ana and ben label, disagreeing on reviewed-2 (which cy settles, unless not `adjudicated`)."""
     answers = answers_from(calibration, tmp_path / "answers.jsonl")
     assert (
         main(["review", "queue", "--policy", str(policy), "--from", str(answers), "--out", str(tmp_path / "q.jsonl")])
@@ -58,7 +61,8 @@ def labelled_queue(tmp_path: Path, policy: Path, calibration: list[dict[str, Any
     for i, (a, b) in enumerate(plan):
         label(ledger, queue, i, "ana", a)
         label(ledger, queue, i, "ben", b)
-    label(ledger, queue, 2, "cy", "pass", kind="adjudication")
+    if adjudicated:
+        label(ledger, queue, 2, "cy", "pass", kind="adjudication")
     return queue, ledger
 
 
@@ -262,16 +266,7 @@ def test_a_partial_export_then_the_rest_after_adjudication_supersedes_each_case_
     CORRECTED-r) was superseded a second time (CORRECTED-r2), and `gate validate` refused the suite
     (two cases supersede one). Now the second export holds the adjudicated item alone."""
     policy, calibration = example(tmp_path)
-    answers = answers_from(calibration, tmp_path / "answers.jsonl")
-    assert main(["review", "queue", "--policy", str(policy), "--from", str(answers), "--out", str(tmp_path / "q")]) == 0
-    queue = read_queue(tmp_path / "q")
-    ledger = tmp_path / "labels"
-    ledger.mkdir()
-    plan = [("fail", "fail"), ("pass", "pass"), ("pass", "fail"), ("abstain", "abstain")]
-    plan += [("fail", "fail"), ("pass", "pass"), ("pass", "pass"), ("fail", "fail")]
-    for i, (a, b) in enumerate(plan):
-        label(ledger, queue, i, "ana", a)
-        label(ledger, queue, i, "ben", b)
+    queue, ledger = labelled_queue(tmp_path, policy, calibration, adjudicated=False)
     partial, rest = tmp_path / "partial.jsonl", tmp_path / "rest.jsonl"
     assert _export(queue, ledger, partial, "--partial") == 0
     first = _appended(policy, "support.jsonl", partial)
