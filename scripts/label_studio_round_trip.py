@@ -34,12 +34,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -48,7 +46,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from review_ui import Failed, build_run_and_queue, check
+from review_ui import Failed, build_run_and_queue, check, scratch
 
 from gate.review.ledger import active_lines, read_ledger
 from gate.review.queue import read_queue
@@ -349,20 +347,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.label_studio.exists():
         print(f"label_studio_round_trip: no {args.label_studio}; fix: make label-studio-test", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="gate-label-studio-"))
-    try:
-        run(work, args.label_studio.absolute())
-    except CannotStart as exc:
-        print(f"label_studio_round_trip: Label Studio did not start: {exc}", file=sys.stderr)
-        return 2
-    except Failed as exc:
-        print(f"label_studio_round_trip: FAILED: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"scratch directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    with scratch("gate-label-studio-", args.keep) as work:
+        try:
+            run(work, args.label_studio.absolute())
+        except CannotStart as exc:
+            print(f"label_studio_round_trip: Label Studio did not start: {exc}", file=sys.stderr)
+            return 2
+        except Failed as exc:
+            print(f"label_studio_round_trip: FAILED: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 

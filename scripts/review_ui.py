@@ -53,6 +53,19 @@ def check(ok: object, what: str) -> None:
         raise Failed(what)
 
 
+@contextmanager
+def scratch(prefix: str, keep: bool) -> Iterator[Path]:
+    """A scratch directory for one run of a check, removed after it unless `keep` (then its path is printed)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work
+    finally:
+        if keep:
+            print(f"scratch directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def gate(*args: str, cwd: Path, expect: Sequence[int] = (0,)) -> str:
     """`gate ARGS` in the scratch directory; its stdout (its exit code must be one of `expect`)."""
     proc = subprocess.run(
@@ -466,18 +479,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    work = Path(tempfile.mkdtemp(prefix="gate-review-ui-"))
     started = time.monotonic()
-    try:
-        run(work, args.screenshot)
-    except Failed as exc:
-        print(f"review_ui: FAILED: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if args.keep:
-            print(f"scratch directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+    with scratch("gate-review-ui-", args.keep) as work:
+        try:
+            run(work, args.screenshot)
+        except Failed as exc:
+            print(f"review_ui: FAILED: {exc}", file=sys.stderr)
+            return 1
     print(f"review_ui: every check holds ({time.monotonic() - started:.0f} s); screenshot {args.screenshot}")
     return 0
 
