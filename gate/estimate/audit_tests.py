@@ -30,8 +30,8 @@ only be too wide, never too narrow: a cell that cannot be settled in the rounds 
 A design that labels both whole strata whatever `K` is (`c >= n`, `m >= n`) reads `x = x_F + x_P`, which is
 Binomial(n, p) exactly: the tests are Clopper-Pearson's, with no nuisance at all.
 
-Pure: numbers in, numbers out; numpy and scipy are imported inside the functions. tests/decide/
-test_audit_tests.py checks the size by enumerating small slices exactly; bench/audit_plan.py on a grid.
+Pure: numbers in, numbers out; numpy and scipy are imported inside the functions.
+tests/decide/test_audit_sizing.py checks the size by enumerating small slices exactly; bench/audit_sizing.py on a grid.
 """
 
 from __future__ import annotations
@@ -104,8 +104,11 @@ def _cp_low_scalar(x: int, a: int, alpha: float) -> float:
     return float(betaincinv(x, a - x + 1, alpha)) if x > 0 else 0.0
 
 
-def rejects(side: Side, design: Design, k: int, x_f: int, x_p: int, limit: float, alpha: float) -> bool:
-    """Whether the test rejects at the limit: `passed` rejects `p >= limit`, `exceeded` rejects `p <= limit`."""
+def rejects(
+    side: Side, design: Design, k: int, x_f: int, x_p: int, limit: float, alpha: float, budget: int | None = None
+) -> bool:
+    """Whether the test rejects at the limit: `passed` rejects `p >= limit`, `exceeded` rejects `p <= limit`.
+    A `budget` below the verdict's (the planner's quick question) may only say no where the verdict says yes."""
     if not 0.0 < limit < 1.0:
         return False
     if design.whole:
@@ -114,7 +117,7 @@ def rejects(side: Side, design: Design, k: int, x_f: int, x_p: int, limit: float
         x = x_f + x_p
         tail = binom.cdf(x, design.n, limit) if side == "passed" else binom.sf(x - 1, design.n, limit)
         return bool(tail <= alpha)
-    return _Test(side, design, limit, alpha).at_most(statistic(side, design, k, x_f, x_p, alpha))
+    return _Test(side, design, limit, alpha).at_most(statistic(side, design, k, x_f, x_p, alpha), budget)
 
 
 def bound(side: Side, design: Design, k: int, x_f: int, x_p: int, alpha: float, steps: int = 24) -> float:
@@ -210,14 +213,15 @@ class _Test:
 
     # --- the sup over the null ---
 
-    def at_most(self, w: float) -> bool:
+    def at_most(self, w: float, budget: int | None = None) -> bool:
         import numpy as np
 
-        return bool(self.at_most_each(np.array([w]))[0])
+        return bool(self.at_most_each(np.array([w]), budget)[0])
 
-    def at_most_each(self, ws: NDArray[Any]) -> NDArray[Any]:
+    def at_most_each(self, ws: NDArray[Any], budget: int | None = None) -> NDArray[Any]:
         """Per w: True when every cell's bound is at most alpha; False when a point of the null is above it
-        (or the cells could not be settled in the rounds allowed: the safe answer)."""
+        (or the cells could not be settled within the budget: the safe answer). The refinement is the same
+        whatever the budget, so True under a smaller budget is True under a larger one."""
         import numpy as np
 
         answer = np.zeros(len(ws), dtype=bool)
@@ -226,7 +230,7 @@ class _Test:
         spent = 0
         for _ in range(_ROUNDS):
             spent += len(cells)
-            if spent > _BUDGET:
+            if spent > (_BUDGET if budget is None else budget):
                 break
             q_f, q_p, meets = self._corners(cells)
             cells, q_f, q_p = cells[meets], q_f[meets], q_p[meets]
@@ -508,3 +512,17 @@ def _pmf_small(xs: NDArray[Any], sizes: NDArray[Any], qs: NDArray[Any]) -> NDArr
         log = log_coef + xlogy(xin, qs[:, None]) + xlog1py(size - xin, -qs[:, None])
         out: NDArray[Any] = np.nan_to_num(np.where(inside, np.exp(log), 0.0), nan=0.0)
     return out
+
+
+def critical(side: Side, design: Design, limit: float, alpha: float, steps: int = 30) -> float | None:
+    """The edge of the test's region: for `passed` the largest statistic it reaches the verdict at, for
+    `exceeded` the smallest (None: no statistic reaches it). Bisected over the statistic (the test is monotone
+    in it); the benches read a design's whole region from it."""
+    test = _Test(side, design, limit, alpha)
+    good, bad = (0.0, 1.0 + PASS_SCALE) if side == "passed" else (1.0, 0.0)
+    if not test.at_most(good):
+        return None
+    for _ in range(steps):
+        mid = (good + bad) / 2
+        good, bad = (mid, bad) if test.at_most(mid) else (good, mid)
+    return good

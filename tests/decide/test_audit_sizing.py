@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from gate.estimate import audit_plan as ap
+from gate.estimate import audit_sizing as sz
 from gate.estimate import audit_tests as at
 
 ALPHA = 0.05
@@ -98,8 +98,8 @@ def test_more_judged_fail_labels_never_turn_exceeded_into_a_verdict_an_override_
 
 
 def test_within_a_plan_each_label_can_only_move_the_verdict_towards_what_it_says() -> None:
-    plan = ap.plan_audit(
-        judged_fail=12, judged_pass=988, calibration=ap.Calibration(85, 15, 990, 10), limit=0.05, confidence=0.95
+    plan = sz.plan_audit(
+        judged_fail=12, judged_pass=988, calibration=sz.Calibration(85, 15, 990, 10), limit=0.05, confidence=0.95
     )
     assert plan.decides and plan.aim == "passed"
     fails = ["fail"] + ["pass"] * (plan.fail_labels - 1)
@@ -109,28 +109,28 @@ def test_within_a_plan_each_label_can_only_move_the_verdict_towards_what_it_says
     verdicts = []
     for done in (0, plan.pass_labels // 2, plan.pass_labels - 1, plan.pass_labels):
         verdicts.append(
-            ap.plan_verdict(
+            sz.plan_verdict(
                 plan,
-                ap.planned_sample(plan.fail_labels, 12, fails),
-                ap.planned_sample(plan.pass_labels, 988, clean[:done]),
+                sz.planned_sample(plan.fail_labels, 12, fails),
+                sz.planned_sample(plan.pass_labels, 988, clean[:done]),
             )
         )
     assert verdicts == ["inconclusive", "inconclusive", "inconclusive", "passed"]
     # A label past the plan is not read: a failure found there changes nothing.
     beyond = [*clean, "fail"]
-    assert ap.planned_sample(plan.pass_labels, 988, beyond) == ap.planned_sample(plan.pass_labels, 988, clean)
+    assert sz.planned_sample(plan.pass_labels, 988, beyond) == sz.planned_sample(plan.pass_labels, 988, clean)
 
 
 def test_the_planner_says_before_any_label_that_no_audit_of_a_70_answer_slice_decides_a_5_percent_limit() -> None:
     # The trial: 70 answers a slice, 2 judged fail, a judge with Se 0.85 and Sp 0.99. Even people labelling all
     # 70 pass a 5% limit only if none fails (Clopper-Pearson on 0 of 70 is 4.2%): at the predicted rate that is
     # far from 80% of the time. The plan has no labels and says what would decide.
-    plan = ap.plan_audit(
-        judged_fail=2, judged_pass=68, calibration=ap.Calibration(85, 15, 990, 10), limit=0.05, confidence=0.95
+    plan = sz.plan_audit(
+        judged_fail=2, judged_pass=68, calibration=sz.Calibration(85, 15, 990, 10), limit=0.05, confidence=0.95
     )
     assert not plan.decides and plan.labels == 0 and plan.power < 0.8
     assert plan.answers_needed is not None and plan.answers_needed > 70
     assert plan.limit_it_decides is not None and plan.limit_it_decides > 0.05
     # The verdict of an empty plan is never `passed`.
-    empty = ap.planned_sample(0, 2, [])
-    assert ap.plan_verdict(plan, empty, ap.planned_sample(0, 68, [])) == "inconclusive"
+    empty = sz.planned_sample(0, 2, [])
+    assert sz.plan_verdict(plan, empty, sz.planned_sample(0, 68, [])) == "inconclusive"

@@ -1,4 +1,4 @@
-"""The audit plan of a slice: how many answers people label in each stratum, sized before anyone labels.
+"""The audit's size in a slice: how many answers people label in each stratum, fixed before anyone labels.
 
 A product run knows, per slice, how many answers the judge failed (`K`) and passed (`n - K`), and from
 calibration how often the judge catches a failing answer (Se) and passes a good one (Sp). From these the
@@ -18,12 +18,13 @@ any plan can learn, and its exact test is the most powerful there is), the plan 
 would: how many answers the slice needs, or the nearest limit this run could decide.
 
 Pure and deterministic: the same counts give the same plan (gate decide recomputes it and compares). The
-tests are gate/estimate/audit_tests.py's; bench/audit_plan.py shows the power and the size on a grid.
+tests are gate/estimate/audit_tests.py's; bench/audit_sizing.py shows the power and the size on a grid.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,7 +35,8 @@ from gate.estimate.failure_rate import Rate, _cp_edges, box_share, rogan_gladen
 POWER = 0.8
 # The judged-fail sample sizes the planner tries (all of a smaller stratum): the labels there pin down how
 # many of the judge's failures are real; past a few dozen each one buys little.
-FAIL_CAPS = (5, 8, 12, 16, 24, 36, 54, 80)
+FAIL_CAPS = (4, 6, 8, 11, 16, 23, 32, 45, 64, 90)
+SEARCH_BUDGET = 800  # cells the planner's search may bound per question (the verdict's is audit_tests._BUDGET)
 MAX_PASS_LABELS = 5_000  # past this many labels in one stratum, a plan is no practical route
 MAX_ANSWERS = 10_000_000
 Aim = Literal["passed", "exceeded"]
@@ -61,7 +63,7 @@ class Calibration:
 
 
 @dataclass(frozen=True)
-class AuditPlan:
+class Sizing:
     """How many answers people label in each stratum of one slice, and what that buys.
 
     `fail_labels`/`pass_labels` are the first so many of each stratum's draw; `fail_cap`/`pass_cap` the
@@ -152,7 +154,7 @@ def plan_audit(
     limit: float,
     confidence: float,
     power: float = POWER,
-) -> AuditPlan:
+) -> Sizing:
     """The fewest labels that reach `power` on the verdict calibration's prediction points to; or, where no
     plan of this run can, an empty plan that says what would."""
     box_share(confidence)  # the same check of confidence as every estimate
@@ -163,8 +165,8 @@ def plan_audit(
     aim: Aim = "passed" if rate < limit else "exceeded"
     alpha = 1.0 - confidence
 
-    def plan(fail_cap: int, pass_cap: int, power_reached: float, decides: bool, **what: Any) -> AuditPlan:
-        return AuditPlan(
+    def plan(fail_cap: int, pass_cap: int, power_reached: float, decides: bool, **what: Any) -> Sizing:
+        return Sizing(
             n=n, judged_fail=judged_fail, fail_cap=fail_cap, pass_cap=pass_cap, limit=limit, confidence=confidence,
             sized_at=rate, q_fail=q_f, q_pass=q_p, aim=aim, power=power_reached, decides=decides,
             calibrated=calibrated, power_target=power, **what,
@@ -175,9 +177,8 @@ def plan_audit(
         needed, nearest = _what_would(aim, n, rate, limit, alpha, power)
         return plan(0, 0, whole, False, answers_needed=needed, limit_it_decides=nearest)
     design = _smallest(aim, judged_fail, n, q_f, q_p, limit, alpha, power) or at.Design(n, n, n)
-    return plan(
-        design.fail_cap, design.pass_cap, plan_power(aim, design, judged_fail, q_f, q_p, rate, limit, alpha), True
-    )
+    reached = plan_power(aim, design, judged_fail, q_f, q_p, rate, limit, alpha)
+    return plan(design.fail_cap, design.pass_cap, reached, reached >= power)
 
 
 def plan_power(
@@ -228,7 +229,9 @@ def _reaches(
     if reach >= len(order):
         return False
     x_f, x_p = (int(v) for v in live[order[reach]])
-    return at.rejects(aim, design, k, x_f, x_p, limit, alpha)
+    # A quick question (a small budget may only say no where the verdict would say yes): a plan it finds
+    # reaches the power under the verdict itself.
+    return at.rejects(aim, design, k, x_f, x_p, limit, alpha, budget=SEARCH_BUDGET)
 
 
 def _smallest(
@@ -249,20 +252,22 @@ def _smallest(
         m = found[i]
         return math.inf if m is None else min(caps[i], k) + m
 
-    # Labels against the cap fall, then rise: start near 16 and walk towards the better neighbour.
+    # Labels against the cap fall, then rise, and are flat near the bottom: start at 16, try twice and half
+    # that, and walk on only while a step saves more than 2% of the labels.
     i = min(range(len(caps)), key=lambda j: abs(caps[j] - 16))
     guess = max(1, int(math.log(1 / alpha) / max(limit, 1e-9)))
-    best = total(i, guess)
-    for step in (1, -1):
-        j = i
+    here = total(i, guess)
+    for step in (2, -2):
+        j, best = i, here
         while 0 <= j + step < len(caps):
-            previous = found.get(j) or guess
-            if total(j + step, previous) >= total(j, previous):
+            nxt = total(j + step, found.get(j) or guess)
+            if not nxt < 0.98 * best:
                 break
-            j += step
+            j, best = j + step, nxt
+        if j != i:
+            break  # one direction improved: the other rises
     winner = min(found, key=lambda j: total(j, guess))
     m = found[winner]
-    del best
     return None if m is None else at.Design(n, caps[winner], m)
 
 
@@ -319,8 +324,8 @@ def _fewest_pass_labels(
             if reaches(hi):
                 break
             lo = hi
-    # To within 1.5% (or one label): the steps of a discrete test make the last few a coin toss anyway.
-    while hi - lo > max(1, int(0.015 * hi)):
+    # To within 2% (or one label): the steps of a discrete test make the last few a coin toss anyway.
+    while hi - lo > max(1, int(0.02 * hi)):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
     return hi
@@ -353,7 +358,7 @@ def _what_would(
 # --- the verdict and the interval, read from exactly the planned sample ---
 
 
-def planned_sample(count: int, population: int, labels: list[str | None] | tuple[str | None, ...]) -> StratumSample:
+def planned_sample(count: int, population: int, labels: Sequence[str | None]) -> StratumSample:
     """A stratum's planned sample from the final labels of its draw in order ('fail', 'pass', anything else
     or None: no final pass or fail): only the first `count` are read, whatever lies past them."""
     head = list(labels[:count]) + [None] * max(0, count - len(labels))
@@ -362,7 +367,7 @@ def planned_sample(count: int, population: int, labels: list[str | None] | tuple
     return StratumSample(population=population, size=count, fails=fails, passes=passes, case_ids=())
 
 
-def _check(plan: AuditPlan, fs: StratumSample, ps: StratumSample) -> None:
+def _check(plan: Sizing, fs: StratumSample, ps: StratumSample) -> None:
     if (fs.population, ps.population) != (plan.judged_fail, plan.judged_pass):
         raise ValueError(
             f"the strata ({fs.population}, {ps.population}) are not the plan's ({plan.judged_fail}, {plan.judged_pass})"
@@ -373,7 +378,7 @@ def _check(plan: AuditPlan, fs: StratumSample, ps: StratumSample) -> None:
         )
 
 
-def plan_verdict(plan: AuditPlan, fail_sample: StratumSample, pass_sample: StratumSample) -> AuditVerdict:
+def plan_verdict(plan: Sizing, fail_sample: StratumSample, pass_sample: StratumSample) -> AuditVerdict:
     """The verdict from exactly the planned sample: `passed` counts each planned item without a final label
     as failing, `exceeded` as passing, so neither is helped by leaving an item open."""
     _check(plan, fail_sample, pass_sample)
@@ -388,7 +393,7 @@ def plan_verdict(plan: AuditPlan, fail_sample: StratumSample, pass_sample: Strat
     return "inconclusive"
 
 
-def plan_rate(plan: AuditPlan, fail_sample: StratumSample, pass_sample: StratumSample) -> AuditRate:
+def plan_rate(plan: Sizing, fail_sample: StratumSample, pass_sample: StratumSample) -> AuditRate:
     """The audit's estimate and its interval from the planned sample: each bound the edge of its test (the
     verdict at the limit agrees with them), open items against each."""
     _check(plan, fail_sample, pass_sample)
