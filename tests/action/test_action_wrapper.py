@@ -348,7 +348,7 @@ def test_a_container_killed_by_a_signal_is_incomplete_not_a_usage_error(
 def test_the_gates_own_variables_reach_the_container_and_the_wrappers_do_not(tmp_path: Path) -> None:
     """GATE_DEBUG (which a crash message recommends) and GATE_WORKERS are the allow-list: every
     GATE_* variable `gate run --help` documents; the wrapper's own GATE_* never pass."""
-    from gate.cli import RUN_ENV
+    from gate.cli.run import RUN_ENV
 
     documented = set(re.findall(r"\b(GATE_[A-Z_]+)", RUN_ENV))
     assert documented == {"GATE_DEBUG", "GATE_WORKERS"}

@@ -17,7 +17,7 @@ import pydantic
 import pytest
 from rich.text import Text
 
-from gate.cli import format_findings_text
+from gate.cli.output import format_findings_text
 from gate.model.escape import log_text
 from gate.validate.minhash import near_duplicates
 from gate.validate.shingles import near_duplicates_exact
