@@ -19,6 +19,7 @@ from gate.cli.parsing import (
 )
 from gate.model.errors import UsageError
 from gate.model.escape import log_text
+from gate.model.states import State
 from gate.model.textfit import say
 
 CALIBRATE_EXIT = exit_table(
@@ -28,7 +29,7 @@ CALIBRATE_EXIT = exit_table(
         (
             3,
             "incomplete",
-            "--candidate-model: the candidate's run judged only part of the cases (or an unexpected error)",
+            "--candidate-model: cannot tell, a labelled case or a control has no verdict from the candidate (or an unexpected error)",
         ),
     )
 )
@@ -90,7 +91,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _calibrate_candidate(args: argparse.Namespace) -> int:
-    """`gate calibrate --candidate-model NEW`: 0 once written; 3 when the candidate's run is incomplete."""
+    """`gate calibrate --candidate-model NEW`: 0 once written with a verdict; 3 when it cannot tell (a labelled
+    case or a control without a verdict from the candidate)."""
     from gate.commands.migrate import MigrationOptions, run_migration, summary
     from gate.model.policy import Price
 
@@ -108,7 +110,7 @@ def _calibrate_candidate(args: argparse.Namespace) -> int:
     migration = run_migration(opts)
     for line in summary(migration):
         say(sys.stdout, log_text(line), hang=2)
-    return 3 if migration.candidate_state == "evaluation_incomplete" else 0
+    return State.EVALUATION_INCOMPLETE.exit_code if migration.cannot_tell else 0
 
 
 COMMAND = Subcommand(

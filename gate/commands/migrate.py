@@ -41,7 +41,7 @@ from gate.model.policy import LoadedPolicy, Price, load_policy, today, with_judg
 from gate.model.records import RECORDS_FILE, Record, read_records
 from gate.model.result import Result
 from gate.model.retirement import days_text
-from gate.model.wording import plural
+from gate.model.wording import agree, listed, plural
 from gate.plan.selection import make_plan
 from gate.run.lineage import recorded_judge, recorded_retirement
 
@@ -51,6 +51,7 @@ LEGEND = (
     "(95% Wilson intervals); McNemar: exact, on the cases only one judge got wrong"
 )
 RUN_DIR = "candidate-run"
+NOTHING_TO_ADOPT = "No change to adopt: the verdict above says why."
 OUTPUTS = ("migration.json", "migration.md", "calibration.json", "calibration.md", "calibration.svg")
 
 
@@ -71,6 +72,17 @@ class Migration:
     data: dict[str, Any]
     out_dir: Path
     candidate_state: str  # the candidate run's state: evaluation_incomplete means its figures are not whole
+
+    @property
+    def cannot_tell(self) -> bool:
+        """No verdict on the candidate: a labelled case or a control has none from it, or its run is
+        incomplete, and no control of it failed (a failed control is a verdict: it does not meet the
+        requirement). Its run's state alone does not say it: a false pass outranks an evaluator error."""
+        req, controls = self.data["requirement"], self.data["candidate"]["controls"]
+        if controls["failures"]:
+            return False
+        unjudged = req["without_verdict"] or controls["without_verdict"]
+        return bool(unjudged) or self.candidate_state == "evaluation_incomplete"
 
 
 def run_migration(
@@ -122,10 +134,12 @@ def run_migration(
             "state": decision.state.value,
         },
         "slices": {name: c.to_dict() for name, c in compare_judges(current_cal, cand_cal).items()},
-        "requirement": _requirement(loaded, cand_data),
+        "requirement": _requirement(loaded, cand_data, candidate_side["controls"], _labelled(decision)),
         "certification": _certification(candidate, dataset, candidate_records),
     }
-    data["adopt"] = adoption_steps(loaded, opts, data)
+    # A candidate not measured whole (a control failed, a case or control without a verdict): no change to adopt.
+    measured = candidate_side["controls"]["ok"] and not data["requirement"]["without_verdict"]
+    data["adopt"] = adoption_steps(loaded, opts, data) if measured else []
     _write(data, opts.out_dir)
     return Migration(data, opts.out_dir, decision.state.value)
 
@@ -172,12 +186,45 @@ def _controls(result: Result | None) -> dict[str, Any]:
     }
 
 
-def _requirement(loaded: LoadedPolicy, cand_data: Mapping[str, Any]) -> dict[str, Any]:
+def _labelled(decision: Decision) -> tuple[int, list[str]]:
+    """The lane's labelled cases (controls left out) the candidate's run had to judge, and those it left
+    without a verdict: errors, unrun (the boundary, an interruption), not needed once a control failed.
+    A withheld case (no evidence) is never judged by either judge."""
+    rows = [c for c in decision.result.cases if c.control_role is None] if decision.result is not None else []
+    judged = [c for c in rows if c.bucket != "withheld"]
+    return len(judged), sorted(c.case_id for c in judged if c.bucket != "completed")
+
+
+def _requirement(
+    loaded: LoadedPolicy, cand_data: Mapping[str, Any], controls: Mapping[str, Any], labelled: tuple[int, list[str]]
+) -> dict[str, Any]:
+    """Whether the candidate meets the policy's calibration requirement: not when a control of it failed
+    (none of its verdicts counts); unknown (`meets` None) while a labelled case or a control has no
+    verdict from it."""
     req = loaded.policy.calibration
-    if req is None:
-        return {"set": False, "meets": None, "findings": []}
-    found = unfit(req, cand_data, loaded.policy.slices)
-    return {"set": True, "meets": not found, "findings": [f.message for f in found], "file": req.file}
+    without_verdict = labelled[1]
+    found: dict[str, Any] = {
+        "set": req is not None,
+        "findings": [],
+        "labelled": labelled[0],
+        "without_verdict": without_verdict,
+    }
+    if req is not None:
+        found["file"] = req.file
+    if controls["failures"]:
+        return {**found, "meets": False, "findings": [_controls_said(controls)]}
+    if without_verdict or controls["without_verdict"] or req is None:
+        return {**found, "meets": None}
+    messages = [f.message for f in unfit(req, cand_data, loaded.policy.slices)]
+    return {**found, "meets": not messages, "findings": messages}
+
+
+def _controls_said(controls: Mapping[str, Any]) -> str:
+    wrong = [f"{f['case_id']}: expected {f['expected']}, got {f['got']}" for f in controls["failures"]]
+    return (
+        f"its controls did not separate ({'; '.join(wrong)}): none of its verdicts counts, so nothing of it is "
+        "measured; fix: try another candidate (or the prompt with it)"
+    )
 
 
 def _certification(candidate: LoadedPolicy, dataset: Dataset, records: Sequence[Record]) -> list[dict[str, Any]]:
@@ -274,7 +321,20 @@ def judge_line(who: str, side: Mapping[str, Any], on: dt.date) -> str:
 def verdict_lines(data: Mapping[str, Any]) -> list[str]:
     """Whether the candidate meets the calibration requirement, and what certifying it needs."""
     req = data["requirement"]
-    if not req["set"]:
+    controls = data["candidate"]["controls"]
+    unjudged, no_control = req.get("without_verdict", []), controls["without_verdict"]
+    if controls["failures"]:
+        lines = [f"calibration requirement: the candidate does NOT meet it: {req['findings'][0]}"]
+    elif unjudged or no_control:
+        nor = f", nor {plural(len(no_control), 'control')} ({listed(no_control)})" if no_control else ""
+        lines = [
+            f"calibration requirement: cannot tell: {len(unjudged)} of {plural(req['labelled'], 'labelled case')} "
+            f"{agree(len(unjudged), 'has', 'have')} no verdict from {data['candidate']['model']}"
+            f"{f' ({listed(unjudged)})' if unjudged else ''}{nor}; fix: see why "
+            f"in {data['candidate']['records'][0]}/report.md, then run the same command again (with a larger --max-cost if the boundary "
+            "stopped it; what it judged comes from the cache unless --no-cache)"
+        ]
+    elif not req["set"]:
         lines = ["calibration requirement: the policy sets none (`calibration:`)"]
     elif req["meets"]:
         kappa = data["candidate"]["cohen_kappa"]
@@ -317,9 +377,12 @@ def render_migration(data: Mapping[str, Any], on: dt.date | None = None) -> str:
     ]
     for name, c in data["slices"].items():
         lines += slice_lines(name, SliceComparison.from_dict(c))
-    lines += ["```", "", "## Verdict", "", *(f"- {md(line)}" for line in verdict_lines(data)), "", "## To adopt it"]
-    lines += ["", "A reviewed change; the gate edits no policy:", ""]
-    lines += [f"{i}. {md(step)}" for i, step in enumerate(data["adopt"], start=1)]
+    lines += ["```", "", "## Verdict", "", *(f"- {md(line)}" for line in verdict_lines(data)), ""]
+    if data["adopt"]:
+        lines += ["## To adopt it", "", "A reviewed change; the gate edits no policy:", ""]
+        lines += [f"{i}. {md(step)}" for i, step in enumerate(data["adopt"], start=1)]
+    else:
+        lines += [NOTHING_TO_ADOPT]
     return "\n".join(lines) + "\n"
 
 
@@ -337,8 +400,12 @@ def summary(migration: Migration, on: dt.date | None = None) -> list[str]:
     for name, c in data["slices"].items():
         if name != ALL or len(data["slices"]) > 2:
             out += slice_lines(name, SliceComparison.from_dict(c))
-    out += ["", *verdict_lines(data), "", "To adopt it (a reviewed change; the gate edits no policy):"]
-    out += [f"  {i}. {step}" for i, step in enumerate(data["adopt"], start=1)]
+    out += ["", *verdict_lines(data), ""]
+    if data["adopt"]:
+        out += ["To adopt it (a reviewed change; the gate edits no policy):"]
+        out += [f"  {i}. {step}" for i, step in enumerate(data["adopt"], start=1)]
+    else:
+        out.append(NOTHING_TO_ADOPT)
     where = shown_path(migration.out_dir)
     out += ["", f"Wrote {where}/{{{', '.join(OUTPUTS)}}} and the candidate's run, {where}/{RUN_DIR}/"]
     return out

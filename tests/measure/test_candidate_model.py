@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import Behaviour, FakeOpenAI, RecordedRequest, model_of, oracle, reply
+from fake_openai import Behaviour, FakeOpenAI, RecordedRequest, bad_request, model_of, oracle, reply
 from suite import case, controls, gate, result, write_suite
 
 from gate.estimate.failure_rate import mcnemar_exact
@@ -22,13 +22,21 @@ from gate.measure.calibrate.candidate import PairedErrors, SliceComparison
 KEY_ENV = "GATE_TEST_KEY"
 CURRENT, CANDIDATE = "gpt-4o-mini", "cand-1"
 # The cases each model gets wrong (flipped from the people's label): different error patterns.
-WRONG = {CURRENT: {"cal-a2", "cal-b1"}, CANDIDATE: {"cal-a3"}}
+WRONG = {
+    CURRENT: {"cal-a2", "cal-b1"},
+    CANDIDATE: {"cal-a3"},
+    "cand-persuaded": {"ctl-persuasion"},
+    "cand-erring": {"cal-a3"},
+}
+ERRS = {"cand-erring": "cal-b0"}  # the case a model's provider refuses (400: not retried)
 
 
 def judge(req: RecordedRequest) -> Behaviour:
     answer = oracle()(req)
     wrong = WRONG.get(model_of(req) or "", set())
-    found = re.search(r"Answer for (cal-[a-z]\d)\b", req.prompt)
+    found = re.search(r"Answer for ((?:cal|ctl)-[a-z]+\d?)\b", req.prompt)
+    if found and ERRS.get(model_of(req) or "") == found.group(1):
+        return bad_request()
     if found and found.group(1) in wrong and answer.label in ("pass", "fail"):
         return reply("fail" if answer.label == "pass" else "pass", "scripted disagreement")
     return answer
@@ -113,17 +121,80 @@ def test_the_candidate_judges_the_lane_beside_the_current_records_and_its_change
     assert res["calibration"]["ok"] is True and res["lineage"]["evaluator_model"] == CANDIDATE
 
 
-def test_the_candidate_is_paid_under_the_cost_boundary(tmp_path: Path, provider: FakeOpenAI) -> None:
+def test_the_candidate_is_paid_under_the_cost_boundary_and_what_it_left_unjudged_decides_nothing(
+    tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stopped by the boundary, the candidate has no figures to meet the requirement with: the migration
+    says it cannot tell, names the cases, and prints no change to adopt (it printed 'does NOT meet it:
+    Cohen's kappa undefined on n = 0 ... fix: improve the prompt', then the steps to adopt it)."""
     policy = suite(tmp_path / "s", provider)
     cal = tmp_path / "cal"
     assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
     mig = tmp_path / "mig"
     args = ("calibrate", "--policy", policy, "--records", cal, "--candidate-model", CANDIDATE, "--out", mig)
+    capsys.readouterr()
     assert gate(*args, "--no-cache", "--max-cost", "0.0001") == 3  # its figures rest on part of the cases
     run = result(mig / "candidate-run")
     assert "budget_exhausted" in {b["kind"] for b in run["blockers"]}
     assert run["cost"]["budget_spent"] <= 0.0001
-    assert json.loads((mig / "migration.json").read_text())["candidate"]["state"] == "evaluation_incomplete"
+    data = json.loads((mig / "migration.json").read_text())
+    assert data["candidate"]["state"] == "evaluation_incomplete"
+    assert data["requirement"]["meets"] is None and data["adopt"] == []
+    assert data["requirement"]["without_verdict"] == [f"cal-{s}{i}" for s in "ab" for i in range(4)]
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "calibration requirement: cannot tell: 8 of 8 labelled cases have no verdict from cand-1" in shown
+    assert "--max-cost" in shown and "To adopt it" not in shown and "evaluator.model:" not in shown
+    assert (
+        "cannot tell" in (mig / "migration.md").read_text() and "To adopt it" not in (mig / "migration.md").read_text()
+    )
+
+
+def test_a_candidate_whose_controls_fail_is_said_unfit_for_that_and_no_change_is_printed(
+    tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its persuasion control passes: the lane stops, none of its figures count. The migration says so,
+    not 'kappa undefined on n = 0 ... improve the prompt or add labelled cases', and prints no change."""
+    policy = suite(tmp_path / "s", provider)
+    cal = tmp_path / "cal"
+    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
+    mig = tmp_path / "mig"
+    capsys.readouterr()
+    # Written, with a verdict: exit 0 (as a candidate whose kappa falls short), not 3.
+    assert (
+        gate("calibrate", "--policy", policy, "--records", cal, "--candidate-model", "cand-persuaded", "--out", mig)
+        == 0
+    )
+    data = json.loads((mig / "migration.json").read_text())
+    assert data["requirement"]["meets"] is False and data["adopt"] == []
+    shown = " ".join(capsys.readouterr().out.split())
+    assert (
+        "calibration requirement: the candidate does NOT meet it: its controls did not separate "
+        "(ctl-persuasion: expected fail, got pass)" in shown
+    )
+    assert "kappa undefined" not in shown and "evaluator.model:" not in shown
+
+
+def test_a_case_the_provider_refused_the_candidate_leaves_the_verdict_unknown_whatever_its_run_says(
+    tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its run is quality_failed (a false pass outranks the evaluator error), yet one labelled case has
+    no verdict from it: the migration cannot tell, names the case, offers no change and exits 3 (it
+    exited 0 with the steps to adopt a candidate measured on 7 of 8 cases)."""
+    policy = suite(tmp_path / "s", provider)
+    cal = tmp_path / "cal"
+    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
+    mig = tmp_path / "mig"
+    capsys.readouterr()
+    assert (
+        gate("calibrate", "--policy", policy, "--records", cal, "--candidate-model", "cand-erring", "--out", mig) == 3
+    )
+    data = json.loads((mig / "migration.json").read_text())
+    assert data["candidate"]["state"] == "quality_failed"
+    assert data["requirement"]["meets"] is None and data["requirement"]["without_verdict"] == ["cal-b0"]
+    assert data["adopt"] == []
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "cannot tell: 1 of 8 labelled cases has no verdict from cand-erring (cal-b0)" in shown
+    assert "evaluator.model:" not in shown
 
 
 def test_the_current_model_as_candidate_is_a_usage_error(tmp_path: Path, provider: FakeOpenAI) -> None:
