@@ -272,9 +272,7 @@ def _submit(
         lane = dataclasses.replace(lane, retirement=run_retirement(lane.retirement, lane.loaded, earlier.records))
     lineage = make_lineage(lane.loaded, lane.dataset, [], lane.base_url, lane.retirement)
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
-    got = _Gathered(
-        prior=list(earlier.records), prior_trend=[], findings=list(lane.findings), notes=list(earlier.notes)
-    )
+    got = _Gathered(prior=list(earlier.records), prior_trend=[], findings=list(lane.findings), notes=[])
     if picked_up:
         got.notes.append(
             f"--batch submit: {plural(len(earlier.records), 'control judgment')} an earlier submit into this --out "
@@ -282,7 +280,7 @@ def _submit(
             "nothing is paid twice"
         )
     if blocking_findings(got.findings) or not lane.api_key:
-        _begin(lane, earlier)  # else `_gather` begins, once the controls' judge has loaded
+        got.notes += _begin(lane, earlier)  # else `_gather` begins, once the controls' judge has loaded
         return _finish(lane, earlier, got, checks)  # exactly `gate run`: nothing is judged or submitted
     controls_only = dataclasses.replace(lane.plan, eligible=tuple(c for c in lane.plan.eligible if c.is_control))
     _gather(dataclasses.replace(lane, plan=controls_only), earlier, got, lineage, checks)
@@ -720,7 +718,7 @@ def _decided(
     """The run's decision from its records, with the batch's blocker, reservation and section, through
     the one assembly; written."""
     checks = evaluate_checks(lane.loaded, lane.plan.eligible)  # their blockers come with them
-    earlier = _Earlier([], [], None, [], [], None, None, [])
+    earlier = _Earlier([], [], None, [], [], None, None)
     got = _Gathered(prior=records, prior_trend=[], findings=[*lane.findings, *extra], notes=notes or [])
     section = BatchRef(
         batch_id=bf.batch_id,

@@ -85,6 +85,7 @@ from gate.run.worker_records import (
     WorkerReading,
     discard_worker_records,
     fold_worker_records,
+    unfolded_worker_records,
 )
 from gate.run.workers import judge_in_workers, make_budget, worker_count
 from gate.validate.case_checks import CheckResults, load_checks, run_checks_plain
@@ -174,7 +175,7 @@ def run(
         prior=earlier.records,
         prior_trend=earlier.trend_records,
         findings=list(lane.findings),  # the checks' blockers come with `check_results`
-        notes=[*max_cost_notes(lane.loaded, opts.max_cost), *lane.notes, *earlier.notes],
+        notes=[*max_cost_notes(lane.loaded, opts.max_cost), *lane.notes],
     )
     _gather(lane, earlier, got, lineage, check_results)
     return _write(_evidence(lane, earlier, got, check_results), lane.opts, got.failure)
@@ -317,21 +318,20 @@ class _Earlier:
     unrecorded_trend: list[Unrecorded]
     base_trend: BaseTrend | None  # the base run's validated `trend`
     base_problem: str | None
-    notes: list[str]  # on worker files a run that died left unreadable
 
 
 def _take_stock(lane: _Lane) -> _Earlier:
     """What an earlier attempt left in --out that this run keeps (--resume); a fresh run keeps
-    nothing. Read only: what is not kept is cleared by `begin_run`, once nothing can refuse the run."""
+    nothing. Read only: what is not kept is cleared, and the workers' files of a run that died are
+    folded into records.jsonl, by `_begin`, once nothing can refuse the run."""
     loaded, out, resume = lane.loaded, lane.opts.out_dir, lane.opts.resume
     records_path = out / RECORDS_FILE
     journal_path = out / JOURNAL_FILE
     prior: list[Record] = []
-    folded: list[str] = []
     if resume:
-        folded = fold_worker_records(out, records_path)  # what the workers of a run that died had recorded
-    if resume and records_path.exists() and records_path.read_bytes().strip():
-        prior = read_records(records_path)  # (empty when the run was killed before its first record)
+        if records_path.exists() and records_path.read_bytes().strip():
+            prior = read_records(records_path)  # (empty when the run was killed before its first record)
+        prior += unfolded_worker_records(out, records_path)  # what the workers of a run that died had recorded
         changed = resumed_answers_problem(prior, lane.plan.eligible, lane.opts.responses)
         if changed:
             raise UsageError(f"--resume {shown_path(out)}: {changed}")
@@ -346,7 +346,7 @@ def _take_stock(lane: _Lane) -> _Earlier:
         prior_trend = read_records(trend_path)
     unrecorded_trend = recover(journal_path, prior_trend, TREND_STREAM) if resume and trend_loaded else []
     base_trend, base_problem = _base_trend(lane, trend_loaded)
-    return _Earlier(prior, unrecorded, trend_loaded, prior_trend, unrecorded_trend, base_trend, base_problem, folded)
+    return _Earlier(prior, unrecorded, trend_loaded, prior_trend, unrecorded_trend, base_trend, base_problem)
 
 
 def begin_run(out_dir: Path, *, keep_evidence: bool, keep_trend: bool = True) -> None:
@@ -365,14 +365,18 @@ def begin_run(out_dir: Path, *, keep_evidence: bool, keep_trend: bool = True) ->
         (out_dir / TREND_RECORDS).unlink(missing_ok=True)
 
 
-def _begin(lane: _Lane, earlier: _Earlier) -> None:
-    begin_run(lane.opts.out_dir, keep_evidence=lane.opts.resume, keep_trend=bool(earlier.trend_records))
+def _begin(lane: _Lane, earlier: _Earlier) -> list[str]:
+    """--out starts to change (`begin_run`); on --resume, the workers' files of the run that died are
+    folded into records.jsonl: a note for each that could not be read whole."""
+    out = lane.opts.out_dir
+    begin_run(out, keep_evidence=lane.opts.resume, keep_trend=bool(earlier.trend_records))
+    return fold_worker_records(out, out / RECORDS_FILE) if lane.opts.resume else []
 
 
 def _nothing_earlier(lane: _Lane) -> _Earlier:
     """No earlier attempt (a dry run's), with the trend's settings and base read as a run reads them."""
     trend_loaded = load_trend(lane.loaded)
-    return _Earlier([], [], trend_loaded, [], [], *_base_trend(lane, trend_loaded), [])
+    return _Earlier([], [], trend_loaded, [], [], *_base_trend(lane, trend_loaded))
 
 
 def _base_trend(lane: _Lane, trend_loaded: LoadedPolicy | None) -> tuple[BaseTrend | None, str | None]:
@@ -431,7 +435,7 @@ def _gather(lane: _Lane, earlier: _Earlier, got: _Gathered, lineage: Lineage, ch
     # A judge the policy cannot have (JudgeConfigError, a usage error) is known only once it loads:
     # before anything in --out changes.
     judge = _load_judge(lane, got) if judging else None
-    _begin(lane, earlier)
+    got.notes += _begin(lane, earlier)
     writer = RecordWriter(lane.opts.out_dir / RECORDS_FILE)
     got.records_path = writer.path
     try:

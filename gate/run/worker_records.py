@@ -112,6 +112,16 @@ def set_aside(path: Path) -> Path | None:
     return target
 
 
+def unfolded_worker_records(out_dir: Path, records_path: Path) -> list[Record]:
+    """What `fold_worker_records` would append to records.jsonl, read without changing anything: a
+    resumed run reads its earlier records (and may refuse them) before --out starts to change."""
+    paths = sorted(out_dir.glob(WORKER_RECORDS_GLOB))
+    on_file = _identities_on_file(records_path, cut_torn=False) if paths else set()
+    return [
+        record for path in paths for record, line in WorkerReading(path) if _identity(json.loads(line)) not in on_file
+    ]
+
+
 def fold_worker_records(out_dir: Path, records_path: Path) -> list[str]:
     """Append every worker's records file to records.jsonl and remove it (a resumed run whose
     workers died with it); a note for each file that could not be read whole.
@@ -159,22 +169,22 @@ def _identity(rec: Any) -> tuple[object, ...]:
     return (str(rec.get("case_id")), str(rec.get("repeat_index")), ids, str(rec.get("status")), str(rec.get("cache")))
 
 
-def _identities_on_file(records_path: Path) -> set[tuple[object, ...]]:
+def _identities_on_file(records_path: Path, *, cut_torn: bool = True) -> set[tuple[object, ...]]:
     """The identities of records.jsonl's records (read as untrusted: a line that is not one is
     left to `read_records` to report). A torn last line (the parent killed while writing it) is cut
-    off first, so what is appended next starts a line: its record is still in its worker's file,
-    or its attempts in the journal."""
+    off first (`cut_torn`), so what is appended next starts a line: its record is still in its
+    worker's file, or its attempts in the journal."""
     found: set[tuple[object, ...]] = set()
     whole = 0  # bytes up to the last newline
     try:
-        with records_path.open("rb+") as fh:
+        with records_path.open("rb+" if cut_torn else "rb") as fh:
             for line in fh:
                 if not line.endswith(b"\n"):
                     break
                 whole += len(line)
                 with contextlib.suppress(ValueError, RecursionError):
                     found.add(_identity(json.loads(line)))
-            if fh.seek(0, 2) != whole:
+            if cut_torn and fh.seek(0, 2) != whole:
                 fh.truncate(whole)
     except FileNotFoundError:
         return set()

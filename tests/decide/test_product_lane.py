@@ -687,6 +687,32 @@ def test_resume_needs_the_same_responses_and_pays_for_nothing_twice(
     assert result(out)["product"]["slices"]["critical"]["verdict"] == "passed"
 
 
+def test_a_resume_refused_for_other_answers_changes_nothing_in_out(
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose workers died with it leaves their records files in --out (and records.jsonl cut
+    mid-line). --resume with an answer edited since, one a worker judged, is refused (exit 2) before
+    anything in --out changes: it folded the workers' files into records.jsonl first."""
+    policy = app_suite(tmp_path / "suite", fake, n=6)
+    responses = write_responses(tmp_path / "r.jsonl", verdicts(6, 0))
+    out = tmp_path / "out"
+    assert run_app(policy, out, responses) != 2
+    lines = (out / "records.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "records.jsonl").write_bytes(b"".join(lines[:2]) + lines[2][:30])
+    (out / "records.w1.jsonl").write_bytes(b"".join(lines[2:6]))
+    (out / "records.w2.jsonl").write_bytes(b"".join(lines[6:]))
+    judged = next(r["case_id"] for r in map(json.loads, lines[6:]) if r["case_id"].startswith("p-"))
+    edited = verdicts(6, 0)
+    edited[int(judged[2:])] = answer(judged, "fail", app_version="2.1")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert run_app(policy, out, write_responses(tmp_path / "edited.jsonl", edited), "--resume") == 2
+    assert f"judged other answers than --responses {tmp_path / 'edited.jsonl'} holds (case {judged}" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_a_cached_verdict_of_another_answer_is_never_reused(tmp_path: Path, fake: FakeOpenAI) -> None:
     policy = app_suite(tmp_path / "suite", fake, n=10, cache_dir="cache")
     args = ["run", "--policy", str(policy), "--lane", "app"]
