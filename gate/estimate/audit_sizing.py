@@ -238,8 +238,9 @@ def _smallest(
     aim: Aim, k: int, n: int, q_f: float, q_p: float, limit: float, alpha: float, power: float
 ) -> at.Design | None:
     """The capped design with the fewest labels at this K that reaches `power` (None: none of them does)."""
-    # A cap at or above K labels this run's whole judged-fail stratum (and the first K of a larger one).
-    caps = sorted({min(c, k) for c in FAIL_CAPS if min(c, k) > 0})
+    # A cap at or above K labels this run's whole judged-fail stratum (and the first K of a larger one); K
+    # itself is tried too, so a stratum larger than the ladder has a plan short of a whole audit.
+    caps = sorted({min(c, k) for c in (*FAIL_CAPS, k) if 0 < min(c, k) <= MAX_PASS_LABELS})
     if not caps:
         caps = [0]
     if aim == "exceeded":
@@ -252,16 +253,16 @@ def _smallest(
         m = found[i]
         return math.inf if m is None else min(caps[i], k) + m
 
-    # Labels against the cap fall, then rise, and are flat near the bottom: start at 16, try twice and half
-    # that, and walk on only while a step saves more than 2% of the labels.
+    # Labels against the cap fall, then rise, and are flat near the bottom: start at 16 and walk towards the
+    # better neighbour only while a step saves more than 1% of the labels.
     i = min(range(len(caps)), key=lambda j: abs(caps[j] - 16))
     guess = max(1, int(math.log(1 / alpha) / max(limit, 1e-9)))
     here = total(i, guess)
-    for step in (2, -2):
+    for step in (1, -1):
         j, best = i, here
         while 0 <= j + step < len(caps):
             nxt = total(j + step, found.get(j) or guess)
-            if not nxt < 0.98 * best:
+            if not nxt < 0.99 * best:
                 break
             j, best = j + step, nxt
         if j != i:
@@ -276,7 +277,8 @@ def _smallest_to_exceed(
 ) -> at.Design | None:
     """The fewest judged-fail labels that reach `power` to show the slice exceeded (no judged-pass label: at
     a rate above the limit they add little): the first cap of the ladder that reaches it, then the fewest
-    between it and the one below."""
+    between it and the one below, tried one by one (the power is a saw in the cap: each step of the
+    Clopper-Pearson bound's threshold drops it, so halving could step over the smallest that reaches)."""
 
     def reaches(cap: int) -> bool:
         return _reaches("exceeded", at.Design(n, cap, 0), k, q_f, q_p, limit, alpha, power)
@@ -284,10 +286,8 @@ def _smallest_to_exceed(
     below = 0
     for cap in caps:
         if reaches(cap):
-            while cap - below > 1:
-                mid = (below + cap) // 2
-                below, cap = (below, mid) if reaches(mid) else (mid, cap)
-            return at.Design(n, cap, 0)
+            fewest = next((c for c in range(below + 1, cap) if reaches(c)), cap)
+            return at.Design(n, fewest, 0)
         below = cap
     return None
 
@@ -324,8 +324,8 @@ def _fewest_pass_labels(
             if reaches(hi):
                 break
             lo = hi
-    # To within 2% (or one label): the steps of a discrete test make the last few a coin toss anyway.
-    while hi - lo > max(1, int(0.02 * hi)):
+    # To within 1% (or one label): the steps of a discrete test make the last few a coin toss anyway.
+    while hi - lo > max(1, int(0.01 * hi)):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
     return hi

@@ -134,3 +134,36 @@ def test_the_planner_says_before_any_label_that_no_audit_of_a_70_answer_slice_de
     # The verdict of an empty plan is never `passed`.
     empty = sz.planned_sample(0, 2, [])
     assert sz.plan_verdict(plan, empty, sz.planned_sample(0, 68, [])) == "inconclusive"
+
+
+def test_an_outcome_that_passes_with_fewer_judged_pass_labels_passes_with_more() -> None:
+    # The pass region does not shrink as the plan's judged-pass sample grows: the same failures found among
+    # more labels never lose the verdict (today's test lost it: P(passed) 68% at 190 labels, 50% at 230).
+    before: set[tuple[int, int]] = set()
+    for labels in (40, 60, 100):
+        design = at.Design(400, 6, labels)
+        region = {
+            (x_f, x_p)
+            for x_f in range(7)
+            for x_p in range(4)
+            if at.rejects("passed", design, 12, x_f, x_p, 0.08, ALPHA)
+        }
+        assert before <= region, f"{sorted(before - region)} passed with fewer labels than {labels}"
+        before = region
+    assert len(before) > 10  # the region grew, not only kept what it had
+
+
+def test_once_a_plan_reads_exceeded_no_further_label_takes_it_away() -> None:
+    # 3,000 answers, the judge failed 131, a 2% limit: the plan labels judged-fail answers only. Open items count
+    # as passing for `exceeded`, so each label can only add a failure: once exceeded, always exceeded.
+    plan = sz.plan_audit(
+        judged_fail=131, judged_pass=2869, calibration=sz.Calibration(85, 15, 990, 10), limit=0.02, confidence=0.95
+    )
+    assert plan.decides and plan.aim == "exceeded" and plan.pass_labels == 0
+    labels = ["fail", "fail", "pass", *["fail"] * (plan.fail_labels - 3)]
+    verdicts = [
+        sz.plan_verdict(plan, sz.planned_sample(plan.fail_labels, 131, labels[:done]), sz.planned_sample(0, 2869, []))
+        for done in range(plan.fail_labels + 1)
+    ]
+    first = verdicts.index("exceeded")
+    assert first > 0 and set(verdicts[first:]) == {"exceeded"}
