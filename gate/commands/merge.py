@@ -25,7 +25,7 @@ from gate.measure.trend import TREND_RECORDS
 from gate.model.errors import UsageError
 from gate.model.escape import visible
 from gate.model.policy import today
-from gate.model.records import RECORDS_FILE, Record, RecordShard, read_records, write_records
+from gate.model.records import RECORDS_FILE, Record, RecordsError, RecordShard, iter_records, write_records
 from gate.model.result import Result, ResultProblem, load_result
 from gate.model.states import Finding, State
 from gate.model.wording import agree, plural
@@ -41,6 +41,10 @@ _MAY_DIFFER = frozenset({"gate_version", "judge_shutdown_date", "judge_shutdown_
 # Lineage fields that say which judge made a shard's records: a shard that judged nothing (cancelled
 # before its judge loaded) made none, so it has no configuration to disagree with; its cases are unrun.
 _JUDGE_MADE = frozenset({"config_fingerprint", "ragas_version"})
+
+
+# What `write_merged` copies into --out beside the outputs: every shard's records, trend and journal.
+MERGED_EVIDENCE = (RECORDS_FILE, TREND_RECORDS, JOURNAL_FILE)
 
 
 class MergeError(UsageError):
@@ -90,8 +94,13 @@ def read_shard_output(directory: Path) -> ShardOutput:
     if lineage is None:
         raise MergeError(f"{path}: field `lineage` is required; fix: pass the --out directory of a shard")
     path = directory / RECORDS_FILE
-    # A shard stopped before its first judgment (a crash, a signal) leaves no records, or an empty file.
-    records = tuple(read_records(path)) if path.exists() and path.read_bytes().strip() else ()
+    # A shard stopped before its first judgment (a crash, a signal) leaves no records, or an empty file;
+    # one that is not a regular file (a directory, a FIFO that would block) is refused, naming it.
+    try:
+        records = tuple(iter_records(path))
+    except RecordsError as exc:
+        found = exc.message.split("; fix:", 1)[0]
+        raise MergeError(f"{found}; fix: download the shard's artifact again, or leave that shard out") from None
     for r in records:
         if r.control_role is None and shard_of(r.case_id, shard.count) != shard.index:
             raise MergeError(

@@ -81,22 +81,41 @@ def merge_into(
     audit: Path | None = None,
     audit_queue: Path | None = None,
 ) -> Merged:
-    """Merge the shards' output directories into one decision written into `out_dir`."""
-    from gate.commands.merge import merge, write_merged
+    """Merge the shards' output directories into one decision written into `out_dir`.
+
+    Refused (a usage error): --out stays as it was. Crashed or stopped (SIGTERM and SIGHUP interrupt
+    as SIGINT does), whenever it happens: no result.json is left there, neither the last merge's (it
+    would read as this one's) nor a part of this one's, and the exit is the interruption's or the
+    crash's, never a verdict's."""
+    from gate.commands.merge import MERGED_EVIDENCE, merge, write_merged
 
     if any(out_dir.resolve() == d.resolve() for d in shards):
         raise UsageError(f"gate merge: --out {out_dir} is one of the shard directories; fix: merge into a new one")
+    outdir.forget(out_dir)
     try:
-        merged = merge(
-            policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue
-        )
+        with sigterm_interrupts():
+            merged = merge(
+                policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue
+            )
+            clear_outputs(out_dir)
+            return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
     except GateError:
-        raise  # refused (a usage error): the last merge in --out stays as it was
+        if outdir.begun(out_dir):
+            _clear_stopped_merge(out_dir, MERGED_EVIDENCE)  # result.json could not be written: no part stays
+        raise  # before it began: refused (a usage error), the last merge in --out stays as it was
     except BaseException:
-        clear_outputs(out_dir)  # a merge that crashed or was stopped: no earlier result reads as this one's
+        _clear_stopped_merge(out_dir, MERGED_EVIDENCE if outdir.begun(out_dir) else ())
         raise
-    clear_outputs(out_dir)
-    return dataclasses.replace(merged, decision=write_merged(out_dir, merged))
+
+
+def _clear_stopped_merge(out_dir: Path, evidence: Sequence[str]) -> None:
+    """A merge that crashed or was stopped: no earlier result reads as this one's, and the evidence it
+    had begun to copy (records, trend, the shards' journals: copies, the shards keep theirs) goes too,
+    so `gate decide` never reads a part of it as whole."""
+    with contextlib.suppress(OSError):  # never hides the crash being reported
+        clear_outputs(out_dir)
+        for name in evidence:
+            (out_dir / name).unlink(missing_ok=True)
 
 
 def exit_on_error(

@@ -6,10 +6,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gate_process
 import pytest
 from fake_openai import FakeOpenAI, reply
 from suite import case, controls, gate, result, write_suite
@@ -136,6 +141,69 @@ def test_a_missing_shard_is_named_with_its_cases_unrun(tmp_path: Path, fake: Fak
     assert m["state"] == "quality_failed" or m["state"] == "evaluation_incomplete"
     assert m["merged_shards"]["missing"] == [2]
     assert "shard 2/3" in (merged / "report.md").read_text()
+
+
+def handles_sigterm(pid: int) -> bool:
+    """Whether the process has a handler of its own for SIGTERM now (Linux: /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def sigterm_while_merging(argv: list[str]) -> tuple[int, str]:
+    """`gate merge` in its own process, sent SIGTERM (a cancelled CI job) while it merges: it is frozen
+    (SIGSTOP) as soon as it handles SIGTERM, and signalled only if it still does, i.e. is still merging.
+    A merge that never handles it (it dies of the signal wherever it stands) fails the test."""
+    for _attempt in range(5):
+        proc = gate_process.popen(argv, env=dict(os.environ), stderr=subprocess.PIPE, text=True)
+        sent = False
+        while proc.poll() is None and not sent:
+            if handles_sigterm(proc.pid):
+                proc.send_signal(signal.SIGSTOP)
+                sent = handles_sigterm(proc.pid)
+                if sent:
+                    proc.send_signal(signal.SIGTERM)
+                proc.send_signal(signal.SIGCONT)
+            time.sleep(0.001)
+        _, err = proc.communicate(timeout=120)
+        if sent:
+            return proc.returncode, err
+    pytest.fail("gate merge never handled SIGTERM while it merged: the signal kills it where it stands")
+
+
+def test_a_merge_stopped_or_crashed_mid_way_leaves_no_verdict_in_out(tmp_path: Path, fake: FakeOpenAI) -> None:
+    """SIGTERM (a cancelled CI job) during `gate merge`: the process died of the signal, and --out kept the
+    last merge's result.json, read as this merge's. It now stops as an interruption (exit 3, never a
+    verdict's code) leaving no result in --out. A shard file that cannot be read mid-way (an I/O error on
+    its journal) is a crash: the same. A shard whose records file is a directory is refused (exit 2),
+    naming it, and changes nothing (it was an internal error that deleted the last merge's result)."""
+    policy = suite(tmp_path / "s", fake, cases=[*controls(), *(case(f"c-{i}") for i in range(4))])
+    outs = run_shards(policy, tmp_path, 2)
+    merged = tmp_path / "merged"
+    args = ["merge", "--policy", str(policy), *map(str, outs), "--out", str(merged)]
+    assert gate(*args) == 0  # an earlier merge's decision, in the --out of the next
+    code, err = sigterm_while_merging(args)
+    assert code == 3 and "interrupted (SIGTERM)" in err, err
+    assert not (merged / "result.json").exists() and not (merged / "report.md").exists()
+
+    assert gate(*args) == 0
+    records = outs[1] / "records.jsonl"
+    kept = records.read_bytes()
+    records.unlink()
+    records.mkdir()
+    before = {p.name: p.read_bytes() for p in merged.iterdir()}
+    assert gate(*args) == 2
+    assert {p.name: p.read_bytes() for p in merged.iterdir()} == before
+    records.rmdir()
+    records.write_bytes(kept)
+    journal = outs[1] / "attempts.jsonl"
+    journal.unlink()
+    journal.symlink_to("/proc/self/mem")  # a regular file whose every read fails (EIO), as a bad disk's
+    assert gate(*args) == 3
+    assert not (merged / "result.json").exists()
 
 
 def test_a_control_that_failed_in_one_shard_fails_the_merge(tmp_path: Path, fake: FakeOpenAI) -> None:
