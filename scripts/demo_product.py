@@ -69,10 +69,13 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
         audit = s.get("audit")
         if audit:
             f, p = audit["judged_fail"], audit["judged_pass"]
+            # A plan sized to show a slice exceeded labels none of the answers the judge passed: a bound, no estimate.
+            estimate = _pct(audit["estimate"]) if audit["estimate"] is not None else f">= {_pct(audit['low'], 'down')}"
+            passed = f"{p['people_fail']}/{p['audited']} it passed" if p["audited"] else "none it passed in the plan"
             lines.append(
-                f"    {'':<{NAME_COLUMN}} people's audit: {_pct(audit['estimate'])} {_span(audit['low'], audit['high'])}"
+                f"    {'':<{NAME_COLUMN}} people's audit: {estimate} {_span(audit['low'], audit['high'])}"
                 f": {audit['verdict']} (people failed {f['people_fail']}/{f['audited']} the judge failed, "
-                f"{p['people_fail']}/{p['audited']} it passed); decided by {s['decided_by']}"
+                f"{passed}); decided by {s['decided_by']}"
             )
         zero = s.get("zero_tolerance")
         if zero:

@@ -2,9 +2,8 @@
 
 Runs app v2.4 through the product lane offline (scripts/demo_offline.py --rule-judge), replaying the
 seed of the committed audit (so its draw is kept; `--order-seed new` draws another), makes its audit
-queue with `gate review queue --from` (the run's audit plan: all the answers the judge failed, as many
-as 100 it passed, per slice),
-then two reviewers label every item through `gate review serve`'s JSON API (GET /api/next, POST
+queue with `gate review queue --from` (the run's audit plan: per slice, as many answers the judge failed
+and passed as the planner sizes it to decide), then two reviewers label every item through `gate review serve`'s JSON API (GET /api/next, POST
 /api/label with the page's CSRF token), driven in process: each reads the answer and labels it as the
 example's truth has it (scripts/make_product_example.py knows which answers are wrong: a figure the
 reference lacks, in digits or in words). Writes audit/queue.jsonl and the ledger directory

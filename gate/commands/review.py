@@ -206,7 +206,12 @@ def _product(loaded: LoadedPolicy, req: QueueRequest, result: dict[str, Any], re
             )
             continue
         if plan.undecidable is not None:
-            notes.append(f"slice {slice_name}: nothing is queued: {plan.undecidable}")
+            queued = (
+                "only the answers the judge failed are queued (zero tolerance reads each one)"
+                if plan.items
+                else "nothing is queued"
+            )
+            notes.append(f"slice {slice_name}: {queued}: {plan.undecidable}")
         cases = {o.case.case_id: o.case for o in judged.judged}
         strata[slice_name] = {}
         for stratum, planned in ((JUDGED_FAIL, plan.judged_fail), (JUDGED_PASS, plan.judged_pass)):

@@ -205,29 +205,25 @@ def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: floa
     its seed and what the judge says): the smallest limit any audit of them could pass (every answer
     labelled, none failing; by the audit's own test), and the plan of a run whose answers fail at half
     the limit, the judge failing them as calibration's Se and Sp predict."""
-    from gate.decide.product.audit_plan import plan_words, planned_counts
-    from gate.estimate import audit_rate as ar
+    from gate.decide.product.audit_plan import plan_words, power_words, size_plan, undecidable_words
     from gate.estimate import failure_rate as fr
 
-    clean = ar.audit_rate(
-        fail_sample=ar.StratumSample(0, 0, 0, 0, ()),
-        pass_sample=ar.StratumSample(n, n, 0, n, ()),
-        confidence=confidence,
-    )
+    # A whole audit is Clopper-Pearson on every failure found: with none, its upper bound is the floor.
+    floor = fr._cp_edges(0, n, 1.0 - confidence)[1]
     se = counts.true_fail / max(1, counts.true_fail + counts.false_pass)
     sp = counts.true_pass / max(1, counts.true_pass + counts.false_fail)
     rate = limit / 2
     k = min(n, round(n * (se * rate + (1 - sp) * (1 - rate))))
-    a_f, a_p, undecidable = planned_counts(judged_fail=k, n=n, counts=counts, limit=limit, confidence=confidence)
+    z = size_plan(k, n - k, counts, limit, confidence)
     plan = (
-        f"no audit of that run could decide it ({undecidable})"
-        if undecidable is not None
-        else f"its audit plan would be {plan_words(k, a_f, n - k, a_p, reviewers)}"
+        f"its audit plan would be {plan_words(k, z.fail_labels, n - k, z.pass_labels, reviewers)}, {power_words(z)}"
+        if z.decides
+        else undecidable_words(z, "such a run's")
     )
-    return clean.high, (
-        f"no audit of {n} answers can pass a limit below {fr.percent(clean.high, 'up')} (every answer labelled, none "
-        f"failing); for a run whose answers fail at half its limit ({fr.percent(rate)}: about {k} judged fail, as "
-        f"calibration's Se and Sp predict), {plan}; the run fixes its own plan from its seed"
+    return floor, (
+        f"no audit of {n} answers can pass a limit below {fr.percent(floor, 'up')} (every answer labelled, none "
+        f"failing). If they fail at half the limit ({fr.percent(rate)}: about {k} judged fail, as calibration's Se "
+        f"and Sp predict), {plan}. Each run sizes its own plan from the answers it judged"
     )
 
 

@@ -554,16 +554,24 @@ class ProductAudit(Part):
 
 class PlannedStratum(Part):
     """One stratum of a slice's audit plan: its answers this run judged, and the planned prefix of its
-    seeded draw (`sample` of them, their case ids in draw order)."""
+    seeded draw (`sample` of them, their case ids in draw order), the first `rate_sample` of which the
+    failure rate reads (a zero-tolerance slice labels every judged-fail answer besides)."""
 
     population: int
     sample: int
+    rate_sample: int
     case_ids: list[str]
+
+
+class PlanCaps(Part):
+    judged_fail: int
+    judged_pass: int
 
 
 class AuditPlan(Part):
     """Which of the slice's answers people label, fixed from the run's order seed before anyone labels
-    (gate/decide/product/audit_plan.py): the audit's verdict reads exactly this sample."""
+    (gate/decide/product/audit_plan.py, sized by gate/estimate/audit_sizing.py): the audit's verdict reads
+    exactly this sample."""
 
     seed: str
     judged_fail: PlannedStratum
@@ -571,6 +579,15 @@ class AuditPlan(Part):
     items: int
     labels: int  # items x reviewers_per_item
     reviewers_per_item: int
+    aim: Literal["passed", "exceeded"]  # the verdict the rate it was sized at points to
+    sized_at: float  # that rate: calibration's prediction for the run (without calibration, the judge's share)
+    power: float  # P(aim) at sized_at
+    power_target: float
+    caps: PlanCaps  # the design the tests read at every K
+    calibrated: bool
+    answers_needed: int | None = None  # no plan decides: the answers a run would need at the same rate
+    limit_it_decides: float | None = None  # ... or the nearest limit this run could decide
+    method: str
     # Why no plan of this run can decide the slice's limit, and what would (then the plan is empty).
     undecidable: str | None = None
 

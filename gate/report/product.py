@@ -81,9 +81,14 @@ def _audit_text(s: ProductSlice) -> str | None:
     a = s.audit
     if a is None:
         return None
-    est = percent(a.estimate) if a.estimate is not None else "–"
+    est = percent(a.estimate) if a.estimate is not None else f"at least {percent(a.low)}"
     f, p = a.judged_fail, a.judged_pass
     open_ = f.open + p.open
+    passed = (
+        f"{p.people_fail} of {p.audited} it passed ({p.population:,} in all)"
+        if p.audited or not p.population
+        else f"none of the {p.population:,} it passed are in the plan"
+    )
     pending = f"; {open_} drawn without a final label, counted against the verdict" if open_ else ""
     transport = ""
     if a.transport is not None and not a.transport.carries_over:
@@ -91,8 +96,7 @@ def _audit_text(s: ProductSlice) -> str | None:
     figures = (
         f"{VERDICT_TEXT.get(a.verdict, a.verdict)}, failure rate {est} (interval "
         f"{span(a.low, a.high)}); people failed {f.people_fail} of {f.audited} audited answers the judge failed "
-        f"({f.population:,} in all) and {p.people_fail} of {p.audited} it passed ({p.population:,} in all)"
-        f"{pending}{transport}"
+        f"({f.population:,} in all) and {passed}{pending}{transport}"
     )
     if s.decided_by == "audit":
         return f"decided by people's audit: {figures}; the calibration estimate beside it: {_cal(s)}"
@@ -193,6 +197,14 @@ def _look_text(s: ProductSlice) -> str | None:
     )
 
 
+def _rate_shown(estimate: float | None, low: float | None) -> str:
+    """The rate a slice's line gives: the estimate; without one (an audit plan sized to show the slice
+    exceeded labels none of the answers the judge passed), the lower bound its labels prove."""
+    if estimate is not None:
+        return percent(estimate)
+    return f"at least {percent(low)}" if low is not None and low > 0 else "–"
+
+
 def slice_view(name: str, s: ProductSlice) -> SliceView:
     estimate, low, high = _deciding(s)
     verdict, verdict_text = shown_verdict(s)
@@ -200,8 +212,8 @@ def slice_view(name: str, s: ProductSlice) -> SliceView:
         name=name,
         verdict=verdict,
         verdict_text=verdict_text,
-        rate=percent(estimate) if estimate is not None else "–",
-        interval=span(low, high) if estimate is not None and low is not None and high is not None else "–",
+        rate=_rate_shown(estimate, low),
+        interval=span(low, high) if low is not None and high is not None and _rate_shown(estimate, low) != "–" else "–",
         limit=percent(s.max_failure_rate),
         judged_fail=f"{s.judged_fail:,} of {s.n:,}",
         se=_judge_rate(s.judge.se if s.judge else None),
@@ -250,9 +262,8 @@ def method_line(product: Product) -> str:
     )
     audited = sorted({s.audit.method for s in product.slices.values() if s.audit is not None})
     audit = (
-        f" People's audit: {', '.join(audited)} (passed: one exact test over the answers the judge failed and a"
-        " sample of those it passed; exceeded: an exact test of the failures people confirmed beside a box of"
-        " three bounds)."
+        f" People's audit: {', '.join(audited)} (passed and exceeded: one exact test each over exactly the run's"
+        " audit plan, a planned answer without a final label counted against each)."
         if audited
         else ""
     )

@@ -202,31 +202,39 @@ def test_a_ledger_the_policy_names_for_every_release_is_a_note_on_a_release_nobo
 def test_labels_people_do_not_agree_on_never_decide_a_slice(
     tmp_path: Path, judged: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """ana fails p-000 and passes the rest; bo fails p-000 to p-007; cy adjudicates the seven they differ
-    on as passes. Every answer has a final label and the audit would pass the slice (exit 0), but the two
-    reviewers agree little (Krippendorff's alpha 0.17, below review.min_alpha 0.667): their labels decide
-    nothing, and the slice says why (labels_disagree, owner evaluator), with alpha and its interval."""
+    """ana fails p-000 and passes the rest of the run's audit plan; bo fails p-000 and the plan's next
+    seven; cy adjudicates the seven they differ on as passes. Every planned answer has a final label and
+    the audit would pass the slice (exit 0), but the two reviewers agree little (Krippendorff's alpha
+    below review.min_alpha 0.667): their labels decide nothing, and the slice says why (labels_disagree,
+    owner evaluator), with alpha and its interval."""
     policy, _responses, run, lines = judged
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    planned = [*plan["judged_fail"]["case_ids"], *plan["judged_pass"]["case_ids"]]
+    planned.sort(key=lambda c: c != "p-000")  # p-000 first, the one both fail
+    by_case = {line["case_id"]: line for line in lines}
     ledger = tmp_path / "labels"
     ledger.mkdir()
-    for i, line in enumerate(lines):
-        label(ledger, line, "fail" if i == 0 else "pass", reviewers=("ana",))
-        label(ledger, line, "fail" if i < 8 else "pass", reviewers=("bo",))
+    for i, case_id in enumerate(planned):
+        label(ledger, by_case[case_id], "fail" if i == 0 else "pass", reviewers=("ana",))
+        label(ledger, by_case[case_id], "fail" if i < 8 else "pass", reviewers=("bo",))
         if 0 < i < 8:
-            label(ledger, line, "pass", reviewers=("cy",), kind="adjudication")
+            label(ledger, by_case[case_id], "pass", reviewers=("cy",), kind="adjudication")
+    # Two coders, nominal: alpha = 1 - d (n - 1) / (n_fail n_pass) over the 2N values, d items differing.
+    n = 2 * len(planned)
+    expected = 1 - 7 * (n - 1) / (9 * (n - 9))
     out = tmp_path / "decided"
     assert decide(policy, run, out, "--audit", str(ledger)) == 4
     res = result(out)
     row = res["product"]["slices"]["critical"]
     assert row["decided_by"] == "calibration" and row["verdict"] == "inconclusive"
     assert row["audit"]["verdict"] == "passed" and row["audit"]["labels_disagree"] is True
-    assert row["audit"]["alpha"] == pytest.approx(0.1662, abs=1e-4)
+    assert row["audit"]["alpha"] == pytest.approx(expected, abs=1e-4)
     low, high = row["audit"]["alpha_interval"]
-    assert low < 0.1662 < high < 0.667
+    assert low < expected < high < 0.667
     [b] = [b for b in res["blockers"] if b["kind"] == "labels_disagree"]
     assert b["state"] == "review_required" and b["slice"] == "critical" and KIND_GROUP[b["kind"]] == "evaluator"
     message = " ".join(b["message"].split())
-    assert "Krippendorff's alpha 0.166" in message and f"[{low:.3f}, {high:.3f}]" in message, message
+    assert f"Krippendorff's alpha {expected:.3f}" in message and f"[{low:.3f}, {high:.3f}]" in message, message
     assert "below review.min_alpha 0.667" in message
     report = " ".join((out / "report.md").read_text(encoding="utf-8").split())
     assert "it does not decide here: people's labels disagree" in report

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 from suite import result
-from test_product_audit import answers_of, audit_suite, decide, judged_once, label, seed_of, zero_tolerance_run
+from test_product_audit import answers_of, audit_suite, decide, judged_once, label, zero_tolerance_run
 from test_product_audit import fake as fake  # the fixture
 from test_product_lane import GOOD_JUDGE, answer, app_suite, run_app, write_calibration, write_responses
 
 from gate.cli import main
-from gate.review.draw import draw_order
 from gate.review.queue import read_queue
 
 Run = tuple[Path, Path, Path, list[dict[str, Any]]]
@@ -30,9 +29,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_a_final_abstain_counts_against_the_verdict_never_as_a_pass(tmp_path: Path, judged: Run) -> None:
     """Six drawn answers both reviewers abstained on: open, a failure for the upper bound, so the slice
     stays inconclusive (read as passes, the slice passed: exit 0)."""
-    policy, responses, run, lines = judged
-    passing = [line["case_id"] for line in lines[3:]]
-    abstained = set(draw_order(seed_of(responses), "critical", "judged_pass", passing)[10:16])
+    policy, _responses, run, lines = judged
+    abstained = set(result(run)["product"]["slices"]["critical"]["audit_plan"]["judged_pass"]["case_ids"][:6])
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "abstain" if line["case_id"] in abstained else "fail" if i == 0 else "pass")
@@ -126,16 +124,21 @@ def test_an_answer_the_records_judged_but_the_responses_given_lack_is_not_counte
 def test_the_audit_queue_draws_every_answer_the_judge_failed_however_many(
     tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """101 answers the judge failed: the queue holds all 101 (zero tolerance needs every one audited; cut at
-    100 like the judged-pass stratum, the 101st was never queued)."""
+    """A zero-tolerance slice (`max_failures`) with 101 answers the judge failed: the queue holds all 101
+    (zero tolerance needs every one audited; cut at 100, or at the plan's size, one was never queued)."""
     from test_product_lane import verdicts
 
     policy = app_suite(tmp_path / "suite", fake, n=102, limit=0.9)
+    policy.write_text(
+        policy.read_text().replace("max_failure_rate: 0.9", "max_failure_rate: 0.9\n    max_failures: 101")
+    )
     run = tmp_path / "run"
     run_app(policy, run, write_responses(tmp_path / "r.jsonl", verdicts(102, 101)))
     assert main(["review", "queue", "--policy", str(policy), "--from", str(run), "--out", str(tmp_path / "q")]) == 0
     strata = read_queue(tmp_path / "q").header.design["strata"]["critical"]
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    assert plan["judged_fail"]["rate_sample"] < 101  # the plan's own sample is smaller: the queue holds every one
     assert strata == {
         "judged_fail": {"population": 101, "sample": 101},
-        "judged_pass": {"population": 1, "sample": 1},
+        "judged_pass": {"population": 1, "sample": plan["judged_pass"]["sample"]},
     }

@@ -18,6 +18,7 @@ from test_product_audit import fake as fake  # the fixture
 from test_product_lane import answer, product_case, product_suite, run_app, write_calibration, write_responses
 
 from gate.cli import main
+from gate.review.draw import draw_order
 
 Run = tuple[Path, Path, Path, list[dict[str, Any]]]
 
@@ -185,7 +186,7 @@ def test_the_queue_of_a_product_run_is_its_plan_and_any_other_queue_is_refused_n
     decided = ["decide", "--policy", str(policy), "--records", str(run)]
     for other, says in (
         (shopped, f"it was drawn with seed 68, the run's plan with {plan['seed']}"),
-        (trimmed, "slice critical judged_pass: 56 answers in the queue, 57 in the plan"),
+        (trimmed, f"slice critical judged_pass: {len(passing) - 1} answers in the queue, {len(passing)} in the plan"),
         (queue, None),
     ):
         ledger = tmp_path / f"{other.stem}-labels.jsonl"  # people labelled that queue
@@ -206,35 +207,36 @@ def test_the_verdict_reads_exactly_the_plan_so_labelling_until_it_passes_buys_no
     tmp_path: Path, judged: Run
 ) -> None:
     """Deciding after every label and stopping at the first pass: the sample was the draw's prefix up to
-    the last label, so a team labelled until it passed (the first 15 answers the judge passed did,
-    at a 20% limit). The sample is the plan: its unlabelled answers count against the verdict, and a
-    hint never asks for labels past it."""
+    the last label, so a team labelled until it passed (the first 15 answers the judge passed did, at a
+    20% limit). The sample is the plan: its unlabelled answers count against the verdict, a label past it
+    is listed and never used, and a hint never asks for labels past it."""
     from gate.review.draw import draw_order
 
     policy, _responses, run, lines = judged
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    assert (plan["judged_fail"]["sample"], plan["judged_pass"]["sample"], plan["items"], plan["labels"]) == (
-        3,
-        57,
-        60,
-        120,
-    )
+    fail_n, pass_n = plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]
+    assert fail_n == 3 and 0 < pass_n < 57 and plan["items"] == fail_n + pass_n and plan["labels"] == 2 * plan["items"]
     passing = [line["case_id"] for line in lines[3:]]
-    first = draw_order(plan["seed"], "critical", "judged_pass", passing)[:15]
-    assert first == plan["judged_pass"]["case_ids"][:15]
+    order = draw_order(plan["seed"], "critical", "judged_pass", passing)
+    assert order[:pass_n] == plan["judged_pass"]["case_ids"]  # the prefix of the seed's draw
+    half = pass_n // 2
     by_case = {line["case_id"]: line for line in lines}
     ledger = tmp_path / "ledger.jsonl"
-    for case_id in ["p-000", "p-001", "p-002", *first]:
+    for case_id in ["p-000", "p-001", "p-002", *order[:half], order[pass_n]]:  # the last one past the plan
         label(ledger, by_case[case_id], "fail" if case_id == "p-000" else "pass")
     out = tmp_path / "stopped"
     assert decide(policy, run, out, "--audit", str(ledger)) == 4
     audit = result(out)["product"]["slices"]["critical"]["audit"]
-    assert audit["verdict"] == "inconclusive" and audit["judged_pass"]["audited"] == 57
-    assert audit["judged_pass"]["open"] == 42 and audit["high"] > 0.2
-    assert "42 planned answers of the 60 items of this run's audit plan have no final label" in audit["decide_hint"]
+    assert audit["verdict"] == "inconclusive" and audit["judged_pass"]["audited"] == pass_n
+    assert audit["judged_pass"]["open"] == pass_n - half and audit["high"] > 0.2
+    open_ = pass_n - half
+    said = f"{open_} planned answers of the {plan['items']} items of this run's audit plan have no final label"
+    assert said in audit["decide_hint"]
+    notes = " ".join(" ".join(result(out)["notes"]).split())
+    assert f"1 label of {ledger} is on answers of this run beyond its audit plan ({order[pass_n]})" in notes
 
     # The whole plan labelled decides it.
-    for case_id in plan["judged_pass"]["case_ids"][15:]:
+    for case_id in order[half:pass_n]:
         label(ledger, by_case[case_id], "pass")
     assert decide(policy, run, tmp_path / "whole", "--audit", str(ledger)) == 0
 
@@ -242,38 +244,52 @@ def test_the_verdict_reads_exactly_the_plan_so_labelling_until_it_passes_buys_no
 def test_a_slice_no_audit_of_the_run_can_decide_says_so_before_anyone_labels_and_queues_nothing(
     tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A new user's trial: every answer of a small slice read by two people, and only then did the gate
-    say no audit of it could decide its limit. The run says so first (result.json, terminal, report),
-    with what would, and the queue holds nothing of that slice while it holds the others' plans."""
+    """A new user's trial: 70 answers a slice, a 5% limit. The default queue was every answer, twice (400
+    labels, 2-3 person-hours), and only then did the gate say no audit of 70 answers could decide 5%.
+    `gate validate --lane` says so before the run, the run says so before anyone labels (result.json,
+    terminal, report), with what would, and the queue holds nothing of that slice; of a zero-tolerance
+    slice no audit can decide either, only the answer the judge failed, which people read whatever."""
     from test_product_lane import GOOD_JUDGE
 
+    from gate.review.queue import read_queue
+
     slices = {
-        "critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.15},
-        "general": {"max_false_passes": 1, "priority": 1, "max_failure_rate": 0.5},
+        "critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": 0.05},
+        "account": {"max_false_passes": 0, "priority": 1, "max_failure_rate": 0.05, "max_failures": 0},
     }
-    cases = [product_case(f"p-{i:03d}") for i in range(40)] + [
-        product_case(f"g-{i}", slice="general") for i in range(6)
-    ]
+    cases = [product_case(f"p-{i:03d}") for i in range(70)]
+    cases += [product_case(f"a-{i}", slice="account") for i in range(10)]
     policy = product_suite(tmp_path / "suite", cases, slices=slices, evaluator={"base_url": fake.base_url})
-    write_calibration(policy, {"critical": GOOD_JUDGE, "general": GOOD_JUDGE})
-    lines = [answer(f"p-{i:03d}", "fail" if i < 2 else "pass") for i in range(40)]
-    lines += [answer(f"g-{i}", "pass") for i in range(6)]
+    write_calibration(policy, {"critical": GOOD_JUDGE, "account": GOOD_JUDGE})
+    capsys.readouterr()
+    main(["validate", "--policy", str(policy), "--lane", "app"])
+    before = " ".join(capsys.readouterr().out.split())
+    assert "slice critical: no audit of 70 answers can pass a limit below 4.2%" in before, before
+    assert "no audit of such a run's 70 answers can decide its 5% limit" in before
+    assert "what would: a run of about " in before
+
+    lines = [answer(f"p-{i:03d}", "fail" if i < 4 else "pass") for i in range(70)]  # the judge fails 4 of 70
+    lines += [answer(f"a-{i}", "fail" if i == 0 else "pass") for i in range(10)]
     run = tmp_path / "run"
     capsys.readouterr()
     run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines))
     screen = " ".join(capsys.readouterr().out.split())
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    said = "no audit of this run's 40 answers decides a 15% limit at the failure rate calibration predicts"
-    assert plan["items"] == plan["judged_pass"]["sample"] == 0 and said in plan["undecidable"]
-    assert "a run of about" in plan["undecidable"]  # what would
+    said = "no audit of this run's 70 answers can decide its 5% limit: if the failure rate is the 5.5% calibration"
+    assert plan["items"] == plan["labels"] == 0 and said in plan["undecidable"], plan["undecidable"]
+    assert plan["answers_needed"] > 70 and f"a run of about {plan['answers_needed']:,} answers" in plan["undecidable"]
     assert f"audit plan: nothing to label: {said}" in screen
     assert said in " ".join((run / "report.md").read_text(encoding="utf-8").split())
-    assert write_queue_of(run, policy, tmp_path / "queue.jsonl") == 0
-    from gate.review.queue import read_queue
+    account = result(run)["product"]["slices"]["account"]["audit_plan"]
+    assert account["undecidable"] and account["judged_fail"]["case_ids"] == ["a-0"]
+    assert account["judged_fail"]["rate_sample"] == account["judged_pass"]["sample"] == 0
 
+    assert write_queue_of(run, policy, tmp_path / "queue.jsonl") == 0
     queued = read_queue(tmp_path / "queue.jsonl")
-    assert {i.slice for i in queued.items} == {"general"} and len(queued.items) == 6
-    assert f"slice critical: nothing is queued: {said}" in " ".join(capsys.readouterr().out.split())
+    assert [(i.slice, i.case_id) for i in queued.items] == [("account", "a-0")]
+    notes = " ".join(capsys.readouterr().out.split())
+    assert f"slice critical: nothing is queued: {said}" in notes
+    assert "slice account: only the answers the judge failed are queued (zero tolerance reads each one)" in notes
 
 
 def test_require_audit_holds_a_slice_no_label_of_its_plan_decides_whatever_the_calibration_says(
@@ -301,7 +317,9 @@ def test_require_audit_holds_a_slice_no_label_of_its_plan_decides_whatever_the_c
     )
     message = " ".join(b["message"].split())
     assert "slice critical requires people's audit (`require_audit`)" in message
-    assert "the plan, 60 items (all 3 answers the judge failed and all 57 it passed), 120 labels" in message
+    plan = row["audit_plan"]
+    assert f"the plan, {plan['items']} items (all 3 answers the judge failed and " in message
+    assert f"{plan['labels']} labels at two reviewers an item" in message
     assert "audit required (the calibration estimate alone passed it)" in " ".join(capsys.readouterr().out.split())
 
     other = tmp_path / "other.jsonl"  # a ledger of another release's answers: a note, and still no pass
@@ -312,9 +330,10 @@ def test_require_audit_holds_a_slice_no_label_of_its_plan_decides_whatever_the_c
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 3 or i % 3 == 0 else "pass")
-    assert decide(policy, run, tmp_path / "audited", "--audit", str(ledger)) == 1
-    kinds = {x["kind"] for x in result(tmp_path / "audited")["blockers"]}
-    assert "failure_rate_exceeded" in kinds and "audit_required" not in kinds
+    assert decide(policy, run, tmp_path / "audited", "--audit", str(ledger)) in (1, 4)
+    audited = result(tmp_path / "audited")
+    assert audited["product"]["slices"]["critical"]["decided_by"] == "audit"  # people's labels of the plan decide
+    assert "audit_required" not in {x["kind"] for x in audited["blockers"]}
 
     # On a slice alone: the lane without the key, the slice with it.
     data = policy.read_text().replace("\n    require_audit: true", "")
@@ -358,23 +377,31 @@ def test_labels_of_unchanged_answers_carry_over_and_the_page_serves_only_what_st
     assert run_app(policy, tmp_path / "v1", write_responses(tmp_path / "v1.jsonl", first)) == 4
     assert write_queue_of(tmp_path / "v1", policy, tmp_path / "q1.jsonl") == 0
     people = lambda case_id: "fail" if case_id == "p-000" else "pass"  # noqa: E731
-    assert len(label_through_the_page(tmp_path / "q1.jsonl", policy.parent / "labels", people)) == 120
+    plan1 = result(tmp_path / "v1")["product"]["slices"]["critical"]["audit_plan"]
+    labelled = {*plan1["judged_fail"]["case_ids"], *plan1["judged_pass"]["case_ids"]}
+    assert len(label_through_the_page(tmp_path / "q1.jsonl", policy.parent / "labels", people)) == 2 * len(labelled)
 
-    # The next release changes ten answers; the other fifty are what people already labelled.
+    # The next release changes five of the answers people labelled; the others are what they already read.
+    changed = set(plan1["judged_pass"]["case_ids"][:5])
     second = [
-        {**line, "response": f"A new answer for {line['case_id']}."} if i >= 50 else line
-        for i, line in enumerate(first)
+        {**line, "response": f"A new answer for {line['case_id']}."} if line["case_id"] in changed else line
+        for line in first
     ]
     run = tmp_path / "v2"
     assert run_app(policy, run, write_responses(tmp_path / "v2.jsonl", second)) == 4
+    plan2 = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    planned = {*plan2["judged_fail"]["case_ids"], *plan2["judged_pass"]["case_ids"]}
+    carried = (planned & labelled) - changed  # drawn again by the new seed, the same answer: labelled already
     capsys.readouterr()
     assert write_queue_of(run, policy, tmp_path / "q2.jsonl") == 0
     said = " ".join(capsys.readouterr().out.split())
-    assert "50 of its 60 items already have people's final label" in said and "asks only for the other 10" in said
+    assert f"{len(carried)} of its {len(planned)} items already have people's final label" in said, said
+    assert f"asks only for the other {len(planned) - len(carried)}" in said and carried
     served = label_through_the_page(tmp_path / "q2.jsonl", policy.parent / "labels", people)
-    assert sorted(set(served)) == [f"p-{i:03d}" for i in range(50, 60)] and len(served) == 20
+    assert set(served) == planned - carried and len(served) == 2 * len(planned - carried)
     status = ["review", "status", str(tmp_path / "q2.jsonl"), "--ledger", str(policy.parent / "labels")]
-    assert main(status) == 0 and "slice critical: 60 items, 60 with 2 labels or settled" in capsys.readouterr().out
+    settled = f"slice critical: {len(planned)} items, {len(planned)} with 2 labels or settled"
+    assert main(status) == 0 and settled in capsys.readouterr().out
     assert decide(policy, run, tmp_path / "decided", "--audit-queue", str(tmp_path / "q2.jsonl")) == 0
     audit = result(tmp_path / "decided")["product"]["slices"]["critical"]["audit"]
     assert audit["judged_pass"]["open"] == audit["judged_fail"]["open"] == 0 and audit["verdict"] == "passed"
@@ -383,23 +410,25 @@ def test_labels_of_unchanged_answers_carry_over_and_the_page_serves_only_what_st
 def test_more_labels_never_turn_exceeded_back_into_a_verdict_an_override_may_waive(tmp_path: Path, fake: Any) -> None:
     """More evidence weakened the verdict: the sample was the labelled prefix, so four confirmed failures
     of four labelled gave `exceeded`, and thirteen labels (ten failing) `inconclusive`, which an override
-    may waive. The sample is the plan (every answer the judge failed): a label more only settles an open
-    answer, so confirmed failures only accumulate and `exceeded`, once reached, stays."""
+    may waive. The sample is the plan: a label more only settles one of its open answers (confirmed
+    failures only accumulate), and a label past it is never read, so `exceeded`, once reached, stays."""
     policy = audit_suite(tmp_path / "suite", fake, 0.1)
     lines = answers_of(20)  # 20 of 60 judged fail, a 10% limit
     run = tmp_path / "run"
     assert run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines)) == 4
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    order = plan["judged_fail"]["case_ids"]
+    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 8, 0)
+    failing = [line["case_id"] for line in lines[:20]]
+    order = draw_order(plan["seed"], "critical", "judged_fail", failing)  # the plan is its first 8
     people = [1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0]  # 15 of the 20 truly fail
     by_case = {line["case_id"]: line for line in lines}
     ledger = tmp_path / "ledger.jsonl"
-    label(ledger, by_case[plan["judged_pass"]["case_ids"][0]], "pass")
     verdicts = []
     for m in range(1, 21):
         label(ledger, by_case[order[m - 1]], "fail" if people[m - 1] else "pass")
-        if m in (12, 13, 20):
+        if m in (5, 6, 13, 20):
             out = tmp_path / f"after-{m}"
             decide(policy, run, out, "--audit", str(ledger))
             verdicts.append(result(out)["product"]["slices"]["critical"]["audit"]["verdict"])
-    assert verdicts == ["inconclusive", "inconclusive", "exceeded"], verdicts  # it was exceeded, inconclusive, exceeded
+    # It read exceeded at 5 and 12 labels, inconclusive at 13, exceeded again at 20.
+    assert verdicts == ["inconclusive", "exceeded", "exceeded", "exceeded"], verdicts

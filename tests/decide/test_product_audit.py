@@ -110,10 +110,6 @@ def decide(policy: Path, run: Path, out: Path, *extra: str) -> int:
     return main(["decide", "--policy", str(policy), "--records", str(run / "records.jsonl"), "--out", str(out), *extra])
 
 
-def seed_of(responses: Path) -> str:
-    return hashlib.sha256(responses.read_bytes()).hexdigest()
-
-
 @pytest.fixture()
 def good_run(tmp_path: Path, fake: FakeOpenAI) -> tuple[Path, Path, Path, list[dict[str, Any]]]:
     """60 answers, 3 judged fail, a 20% limit: the calibration estimate alone is inconclusive."""
@@ -156,15 +152,16 @@ def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_w
     audit = row["audit"]
     assert audit["verdict"] == "passed" and audit["high"] <= 0.2 and audit["confirmed_fail"] == ["p-000"]
     assert audit["judged_fail"] == {"population": 3, "audited": 3, "people_fail": 1, "people_pass": 2, "open": 0}
-    assert audit["judged_pass"]["audited"] == 57
+    # The plan's own sample: labels past it are listed and never used.
+    assert audit["judged_pass"]["audited"] == row["audit_plan"]["judged_pass"]["sample"] < 57
     # Both estimates are shown: the calibration's interval still holds the limit.
     assert row["low"] <= 0.2 < row["high"]
     report = (out / "report.md").read_text()
     assert "decided by people's audit" in report and "calibration estimate" in report
     assert "decided by people's audit" in terminal
     # The method line names the audit's method beside calibration's, on the terminal and in the report.
-    assert "People's audit: audit+exact-tests" in " ".join(terminal.split())
-    assert "People's audit: audit+exact-tests" in " ".join(report.split())
+    assert "People's audit: audit-plan+exact-unconditional" in " ".join(terminal.split())
+    assert "People's audit: audit-plan+exact-unconditional" in " ".join(report.split())
     assert "(decides)</text>" in (out / "product.svg").read_text()  # the picture draws the audit's interval too
 
     # The same labels given to the run itself: the same decision.
@@ -178,9 +175,8 @@ def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_w
 def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]]
 ) -> None:
-    policy, responses, run, lines = good_run
-    passing = [line["case_id"] for line in lines[3:]]
-    skipped = set(draw_order(seed_of(responses), "critical", "judged_pass", passing)[10:16])
+    policy, _responses, run, lines = good_run
+    skipped = set(result(run)["product"]["slices"]["critical"]["audit_plan"]["judged_pass"]["case_ids"][:6])
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         if line["case_id"] in skipped:
@@ -226,8 +222,9 @@ def test_the_queue_of_the_run_is_its_audit_plan_and_decide_reads_its_labels(
     out = tmp_path / "decided"
     assert decide(policy, run, out, "--audit", str(ledger), "--audit-queue", str(queue_path)) == 0
     audit = result(out)["product"]["slices"]["critical"]["audit"]
+    m = plan["judged_pass"]["sample"]
     assert audit["judged_fail"]["audited"] == 3 and audit["judged_pass"] == {
-        "population": 57, "audited": 57, "people_fail": 0, "people_pass": 57, "open": 0,
+        "population": 57, "audited": m, "people_fail": 0, "people_pass": m, "open": 0,
     }  # fmt: skip
     # A label of an item the queue does not hold (another answer of p-010) is refused, naming the line.
     label(ledger, {**lines[10], "response": "Another answer for p-010."}, "pass", reviewers=("cy",))
@@ -331,8 +328,10 @@ def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
 ) -> None:
     policy, _, run, lines = good_run
     ledger = tmp_path / "ledger.jsonl"
-    for line in lines[:6]:
-        label(ledger, line, "pass")
+    planned = set(result(run)["product"]["slices"]["critical"]["audit_plan"]["judged_pass"]["case_ids"][:3])
+    for line in lines:
+        if line["case_id"] in {"p-000", "p-001", "p-002", *planned}:
+            label(ledger, line, "pass")
     label(ledger, {**lines[6], "response": "An older answer for p-006."}, "fail")
     out = tmp_path / "decided"
     decide(policy, run, out, "--audit", str(ledger))
@@ -358,31 +357,25 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     lines = answers_of(20)
     run = tmp_path / "run"
     assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
-    # What would decide it names the audit in numbers, with the command that makes its queue; labelling just
-    # those answers (the first in the draw order, people failing them as predicted) decides it.
+    # What would decide it names the audit plan, its items and labels counted apart, with the command that
+    # makes its queue and the power it is sized to; labelling part of it decides nothing yet.
     [open_] = result(run)["blockers"]
-    route = (  # items and labels counted apart; the plan is the queue's, the sample the verdict reads
-        "people labelling this run's audit plan, 60 items (all 20 answers the judge failed and all 40 it passed), "
-        "120 labels at two reviewers an item (`gate review queue --policy"
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 8, 0)
+    route = (
+        "Cheapest: people labelling this run's audit plan, 8 items (8 of the 20 answers the judge failed and none "
+        "of the 40 it passed), 16 labels at two reviewers an item (`gate review queue --policy"
     )
     message = " ".join(open_["message"].split())
     assert route in message, message
-    assert f"--from {run} --out audit-queue.jsonl`) is sized to decide it" in message
-    # Labelling only the first few of the plan decides nothing yet: its other answers count against the verdict.
-    seed = result(run)["product"]["order_seed"]
-    ids = [line["case_id"] for line in lines]
-    first = (
-        draw_order(seed, "critical", "judged_fail", ids[:20])[:7]
-        + draw_order(seed, "critical", "judged_pass", ids[20:])[:1]
-    )
-    route_ledger = tmp_path / "route.jsonl"
-    for line in lines:
-        if line["case_id"] in first:
-            label(route_ledger, line, "fail" if int(line["case_id"][2:]) < 20 else "pass")
-    assert decide(policy, run, tmp_path / "route", "--audit", str(route_ledger)) == 4
-    partial = result(tmp_path / "route")["product"]["slices"]["critical"]["audit"]
-    assert partial["judged_fail"]["audited"] == 20 and partial["judged_fail"]["open"] == 13
-    assert "52 planned answers of the 60 items of this run's audit plan have no final label" in partial["decide_hint"]
+    assert f"--from {run} --out audit-queue.jsonl`), sized to show it exceeded " in message
+    partial_ledger = tmp_path / "partial.jsonl"
+    for case_id in plan["judged_fail"]["case_ids"][:3]:
+        label(partial_ledger, lines[int(case_id[2:])], "fail")
+    assert decide(policy, run, tmp_path / "partial", "--audit", str(partial_ledger)) == 4
+    partial = result(tmp_path / "partial")["product"]["slices"]["critical"]["audit"]
+    assert partial["judged_fail"]["audited"] == 8 and partial["judged_fail"]["open"] == 5
+    assert "5 planned answers of the 8 items of this run's audit plan have no final label" in partial["decide_hint"]
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
@@ -397,7 +390,7 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     assert "human **fail (people's audit)**, judge **fail**" in report and "unlabelled" not in report
     res = result(out)
     [b] = [b for b in res["blockers"] if b["kind"] == "failure_rate_exceeded"]
-    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 20
+    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 8
     row = res["product"]["slices"]["critical"]
     assert row["decided_by"] == "audit" and row["verdict"] == "exceeded" and row["audit"]["low"] > 0.1
 
@@ -413,8 +406,8 @@ def test_a_judge_whose_calibration_does_not_describe_it_on_this_run_is_flagged(
     assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 0
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
-        # people fail every third answer the judge passed: it misses far more than calibration measured
-        label(ledger, line, "fail" if i < 3 or i % 3 == 0 else "pass")
+        # people fail every second answer the judge passed: it misses far more than calibration measured
+        label(ledger, line, "fail" if i < 3 or i % 2 == 0 else "pass")
     out = tmp_path / "decided"
     assert decide(policy, run, out, "--audit", str(ledger)) == 1
     res = result(out)
@@ -718,10 +711,12 @@ def test_a_shard_holding_none_of_the_audited_answers_still_runs_with_the_ledger(
     ledger = tmp_path / "ledger.jsonl"
     from gate.plan.shard import shard_of
 
-    # One answer the judge failed and one it passed, both in shard 2: shard 1 holds neither.
+    # One answer the judge failed and the first of the plan's answers it passed, both in shard 2: shard 1
+    # holds neither.
+    first = draw_order("one-run", "critical", "judged_pass", [line["case_id"] for line in lines[3:]])[0]
     label(ledger, lines[0], "fail")
-    label(ledger, lines[8], "pass")
-    assert {shard_of(c, 2) for c in ("p-000", "p-008")} == {2}
+    label(ledger, lines[int(first[2:])], "pass")
+    assert {shard_of(c, 2) for c in ("p-000", first)} == {2}
     shards = [tmp_path / f"shard-{i}" for i in (1, 2)]
     codes = [
         run_app(policy, out, responses, "--shard", f"{i}/2", "--audit", str(ledger), "--order-seed", "one-run")

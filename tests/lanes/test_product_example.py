@@ -165,11 +165,10 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     comment = (work / "gate-out-product" / "v2.4" / "report.md").read_text(encoding="utf-8")
     [blocker] = [line for line in comment.splitlines() if line.startswith("- **`failure_rate_inconclusive`**")]
     assert (
-        "people labelling this run's audit plan, 120 items (all 26 answers the judge failed and all 94 it passed), "
-        in blocker
+        "people labelling this run's audit plan, 5 items (5 of the 26 answers the judge failed and none of the 94 "
+        "it passed), 10 labels at two reviewers an item (\\`gate review queue" in blocker
     )
-    assert "240 labels at two reviewers an item (\\`gate review queue" in blocker
-    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`) is sized to decide it" in blocker
+    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`), sized to show it exceeded" in blocker
     # The zero-tolerance slice: the judge failed none of its answers, but people's audit of those it
     # passed found one failing (lockout-app-012): a confirmed failure, which max_failures: 0 forbids.
     assert failed["state"] == "quality_failed"
@@ -180,25 +179,26 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     audited = failed["product"]["slices"]["billing-policy-critical"]
     assert audited["decided_by"] == "audit" and audited["audit"]["low"] > audited["max_failure_rate"] == 0.125
     assert audited["low"] <= 0.125  # the calibration estimate alone could not say
-    assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["people_fail"]) == (26, 5)
+    # The plan, sized to show the slice exceeded, labels 5 of the answers the judge failed: people fail all 5.
+    assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["audited"]) == (5, 0)
     zero = failed["product"]["slices"]["account-security"]["zero_tolerance"]
     assert (zero["max_failures"], zero["verdict"], zero["missed"]) == (0, "failure_confirmed", ["lockout-app-012"])
     # What a person reads of that slice says it blocks: never a green "passed" (its failure rate alone passed).
     picture = (work / "gate-out-product" / "v2.4-audited" / "product.svg").read_text(encoding="utf-8")
     assert 'style="fill:#cf222e">zero tolerance: failure confirmed</text>' in picture
     assert (
-        ">audit (bar) 15.3%-35.8% (decides)</text>" in picture and ">calibration (dotted) 12.1%-43.8%</text>" in picture
+        ">audit (bar) 12.7%-100% (decides)</text>" in picture and ">calibration (dotted) 12.1%-43.8%</text>" in picture
     )
     report = (work / "gate-out-product" / "v2.4-audited" / "report.md").read_text(encoding="utf-8")
     assert "| `account-security` | ❌ zero tolerance: failure confirmed |" in report
     screen = " ".join(done.stdout.split())
-    assert "account-security: zero tolerance: failure confirmed; failure rate 1% (interval 0.003%-4.7%)" in screen
+    assert "account-security: zero tolerance: failure confirmed; failure rate 0.83% (interval 0.04%-3.9%)" in screen
     # The audit decided billing-policy-critical: its line gives the audit's interval, which lies above
     # the limit as "exceeded" says, and the calibration estimate beside it says it alone was open
     # (it read "exceeded; failure rate 26% (interval 12.1%-43.8%) against a limit of 12.5%").
-    assert "billing-policy-critical: exceeded; failure rate 25.8% (interval 15.3%-35.8%)" in screen, screen
+    assert "billing-policy-critical: exceeded; failure rate at least 12.7% (interval 12.7%-100%)" in screen, screen
     assert "the calibration estimate beside it: 26% (12.1%-43.8%), inconclusive" in screen
-    assert "| `billing-policy-critical` | ❌ exceeded | 25.8% | 15.3%-35.8% |" in report
+    assert "| `billing-policy-critical` | ❌ exceeded | at least 12.7% | 12.7%-100% |" in report
     assert "-> corrected 26% [12.1%, 43.8%] vs limit 12.5%: inconclusive" in summary.split("with people's audit")[1]
     failed = open_
     critical = failed["product"]["slices"]["billing-policy-critical"]
@@ -263,8 +263,8 @@ def test_the_audit_of_v24_is_a_ledger_of_the_review_api_on_its_queue() -> None:
     lines = read_ledger(PRODUCT / "audit" / "ledger", queue)
     assert {line.reviewer for line in lines} == {"ana", "ben"} and all(line.blind for line in lines)
     finals = final_labels(lines, queue, 2)
-    assert len(finals) == len(queue.items) == 322 and {f.status for f in finals.values()} == {"unanimous"}
-    assert queue.header.design["strata"]["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 26}
+    assert len(finals) == len(queue.items) == 147 and {f.status for f in finals.values()} == {"unanimous"}
+    assert queue.header.design["strata"]["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 5}
 
 
 def test_the_demo_products_summary_fits_100_columns_and_breaks_no_word(monkeypatch: pytest.MonkeyPatch) -> None:

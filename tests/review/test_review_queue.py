@@ -43,17 +43,19 @@ def test_a_product_run_is_audited_per_slice_in_two_seeded_strata_with_nothing_of
     assert queue(policy, out, tmp_path / "q.jsonl") == 0
     q = read_queue(tmp_path / "q.jsonl")
     strata = q.header.design["strata"]["critical"]
-    assert strata == {"judged_fail": {"population": 6, "sample": 6}, "judged_pass": {"population": 34, "sample": 34}}
-    # The run's audit plan: drawn from the seed the run fixed when it started.
-    assert q.header.design["seed"] == json.loads((out / "result.json").read_text())["product"]["order_seed"]
+    # The run's audit plan: drawn from the seed the run fixed when it started, as many as the plan sizes.
+    plan = json.loads((out / "result.json").read_text())["product"]["slices"]["critical"]["audit_plan"]
+    a_f, a_p = plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]
+    assert strata == {"judged_fail": {"population": 6, "sample": a_f}, "judged_pass": {"population": 34, "sample": a_p}}
+    assert q.header.design["seed"] == plan["seed"] and a_f > 0 and 0 < a_p < 34
     failed = [i for i in q.items if i.stratum == "judged_fail"]
-    assert sorted(i.case_id or "" for i in failed) == [f"p-{i:03d}" for i in range(6)]
     assert [i.case_id for i in failed] == draw_order(
         q.header.design["seed"], "critical", "judged_fail", [f"p-{i:03d}" for i in range(6)]
-    )
-    assert [i.draw for i in failed] == list(range(6)) and all(i.source == "product-audit" for i in q.items)
-    item = next(i for i in q.items if i.case_id == "p-003")
-    assert item.response == "App answer for p-003. [[judge:fail]]" and item.user_input.startswith("Question for p-003")
+    )[:a_f]
+    assert [i.draw for i in failed] == list(range(a_f)) and all(i.source == "product-audit" for i in q.items)
+    item, case_id = failed[0], failed[0].case_id
+    assert item.response == f"App answer for {case_id}. [[judge:fail]]"
+    assert item.user_input.startswith(f"Question for {case_id}")
     assert keys_of(tmp_path / "q.jsonl").isdisjoint({"verdict", "reason", "model", "label", "human_adjudication"})
     assert "gate review serve" in capsys.readouterr().out
     assert queue(policy, out, tmp_path / "q.jsonl") == 2  # never over an existing queue
@@ -73,7 +75,8 @@ def test_a_product_run_that_kept_no_answers_needs_the_file_it_judged(
     assert queue(policy, out, tmp_path / "q.jsonl", "--responses", str(other)) == 2
     assert "is not the" in capsys.readouterr().err and not (tmp_path / "q.jsonl").exists()
     assert queue(policy, out, tmp_path / "q.jsonl", "--responses", str(responses)) == 0
-    assert len(read_queue(tmp_path / "q.jsonl").items) == 40
+    plan = json.loads((out / "result.json").read_text())["product"]["slices"]["critical"]["audit_plan"]
+    assert len(read_queue(tmp_path / "q.jsonl").items) == plan["items"] > 0
 
 
 def test_a_metric_run_queues_its_disagreements_for_the_gold_label_to_be_reviewed_again(

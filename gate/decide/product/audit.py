@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.decide.product.audit_plan import AuditPlan
 from gate.estimate import audit_rate as ar
+from gate.estimate import audit_sizing as ep
 from gate.estimate import failure_rate as fr
 from gate.model.states import (
     AUDIT_REQUIRED,
@@ -81,7 +82,26 @@ def _sample_dict(s: ar.StratumSample) -> dict[str, int]:
 
 
 def _figures(rate: ar.AuditRate, limit: float, confidence: float) -> str:
-    return f"{ar.rate_text(rate, limit)} (at {confidence:g} confidence each side)"
+    """The audit's figures in one clause. A plan that labels none of a stratum (one sized to show a slice
+    exceeded reads only answers the judge failed) gives a bound, not an estimate."""
+    fs, ps = rate.fail_sample, rate.pass_sample
+    est = (
+        f"estimated failure rate {fr.percent(rate.estimate)}"
+        if rate.estimate is not None
+        else f"failure rate at least {fr.percent(rate.low)}"
+    )
+    passed = (
+        f"{ps.fails} of {ps.size} it passed ({ps.population} in all)"
+        if ps.size or not ps.population
+        else f"none of the {ps.population} it passed are in the plan"
+    )
+    open_ = fs.open + ps.open
+    return (
+        f"audit: {est} ({fr.span(rate.low, rate.high)}), limit {fr.percent(limit)}; people failed {fs.fails} of "
+        f"{fs.size} audited answers the judge failed ({fs.population} in all) and {passed}"
+        f"{f'; {open_} drawn answers without a final label count against the verdict' if open_ else ''}"
+        f" (at {confidence:g} confidence each side)"
+    )
 
 
 def usable(fail_order: Sequence[str], pass_order: Sequence[str], labels: Mapping[str, ar.Final]) -> bool:
@@ -131,9 +151,12 @@ def audit_slice(
     fail_order = list(plan.judged_fail.case_ids) if plan is not None else list(failing)
     pass_order = list(plan.judged_pass.case_ids) if plan is not None else []
     in_draw = {c: labels[c] for c in (*fail_order, *pass_order) if c in labels}
-    drawn = [keys[c] for c in (*fail_order, *pass_order) if c in keys]
-    used = frozenset(drawn)
-    agreement = _agreement(name, drawn, audit, min_alpha) if audit is not None else None
+    used = frozenset(keys[c] for c in (*fail_order, *pass_order) if c in keys)
+    # The failure rate reads the plan's own sample (a zero-tolerance slice labels every judged-fail answer).
+    rated_fail = list(plan.judged_fail.rated) if plan is not None else []
+    rated_pass = list(plan.judged_pass.rated) if plan is not None else []
+    rated = [keys[c] for c in (*rated_fail, *rated_pass) if c in keys]
+    agreement = _agreement(name, rated, audit, min_alpha) if audit is not None else None
     findings: list[Finding] = []
     # Answers sent that came back with no verdict hold zero tolerance open with a blocker of its own (the
     # lane may tolerate evaluator errors; this slice may not); answers not run yet have their own blockers.
@@ -144,13 +167,13 @@ def audit_slice(
     if zero is not None:
         findings += zero[1]
     # The sample is the plan, fixed before anyone labelled: the population is the run's.
-    fs = planned_sample(len(failing), fail_order, in_draw)
-    ps = planned_sample(len(passing), pass_order, in_draw)
-    if plan is None or not usable(fail_order, pass_order, in_draw) or not answers.judged:
+    fs = planned_sample(len(failing), rated_fail, in_draw)
+    ps = planned_sample(len(passing), rated_pass, in_draw)
+    if plan is None or not usable(rated_fail, rated_pass, in_draw) or not answers.judged:
         return AuditedSlice(None, False, tuple(findings), zero[0] if zero else None, used)
     disagree = agreement is not None and agreement.finding is not None
-    rate = ar.audit_rate(fail_sample=fs, pass_sample=ps, confidence=confidence)
-    verdict = ar.audit_verdict(rate, limit)
+    rate = ep.plan_rate(plan.sizing, fs, ps)
+    verdict = ep.plan_verdict(plan.sizing, fs, ps)
     row: dict[str, Any] = {
         "estimate": rate.estimate,
         "low": rate.low,
@@ -257,7 +280,7 @@ def audit_route(plan: AuditPlan | None, command: str) -> tuple[int, str] | None:
     decide the limit: the plan says so itself)."""
     if plan is None or plan.undecidable is not None or plan.items == 0:
         return None
-    return plan.items, f"people labelling this run's audit plan, {plan.words()} (`{command}`)"
+    return plan.items, f"people labelling this run's audit plan, {plan.words()} (`{command}`), {plan.power_words()}"
 
 
 def _transport(

@@ -2,23 +2,27 @@
 
 The run's order seed (gate/run/order_seed.py, fixed when the run started) puts each stratum of the
 slice (the answers the judge failed, those it passed) in its seeded draw order (gate/review/draw.py);
-the plan is the first `a_F` and `a_P` of them, the counts the planner gives (`planned_counts`). It is
+the plan is the first so many of each, the counts the planner gives (gate/estimate/audit_sizing.py,
+`plan_audit`: the fewest labels that reach 80% power on the verdict calibration predicts). It is
 computed by this one function from the seed and the judged answers on every path (run, resume,
 decide, merge, the queue), so they all reach the same plan, and the audit's verdict reads exactly
 its sample: a planned answer without a final label counts against the verdict, a label beyond it
 decides nothing. Labelling until it passes, or drawing queues until one suits, buys nothing.
 
-Where no plan of this run can decide the slice's limit at the rate calibration predicts, the plan
-is empty (nobody is asked for labels that cannot decide) and says what would.
+Where no plan of this run can decide the slice's limit, the plan is empty (nobody is asked for labels
+that cannot decide) and says what would. A zero-tolerance slice (`max_failures`) has every answer the
+judge failed labelled besides, whatever the plan says: zero tolerance reads each of them, the rate only
+the planned ones.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gate.estimate import audit_rate as ar
+from gate.estimate import audit_sizing as ep
 from gate.estimate import failure_rate as fr
 from gate.model.errors import UsageError
 from gate.model.escape import visible
@@ -30,18 +34,21 @@ if TYPE_CHECKING:
     from gate.decide.product.answers import JudgeCounts, SliceAnswers
     from gate.review.queue import Queue
 
-# The judged-pass answers a plan draws per slice when calibration cannot size it (no figures).
-DEFAULT_PASS_SAMPLE = ar.QUEUE_PASS_SAMPLE
-
 
 @dataclass(frozen=True)
 class PlannedStratum:
     population: int  # the stratum's answers this run judged
-    case_ids: tuple[str, ...]  # the planned prefix of its seeded draw, in draw order
+    case_ids: tuple[str, ...]  # the answers people label, a prefix of its seeded draw, in draw order
+    rate_sample: int  # how many of them (the first so many) the failure rate reads: the planner's
 
     @property
     def sample(self) -> int:
         return len(self.case_ids)
+
+    @property
+    def rated(self) -> tuple[str, ...]:
+        """The answers the audit's failure rate reads: the plan's own sample."""
+        return self.case_ids[: self.rate_sample]
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class AuditPlan:
     judged_fail: PlannedStratum
     judged_pass: PlannedStratum
     reviewers: int  # the labels that settle an item (`review.reviewers_per_item`)
+    sizing: ep.Sizing  # the planner's: the sample sizes, the power, what would decide it
     # None: the plan can decide the limit; else why no plan of this run can, and what would.
     undecidable: str | None = None
 
@@ -68,15 +76,25 @@ class AuditPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """result.json's `audit_plan` of the slice."""
+        z = self.sizing
         return {
             "seed": self.seed,
             "judged_fail": {"population": self.judged_fail.population, "sample": self.judged_fail.sample,
-                            "case_ids": list(self.judged_fail.case_ids)},
+                            "rate_sample": self.judged_fail.rate_sample, "case_ids": list(self.judged_fail.case_ids)},
             "judged_pass": {"population": self.judged_pass.population, "sample": self.judged_pass.sample,
-                            "case_ids": list(self.judged_pass.case_ids)},
+                            "rate_sample": self.judged_pass.rate_sample, "case_ids": list(self.judged_pass.case_ids)},
             "items": self.items,
             "labels": self.items * self.reviewers,
             "reviewers_per_item": self.reviewers,
+            "aim": z.aim,
+            "sized_at": z.sized_at,
+            "power": z.power,
+            "power_target": z.power_target,
+            "caps": {"judged_fail": z.fail_cap, "judged_pass": z.pass_cap},
+            "calibrated": z.calibrated,
+            "answers_needed": z.answers_needed,
+            "limit_it_decides": z.limit_it_decides,
+            "method": z.method,
             "undecidable": self.undecidable,
         }  # fmt: skip
 
@@ -84,6 +102,28 @@ class AuditPlan:
         """Its items and labels counted apart (`plan_words`)."""
         f, p = self.judged_fail, self.judged_pass
         return plan_words(f.population, f.sample, p.population, p.sample, self.reviewers)
+
+    def power_words(self) -> str:
+        """'sized to pass it 81% of the time if the failure rate is the 0.5% calibration predicts'."""
+        return power_words(self.sizing)
+
+
+def _aim(z: ep.Sizing) -> str:
+    return "pass it" if z.aim == "passed" else "show it exceeded"
+
+
+def _chance(power: float) -> str:
+    return "almost surely" if power >= 0.995 else f"{fr.percent(power)} of the time"
+
+
+def _sized_at(z: ep.Sizing) -> str:
+    source = "calibration predicts" if z.calibrated else "the judge's verdicts give"
+    return f"if the failure rate is the {fr.percent(z.sized_at)} {source}"
+
+
+def power_words(z: ep.Sizing) -> str:
+    """What the plan is sized to: the verdict it aims at, and how often it reaches it at the predicted rate."""
+    return f"sized to {_aim(z)} {_chance(z.power)} {_sized_at(z)}"
 
 
 def plan_words(fail_population: int, fail_sample: int, pass_population: int, pass_sample: int, reviewers: int) -> str:
@@ -97,10 +137,13 @@ def plan_words(fail_population: int, fail_sample: int, pass_population: int, pas
             else f"{fail_sample:,} of the {fail_population:,} answers the judge failed"
         )
     if pass_population:
+        passed = "it passed" if parts else "answers the judge passed"  # the judge failed none: say who passed them
         parts.append(
-            _whole(pass_population, "it passed")
+            _whole(pass_population, passed)
             if pass_sample == pass_population
-            else f"{pass_sample:,} of the {pass_population:,} it passed"
+            else f"none of the {pass_population:,} {passed}"
+            if pass_sample == 0
+            else f"{pass_sample:,} of the {pass_population:,} {passed}"
         )
     items = fail_sample + pass_sample
     each = "one reviewer an item" if reviewers == 1 else f"{_count_word(reviewers)} reviewers an item"
@@ -130,75 +173,50 @@ def plan_slice(
     """The slice's audit plan: the planner's counts, drawn as the prefix of each stratum's seeded order."""
     failing = list(answers.failing)
     passing = [o.case.case_id for o in answers.judged if o.verdict == "pass"]
-    a_f, a_p, undecidable = planned_counts(
-        judged_fail=len(failing), n=len(failing) + len(passing), counts=counts, limit=limit, confidence=confidence
-    )
-    if max_failures is not None:
-        a_f = len(failing)  # zero tolerance: every answer the judge failed is labelled, decidable or not
+    sizing = size_plan(len(failing), len(passing), counts, limit, confidence)
+    a_f = len(failing) if max_failures is not None else sizing.fail_labels
     fail_order = draw_order(seed, name, JUDGED_FAIL, failing)[:a_f]
-    pass_order = draw_order(seed, name, JUDGED_PASS, passing)[:a_p]
+    pass_order = draw_order(seed, name, JUDGED_PASS, passing)[: sizing.pass_labels]
     return AuditPlan(
         seed=seed,
-        judged_fail=PlannedStratum(len(failing), tuple(fail_order)),
-        judged_pass=PlannedStratum(len(passing), tuple(pass_order)),
+        judged_fail=PlannedStratum(len(failing), tuple(fail_order), sizing.fail_labels),
+        judged_pass=PlannedStratum(len(passing), tuple(pass_order), sizing.pass_labels),
         reviewers=reviewers,
-        undecidable=undecidable,
+        sizing=sizing,
+        undecidable=None if sizing.decides else undecidable_words(sizing),
     )
 
 
-def planned_counts(
-    *, judged_fail: int, n: int, counts: JudgeCounts | None, limit: float, confidence: float
-) -> tuple[int, int, str | None]:
-    """How many judged-fail and judged-pass answers people label, and (when no plan of this run can
-    decide the limit) why not and what would; then both counts are 0. Every judged-fail answer, and
-    at least DEFAULT_PASS_SAMPLE judged-pass ones or as many as the audit's own tests need at the
-    shares calibration predicts (`audits_to_decide`), at most the stratum."""
-    passes = n - judged_fail
-    default = (judged_fail, min(passes, DEFAULT_PASS_SAMPLE), None)
-    if counts is None or n == 0:
-        return default
-    q_fail, q_pass = predicted_shares(judged_fail, n, counts)
-    route = ar.audits_to_decide(
-        judged_fail=judged_fail, n=n, q_fail=q_fail, q_pass=q_pass, confidence=confidence, max_failure_rate=limit
+@functools.lru_cache(maxsize=256)
+def size_plan(
+    judged_fail: int, judged_pass: int, counts: JudgeCounts | None, limit: float, confidence: float
+) -> ep.Sizing:
+    """The planner's sizes for a slice of these strata (gate/estimate/audit_sizing.py, `plan_audit`). Pure, and
+    a search of up to seconds: one command asks it once a slice (decide, the report, validate share it)."""
+    calibration = (
+        ep.Calibration(counts.true_fail, counts.false_pass, counts.true_pass, counts.false_fail)
+        if counts is not None
+        else None
     )
-    if route is None:
-        return 0, 0, _what_would(judged_fail, n, counts, limit, confidence)
-    return judged_fail, min(passes, max(default[1], route[1])), None
-
-
-def predicted_shares(judged_fail: int, n: int, counts: JudgeCounts) -> tuple[float, float]:
-    """The shares of each stratum people would fail, as calibration's Se and Sp predict them at the
-    failure rate the run's judged-fail share implies: (q_F, q_P)."""
-    se = counts.true_fail / max(1, counts.true_fail + counts.false_pass)
-    sp = counts.true_pass / max(1, counts.true_pass + counts.false_fail)
-    q = judged_fail / n if n else 0.0
-    p = float(fr.rogan_gladen(q, se, sp, empty=q)[()])
-    return ar._ppv(p, se, sp), ar._for(p, se, sp)
-
-
-def _what_would(judged_fail: int, n: int, counts: JudgeCounts, limit: float, confidence: float) -> str:
-    """Why no plan of this run decides the limit, and the answers a run would need (at the same shares)."""
-    q_fail, q_pass = predicted_shares(judged_fail, n, counts)
-    share = judged_fail / n
-    rate = share * q_fail + (1 - share) * q_pass
-    more = None
-    for scale in (2, 4, 8, 16):
-        m = n * scale
-        k = round(share * m)
-        if ar.audits_to_decide(
-            judged_fail=k, n=m, q_fail=q_fail, q_pass=q_pass, confidence=confidence, max_failure_rate=limit
-        ):
-            more = m
-            break
-    need = (
-        f"a run of about {more:,} answers would (at the same shares)"
-        if more is not None
-        else f"no run of up to {16 * n:,} answers would at these shares"
+    return ep.plan_audit(
+        judged_fail=judged_fail, judged_pass=judged_pass, calibration=calibration, limit=limit, confidence=confidence
     )
+
+
+def undecidable_words(z: ep.Sizing, whose: str = "this run's") -> str:
+    """Why no plan of the run can decide the limit, and what would, from the planner's figures: 'no audit of
+    this run's 120 answers can decide its 10% limit: ...; what would: a run of about 239 answers, ...'."""
+    would = []
+    if z.answers_needed is not None:
+        would.append(f"a run of about {z.answers_needed:,} answers (failing at the same rate)")
+    if z.limit_it_decides is not None:
+        side = "or more" if z.aim == "passed" else "or less"
+        would.append(f"a limit of {fr.percent(z.limit_it_decides)} {side}")
+    what = ", or ".join(would) if would else "nothing: the rate is the limit itself"
     return (
-        f"no audit of this run's {n:,} answers decides a {fr.percent(limit)} limit at the failure rate calibration "
-        f"predicts ({fr.percent(rate)}): even labelling every answer leaves the limit inside the interval; {need}, "
-        "or a limit further from that rate"
+        f"no audit of {whose} {z.n:,} answers can decide its {fr.percent(z.limit)} limit: {_sized_at(z)}, even "
+        f"people labelling all {z.n:,} would {_aim(z)} only {fr.percent(z.power)} of the time, and a plan needs "
+        f"{fr.percent(z.power_target)}; what would: {what}"
     )
 
 

@@ -242,8 +242,8 @@ def audit_first(hint: fr.WhatWouldDecide, plan: AuditPlan | None, pe: ProductEvi
     if (calibration and min(calibration) < items) or (
         hint.more_answers is not None and hint.more_answers <= 10 * items
     ):
-        return f"{hint.text} Or {route} is sized to decide it."
-    return f"Cheapest: {route} is sized to decide it. Otherwise: {hint.text}"
+        return f"{hint.text} Or {route}."
+    return f"Cheapest: {route}. Otherwise: {hint.text}"
 
 
 def _base(
