@@ -76,6 +76,20 @@ def suite(root: Path, fake: FakeOpenAI) -> Path:
     )
 
 
+def migrated(
+    tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str], model: str, *extra: str
+) -> tuple[int, Path, str]:
+    """The current judge's run of the calibration lane, then `gate calibrate --candidate-model MODEL`:
+    its exit, its --out and what it printed (on one line)."""
+    policy = suite(tmp_path / "s", provider)
+    cal = tmp_path / "cal"
+    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
+    mig = tmp_path / "mig"
+    capsys.readouterr()
+    code = gate("calibrate", "--policy", policy, "--records", cal, "--candidate-model", model, "--out", mig, *extra)
+    return code, mig, " ".join(capsys.readouterr().out.split())
+
+
 def test_the_candidate_judges_the_lane_beside_the_current_records_and_its_change_passes(
     tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -127,13 +141,8 @@ def test_the_candidate_is_paid_under_the_cost_boundary_and_what_it_left_unjudged
     """Stopped by the boundary, the candidate has no figures to meet the requirement with: the migration
     says it cannot tell, names the cases, and prints no change to adopt (it printed 'does NOT meet it:
     Cohen's kappa undefined on n = 0 ... fix: improve the prompt', then the steps to adopt it)."""
-    policy = suite(tmp_path / "s", provider)
-    cal = tmp_path / "cal"
-    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
-    mig = tmp_path / "mig"
-    args = ("calibrate", "--policy", policy, "--records", cal, "--candidate-model", CANDIDATE, "--out", mig)
-    capsys.readouterr()
-    assert gate(*args, "--no-cache", "--max-cost", "0.0001") == 3  # its figures rest on part of the cases
+    code, mig, shown = migrated(tmp_path, provider, capsys, CANDIDATE, "--no-cache", "--max-cost", "0.0001")
+    assert code == 3  # its figures rest on part of the cases
     run = result(mig / "candidate-run")
     assert "budget_exhausted" in {b["kind"] for b in run["blockers"]}
     assert run["cost"]["budget_spent"] <= 0.0001
@@ -141,7 +150,6 @@ def test_the_candidate_is_paid_under_the_cost_boundary_and_what_it_left_unjudged
     assert data["candidate"]["state"] == "evaluation_incomplete"
     assert data["requirement"]["meets"] is None and data["adopt"] == []
     assert data["requirement"]["without_verdict"] == [f"cal-{s}{i}" for s in "ab" for i in range(4)]
-    shown = " ".join(capsys.readouterr().out.split())
     assert "calibration requirement: cannot tell: 8 of 8 labelled cases have no verdict from cand-1" in shown
     assert "--max-cost" in shown and "To adopt it" not in shown and "evaluator.model:" not in shown
     assert (
@@ -154,19 +162,10 @@ def test_a_candidate_whose_controls_fail_is_said_unfit_for_that_and_no_change_is
 ) -> None:
     """Its persuasion control passes: the lane stops, none of its figures count. The migration says so,
     not 'kappa undefined on n = 0 ... improve the prompt or add labelled cases', and prints no change."""
-    policy = suite(tmp_path / "s", provider)
-    cal = tmp_path / "cal"
-    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
-    mig = tmp_path / "mig"
-    capsys.readouterr()
-    # Written, with a verdict: exit 0 (as a candidate whose kappa falls short), not 3.
-    assert (
-        gate("calibrate", "--policy", policy, "--records", cal, "--candidate-model", "cand-persuaded", "--out", mig)
-        == 0
-    )
+    code, mig, shown = migrated(tmp_path, provider, capsys, "cand-persuaded")
+    assert code == 0  # written, with a verdict (as a candidate whose kappa falls short), not 3
     data = json.loads((mig / "migration.json").read_text())
     assert data["requirement"]["meets"] is False and data["adopt"] == []
-    shown = " ".join(capsys.readouterr().out.split())
     assert (
         "calibration requirement: the candidate does NOT meet it: its controls did not separate "
         "(ctl-persuasion: expected fail, got pass)" in shown
@@ -180,28 +179,20 @@ def test_a_case_the_provider_refused_the_candidate_leaves_the_verdict_unknown_wh
     """Its run is quality_failed (a false pass outranks the evaluator error), yet one labelled case has
     no verdict from it: the migration cannot tell, names the case, offers no change and exits 3 (it
     exited 0 with the steps to adopt a candidate measured on 7 of 8 cases)."""
-    policy = suite(tmp_path / "s", provider)
-    cal = tmp_path / "cal"
-    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
-    mig = tmp_path / "mig"
-    capsys.readouterr()
-    assert (
-        gate("calibrate", "--policy", policy, "--records", cal, "--candidate-model", "cand-erring", "--out", mig) == 3
-    )
+    code, mig, shown = migrated(tmp_path, provider, capsys, "cand-erring")
+    assert code == 3
     data = json.loads((mig / "migration.json").read_text())
     assert data["candidate"]["state"] == "quality_failed"
     assert data["requirement"]["meets"] is None and data["requirement"]["without_verdict"] == ["cal-b0"]
     assert data["adopt"] == []
-    shown = " ".join(capsys.readouterr().out.split())
     assert "cannot tell: 1 of 8 labelled cases has no verdict from cand-erring (cal-b0)" in shown
     assert "evaluator.model:" not in shown
 
 
-def test_the_current_model_as_candidate_is_a_usage_error(tmp_path: Path, provider: FakeOpenAI) -> None:
-    policy = suite(tmp_path / "s", provider)
-    cal = tmp_path / "cal"
-    assert gate("run", "--policy", policy, "--lane", "calibration", "--out", cal, "--no-cache") == 1
-    assert gate("calibrate", "--policy", policy, "--records", cal, "--candidate-model", CURRENT) == 2
+def test_the_current_model_as_candidate_is_a_usage_error(
+    tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert migrated(tmp_path, provider, capsys, CURRENT)[0] == 2
 
 
 @pytest.mark.parametrize(("current_only", "candidate_only"), [(0, 6), (6, 0), (3, 3), (1, 9)])
