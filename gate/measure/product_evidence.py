@@ -205,7 +205,7 @@ def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: floa
     its seed and what the judge says): the smallest limit any audit of them could pass (every answer
     labelled, none failing; by the audit's own test), and the plan of a run whose answers fail at half
     the limit, the judge failing them as calibration's Se and Sp predict."""
-    from gate.decide.product.audit_plan import plan_words, power_words, size_plan, undecidable_words
+    from gate.decide.product.audit_plan import plan_words, power_words, size_plan, whole_audit_words
     from gate.estimate import failure_rate as fr
 
     # A whole audit is Clopper-Pearson on every failure found: with none, its upper bound is the floor.
@@ -218,12 +218,12 @@ def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: floa
     plan = (
         f"its audit plan would be {plan_words(k, z.fail_labels, n - k, z.pass_labels, reviewers)}, {power_words(z)}"
         if z.decides
-        else undecidable_words(z, "such a run's")
+        else f"no audit plan of such a run decides it: {whole_audit_words(z)}"
     )
     return floor, (
         f"no audit of {n} answers can pass a limit below {fr.percent(floor, 'up')} (every answer labelled, none "
-        f"failing). If they fail at half the limit ({fr.percent(rate)}: about {k} judged fail, as calibration's Se "
-        f"and Sp predict), {plan}. Each run sizes its own plan from the answers it judged"
+        f"failing). If its answers fail at half the limit ({fr.percent(rate)}, about {k} of {n} judged fail as "
+        f"calibration's Se and Sp predict), {plan}. Each run sizes its own plan from the answers it judged"
     )
 
 

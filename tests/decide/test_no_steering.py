@@ -265,7 +265,8 @@ def test_a_slice_no_audit_of_the_run_can_decide_says_so_before_anyone_labels_and
     main(["validate", "--policy", str(policy), "--lane", "app"])
     before = " ".join(capsys.readouterr().out.split())
     assert "slice critical: no audit of 70 answers can pass a limit below 4.2%" in before, before
-    assert "no audit of such a run's 70 answers can decide its 5% limit" in before
+    assert "If its answers fail at half the limit (2.5%, about " in before
+    assert "no audit plan of such a run decides it: even people labelling all 70 would " in before
     assert "what would: a run of about " in before
 
     lines = [answer(f"p-{i:03d}", "fail" if i < 4 else "pass") for i in range(70)]  # the judge fails 4 of 70

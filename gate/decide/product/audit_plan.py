@@ -203,9 +203,19 @@ def size_plan(
     )
 
 
-def undecidable_words(z: ep.Sizing, whose: str = "this run's") -> str:
-    """Why no plan of the run can decide the limit, and what would, from the planner's figures: 'no audit of
-    this run's 120 answers can decide its 10% limit: ...; what would: a run of about 239 answers, ...'."""
+def undecidable_words(z: ep.Sizing) -> str:
+    """Why no plan of this run can decide the limit, and what would, from the planner's figures: 'no audit of
+    this run's 120 answers can decide its 10% limit: if the failure rate is the 5% calibration predicts, even
+    people labelling all 120 would pass it only 60.6% of the time, ...; what would: a run of about 239 ...'."""
+    return (
+        f"no audit of this run's {z.n:,} answers can decide its {fr.percent(z.limit)} limit: {_sized_at(z)}, "
+        f"{whole_audit_words(z)}"
+    )
+
+
+def whole_audit_words(z: ep.Sizing) -> str:
+    """'even people labelling all 120 would pass it only 60.6% of the time, and a plan needs 80%; what would:
+    a run of about 239 answers (failing at the same rate), or a limit of 11.7% or more'."""
     would = []
     if z.answers_needed is not None:
         would.append(f"a run of about {z.answers_needed:,} answers (failing at the same rate)")
@@ -214,9 +224,8 @@ def undecidable_words(z: ep.Sizing, whose: str = "this run's") -> str:
         would.append(f"a limit of {fr.percent(z.limit_it_decides)} {side}")
     what = ", or ".join(would) if would else "nothing: the rate is the limit itself"
     return (
-        f"no audit of {whose} {z.n:,} answers can decide its {fr.percent(z.limit)} limit: {_sized_at(z)}, even "
-        f"people labelling all {z.n:,} would {_aim(z)} only {fr.percent(z.power)} of the time, and a plan needs "
-        f"{fr.percent(z.power_target)}; what would: {what}"
+        f"even people labelling all {z.n:,} would {_aim(z)} only {fr.percent(z.power)} of the time, and a plan "
+        f"needs {fr.percent(z.power_target)}; what would: {what}"
     )
 
 
