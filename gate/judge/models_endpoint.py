@@ -88,7 +88,7 @@ class _Lookup:
     def _ask(self) -> ProviderAnswer:
         import urllib.error
 
-        handlers = (_Handler(self.sockets, context=_tls()), _NoRedirect())
+        handlers = (_Handler(self.sockets), _NoRedirect())
         opener = urllib.request.build_opener(*handlers)
         try:
             with opener.open(self.request, timeout=self.timeout_s) as reply:
@@ -110,12 +110,14 @@ class _Lookup:
 
 class _Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
     """urllib's HTTP and HTTPS handlers, keeping the socket of each connection they open (urllib lets
-    go of it once the reply's head is read; the reply still reads from it): `_Lookup.hang_up`."""
+    go of it once the reply's head is read; the reply still reads from it): `_Lookup.hang_up`. The
+    TLS context is built only for an https address: reading the CA certificates costs tens of
+    milliseconds of CPU that a provider on plain http (a local server) never needs."""
 
-    def __init__(self, sockets: list[socket.socket], context: ssl.SSLContext) -> None:
+    def __init__(self, sockets: list[socket.socket]) -> None:
         urllib.request.HTTPHandler.__init__(self)
-        urllib.request.HTTPSHandler.__init__(self, context=context)
-        self._sockets, self._tls = sockets, context
+        urllib.request.HTTPSHandler.__init__(self)
+        self._sockets = sockets
 
     def _kept(self, cls: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
         sockets = self._sockets
@@ -131,7 +133,7 @@ class _Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
         return self.do_open(self._kept(http.client.HTTPConnection), req)
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(self._kept(http.client.HTTPSConnection), req, context=self._tls)
+        return self.do_open(self._kept(http.client.HTTPSConnection), req, context=_tls())
 
 
 def _tls() -> ssl.SSLContext:
