@@ -9,6 +9,7 @@ and ragas only when a model call is due. It may import every stage; nothing impo
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {command.name: command.handler for command in SUBCOMMANDS}
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The parser, built once a process: parsing leaves it as it was, and a process that runs `main`
+    many times (the tests, a script calling it) need not build its hundreds of flags each time."""
+    return build_parser()
+
+
 def report_failure(args: argparse.Namespace | None, exc: BaseException) -> int:
     """A command that raised: its message and exit code (gate.commands.steps.exit_on_error); `gate run`
     and `gate decide --out` still write a result that claims no verdict."""
@@ -84,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with guarded_output():  # no line this command prints is a workflow command
         args: argparse.Namespace | None = None
         try:
-            args = build_parser().parse_args(argv)
+            args = _parser().parse_args(argv)
             return COMMANDS[args.command](args)
         except (Exception, KeyboardInterrupt) as exc:
             # a bug or a broken install is never a verdict
