@@ -179,16 +179,20 @@ print(json.dumps({"code": code, "ragas": "ragas" in sys.modules, "wall": time.pe
 
 
 def timed_process(args: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (KiB) and stdout of a fresh process."""
+    """Wall seconds, peak RSS (KiB) and stdout of a fresh process (its stderr's tail if it printed nothing)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        list(args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env or os.environ.copy(), text=True
-    )
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=err, env=env or os.environ.copy(), text=True)
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if not out.strip():
+            err.seek(0)
+            raise SystemExit(
+                f"bench: {' '.join(args[3:6])} ... printed nothing (exit {proc.returncode}): {err.read()[-1500:]}"
+            )
     return wall, usage.ru_maxrss, out
 
 
@@ -255,12 +259,18 @@ def live_run(root: Path, n: int, base_url: str) -> dict[str, Any]:
 def rss(sizes: Sequence[int], work: Path, paths: Sequence[str] = ("cached", "live")) -> dict[str, list[dict[str, Any]]]:
     rows: dict[str, list[dict[str, Any]]] = {}
     if "cached" in paths:
-        rows["cached"] = [cached_run(work / f"rss{n}", n) for n in sizes]
+        rows["cached"] = [said(cached_run(work / f"rss{n}", n), "cached") for n in sizes]
     if "live" in paths:
         with bench_run.FakeProvider(0.0) as fake:
-            rows["live"] = [live_run(work / f"live{n}", n, fake.base_url) for n in sizes]
+            rows["live"] = [said(live_run(work / f"live{n}", n, fake.base_url), "live") for n in sizes]
     print_rss(sizes, rows)
     return rows
+
+
+def said(row: dict[str, Any], path: str) -> dict[str, Any]:
+    """A row as it is measured (the table comes once every size is)."""
+    print(f"... {path} N={row['n']:,}: {row['rss_mb']:.1f} MB peak, {row['wall_s']:.1f} s, {row['state']}", flush=True)
+    return row
 
 
 def added_kb(rows: Sequence[dict[str, Any]], i: int) -> float:

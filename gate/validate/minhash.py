@@ -243,6 +243,21 @@ def band_keys(sig: U64, banding: Banding) -> U64:
     return np.ascontiguousarray(_mix(acc).T)
 
 
+def _cross_pairs(ids: I64, groups: I64, n_texts: int) -> list[I64]:
+    """The pairs of one bucket whose texts are in different groups, as codes `lo * n_texts + hi`.
+    Built group against group, never every pair of the bucket: thousands of templated cases of one
+    partition share a bucket with a few of another, and only those few times the thousands count."""
+    by_group = np.argsort(groups[ids], kind="stable")
+    ids = ids[by_group]
+    parts = np.split(ids, np.flatnonzero(np.diff(groups[ids])) + 1)
+    out: list[I64] = []
+    for x, left in enumerate(parts):
+        for right in parts[x + 1 :]:
+            i, j = np.repeat(left, right.size), np.tile(right, left.size)
+            out.append(np.minimum(i, j) * n_texts + np.maximum(i, j))
+    return out
+
+
 def candidate_pairs(keys: U64, usable: npt.NDArray[np.bool_], groups: I64) -> I64:
     """Unique (i, j), i < j, sharing a bucket in some band, both usable, groups[i] != groups[j]."""
     n_texts = keys.shape[1]
@@ -258,14 +273,7 @@ def candidate_pairs(keys: U64, usable: npt.NDArray[np.bool_], groups: I64) -> I6
         ends = np.concatenate((boundary, [sk.size]))
         multi = np.flatnonzero(ends - starts >= 2)
         for s, e in zip(starts[multi].tolist(), ends[multi].tolist(), strict=True):
-            ids = members[s:e]
-            if np.all(groups[ids] == groups[ids[0]]):
-                continue
-            a, b = np.triu_indices(ids.size, 1)
-            i, j = ids[a], ids[b]
-            cross = groups[i] != groups[j]
-            lo, hi = np.minimum(i[cross], j[cross]), np.maximum(i[cross], j[cross])
-            found.append(lo * n_texts + hi)
+            found.extend(_cross_pairs(members[s:e], groups, n_texts))
     if not found:
         return np.zeros((0, 2), dtype=np.int64)
     codes = np.unique(np.concatenate(found))

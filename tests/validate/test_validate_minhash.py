@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -95,3 +96,30 @@ def test_skip_and_same_group_pairs_are_not_reported() -> None:
 def test_no_shingles_no_match() -> None:
     assert near_duplicates(["", "...", "!!!"], [0, 1, 2], 0.5, 3) == []
     assert signatures(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64), 2, 8).shape == (2, 8)
+
+
+def test_a_bucket_of_one_partition_beside_a_few_of_another_costs_only_their_cross_pairs() -> None:
+    """3,000 templated texts of one partition, all near-duplicates of each other, share their buckets
+    with 2 texts of another: the candidates are those 6,000 cross pairs. Every pair of the bucket was
+    built first (4.5 million, ~250 MB here): a release lane of 20,000 templated cases beside its six
+    controls took 7.5 GB in gate run's validators, and 100,000 cases ran the machine out of memory."""
+    texts = [
+        f"Question for c-{i:06d}: when can I get a refund? Refunds within 7 days of purchase." for i in range(3000)
+    ]
+    texts += [f"Question for ctl-{n}: when can I get a refund? Refunds within 7 days of purchase." for n in "ab"]
+    groups = [0] * 3000 + [1, 1]
+    tracemalloc.start()
+    try:
+        hits = near_duplicates(texts, groups, 0.5, 3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    controls = [shingle_set(t, 3) for t in texts[3000:]]
+    expected = sorted(
+        (i, 3000 + c, jaccard(shingle_set(texts[i], 3), s))
+        for i in range(3000)
+        for c, s in enumerate(controls)
+        if jaccard(shingle_set(texts[i], 3), s) >= 0.5
+    )
+    assert [(h.first, h.second, h.jaccard) for h in hits] == expected and len(expected) == 6000
+    assert peak < 60_000_000  # ~31 MB is the signatures alone; every pair of the bucket took 226 MB
