@@ -9,7 +9,7 @@ prices) are the live ones. The judge is built with the batch prices and one atte
 judgment: a batch line is answered once.
 
 Which judgment a request belongs to travels in `LINE`, a context variable set around each
-`Evaluator.judge` call (asyncio copies it into `wait_for`'s task, as it does the metering sink).
+`Evaluator.judge` call (read in the judgment's own task, as the metering sink is).
 """
 
 from __future__ import annotations

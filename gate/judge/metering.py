@@ -2,7 +2,7 @@
 
 The evaluator's `httpx.AsyncClient` carries two hooks. Each judgment sets its own `JudgmentSink`
 in the `SINK` context variable (asyncio tasks copy the context, so concurrent judgments never see
-each other's sink; `asyncio.wait_for` copies the reference, so the hooks write into the same sink).
+each other's sink; an attempt's timeout scope runs in the judgment's own task, so the hooks write into its sink).
 
 - request hook, before anything is sent:
   1. the wire contract: the user message must be the prompt we rendered, and `temperature`,

@@ -9,7 +9,7 @@ One judgment = up to `evaluator.retries.max_attempts` HTTP requests, each one `a
   "retries after the first attempt" (tenacity `stop_after_attempt(max_retries + 1)`), so no re-ask;
   API errors are not retried by instructor at all (it wraps them in InstructorRetryException).
 - our loop retries only the kinds in both `retry_on` and RETRYABLE, with `backoff_delay` between
-  attempts; each attempt is bounded by `asyncio.wait_for(timeout_s)` and the client's own timeout.
+  attempts; each attempt is bounded by `asyncio.timeout(timeout_s)` and the client's own timeout.
 - under a run's pacer (gate/judge/pacing.py), each attempt first waits until it fits the provider's
   windows (outside its timeout), and a 429's backoff pauses the whole run instead of this judgment.
 """
@@ -401,7 +401,10 @@ class RagasEvaluator:
                         return self._stopped(sink, gate, "for the provider's rate limit")
                     sink.ticket = ticket
                 try:
-                    result = await asyncio.wait_for(self._metric.ascore(llm=self._llm, **rendered.kwargs), timeout_s)
+                    # A timeout scope, not `asyncio.wait_for`: no second task per attempt (the
+                    # metering hooks read this task's sink as they are).
+                    async with asyncio.timeout(timeout_s):
+                        result = await self._metric.ascore(llm=self._llm, **rendered.kwargs)
                 except TimeoutError:
                     sink.settle_pending("timeout")
                     return _Outcome(kind="timeout", message=f"no reply within timeout_s={timeout_s:g}")
