@@ -236,13 +236,23 @@ def cached(n: int, work: Path) -> dict[str, Any]:
     return row
 
 
+def release_suite(root: Path, n: int, base_url: str) -> Path:
+    """A suite whose release lane (controls first, partition held_out) holds the six controls and n
+    cases, C = 256."""
+    from tests.suite import case, controls
+
+    cases = [case(f"c-{i:06d}", label="fail" if i % 3 == 2 else "pass", partition="held_out") for i in range(n)]
+    return bench_run.write_bench_suite(root, [*controls(), *cases], base_url, LIVE_CONCURRENCY)
+
+
 def live_run(root: Path, n: int, base_url: str) -> dict[str, Any]:
-    """A fresh `gate run` of n cases against the fake provider (latency 0, C = 256), every core."""
-    policy = bench_run.write_bench_suite(root, bench_run.make_cases(n), base_url, LIVE_CONCURRENCY)
+    """A fresh `gate run --lane release` of n cases (and the six controls) against the fake provider
+    (latency 0, C = 256), every core, a fresh cache."""
+    policy = release_suite(root, n, base_url)
     out = root / "out"
     env = {**os.environ, KEY_ENV: bench_run.KEY}
     env.pop("GATE_WORKERS", None)  # the gate's own choice: every core at this concurrency
-    args = [sys.executable, "-c", PROBE, "run", "--policy", str(policy), "--lane", bench_run.LANE]
+    args = [sys.executable, "-c", PROBE, "run", "--policy", str(policy), "--lane", "release"]
     wall, rss_kib, stdout = timed_process([*args, "--cache-dir", str(root / "cache"), "--out", str(out)], env)
     probe = json.loads(stdout.strip().splitlines()[-1])
     result = json.loads((out / "result.json").read_text())
