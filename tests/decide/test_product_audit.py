@@ -28,6 +28,7 @@ from test_product_lane import (
 )
 
 from gate.cli import main
+from gate.decide.product.answers import JudgeCounts
 from gate.estimate import audit_rate as ar
 from gate.review.draw import draw_order
 from gate.review.ledger import append_line
@@ -609,41 +610,35 @@ def test_a_strata_sample_is_the_draw_prefix_to_its_last_final_label_and_open_ans
     assert ar.audit_verdict(nothing, 0.0101) == "passed" and ar.audit_verdict(nothing, 0.0098) == "inconclusive"
 
 
-def test_the_audit_count_to_decide_comes_from_the_function_that_decides() -> None:
+@pytest.mark.parametrize(
+    ("judged_fail", "n", "counts", "limit", "aim"),
+    [
+        (2, 120, JudgeCounts(true_pass=120, true_fail=50, false_pass=10, false_fail=0), 0.15, "passed"),
+        (20, 60, JudgeCounts(true_fail=20, false_pass=5, true_pass=60, false_fail=6), 0.1, "exceeded"),
+    ],
+)
+def test_the_plans_power_is_the_chance_the_decisions_own_verdict_reaches_its_aim(
+    judged_fail: int, n: int, counts: JudgeCounts, limit: float, aim: str
+) -> None:
+    """The power a run's plan states ("sized to pass it 93.4% of the time") is counted by the verdict the
+    audit decides with: every outcome of the planned labels, people failing each stratum at the shares the
+    plan was sized at, put through `plan_verdict` as `gate decide` does, reaches the plan's aim with
+    exactly that chance. A planner with a test of its own would state a power the decision does not keep."""
+    from scipy.stats import binom
 
-    route = ar.audits_to_decide(
-        judged_fail=43, n=3000, q_fail=0.3, q_pass=0.0008, confidence=0.95, max_failure_rate=0.02
-    )
-    assert route is not None
-    fails, passes = route
-    decided = ar.audit_rate(
-        fail_sample=ar.StratumSample(43, fails, round(0.3 * fails), fails - round(0.3 * fails), ()),
-        pass_sample=ar.StratumSample(2957, passes, round(0.0008 * passes), passes - round(0.0008 * passes), ()),
-        confidence=0.95,
-    )
-    one_fewer = ar.audit_rate(
-        fail_sample=decided.fail_sample,
-        pass_sample=ar.StratumSample(2957, passes - 1, 0, passes - 1, ()),
-        confidence=0.95,
-    )
-    assert ar.audit_verdict(decided, 0.02) == "passed" and ar.audit_verdict(one_fewer, 0.02) == "inconclusive"
-    # A 2% limit at 3,000 answers, the product at 0.5% with a judge of Se 0.85 and Sp 0.99: at most 300
-    # labels (the box of three bounds needed about 440).
-    assert fails == 43 and fails + passes <= 300
-    # The product at twice its limit (4%: 131 of 3,000 judged fail, people failing 78% of them): exceeded
-    # after at most 20 confirmed failures.
-    worse = ar.audits_to_decide(
-        judged_fail=131, n=3000, q_fail=0.78, q_pass=0.0063, confidence=0.95, max_failure_rate=0.02
-    )
-    assert worse is not None and round(0.78 * worse[0]) <= 20
-    confirmed = ar.StratumSample(131, worse[0], round(0.78 * worse[0]), worse[0] - round(0.78 * worse[0]), ())
-    verdict = ar.sample_verdict(confirmed, ar.StratumSample(2869, worse[1], 0, worse[1], ()), 0.02, 0.95)
-    assert verdict == "exceeded"
-    # More judged-pass answers than the queue draws by default: the command asks for them.
-    text = ar.audit_route_text(route, (0, 0), "gate review queue --from OUT", (43, 2957))
-    assert text is not None and text.endswith(
-        f"of the 2,957 it passed, in the queue's order (gate review queue --from OUT --sample {passes})"
-    )
+    from gate.decide.product.audit_plan import size_plan
+    from gate.estimate import audit_sizing as ep
+
+    z = size_plan(judged_fail, n - judged_fail, counts, limit, 0.95)
+    assert z.decides and z.aim == aim and z.power >= 0.8 and 0 < z.fail_labels + z.pass_labels < n
+    reached = 0.0
+    for x_f in range(z.fail_labels + 1):
+        for x_p in range(z.pass_labels + 1):
+            chance = binom.pmf(x_f, z.fail_labels, z.q_fail) * binom.pmf(x_p, z.pass_labels, z.q_pass)
+            fs = ar.StratumSample(judged_fail, z.fail_labels, x_f, z.fail_labels - x_f, ())
+            ps = ar.StratumSample(n - judged_fail, z.pass_labels, x_p, z.pass_labels - x_p, ())
+            reached += chance if ep.plan_verdict(z, fs, ps) == aim else 0.0
+    assert reached == pytest.approx(z.power, abs=1e-9)
 
 
 def test_an_answer_the_judge_passed_and_people_failed_counts_against_zero_tolerance() -> None:
