@@ -36,6 +36,7 @@ tests/decide/test_audit_sizing.py checks the size by enumerating small slices ex
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -120,6 +121,9 @@ def rejects(
     return _Test(side, design, limit, alpha).at_most(statistic(side, design, k, x_f, x_p, alpha), budget)
 
 
+# Remembered: each bound is some 24 runs of the test (about half a second of CPU), and every command
+# that assembles the run's result (run, decide, merge, the report beside it) asks it again.
+@functools.lru_cache(maxsize=256)
 def bound(side: Side, design: Design, k: int, x_f: int, x_p: int, alpha: float, steps: int = 24) -> float:
     """The interval's edge: for `passed` the smallest limit the test rejects at (the upper bound), for
     `exceeded` the largest (the lower bound); 1.0 / 0.0 when none. Bisected: the test is monotone in the
