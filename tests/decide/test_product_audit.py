@@ -135,6 +135,12 @@ def judged_once(root: Path) -> tuple[Path, Path, Path, list[dict[str, Any]]]:
     return policy, responses, root / "run", lines
 
 
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, list[dict[str, Any]]]:
+    """`good_run`, judged once for the tests of this file that only queue and decide over it."""
+    return judged_once(tmp_path_factory.mktemp("judged"))
+
+
 def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_with_the_labels_agrees(
     tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -174,9 +180,9 @@ def test_the_audit_decides_a_slice_the_calibration_left_inconclusive_and_a_run_w
 
 
 def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
-    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]]
+    tmp_path: Path, judged: tuple[Path, Path, Path, list[dict[str, Any]]]
 ) -> None:
-    policy, _responses, run, lines = good_run
+    policy, _responses, run, lines = judged
     skipped = set(result(run)["product"]["slices"]["critical"]["audit_plan"]["judged_pass"]["case_ids"][:6])
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
@@ -197,11 +203,11 @@ def test_a_drawn_answer_without_a_final_label_counts_against_the_verdict(
 
 
 def test_the_queue_of_the_run_is_its_audit_plan_and_decide_reads_its_labels(
-    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, judged: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from gate.review.queue import read_queue
 
-    policy, _, run, lines = good_run
+    policy, _, run, lines = judged
     queue_path = tmp_path / "queue.jsonl"
     assert main(["review", "queue", "--policy", str(policy), "--from", str(run), "--out", str(queue_path)]) == 0
     queue = read_queue(queue_path)
@@ -325,9 +331,9 @@ def test_the_policy_names_the_ledger_for_run_and_decide_alike(tmp_path: Path, fa
 
 
 def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
-    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, judged: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy, _, run, lines = good_run
+    policy, _, run, lines = judged
     ledger = tmp_path / "ledger.jsonl"
     planned = set(result(run)["product"]["slices"]["critical"]["audit_plan"]["judged_pass"]["case_ids"][:3])
     for line in lines:
@@ -461,9 +467,9 @@ def test_a_long_list_of_answers_to_audit_names_ten_and_counts_the_rest(tmp_path:
 
 
 def test_audit_flags_outside_a_product_lane_are_usage_errors(
-    tmp_path: Path, good_run: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, judged: tuple[Path, Path, Path, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy, _, run, _ = good_run
+    policy, _, run, _ = judged
     capsys.readouterr()
     assert decide(policy, run, tmp_path / "x", "--audit-queue", str(tmp_path / "q.jsonl")) == 2
     assert "fix: add --audit LEDGER" in capsys.readouterr().err
