@@ -390,7 +390,7 @@ def low_bound() -> None:
 
 
 def power_table(limits: tuple[float, ...]) -> None:
-    print(f"\n3. Power, labels and the LP bound: N = {N:,}, Se {SE}, Sp {SP} (calibration 85/100 and 990/1,000)")
+    print(f"\n3. Power and labels on a grid: N = {N:,}, Se {SE}, Sp {SP} (calibration 85/100 and 990/1,000)")
     print(
         f"   {'limit':>5} {'product':>7} | {'plan at E[K]':>18} {'power':>6} | {'drawn: P(verdict)':>17} {'labels':>7} |"
         f" {'today: labels':>13} {'P(verdict)':>10}"
