@@ -464,9 +464,12 @@ def labeller(
     confirmed: list[dict[str, str]],
     stop: threading.Event,
     together: threading.Barrier | None = None,
+    halfway: threading.Barrier | None = None,
 ) -> None:
     """One tab: label what /api/next gives until nothing is left; keep what the server confirmed.
-    Tabs that share `together` send each label at the same moment (the same item, from two tabs)."""
+    Tabs that share `together` send each label at the same moment (the same item, from two tabs).
+    A tab given `halfway` waits there once the server confirmed its 4th label, then goes on."""
+    mine = 0
     with httpx.Client(base_url=base, timeout=30) as client:
         token = csrf_of(client)
         while not stop.is_set():
@@ -484,6 +487,9 @@ def labeller(
                 return  # the server was killed
             if reply.status_code == 200:
                 confirmed.append({"sha": reply.json()["line_sha256"], "item": item["item_id"], "who": reviewer})
+                mine += 1
+                if halfway is not None and mine == 4:
+                    halfway.wait(timeout=60)
             else:
                 assert reply.status_code == 409, reply.text  # the other tab labelled it first
 
@@ -513,12 +519,21 @@ def test_kill_9_mid_labelling_loses_no_confirmed_label(server: tuple[str, Path, 
     base, ledger, proc = server
     confirmed: list[dict[str, str]] = []
     stop = threading.Event()
-    tabs = [threading.Thread(target=labeller, args=(base, who, confirmed, stop)) for who in ("ann", "bob")]
+    # Both tabs labelling when the kill comes, however slowly either starts under load: each waits
+    # after its 4th confirmed label until the other has 4 too, then both go on, and the page is killed
+    # as their next labels are written (polling for 8 labels let one fast tab reach them while the
+    # other had not opened the page: it proved nothing of two tabs, and that tab's ConnectError was lost).
+    halfway = threading.Barrier(3)
+    tabs = [
+        threading.Thread(target=labeller, args=(base, who, confirmed, stop), kwargs={"halfway": halfway})
+        for who in ("ann", "bob")
+    ]
     for tab in tabs:
         tab.start()
-    while len(confirmed) < 8:
-        assert proc.poll() is None and any(t.is_alive() for t in tabs)
-        threading.Event().wait(0.01)
+    halfway.wait(timeout=60)
+    while len(confirmed) < 10 and all(t.is_alive() for t in tabs):
+        threading.Event().wait(0.002)
+    assert proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     stop.set()
