@@ -133,9 +133,17 @@ def bound(side: Side, design: Design, k: int, x_f: int, x_p: int, alpha: float, 
 
         low, high = _cp_edges(x_f + x_p, design.n, alpha)
         return high if side == "passed" else low
+    from gate.estimate.failure_rate import percent
+
     lo, hi = 0.0, 1.0
     rising = side == "passed"
+    rounding: Literal["up", "down"] = "up" if rising else "down"
     for _ in range(steps):
+        # Each step is a whole test. Once every limit left in (lo, hi] prints the same, rounded outward as the
+        # interval is shown (above 0.01%, where `percent` is monotone), no further step can change a figure
+        # anyone reads; the edge returned still holds, wider than the exact one by less than the printed step.
+        if lo >= 1e-4 and percent(lo, rounding) == percent(hi, rounding):
+            break
         mid = (lo + hi) / 2
         if rejects(side, design, k, x_f, x_p, mid, alpha) == rising:
             hi = mid
