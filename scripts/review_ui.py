@@ -422,10 +422,22 @@ def build_run_and_queue(work: Path) -> None:
 def export_and_calibrate(work: Path) -> None:
     print("6. gate review status, gate review export into the calibration partition, validate, calibrate", flush=True)
     print(gate("review", "status", "queue.jsonl", "--ledger", "labels", cwd=work), flush=True)
+    # The run's audit plan is lean: billing-policy-critical's is one answer, so the one disagreement people
+    # settled puts its alpha at 0. Export refuses such a slice unless asked, and records the asking in its cases.
+    gate("review", "export", "queue.jsonl", "--ledger", "labels", "--partition", "calibration",
+         "--out", "reviewed-cases.jsonl", cwd=work, expect=(1,))  # fmt: skip
+    check(not (work / "reviewed-cases.jsonl").exists(), "a refused export writes nothing")
     print(gate("review", "export", "queue.jsonl", "--ledger", "labels", "--partition", "calibration",
-               "--out", "reviewed-cases.jsonl", cwd=work), flush=True)  # fmt: skip
+               "--out", "reviewed-cases.jsonl", "--accept-low-agreement", cwd=work), flush=True)  # fmt: skip
     exported = (work / "reviewed-cases.jsonl").read_text()
     check(exported.strip(), "the export wrote cases")
+    rows = [json.loads(line) for line in exported.splitlines()]
+    check(
+        all(
+            bool(r["provenance"].get("accept_low_agreement")) == (r["slice"] == "billing-policy-critical") for r in rows
+        ),
+        "--accept-low-agreement is recorded on the low slice's cases only",
+    )
     cases = work / PRODUCT / "cases" / "calibration.jsonl"
     cases.write_text(cases.read_text() + exported)
     gate("validate", "--policy", f"{PRODUCT}/policy.yaml", cwd=work)
