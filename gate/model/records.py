@@ -353,7 +353,7 @@ def record_of_line(raw: bytes, where: str, offset: int = 0) -> Record:
             f"{where}: a value cannot be read ({visible(exc, 120) or 'nested too deep'}); "
             "fix: restore the file from the run"
         ) from None
-    # A lone surrogate can only come from a `\\udXXX` escape: raw UTF-8 cannot hold one.
+    # A lone surrogate can only come from a `\\ud800`-style escape: raw UTF-8 cannot hold one.
     return parse_record(obj, where, surrogates=b"\\ud" in raw or b"\\uD" in raw)
 
 
