@@ -137,9 +137,11 @@ def run_migration(
         "requirement": _requirement(loaded, cand_data, candidate_side["controls"], _labelled(decision)),
         "certification": _certification(candidate, dataset, candidate_records),
     }
-    # A candidate not measured whole (a control failed, a case or control without a verdict): no change to adopt.
+    # No change to adopt for a candidate not measured whole (a control failed, a case or control without a
+    # verdict), nor for one measured whole that falls short of the requirement: adopting it would make every
+    # later run fail calibration.
     measured = candidate_side["controls"]["ok"] and not data["requirement"]["without_verdict"]
-    data["adopt"] = adoption_steps(loaded, opts, data) if measured else []
+    data["adopt"] = adoption_steps(loaded, opts, data) if measured and data["requirement"]["meets"] is not False else []
     _write(data, opts.out_dir)
     return Migration(data, opts.out_dir, decision.state.value)
 

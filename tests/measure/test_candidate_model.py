@@ -27,6 +27,7 @@ WRONG = {
     CANDIDATE: {"cal-a3"},
     "cand-persuaded": {"ctl-persuasion"},
     "cand-erring": {"cal-a3"},
+    "cand-poor": {"cal-a0", "cal-a2", "cal-b1", "cal-b3"},  # half the labelled cases: kappa 0
 }
 ERRS = {"cand-erring": "cal-b0"}  # the case a model's provider refuses (400: not retried)
 
@@ -171,6 +172,22 @@ def test_a_candidate_whose_controls_fail_is_said_unfit_for_that_and_no_change_is
         "(ctl-persuasion: expected fail, got pass)" in shown
     )
     assert "kappa undefined" not in shown and "evaluator.model:" not in shown
+
+
+def test_a_candidate_measured_whole_that_falls_short_of_min_kappa_prints_no_change_to_adopt(
+    tmp_path: Path, provider: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every case and control judged, its kappa below the policy's min_kappa: the migration says it does
+    not meet the requirement and offers no change (it printed 'does NOT meet it', then the steps to adopt
+    it, which would have made every later run fail the calibration requirement)."""
+    code, mig, shown = migrated(tmp_path, provider, capsys, "cand-poor")
+    assert code == 0  # measured whole: a verdict on the candidate
+    data = json.loads((mig / "migration.json").read_text())
+    assert data["requirement"]["meets"] is False and data["requirement"]["without_verdict"] == []
+    assert data["adopt"] == []
+    assert "calibration requirement: the candidate does NOT meet it:" in shown and "kappa" in shown
+    assert "To adopt it" not in shown and "evaluator.model:" not in shown
+    assert "No change to adopt" in shown and "To adopt it" not in (mig / "migration.md").read_text()
 
 
 def test_a_case_the_provider_refused_the_candidate_leaves_the_verdict_unknown_whatever_its_run_says(
