@@ -3,10 +3,11 @@
 One live `gate run --lane release` in this process (`GATE_WORKERS=1`: every allocation is in the
 one process tracemalloc sees) against the fake OpenAI-compatible provider (`tests/fake_openai.py`,
 a separate process, latency 0), C = 256, on N cases. A thread takes a tracemalloc snapshot when
-records.jsonl holds each of the `--at` counts (1,000 / 10,000 / 20,000 by default) and one after the
-run returned; printed: the memory traced at each, and the lines that grew most between snapshots,
-in bytes per case added (what a judgment leaves behind), with tracemalloc's peak (the decision and
-the outputs included).
+records.jsonl holds each of the `--at` counts (1,000 / 10,000 / 20,000 by default), then near the
+peak of what comes after the judging (the decision and the outputs: a snapshot each time the memory
+traced passes the last one's by 5%), and one after the run returned; printed: the memory traced at
+each, and the lines that grew most between snapshots, in bytes per case added (what a judgment
+leaves behind), with tracemalloc's peak.
 
     .venv/bin/python bench/memory_trace.py                          # 20,000 cases, snapshots at 1k/10k/20k
     .venv/bin/python bench/memory_trace.py --tree /tmp/gate-before  # the same, importing gate from another checkout
@@ -60,9 +61,13 @@ def watch(
     records: Path,
     marks: Sequence[int],
     shots: list[tuple[str, int, tracemalloc.Snapshot]],
+    highest: list[tracemalloc.Snapshot],
     done: threading.Event,
     say: TextIO,
 ) -> None:
+    """A snapshot at each mark; after the last, until the run returns, a snapshot each time the
+    memory traced passes the highest snapshot's by 5% (`highest` keeps the last: the decision and
+    the outputs near their peak, which the judging's snapshots never see)."""
     state: dict[str, int] = {}
     pending = list(marks)
     while pending and not done.is_set():
@@ -74,6 +79,14 @@ def watch(
             while pending and n >= pending[0]:
                 pending.pop(0)
         time.sleep(0.05)
+    top = tracemalloc.get_traced_memory()[0]
+    while not done.is_set():
+        current = tracemalloc.get_traced_memory()[0]
+        if current > top * 1.05:
+            highest[:] = [tracemalloc.take_snapshot()]
+            top = max(current, tracemalloc.get_traced_memory()[0])
+            print(f"... snapshot after judging, traced {top / 2**20:.1f} MB", file=say, flush=True)
+        time.sleep(0.1)
 
 
 def top_growth(a: tracemalloc.Snapshot, b: tracemalloc.Snapshot, cases: int, top: int) -> list[str]:
@@ -124,12 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(out),
         ]
         shots: list[tuple[str, int, tracemalloc.Snapshot]] = []
+        highest: list[tracemalloc.Snapshot] = []
         done = threading.Event()
         tracemalloc.start(1)
         base = tracemalloc.take_snapshot()
         shots.append(("start", 0, base))
         watcher = threading.Thread(
-            target=watch, args=(out / "records.jsonl", marks, shots, done, sys.stdout), daemon=True
+            target=watch, args=(out / "records.jsonl", marks, shots, highest, done, sys.stdout), daemon=True
         )
         watcher.start()
         shown, sys.stdout, sys.stderr = (sys.stdout, sys.stderr), io.StringIO(), io.StringIO()
@@ -151,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         print(f"growth from {name_a} to {name_b}:")
         print("\n".join(top_growth(a, b, n_b - n_a, args.top)))
+    if highest and len(shots) > 1:
+        name_a, n_a, a = shots[1]
+        print(f"growth from {name_a} to the highest snapshot after judging (the decision and the outputs):")
+        print("\n".join(top_growth(a, highest[0], args.cases - n_a, args.top)))
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import functools
 import gc
 import os
 import sys
@@ -688,19 +687,18 @@ def _stop_rule(lane: _Lane, workers: int, checks: CheckResults, prior: list[Reco
     incremental check, the judgments an earlier attempt recorded (`prior`) first, in their order."""
     if not settled.stops_when_decided(lane.loaded, lane.plan):
         return None
-    hopeless = functools.partial(
-        settled.hopeless,
+    decision = settled.Settling(
         lane.loaded,
         lane.plan,
         [*lane.findings, *checks.findings],
-        today=lane.clock(),
+        lane.clock(),
         fingerprint=lane.judge.config_fingerprint,
         product=lane.product,
     )
     if lane.product is None:
-        return StopWhenDecided.of(hopeless, shared=workers > 1)
+        return StopWhenDecided.of(decision, shared=workers > 1)
     answers = new_stop_check(lane.loaded.policy, lane.plan, lane.product)
-    return StopWhenDecided.of(hopeless, prior=prior, shared=workers > 1, answers=answers, repeats=lane.plan.repeats)
+    return StopWhenDecided.of(decision, prior=prior, shared=workers > 1, answers=answers, repeats=lane.plan.repeats)
 
 
 def _stop_notes(runner: Runner, resumed: bool, records_path: Path) -> list[str]:

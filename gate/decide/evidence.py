@@ -157,53 +157,73 @@ def prepare_evidence(
     at a time, and only what the decision needs of each is kept (`Judged`): a run's records file is
     never held whole.
     """
-    cases = {c.case_id: c for c in plan.eligible}
-    vetting = Vetting(loaded.policy.metric, plan.repeats)
-    staleness = Staleness(loaded, fingerprint, plan.unanswered)
-    bill = Bill()
-    fresh: list[Judged] = []
-    best: dict[tuple[str, int], Judged] = {}
-    conflicted: set[str] = set()
+    gathering = Gathering(loaded, plan, fingerprint)
     for r in records:
-        case = cases.get(r.case_id)
+        gathering.add(r)
+    return gathering.evidence(findings, boundary=boundary, notes=notes)
+
+
+class Gathering:
+    """`prepare_evidence` one record at a time: each record is vetted, billed and checked for
+    staleness as it comes, and only what the decision keeps of it (`Judged`) stays. `evidence`
+    classifies the cases over what has come so far and may be asked again after more records:
+    `stop_when_decided` asks it mid-run (gate/decide/settled.py) without holding the records."""
+
+    def __init__(self, loaded: LoadedPolicy, plan: Plan, fingerprint: str) -> None:
+        self.loaded, self.plan = loaded, plan
+        self.cases = {c.case_id: c for c in plan.eligible}
+        self.vetting = Vetting(loaded.policy.metric, plan.repeats)
+        self.staleness = Staleness(loaded, fingerprint, plan.unanswered)
+        self.bill = Bill()
+        self.fresh: list[Judged] = []
+        self.best: dict[tuple[str, int], Judged] = {}
+        self.conflicted: set[str] = set()
+
+    def add(self, r: Record) -> None:
+        case = self.cases.get(r.case_id)
         if case is None:
-            continue
-        v = vetting.add(r, case)
-        bill.add(v)
-        if not staleness.fresh(v, case):
-            continue
+            return
+        v = self.vetting.add(r, case)
+        self.bill.add(v)
+        if not self.staleness.fresh(v, case):
+            return
         j = Judged.of(v, case)
-        fresh.append(j)
+        self.fresh.append(j)
         key = (j.case_id, j.repeat_index)
-        current = best.get(key)
+        current = self.best.get(key)
         if current is not None and _disagree(current, j):
-            conflicted.add(j.case_id)
+            self.conflicted.add(j.case_id)
         if current is None or _replaces(j, current):
-            best[key] = j
-    blocked = bool(blocking_findings(findings))
-    withheld_ids = {c.case_id for c in plan.withheld}
-    by_shard = control_records_by_shard(fresh)
-    outcomes = tuple(
-        control_outcome(c, plan, by_shard[c.case_id], blocked, withheld_ids)
-        if c.case_id in by_shard
-        else classify(c, plan, best, blocked, withheld_ids)
-        for c in plan.eligible
-    )
-    ordered = sorted(conflicted)
-    conflict_notes = [conflict_note(ordered)] if ordered else []
-    return Evidence(
-        policy=loaded.policy,
-        plan=plan,
-        findings=tuple(findings),
-        bill=bill,
-        fresh=tuple(fresh),
-        best=best,
-        outcomes=without_verdict(outcomes, conflicted),
-        stale=staleness.reasons(),
-        blocked=blocked,
-        boundary=boundary,
-        notes=(*notes, *vetting.notes(), *conflict_notes),
-    )
+            self.best[key] = j
+
+    def evidence(self, findings: Sequence[Finding], *, boundary: float, notes: Sequence[str]) -> Evidence:
+        """The evidence of the records added so far (its bill and `best` are this gathering's own,
+        read as they are now: records added later change them)."""
+        plan = self.plan
+        blocked = bool(blocking_findings(findings))
+        withheld_ids = {c.case_id for c in plan.withheld}
+        by_shard = control_records_by_shard(self.fresh)
+        outcomes = tuple(
+            control_outcome(c, plan, by_shard[c.case_id], blocked, withheld_ids)
+            if c.case_id in by_shard
+            else classify(c, plan, self.best, blocked, withheld_ids)
+            for c in plan.eligible
+        )
+        ordered = sorted(self.conflicted)
+        conflict_notes = [conflict_note(ordered)] if ordered else []
+        return Evidence(
+            policy=self.loaded.policy,
+            plan=plan,
+            findings=tuple(findings),
+            bill=self.bill,
+            fresh=tuple(self.fresh),
+            best=self.best,
+            outcomes=without_verdict(outcomes, self.conflicted),
+            stale=self.staleness.reasons(),
+            blocked=blocked,
+            boundary=boundary,
+            notes=(*notes, *self.vetting.notes(), *conflict_notes),
+        )
 
 
 def _disagree(current: Judged, new: Judged) -> bool:

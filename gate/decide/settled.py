@@ -9,8 +9,8 @@ were both judged), so no remaining outcome can lift it: a case still to come may
 abstain, so a pair with an unjudged member decides nothing yet (a what-if that took it at its
 label once reported a pair violation that the final decision could not see, and passed).
 
-Pure. The runner asks `hopeless` after a judgment that disagrees with its label (one that agrees
-cannot add a quality blocker), and `decide` asks `settle` of the records, which marks the cases
+The runner gives each judgment to a `Settling` and asks it `hopeless` after one that disagrees with
+its label (one that agrees cannot add a quality blocker), and `decide` asks `settle` of the records, which marks the cases
 never sent `not_needed` only when that same question says `quality_failed`: the stop and the
 final decision agree by construction, and `gate decide` on a stopped run's records gives the
 run's result. On a product lane the run also stops once every slice is decided by the answers
@@ -24,7 +24,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-from gate.decide.evidence import Evidence, prepare_evidence
+from gate.decide.evidence import Evidence, Gathering
 from gate.decide.product.verdict import ProductEvidence
 from gate.decide.product.verdict import settled as product_settled
 from gate.decide.rules import apply_rules
@@ -71,20 +71,32 @@ def decided(ev: Evidence, loaded: LoadedPolicy, today: dt.date, product: Product
     return product is not None and product_settled(ev, product)
 
 
-def hopeless(
-    loaded: LoadedPolicy,
-    plan: Plan,
-    findings: Sequence[Finding],
-    records: Sequence[Record],
-    today: dt.date,
-    *,
-    fingerprint: str = "",
-    product: ProductEvidence | None = None,
-) -> bool:
-    """Whether `quality_failed` is certain from `records`, whatever the judgments still to come say
-    (on a product lane: or every slice is decided)."""
-    ev = prepare_evidence(loaded, plan, findings, records, fingerprint=fingerprint, boundary=0.0, notes=())
-    return not ev.blocked and decided(as_not_needed(ev), loaded, today, product)
+class Settling:
+    """`stop_when_decided`'s question asked while the run is under way: whether `quality_failed` is
+    certain from the records so far (on a product lane: or every slice is decided), whatever the
+    judgments still to come say. The records are gathered as they come (`add`: each vetted once and
+    kept as the decision keeps it, `gate.decide.evidence.Gathering`), never held: a lane that stops
+    when decided holds what its decision will, not every record it judged."""
+
+    def __init__(
+        self,
+        loaded: LoadedPolicy,
+        plan: Plan,
+        findings: Sequence[Finding],
+        today: dt.date,
+        *,
+        fingerprint: str = "",
+        product: ProductEvidence | None = None,
+    ) -> None:
+        self.loaded, self.findings, self.today, self.product = loaded, tuple(findings), today, product
+        self.gathering = Gathering(loaded, plan, fingerprint)
+
+    def add(self, record: Record) -> None:
+        self.gathering.add(record)
+
+    def hopeless(self) -> bool:
+        ev = self.gathering.evidence(self.findings, boundary=0.0, notes=())
+        return not ev.blocked and decided(as_not_needed(ev), self.loaded, self.today, self.product)
 
 
 def settle(ev: Evidence, loaded: LoadedPolicy, today: dt.date, product: ProductEvidence | None = None) -> Evidence:

@@ -1,10 +1,11 @@
 """`stop_when_decided` while the run is under way: stop scheduling once `quality_failed` is certain.
 
-After each judgment that disagrees with its human label, and after each later judgment of that
-case (one that agrees can complete a case whose majority is a false pass; a violated pair stops the
-runner by its own check), `hopeless` (`gate.decide.settled.hopeless`, bound to the lane by `gate run`:
-a stage before the decision is given it, never imports it) decides with the decision's own rules
-whether `quality_failed` is certain. When it is, the run schedules nothing more: the judgments in
+Every judgment goes to the lane's running decision (`RunningDecision`: `gate.decide.settled.Settling`,
+bound to the lane by `gate run`: a stage before the decision is given it, never imports it), which
+keeps of it what the decision keeps, never the record. After each judgment that disagrees with its
+human label, and after each later judgment of that case (one that agrees can complete a case whose
+majority is a false pass; a violated pair stops the runner by its own check), it decides with the
+decision's own rules whether `quality_failed` is certain. When it is, the run schedules nothing more: the judgments in
 flight finish and are billed, and `decide` marks the cases never sent `not_needed`.
 
 On a product lane the application's answers carry no human label: each answer's verdict, once its
@@ -26,7 +27,7 @@ errs towards judging more, never towards stopping wrongly.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,8 +36,17 @@ from gate.model.records import Record, majority
 # Errors that mean a judgment was never made (gate.decide.evidence's unrun kinds): not back yet.
 NOT_JUDGED = frozenset({"budget", "cancelled"})
 
-# The records so far -> whether even their most favourable completion is quality_failed.
-Hopeless = Callable[[Sequence[Record]], bool]
+
+class RunningDecision(Protocol):
+    """The decision over the judgments so far, one at a time (gate.decide.settled.Settling)."""
+
+    def add(self, record: Record) -> None:
+        """One more judgment."""
+        ...
+
+    def hopeless(self) -> bool:
+        """Whether even the most favourable completion of the judgments so far is `quality_failed`."""
+        ...
 
 
 class AnswerCheck(Protocol):
@@ -49,8 +59,7 @@ class AnswerCheck(Protocol):
 
 @dataclass
 class StopWhenDecided:
-    hopeless: Hopeless
-    records: list[Record] = field(default_factory=list)
+    decision: RunningDecision
     started: set[str] = field(default_factory=set)  # cases this process has sent a judgment of
     pending: set[str] = field(default_factory=set)  # cases whose next judgment may decide (see `after`)
     _flag: Any = None  # a shared byte across worker processes (None in one process)
@@ -62,7 +71,7 @@ class StopWhenDecided:
     @classmethod
     def of(
         cls,
-        hopeless: Hopeless,
+        decision: RunningDecision,
         *,
         prior: Iterable[Record] = (),
         shared: bool = False,
@@ -70,13 +79,16 @@ class StopWhenDecided:
         repeats: int = 1,
     ) -> StopWhenDecided:
         flag = multiprocessing.get_context("fork").RawValue("b", 0) if shared else None
-        rule = cls(hopeless, list(prior), set(), set(), flag, answers=answers, repeats=repeats)
-        for r in rule.records:
+        rule = cls(decision, set(), set(), flag, answers=answers, repeats=repeats)
+        earlier = False
+        for r in prior:
+            earlier = True
+            decision.add(r)
             if rule._is_answer(r):
                 rule._answer(r)
             else:
                 rule._watch(r)
-        if not rule.records and hopeless(()):
+        if not earlier and decision.hopeless():
             rule._decide()  # decided before the first judgment (a gating check failed a case): send nothing
         return rule
 
@@ -93,7 +105,7 @@ class StopWhenDecided:
 
     def after(self, record: Record) -> bool:
         """Take one more judgment; whether the verdict is now decided (scheduling should stop)."""
-        self.records.append(record)
+        self.decision.add(record)
         if self.decided:
             return True
         if self._is_answer(record):
@@ -101,7 +113,7 @@ class StopWhenDecided:
         asked = record.case_id in self.pending
         if not (self._watch(record) or asked) or record.status != "ok":
             return False
-        if not self.hopeless(self.records):
+        if not self.decision.hopeless():
             return False
         return self._decide()
 

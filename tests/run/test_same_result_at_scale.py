@@ -14,6 +14,11 @@ that added this file), from the same inputs this test builds:
   nothing and never imports ragas), some of them false passes and false fails: its result.json
   and the sha256 of its records.jsonl.
 
+`tests/fixtures/scale/stopped.json.gz` was written by the code before a `stop_when_decided` lane
+stopped holding its records (the stop asks a running decision, gate.decide.settled.Settling): a
+cached `gate run` of 2,000 cases of such a lane that stops part way (its result.json, with
+`stopped_early`, and the sha256 of its records.jsonl).
+
 What varies with the installed versions (ragas, gate, the configuration fingerprint they make)
 is replaced by a placeholder on both sides. Regenerate only for a change that means to move the
 result:
@@ -258,6 +263,72 @@ def produce(root: Path) -> dict[str, Any]:
     }
 
 
+STOP_CASES = 2000
+STOPPED = EXPECTED.parent / "stopped.json.gz"
+
+
+def write_stop_policy(root: Path) -> Path:
+    """A `stop_when_decided` lane of 2,000 cases (every 50th in an invariant pair with the next)."""
+    cases = controls()
+    for i in range(STOP_CASES):
+        pair = {"id": f"p-{i // 50}", "kind": "invariant"} if i % 50 in (0, 1) else None
+        label = "fail" if (i - (i % 50 == 1)) % 3 == 2 else "pass"  # a pair's second has its mate's label
+        cases.append(case(f"s-{i:05d}", label=label, slice="general" if i % 4 == 3 else "critical", pair=pair))
+    lanes = {"pr": {"partitions": ["sentinel"], "controls": True, "stop_when_decided": True}}
+    policy: Path = write_suite(
+        root,
+        cases,
+        evaluator={"base_url": BASE_URL, "api_key_env": KEY_ENV, "max_concurrency": 8},
+        limits={"max_evaluator_errors": 0, "max_total_cost": 50.0},
+        slices={
+            "critical": {"max_false_passes": 6, "max_false_fails": 40, "priority": 0},
+            "general": {"max_false_passes": 8, "priority": 1},
+        },
+        lanes=lanes,
+    )
+    return policy
+
+
+def fill_stop_cache(policy: Path, cache: Path) -> None:
+    """Every judgment of the lane in the cache; case i % 90 == 77 (people failed it) is judged pass, a
+    false pass (the critical slice's seventh, case 1,157, decides `quality_failed`), and i % 90 == 33
+    (people passed it) judged fail, a false fail; no pair is violated."""
+    loaded = load_policy(policy)
+    versions = (ragas_version(), instructor_version())
+    rows = []
+    for c in load_dataset(loaded).cases:
+        if c.expected_control_role == "missing_evidence":
+            continue
+        label = c.human_label or "pass"
+        if not c.is_control and int(c.case_id[2:]) % 90 in (33, 77):
+            label = "fail" if label == "pass" else "pass"
+        parts = key_parts(loaded, BASE_URL, *versions, render_case(loaded.prompt_text, loaded.placeholders, c), 0)
+        rows.append((parts.key(), label, f"cached {label}", 0.0, "{}"))
+    JudgmentCache(cache).close()  # the schema
+    with sqlite3.connect(cache / "judgments.sqlite3") as db:
+        db.executemany("INSERT INTO judgments VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def produce_stopped(root: Path) -> dict[str, Any]:
+    """A cached `gate run` of the stop lane: it stops once the verdict is decided."""
+    import gate.commands.run as gate_run
+
+    policy = write_stop_policy(root / "stop")
+    fill_stop_cache(policy, root / "stop-cache")
+    out = root / "stop-run"
+    opts = gate_run.RunOptions(lane="pr", out_dir=out, cache_dir=root / "stop-cache", progress=io.StringIO())
+    gate_run.run(policy, opts, env={KEY_ENV: "sk-test-scale"}, clock=lambda: TODAY)
+    result = json.loads((out / "result.json").read_text(encoding="utf-8"))
+    fingerprint = result["lineage"]["config_fingerprint"]
+    records_text = normalized((out / "records.jsonl").read_text(encoding="utf-8"), fingerprint)
+    return {
+        "result": json.loads(normalized(json.dumps(result, sort_keys=True), fingerprint)),
+        "records_sha256": hashlib.sha256(records_text.encode("utf-8")).hexdigest(),
+        "records_lines": records_text.count("\n"),
+        "first_record": json.loads(records_text.splitlines()[0]),
+    }
+
+
 def _first_difference(path: str, got: Any, want: Any) -> str | None:
     if type(got) is not type(want):
         return f"{path}: {got!r:.200} != {want!r:.200}"
@@ -299,6 +370,19 @@ def test_a_few_thousand_judgments_give_the_result_and_records_they_gave_before_s
     assert got["cached_records_sha256"] == want["cached_records_sha256"]
 
 
+def test_a_lane_that_stops_when_decided_stops_where_it_stopped_before_streaming(tmp_path: Path) -> None:
+    got = produce_stopped(tmp_path)
+    want = json.loads(gzip.decompress(STOPPED.read_bytes()))
+    # The stop is met: the verdict was decided part way, the rest is not needed.
+    assert want["result"]["state"] == "quality_failed"
+    assert 0 < len(want["result"]["stopped_early"]["not_needed"]) < STOP_CASES
+    found = _first_difference("stopped", got["result"], want["result"])
+    assert found is None, found
+    assert got["first_record"] == want["first_record"]
+    assert got["records_lines"] == want["records_lines"]
+    assert got["records_sha256"] == want["records_sha256"]
+
+
 if __name__ == "__main__" and "--write" in sys.argv:
     import tempfile
 
@@ -308,3 +392,7 @@ if __name__ == "__main__" and "--write" in sys.argv:
         EXPECTED.parent.mkdir(parents=True, exist_ok=True)
         EXPECTED.write_bytes(gzip.compress(json.dumps(produced, sort_keys=True).encode("utf-8"), mtime=0))
         print(f"wrote {EXPECTED} ({EXPECTED.stat().st_size:,} bytes) in {time.perf_counter() - t0:.1f} s")
+        t0 = time.perf_counter()
+        stopped = produce_stopped(Path(tmp))
+        STOPPED.write_bytes(gzip.compress(json.dumps(stopped, sort_keys=True).encode("utf-8"), mtime=0))
+        print(f"wrote {STOPPED} ({STOPPED.stat().st_size:,} bytes) in {time.perf_counter() - t0:.1f} s")
