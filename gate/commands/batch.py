@@ -59,6 +59,7 @@ from gate.commands.run import (
     default_factory,
 )
 from gate.decide.core import Decision
+from gate.decide.product.seal import Sealed
 from gate.judge import Judgment
 from gate.judge.budget import Budget, Prices
 from gate.judge.checks import evaluate_checks
@@ -110,7 +111,13 @@ def run_batch(
     continued = (
         OrderSeed(existing.order_seed, "batch") if existing is not None and existing.order_seed is not None else None
     )
-    lane = _prepare(policy_path, opts, env, default_factory, clock, continued)
+    # ... and what sized its audit plans (none in a batch.json older than it): a collect keeps the submit's.
+    sealed = (
+        Sealed(existing.audit_sizing or {}, unsealed=existing.audit_sizing is None)
+        if existing is not None and existing.order_seed is not None
+        else None
+    )
+    lane = _prepare(policy_path, opts, env, default_factory, clock, continued, sealed)
     batch_prices(lane.loaded)
     check_out_dir(opts.out_dir)
     if lane.plan.lane == DRIFT_LANE and lane.loaded.policy.drift is not None:
@@ -312,6 +319,7 @@ def _submit(
         config_fingerprint=lane.judge.config_fingerprint,
         responses_sha256=lineage.responses_sha256 or None,
         order_seed=lane.plan.order_seed,
+        audit_sizing=dict(lane.plan.audit_sizing) or None,
         prices=BatchPrices(**_price_dict(lane.loaded)),
         reserved_cost=lines.reserved,
         judgments=lines.judgments,
@@ -443,6 +451,7 @@ async def _build_lines(lane: _Lane, opts: RunOptions, controls: list[Record], ch
                     lane.judge,
                     checks.for_record(case.case_id),
                     lane.plan.order_seed,
+                    audit_sizing=lane.plan.audit_sizing.get(case.slice),
                 )
                 lines.settled.append(vet_record(rec, lane.loaded.policy.metric, case))
     finally:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gate.model.errors import UsageError
 from gate.model.paths import shown_path
-from gate.model.records import RECORDS_FILE, Record, read_records
+from gate.model.records import RECORDS_FILE, AuditSizing, Record, read_records
 from gate.model.result import BatchCounts
 from gate.model.wording import agree, plural
 
@@ -67,6 +67,9 @@ class BatchFile(_Strict):
     # fixed, which the collect keeps (its records and audit plan are the submitted run's). Written on those only.
     responses_sha256: str | None = None
     order_seed: str | None = None
+    # What sized each slice's audit plan when the submit started (gate/decide/product/seal.py), which the
+    # collect keeps. Written on a product lane only.
+    audit_sizing: dict[str, AuditSizing] | None = None
 
 
 def read_batch_file(out_dir: Path) -> BatchFile | None:
@@ -87,7 +90,7 @@ def read_batch_file(out_dir: Path) -> BatchFile | None:
 def write_batch_file(out_dir: Path, bf: BatchFile) -> None:
     path = out_dir / BATCH_FILE
     tmp = path.with_suffix(".json.tmp")
-    unset = {k for k in ("responses_sha256", "order_seed") if getattr(bf, k) is None} or None
+    unset = {k for k in ("responses_sha256", "order_seed", "audit_sizing") if getattr(bf, k) is None} or None
     tmp.write_text(bf.model_dump_json(indent=2, exclude=unset) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 

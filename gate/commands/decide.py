@@ -16,6 +16,8 @@ from typing import Any
 from gate.commands.assemble import OutDirEvidence, RunEvidence, TrendEvidence, assemble, read_out_dirs
 from gate.commands.outputs import write_assembled
 from gate.decide.core import Decision
+from gate.decide.product import seal
+from gate.decide.product.verdict import ProductEvidence
 from gate.judge.checks import evaluate_checks
 from gate.judge.cost import max_cost_notes
 from gate.measure import certify
@@ -138,7 +140,8 @@ def evidence_of_records(
     cal_findings, cal_sections = requirement.evidence(calibration)
     base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
     run_dir = audit.run_dir if audit is not None else None
-    audited = _audit(loaded, lane, audit)
+    product = product_evidence(loaded, lane, calibration, base, _audit(loaded, lane, audit), run_dir)
+    sealed = _sealed(loaded, lane, records, product) if seed is not None else ()
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -147,7 +150,7 @@ def evidence_of_records(
         today=today,
         records=tuple(records),
         findings=(*input_findings, *cert_findings, *cal_findings, *findings),
-        notes=(*max_cost_notes(loaded, max_cost), *answers.notes, *notes),
+        notes=(*max_cost_notes(loaded, max_cost), *answers.notes, *sealed, *notes),
         max_cost=max_cost,
         checks=check_results,
         certification=certification,
@@ -155,8 +158,20 @@ def evidence_of_records(
         unrecorded=tuple(u for d in found for u in d.unrecorded),
         shard=shard,
         sections={**cal_sections, **(sections or {})},
-        product=product_evidence(loaded, lane, calibration, base, audited, run_dir),
+        product=product,
     )
+
+
+def _sealed(loaded: LoadedPolicy, lane: str, records: Sequence[Record], pe: ProductEvidence | None) -> tuple[str, ...]:
+    """The audit plan is the one the run sized (gate/decide/product/seal.py): refused when the policy and
+    calibration given would size it otherwise; a note when the records are older than the sizing they carry."""
+    if pe is None:
+        return ()
+    sealed = seal.sealed_sizing(records, lane)
+    if sealed.unsealed:
+        return (seal.unsealed_note(lane),)
+    seal.refuse_resized(sealed, loaded, lane, pe, "the records given")
+    return ()
 
 
 def _one_order_seed(records: Sequence[Record], lane: str) -> str | None:

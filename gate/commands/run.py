@@ -30,7 +30,9 @@ from gate.commands.dry_run import print_plan
 from gate.commands.outputs import write_assembled
 from gate.decide import settled
 from gate.decide.core import Decision
+from gate.decide.product import seal
 from gate.decide.product.audit_plan import refuse_other_queue
+from gate.decide.product.seal import Sealed
 from gate.decide.product.verdict import ProductEvidence, new_stop_check
 from gate.decide.retirement import retired_message, shut_down_detail
 from gate.judge import Evaluator, Judgment, installed_version, resolve_base_url
@@ -208,13 +210,19 @@ def _prepare(
     factory: EvaluatorFactory,
     clock: Callable[[], dt.date],
     continued: OrderSeed | None = None,
+    sealed: Sealed | None = None,
 ) -> _Lane:
     """The lane's run, fixed before anything is paid. `continued`: the seed of the run this one
-    continues (a batch's, kept in batch.json), in place of the one a fresh run draws."""
+    continues (a batch's, kept in batch.json), in place of the one a fresh run draws; `sealed`: what
+    sized that run's audit plans (batch.json's), which this one keeps."""
     # The order and the audit plan are fixed here, before anything is judged (gate/run/order_seed.py).
+    where = shown_path(opts.out_dir / "batch.json")
     if continued is None and opts.resume:
-        recorded = _resumed_seed(opts)
+        prior = _resumed_records(opts)
+        recorded = recorded_order_seed(prior)
         continued = OrderSeed(recorded, "records") if recorded is not None else None
+        sealed = seal.sealed_sizing(prior, opts.lane) if recorded is not None else None
+        where = f"the records in {shown_path(opts.out_dir)} (--resume)"
     seed = order_seed_for(env, given=opts.order_seed, continued=continued)
     loaded, dataset, plan, findings, answers = load_product_inputs(
         policy_path,
@@ -255,6 +263,7 @@ def _prepare(
         # Refused before anything is paid: a queue of another seed is another draw than this run's plan.
         refuse_other_queue(audit.queue, plan.order_seed)
     product = product_evidence(loaded, opts.lane, calibration, base, audit, opts.out_dir)
+    plan, notes = _seal_sizing(loaded, opts.lane, plan, product, sealed, where, notes)
     # When the judge's model shuts down: asked once, before anything is paid (a dry run asks nobody).
     retirement = judge_retirement(loaded, base_url, api_key, ask=not opts.dry_run)
     return _Lane(
@@ -276,12 +285,33 @@ def _prepare(
     )
 
 
-def _resumed_seed(opts: RunOptions) -> str | None:
-    """On --resume: the order the interrupted run judged in, as its records say, its workers' files
-    too (None: none do, or they cannot be read; a fresh seed then, and _take_stock says what is wrong)."""
+def _resumed_records(opts: RunOptions) -> list[Record]:
+    """On --resume: the lane's records the interrupted run left, its workers' files too; the order it
+    judged in and what sized its audit plans are theirs (none: a fresh seed, and _take_stock says what
+    is wrong)."""
     paths = [opts.out_dir / RECORDS_FILE, *sorted(opts.out_dir.glob(WORKER_RECORDS_GLOB))]
-    records = (r for path in paths if path.is_file() for r, _line in WorkerReading(path) if r.lane == opts.lane)
-    return recorded_order_seed(records)
+    return [r for path in paths if path.is_file() for r, _line in WorkerReading(path) if r.lane == opts.lane]
+
+
+def _seal_sizing(
+    loaded: LoadedPolicy,
+    lane: str,
+    plan: Plan,
+    product: ProductEvidence | None,
+    sealed: Sealed | None,
+    where: str,
+    notes: tuple[str, ...],
+) -> tuple[Plan, tuple[str, ...]]:
+    """What sizes each slice's audit plan, fixed now and written on every answer (gate/decide/product/seal.py).
+    A run it continues (--resume, a batch's collect) keeps that run's: refused when the policy and
+    calibration given now would size it otherwise; an older run's records that carry none keep carrying none."""
+    if product is None or plan.order_seed is None:
+        return plan, notes
+    if sealed is not None and sealed.unsealed:
+        return plan, (*notes, seal.unsealed_note(lane))
+    if sealed is not None:
+        seal.refuse_resized(sealed, loaded, lane, product, where)
+    return dataclasses.replace(plan, audit_sizing=seal.sizing_of(loaded, lane, product)), notes
 
 
 def _dry_run(lane: _Lane) -> Decision:

@@ -17,6 +17,7 @@ from gate.decide.product.answers import JudgeCounts
 from gate.decide.product.verdict import BaseVerdicts, ProductEvidence
 from gate.measure.calibrate.requirement import JudgeCalibration
 from gate.model.cases import Dataset
+from gate.model.loading import sha256_hex
 from gate.model.paths import from_working_directory, shown_path
 from gate.model.policy import LoadedPolicy
 from gate.model.result import ResultProblem, load_result
@@ -54,7 +55,16 @@ def product_evidence(
         base=base,
         audit=audit,
         queue_command=queue_command(loaded, out_dir),
+        calibration_sha256=_file_sha256(checked.path) if checked is not None else None,
     )
+
+
+def _file_sha256(path: Path) -> str | None:
+    """The calibration file's sha256, which names it where the run's audit sizing is compared (None: unreadable)."""
+    try:
+        return sha256_hex(path.read_bytes())
+    except OSError:
+        return None
 
 
 def queue_command(loaded: LoadedPolicy, out_dir: Path | str | None) -> str:

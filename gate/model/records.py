@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -112,6 +113,48 @@ class RecordShard(BaseModel):
         return self
 
 
+class JudgeFigures(BaseModel):
+    """calibration.json's counts for one slice, as a product run sized its audit plan with them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    true_fail: int = Field(ge=0)
+    false_pass: int = Field(ge=0)
+    true_pass: int = Field(ge=0)
+    false_fail: int = Field(ge=0)
+
+
+class AuditSizing(BaseModel):
+    """What sized a product slice's audit plan besides its answers, fixed when the run started
+    (gate/decide/product/seal.py): `gate decide`, `gate merge`, `--resume` and a batch's collect size
+    the plan from exactly these, and refuse a policy or calibration that would size it otherwise."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_failure_rate: float = Field(ge=0, lt=1, allow_inf_nan=False)  # the slice's limit
+    confidence: float = Field(gt=0.5, lt=1, allow_inf_nan=False)  # the lane's
+    zero_tolerance: bool  # the slice's `max_failures` is set: every answer the judge failed is in the plan
+    judge: JudgeFigures | None  # calibration's counts for the slice on the judge that decided; None: none
+    # The calibration file's sha256, naming the file the figures came from (the figures are what is compared).
+    calibration_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+# One AuditSizing object for the many records that carry equal ones (a run's answers of a slice all do),
+# so a million records hold a handful; bounded, so a file of distinct ones costs no more than it did.
+_SIZINGS: dict[AuditSizing, AuditSizing] = {}
+
+
+def _shared(sizing: AuditSizing | None) -> AuditSizing | None:
+    if sizing is None:
+        return None
+    kept = _SIZINGS.get(sizing)
+    if kept is not None:
+        return kept
+    if len(_SIZINGS) < 1024:
+        _SIZINGS[sizing] = sizing
+    return sizing
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -171,6 +214,9 @@ class Record(BaseModel):
     # (gate/run/order_seed.py), so `gate decide` on these records orders and plans as the run did.
     # Written on those only.
     order_seed: str | None = Field(default=None, max_length=200)
+    # A product lane's answer: what sized its slice's audit plan besides the answers (the slice's limit,
+    # the lane's confidence, calibration's figures), fixed when the run started. Written on those only.
+    audit_sizing: AuditSizing | None = None
     # The judge model's shutdown date when the run was made and who said it (gate/model/retirement.py:
     # a date or "none", "provider" or "policy"), so `gate decide` reads it without asking. Written when known.
     judge_shutdown_date: str | None = Field(default=None, max_length=10)
@@ -178,6 +224,11 @@ class Record(BaseModel):
     # The shard that made it (`gate run --shard I/N`; None on a run of the whole lane and in records
     # written before it was kept, which `gate merge` reads as its shard directory's). Written when set.
     shard: RecordShard | None = None
+
+    @field_validator("audit_sizing", mode="after")
+    @classmethod
+    def _one_of_each(cls, sizing: AuditSizing | None) -> AuditSizing | None:
+        return _shared(sizing)
 
     @model_serializer(mode="wrap")
     def _without_unset_batch(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -189,6 +240,8 @@ class Record(BaseModel):
             data.pop("generation", None)
         if data.get("order_seed") is None:
             data.pop("order_seed", None)
+        if data.get("audit_sizing") is None:
+            data.pop("audit_sizing", None)
         if data.get("judge_shutdown_source") is None:
             data.pop("judge_shutdown_date", None)
             data.pop("judge_shutdown_source", None)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gate.model.cases import Case, Dataset
@@ -25,7 +25,7 @@ from gate.model.policy import LoadedPolicy
 from gate.model.supersede import superseded_ids
 
 if TYPE_CHECKING:  # validate plans too, and must not load the records model
-    from gate.model.records import Record
+    from gate.model.records import AuditSizing, Record
 
 UNKNOWN_SLICE_PRIORITY = 10**9
 
@@ -42,6 +42,9 @@ class Plan:
     # A product lane's shuffle seed (None on other lanes, which judge in case-id order, and on a product
     # lane whose records carry none).
     order_seed: str | None = None
+    # A product run's: per slice, what sizes its audit plan besides the answers, fixed when the run starts
+    # and written on every answer's record (gate/decide/product/seal.py). Empty when nothing is recorded.
+    audit_sizing: Mapping[str, AuditSizing] = field(default_factory=dict)
 
     @property
     def scheduled(self) -> tuple[Case, ...]:

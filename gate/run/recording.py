@@ -9,7 +9,7 @@ from gate.model.clear_text import kept_reason
 from gate.model.lineage import Lineage
 from gate.model.loading import sha256_hex
 from gate.model.policy import LoadedPolicy
-from gate.model.records import Record, RecordShard, RecordWriter, record_line
+from gate.model.records import AuditSizing, Record, RecordShard, RecordWriter, record_line
 from gate.model.retirement import source_of
 from gate.run.lineage import JudgeSettings
 
@@ -26,9 +26,10 @@ def make_record(
     checks: dict[str, str | None] | None = None,
     order_seed: str | None = None,
     shard: RecordShard | None = None,
+    audit_sizing: AuditSizing | None = None,
 ) -> Record:
-    """One records.jsonl line: the judgment plus the lineage that explains it (`order_seed`: a
-    product lane's, kept on its answers; `shard`: the share of a `--shard` run that made it)."""
+    """One records.jsonl line: the judgment plus the lineage that explains it (`order_seed` and
+    `audit_sizing`: a product lane's, kept on its answers; `shard`: the share of a `--shard` run that made it)."""
     return Record(
         case_id=case.case_id,
         slice=case.slice,
@@ -61,22 +62,26 @@ def make_record(
         **judge.for_case(case, loaded.placeholders),
         checks=checks,
         batch_id=j.batch_id,
-        **product_fields(case, order_seed),
+        **product_fields(case, order_seed, audit_sizing),
         judge_shutdown_date=lineage.judge_shutdown_date or None,
         judge_shutdown_source=source_of(lineage.judge_shutdown_source),
         shard=shard,
     )
 
 
-def product_fields(case: Case, order_seed: str | None = None) -> dict[str, object]:
+def product_fields(
+    case: Case, order_seed: str | None = None, audit_sizing: AuditSizing | None = None
+) -> dict[str, object]:
     """A product lane's answer (no person labelled it): the sha256 of the response judged, the
-    `generation` its --responses line gave and the lane's order seed; nothing for a labelled case."""
+    `generation` its --responses line gave, the lane's order seed and what sizes its slice's audit
+    plan (both fixed when the run started); nothing for a labelled case."""
     if case.labelled:
         return {}
     return {
         "response_sha256": sha256_hex(case.response or ""),
         "generation": case.generation or None,
         "order_seed": order_seed,
+        "audit_sizing": audit_sizing if order_seed is not None else None,
     }
 
 

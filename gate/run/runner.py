@@ -205,6 +205,7 @@ class Runner:
             self.check_results.for_record(case.case_id),
             self.plan.order_seed,
             self.context.shard,
+            self.plan.audit_sizing.get(case.slice),
         )
 
     def emit(self, record: Record, line: bytes | None = None) -> None:

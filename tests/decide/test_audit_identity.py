@@ -241,20 +241,19 @@ def test_labels_people_do_not_agree_on_never_decide_a_slice(
 
 
 def test_labels_on_the_judged_fail_answers_alone_never_call_people_in_disagreement(
-    tmp_path: Path, judged: Run, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Zero tolerance asks people to label the answers the judge failed, and only those: ana and bo fail
     p-000 and p-001 and differ on p-002, which cy settles. Their labels decide no failure rate (nothing
     of the judged-pass stratum is labelled), so they cannot disagree on one: with nearly every label
     `fail`, one difference put Krippendorff's alpha at 0 and the slice was labels_disagree (exit 4, no
     override), its message saying an audit was shown beside a calibration estimate that had passed."""
-    import yaml
-
-    policy, _responses, run, lines = judged
-    data = yaml.safe_load(policy.read_text(encoding="utf-8"))
-    data["slices"]["critical"].update(max_failure_rate=0.5, max_failures=3)
-    zero = policy.parent / "policy-zero-tolerance.yaml"
-    zero.write_text(yaml.safe_dump(data), encoding="utf-8")
+    # Its own run: the audit plan is sized by the policy the run was made with (a limit and max_failures
+    # edited after a run are refused), and zero tolerance puts every answer the judge failed in it.
+    zero = audit_suite(tmp_path / "suite", fake, 0.5, max_failures=3)
+    lines = answers_of(3)
+    run = tmp_path / "run"
+    assert run_app(zero, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
     ledger = tmp_path / "labels"
     ledger.mkdir()
     for i, line in enumerate(lines[:3]):

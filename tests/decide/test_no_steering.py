@@ -8,6 +8,7 @@ real CLI (`gate run`, `gate merge`, `gate decide`, `gate review queue`) against 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,15 @@ import pytest
 from suite import result
 from test_product_audit import WEAK_JUDGE, answers_of, audit_suite, decide, judged_once, label, ledger_named_suite
 from test_product_audit import fake as fake  # the fixture
-from test_product_lane import answer, product_case, product_suite, run_app, write_calibration, write_responses
+from test_product_lane import (
+    GOOD_JUDGE,
+    answer,
+    product_case,
+    product_suite,
+    run_app,
+    write_calibration,
+    write_responses,
+)
 
 from gate.cli import main
 from gate.review.draw import draw_order
@@ -249,8 +258,6 @@ def test_a_slice_no_audit_of_the_run_can_decide_says_so_before_anyone_labels_and
     `gate validate --lane` says so before the run, the run says so before anyone labels (result.json,
     terminal, report), with what would, and the queue holds nothing of that slice; of a zero-tolerance
     slice no audit can decide either, only the answer the judge failed, which people read whatever."""
-    from test_product_lane import GOOD_JUDGE
-
     from gate.review.queue import read_queue
 
     slices = {
@@ -433,3 +440,113 @@ def test_more_labels_never_turn_exceeded_back_into_a_verdict_an_override_may_wai
             verdicts.append(result(out)["product"]["slices"]["critical"]["audit"]["verdict"])
     # It read exceeded at 5 and 12 labels, inconclusive at 13, exceeded again at 20.
     assert verdicts == ["inconclusive", "exceeded", "exceeded", "exceeded"], verdicts
+
+
+def edit(path: Path, old: str, new: str) -> str:
+    """Replace `old` (present) with `new` in the file; its text before."""
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return text
+
+
+def said(capsys: pytest.CaptureFixture[str]) -> str:
+    return " ".join(capsys.readouterr().err.split())
+
+
+def test_decide_reads_the_audit_plan_the_run_sized_and_refuses_a_calibration_or_limit_changed_after_it(
+    tmp_path: Path, judged: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate decide` sized the plan again from the policy and calibration.json given to it: another Se for
+    the slice, another limit or confidence, gave another prefix of the same draw after the run, so a team
+    could try calibrations until a prefix passed. The run writes what sized the plan on every answer, and
+    decide refuses what would size it otherwise, naming it; an edit the plan does not read still decides."""
+    given, _responses, run, _lines = judged
+    suite = shutil.copytree(given.parent, tmp_path / "suite")
+    policy = suite / given.name
+    queue, ledger = tmp_path / "queue.jsonl", tmp_path / "labels.jsonl"
+    assert write_queue_of(run, policy, queue) == 0
+    label_queue(ledger, queue, lambda case_id: "fail" if case_id == "p-000" else "pass")
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+
+    # Edits the plan does not read: another slice, the policy's version, another slice's figures.
+    edit(policy, "max_false_passes: 1", "max_false_passes: 2")
+    edit(policy, "policy_version: 2026-11-30.1", "policy_version: 2026-12-01.1")
+    write_calibration(policy, {"critical": WEAK_JUDGE, "general": GOOD_JUDGE})
+    assert decide(policy, run, tmp_path / "unrelated", "--audit", str(ledger)) == 0
+    assert result(tmp_path / "unrelated")["product"]["slices"]["critical"]["audit_plan"] == plan
+
+    # A judge that catches more failing answers sizes fewer labels of the answers it passed.
+    write_calibration(policy, {"critical": {**WEAK_JUDGE, "true_fail": 95, "false_pass": 1}})
+    capsys.readouterr()
+    assert decide(policy, run, tmp_path / "better-se", "--audit", str(ledger)) == 2
+    err = said(capsys)
+    assert "the run sized its audit plan when it started" in err, err
+    assert "calibration.json gives slice critical Se 95/96, Sp 60/66" in err
+    assert "the run's calibration gave Se 20/25, Sp 60/66 (calibration file sha256 " in err
+    assert "fix: decide under the policy and calibration the run was made with" in err and "run the lane again" in err
+    assert not (tmp_path / "better-se" / "result.json").exists()
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+
+    for old, new, says in (
+        ("max_failure_rate: 0.2", "max_failure_rate: 0.3", "`slices.critical.max_failure_rate` is 0.3 in "),
+        ("product: true", "product: true\n    confidence: 0.9", "`lanes.app.confidence` is 0.9 in "),
+    ):
+        before = edit(policy, old, new)
+        assert decide(policy, run, tmp_path / "edited", "--audit", str(ledger)) == 2
+        err = said(capsys)
+        assert says in err and "the run's was " in err and str(policy.name) in err, err
+        policy.write_text(before, encoding="utf-8")
+
+    # The records are untrusted: one line claiming another calibration is refused; stripping the sizing from
+    # every line decides as records of an older gate do, and says so.
+    [sizing] = {json.dumps(r["audit_sizing"], sort_keys=True) for r in product_records(run)}
+    assert json.loads(sizing)["judge"] == WEAK_JUDGE and json.loads(sizing)["max_failure_rate"] == 0.2
+    lines = [json.loads(x) for x in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    answers = [r for r in lines if r.get("audit_sizing")]
+    answers[-1]["audit_sizing"]["judge"] = {**WEAK_JUDGE, "true_fail": 95, "false_pass": 1}
+    (tmp_path / "claimed").mkdir()
+    (tmp_path / "claimed" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert decide(policy, tmp_path / "claimed", tmp_path / "out-claimed") == 2
+    assert "answers of slice critical carry different audit sizings" in said(capsys)
+    for r in answers:
+        del r["audit_sizing"]
+    (tmp_path / "claimed" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert decide(policy, tmp_path / "claimed", tmp_path / "out-stripped") in (0, 4)
+    notes = " ".join(" ".join(result(tmp_path / "out-stripped")["notes"]).split())
+    assert "carry an order seed but not what sized its audit plan" in notes
+
+
+def test_merge_and_resume_keep_the_audit_sizing_the_run_started_with(
+    tmp_path: Path, fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate merge` decides the shards' answers with the calibration it is given now, and `--resume` went on
+    under it: the same steering path. Shards keep what sized the plan (a shard's own result.json is its share,
+    never read for it); the merge and the resume refuse another Se, and merge with another slice's figures."""
+    policy, lines = small_suite(tmp_path / "suite", fake, n=12)
+    responses = write_responses(tmp_path / "r.jsonl", lines)
+    shards = [tmp_path / "shard-1", tmp_path / "shard-2"]
+    for i, shard in enumerate(shards, 1):
+        run_app(policy, shard, responses, "--shard", f"{i}/2", "--order-seed", "github:acme/support-bot:77001:1")
+    merge = ["merge", "--policy", str(policy), *map(str, shards), "--responses", str(responses), "--out"]
+    write_calibration(policy, {"critical": WEAK_JUDGE, "general": WEAK_JUDGE})  # another slice's figures
+    assert main([*merge, str(tmp_path / "merged")]) in (0, 4)
+    write_calibration(policy, {"critical": {**WEAK_JUDGE, "true_fail": 95, "false_pass": 1}})
+    capsys.readouterr()
+    assert main([*merge, str(tmp_path / "resized")]) == 2
+    err = said(capsys)
+    assert "calibration.json gives slice critical Se 95/96, Sp 60/66" in err and "Se 20/25" in err, err
+    assert not (tmp_path / "resized" / "result.json").exists()
+
+    # A run stopped part-way and resumed under another calibration: refused before anything is paid.
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+    out = tmp_path / "stopped"
+    assert run_app(policy, out, responses, "--max-cost", "0.004") == 3
+    write_calibration(policy, {"critical": {**WEAK_JUDGE, "true_fail": 95, "false_pass": 1}})
+    capsys.readouterr()
+    assert run_app(policy, out, responses, "--resume") == 2
+    err = said(capsys)
+    assert f"the records in {out} (--resume): the run sized its audit plan when it started" in err, err
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+    assert run_app(policy, out, responses, "--resume") != 3
+    assert len({json.dumps(r["audit_sizing"]) for r in product_records(out)}) == 1

@@ -601,6 +601,13 @@ def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_o
     assert "pass the same --responses file the batch was submitted with" in capsys.readouterr().err
     submitted = json.loads((out / "batch.json").read_text())["order_seed"]
     assert submitted == result(live)["product"]["order_seed"]
+    # A calibration changed between the submit and the collect would size another audit plan: refused.
+    sized = json.loads((out / "batch.json").read_text())["audit_sizing"]["critical"]
+    write_calibration(policy, {"critical": {**GOOD_JUDGE, "true_fail": 50}})
+    assert run_app(policy, out, responses, "--batch", "collect") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "batch.json: the run sized its audit plan when it started" in err and "Se 50/55" in err, err
+    write_calibration(policy, {"critical": GOOD_JUDGE})
     assert run_app(policy, out, responses, "--batch", "collect") == 1
     collected = result(out)
     assert collected["cost"]["batch"] is True
@@ -608,6 +615,7 @@ def test_a_batch_of_answers_is_submitted_and_collected_with_the_same_responses_o
     assert collected["product"]["order_seed"] == submitted
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     assert {r.get("order_seed") for r in records if r.get("response_sha256")} == {submitted}
+    assert [r["audit_sizing"] for r in records if r.get("response_sha256")] == [sized] * 40
     assert collected["product"]["slices"] == result(live)["product"]["slices"]
     assert (out / "responses.jsonl").read_bytes() == (live / "responses.jsonl").read_bytes() == responses.read_bytes()
 

@@ -72,6 +72,7 @@ class ProductEvidence:
     # How people get this run's audit queue (said when a slice needs people's labels).
     queue_command: str = "gate review queue --policy POLICY --from OUT --out audit-queue.jsonl"
     require_audit: bool = False  # the lane's `require_audit`: no slice passes without labels of its plan
+    calibration_sha256: str | None = None  # the calibration file's bytes the figures were read from
 
 
 @dataclass(frozen=True)
