@@ -72,10 +72,15 @@ def slice_lines(result: dict[str, Any]) -> list[str]:
             # A plan sized to show a slice exceeded labels none of the answers the judge passed: a bound, no estimate.
             estimate = _pct(audit["estimate"]) if audit["estimate"] is not None else f">= {_pct(audit['low'], 'down')}"
             passed = f"{p['people_fail']}/{p['audited']} it passed" if p["audited"] else "none it passed in the plan"
+            # A slice the judge failed nothing of: "0/0 the judge failed" reads as a figure; say it in words.
+            failed = (
+                f"people failed {f['people_fail']}/{f['audited']} the judge failed, {passed}"
+                if k
+                else f"the judge failed none; people failed {passed}"
+            )
             lines.append(
                 f"    {'':<{NAME_COLUMN}} people's audit: {estimate} {_span(audit['low'], audit['high'])}"
-                f": {audit['verdict']} (people failed {f['people_fail']}/{f['audited']} the judge failed, "
-                f"{passed}); decided by {s['decided_by']}"
+                f": {audit['verdict']} ({failed}); decided by {s['decided_by']}"
             )
         zero = s.get("zero_tolerance")
         if zero:

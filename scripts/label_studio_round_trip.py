@@ -8,7 +8,7 @@ people sign up through the signup form and act in a session of their own (cookie
 annotations are created, edited and deleted as the editor does. What it asserts, in a scratch
 directory (nothing of the checkout is written):
 1. the audit queue of a product run of policies/example-product (app v2.4, the offline rule judge,
-   six questions a slice: its audit plan, 18 items), and `gate review export --format label-studio`:
+   six questions a slice: its audit plan, 7 items), and `gate review export --format label-studio`:
    Label Studio lists the tasks in tasks.json's order, which is not the queue's, and no task field
    names a stratum or a draw;
 2. server `default`: two people label every task (one abstain, one skip, one disagreement, one task

@@ -367,7 +367,7 @@ PER_SLICE = 6  # the example's questions kept per slice: an audit plan two peopl
 def small_product(work: Path) -> None:
     """The example, PER_SLICE questions of each slice kept (half of them answered wrong in v2.4 where the
     slice has that many), each slice's limit one its audit can decide: a run whose audit plan (the run fixes it: `gate review
-    queue` takes no --sample for a product run) is every answer it judged, 18 of them."""
+    queue` takes no --sample for a product run) is 7 items, all six of account-security's and one of billing's."""
     import make_product_example
     import yaml
 
@@ -391,8 +391,10 @@ def small_product(work: Path) -> None:
     policy_path = work / PRODUCT / "policy.yaml"
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
     for name, limits in policy["slices"].items():
-        # Limits an audit of six answers can decide: far below a slice half wrong, far above one nearly right.
-        limits["max_failure_rate"] = 0.01 if len(kept.get((name, True), [])) > 1 else 0.9
+        # Limits an audit of six answers can decide: far below a slice half wrong; for one nearly right, 40%, which
+        # only six answers all passing can show (0.6^6 = 4.7%, 0.6^5 = 7.8%), so its plan is all six: the plans
+        # then hold 7 items, as many as the Label Studio round trip gives roles to (at 90% two answers would do).
+        limits["max_failure_rate"] = 0.01 if len(kept.get((name, True), [])) > 1 else 0.4
     policy_path.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
 
 

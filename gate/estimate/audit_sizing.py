@@ -239,10 +239,10 @@ def _smallest(
 ) -> at.Design | None:
     """The capped design with the fewest labels at this K that reaches `power` (None: none of them does)."""
     # A cap at or above K labels this run's whole judged-fail stratum (and the first K of a larger one); K
-    # itself is tried too, so a stratum larger than the ladder has a plan short of a whole audit.
-    caps = sorted({min(c, k) for c in (*FAIL_CAPS, k) if 0 < min(c, k) <= MAX_PASS_LABELS})
-    if not caps:
-        caps = [0]
+    # itself is tried too, so a stratum larger than the ladder has a plan short of a whole audit. With K = 0 any
+    # cap labels the whole (empty) stratum: the design still needs one for the K the run could have had, and
+    # the ladder's first is as good as any (at K = 0 only the judged-pass labels decide).
+    caps = sorted({min(c, k) for c in (*FAIL_CAPS, k) if 0 < min(c, k) <= MAX_PASS_LABELS}) or [FAIL_CAPS[0]]
     if aim == "exceeded":
         return _smallest_to_exceed(caps, k, n, q_f, q_p, limit, alpha, power)
     found: dict[int, int | None] = {}

@@ -167,3 +167,52 @@ def test_once_a_plan_reads_exceeded_no_further_label_takes_it_away() -> None:
     ]
     first = verdicts.index("exceeded")
     assert first > 0 and set(verdicts[first:]) == {"exceeded"}
+
+
+def test_a_slice_whose_judge_failed_nothing_gets_a_plan_of_29_labels_not_a_whole_audit_of_120() -> None:
+    # The example product's account-security: 120 answers, the judge failed none (K = 0), calibration Se 50/60
+    # and Sp 120/120, a 10% limit. The plan labels 29 judged-pass answers (0.9^29 = 4.7%: finding no failure
+    # in 29 is rare at the limit), not all 120.
+    plan = sz.plan_audit(
+        judged_fail=0, judged_pass=120, calibration=sz.Calibration(50, 10, 120, 0), limit=0.10, confidence=0.95
+    )
+    assert (plan.decides, plan.aim, plan.fail_labels, plan.pass_labels) == (True, "passed", 0, 29)
+    # Its test is exact: at the limit no point of the null passes it more than one time in twenty.
+    edge = region_edge("passed", plan.design, 0.10)
+    assert edge is not None and worst_size("passed", plan.design, edge, 0.10) <= ALPHA + 1e-9
+    # A truthful audit, simulated: people fail each planned answer at the rate they would. Where the application
+    # fails none the verdict passes as planned; at 1% it passes as often as the plan's power there says.
+    rng = np.random.default_rng(45)
+    empty = sz.planned_sample(0, 0, [])
+    for rate in (0.0, 0.01):
+        passed = 0
+        for _ in range(400):
+            labels = ["fail" if u < rate else "pass" for u in rng.random(plan.pass_labels)]
+            passed += sz.plan_verdict(plan, empty, sz.planned_sample(plan.pass_labels, 120, labels)) == "passed"
+        planned = sz.plan_power("passed", plan.design, 0, plan.q_fail, rate, rate, 0.10, ALPHA)
+        assert planned >= (0.8 if rate == 0.0 else 0.7)
+        assert abs(passed / 400 - planned) < 4 * (planned * (1 - planned) / 400) ** 0.5 + 1e-9
+
+
+@pytest.mark.parametrize(("judged_fail", "n"), [(0, 60), (0, 400), (1, 120), (2, 120), (0, 29), (0, 28)])
+def test_a_slice_whose_judge_failed_few_or_none_is_planned_short_of_a_whole_audit_where_one_decides(
+    judged_fail: int, n: int
+) -> None:
+    # Tiny slices are what an adversary picks: the plan decides wherever a whole audit of the run could (0 failures
+    # in 29 answers is 4.7% at a 10% limit, in 28 it is 5.2%), and asks for fewer labels than the whole slice
+    # wherever its test allows it.
+    plan = sz.plan_audit(
+        judged_fail=judged_fail,
+        judged_pass=n - judged_fail,
+        calibration=sz.Calibration(50, 10, 120, 0),
+        limit=0.10,
+        confidence=0.95,
+    )
+    whole = sz._whole_power("passed", n, plan.sized_at, 0.10, ALPHA)
+    assert plan.decides == (whole >= 0.8)
+    if plan.decides:
+        assert plan.power >= 0.8
+        if n >= 60:
+            assert plan.labels <= 40
+    else:
+        assert plan.labels == 0 and plan.answers_needed is not None

@@ -149,7 +149,7 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     summary = done.stdout[done.stdout.rindex("Product gate summary") :]
     assert "app v2.3: passed (exit 0; no blockers)" in summary
     assert "app v2.4: review_required (exit 4; failure_rate_inconclusive)" in summary
-    assert "app v2.4 with people's audit: quality_failed (exit 1; failure_confirmed, failure_rate_exceeded)" in summary
+    assert "app v2.4 with people's audit: quality_failed (exit 1; failure_rate_exceeded)" in summary
     assert summary.rstrip().splitlines()[-3].startswith("As expected: v2.3 may ship; v2.4 may not")
 
     passed = json.loads((work / "gate-out-product" / "v2.3" / "result.json").read_text())
@@ -169,30 +169,32 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
         "it passed), 10 labels at two reviewers an item (\\`gate review queue" in blocker
     )
     assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`), sized to show it exceeded" in blocker
-    # The zero-tolerance slice: the judge failed none of its answers, but people's audit of those it
-    # passed found one failing (lockout-app-012): a confirmed failure, which max_failures: 0 forbids.
     assert failed["state"] == "quality_failed"
-    assert sorted((b["kind"], b["slice"]) for b in failed["blockers"]) == [
-        ("failure_confirmed", "account-security"),
-        ("failure_rate_exceeded", "billing-policy-critical"),
+    assert [(b["kind"], b["slice"]) for b in failed["blockers"]] == [
+        ("failure_rate_exceeded", "billing-policy-critical")
     ]
     audited = failed["product"]["slices"]["billing-policy-critical"]
     assert audited["decided_by"] == "audit" and audited["audit"]["low"] > audited["max_failure_rate"] == 0.125
     assert audited["low"] <= 0.125  # the calibration estimate alone could not say
     # The plan, sized to show the slice exceeded, labels 5 of the answers the judge failed: people fail all 5.
     assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["audited"]) == (5, 0)
-    zero = failed["product"]["slices"]["account-security"]["zero_tolerance"]
-    assert (zero["max_failures"], zero["verdict"], zero["missed"]) == (0, "failure_confirmed", ["lockout-app-012"])
-    # What a person reads of that slice says it blocks: never a green "passed" (its failure rate alone passed).
+    # The zero-tolerance slice: the judge failed none of its answers, so its plan is 29 of the 120 it passed (not a
+    # whole audit); people fail none of them, which passes its 10% limit. Its one wrong answer (lockout-app-012,
+    # the figure in words the judge misses) is not among the 29: zero tolerance confirms only what people read.
+    security = failed["product"]["slices"]["account-security"]
+    assert security["decided_by"] == "audit" and security["verdict"] == "passed"
+    assert (security["audit"]["judged_pass"]["audited"], security["audit"]["judged_pass"]["people_fail"]) == (29, 0)
+    assert (security["zero_tolerance"]["verdict"], security["zero_tolerance"]["missed"]) == ("passed", [])
     picture = (work / "gate-out-product" / "v2.4-audited" / "product.svg").read_text(encoding="utf-8")
-    assert 'style="fill:#cf222e">zero tolerance: failure confirmed</text>' in picture
     assert (
         ">audit (bar) 12.7%-100% (decides)</text>" in picture and ">calibration (dotted) 12.1%-43.8%</text>" in picture
     )
+    assert ">audit (bar) 0%-9.9% (decides)</text>" in picture
     report = (work / "gate-out-product" / "v2.4-audited" / "report.md").read_text(encoding="utf-8")
-    assert "| `account-security` | ❌ zero tolerance: failure confirmed |" in report
+    assert "| `account-security` | ✅ passed | 0% | 0%-9.9% | 10% |" in report
     screen = " ".join(done.stdout.split())
-    assert "account-security: zero tolerance: failure confirmed; failure rate 0.83% (interval 0.04%-3.9%)" in screen
+    assert "account-security: passed; failure rate 0% (interval 0%-9.9%) against a limit of 10%" in screen
+    assert "[0%, 9.9%]: passed (the judge failed none; people failed 0/29 it passed); decided by audit" in summary
     # The audit decided billing-policy-critical: its line gives the audit's interval, which lies above
     # the limit as "exceeded" says, and the calibration estimate beside it says it alone was open
     # (it read "exceeded; failure rate 26% (interval 12.1%-43.8%) against a limit of 12.5%").
@@ -263,8 +265,16 @@ def test_the_audit_of_v24_is_a_ledger_of_the_review_api_on_its_queue() -> None:
     lines = read_ledger(PRODUCT / "audit" / "ledger", queue)
     assert {line.reviewer for line in lines} == {"ana", "ben"} and all(line.blind for line in lines)
     finals = final_labels(lines, queue, 2)
-    assert len(finals) == len(queue.items) == 147 and {f.status for f in finals.values()} == {"unanimous"}
-    assert queue.header.design["strata"]["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 5}
+    assert len(finals) == len(queue.items) == 56 and {f.status for f in finals.values()} == {"unanimous"}
+    strata = queue.header.design["strata"]
+    assert strata["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 5}
+    # The judge failed none of account-security's answers: a plan of 29 of them, not a whole audit of 120.
+    assert strata["account-security"] == {
+        "judged_fail": {"population": 0, "sample": 0},
+        "judged_pass": {"population": 120, "sample": 29},
+    }
+    # Its one wrong answer (the example's README says so) is not among them.
+    assert "lockout-app-012" not in {item.case_id for item in queue.items}
 
 
 def test_the_demo_products_summary_fits_100_columns_and_breaks_no_word(monkeypatch: pytest.MonkeyPatch) -> None:
