@@ -23,6 +23,7 @@ from gate.judge.cost import max_cost_notes
 from gate.measure import certify
 from gate.measure.calibrate import requirement
 from gate.measure.product_evidence import audit_of, product_evidence, read_base_verdicts
+from gate.model.paths import shown_path
 from gate.model.policy import LoadedPolicy, today
 from gate.model.records import Record
 from gate.model.states import Finding
@@ -73,6 +74,7 @@ def decide_from_records(
         responses=responses,
         base_result=base_result,
         audit=AuditInputs(audit, audit_queue, record_paths[0].parent),
+        named=", ".join(shown_path(p) for p in record_paths),
     )
     return assemble(evidence) if out_dir is None else write_assembled(out_dir, evidence)
 
@@ -82,7 +84,6 @@ def refuse_other_policy(policy_path: str | Path, runs: Sequence[tuple[Path, Sequ
     policy ids (they would otherwise read as stale records, or as controls never judged)."""
     from gate.model.errors import UsageError
     from gate.model.escape import visible
-    from gate.model.paths import shown_path
     from gate.model.policy import load_policy
 
     policy_id: str | None = None
@@ -114,13 +115,15 @@ def evidence_of_records(
     responses: Path | None = None,
     base_result: Path | None = None,
     audit: AuditInputs | None = None,
+    named: str = "the records given",
 ) -> RunEvidence:
     """The evidence of recorded judgments for `lane` (or a shard's share of it), as the run would
     gather it: the same checks and certification, the trend's records, the journal's attempts.
 
     A product lane's records are decided with the policy's calibration file; `responses` (optional
     here: the records say what they judged) puts the answers back into the cases, so a record of
-    another answer is stale and a case with no line is `missing_response`, as on the run."""
+    another answer is stale and a case with no line is `missing_response`, as on the run. `named`:
+    the records as a message names them."""
     records = [r for d in found for r in d.records]
     seed = _one_order_seed(records, lane)
     loaded, dataset, plan, input_findings, answers = load_product_inputs(
@@ -141,7 +144,7 @@ def evidence_of_records(
     base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
     run_dir = audit.run_dir if audit is not None else None
     product = product_evidence(loaded, lane, calibration, base, _audit(loaded, lane, audit), run_dir)
-    sealed = _sealed(loaded, lane, records, product) if seed is not None else ()
+    sealed = _sealed(loaded, lane, records, product, named) if seed is not None else ()
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -162,15 +165,17 @@ def evidence_of_records(
     )
 
 
-def _sealed(loaded: LoadedPolicy, lane: str, records: Sequence[Record], pe: ProductEvidence | None) -> tuple[str, ...]:
+def _sealed(
+    loaded: LoadedPolicy, lane: str, records: Sequence[Record], pe: ProductEvidence | None, named: str
+) -> tuple[str, ...]:
     """The audit plan is the one the run sized (gate/decide/product/seal.py): refused when the policy and
     calibration given would size it otherwise; a note when the records are older than the sizing they carry."""
     if pe is None:
         return ()
-    sealed = seal.sealed_sizing(records, lane)
+    sealed = seal.sealed_sizing(records, lane, named)
     if sealed.unsealed:
         return (seal.unsealed_note(lane),)
-    seal.refuse_resized(sealed, loaded, lane, pe, "the records given")
+    seal.refuse_resized(sealed, loaded, lane, pe, named)
     return ()
 
 

@@ -254,6 +254,7 @@ def merge(
         base_result=base_result,  # a product lane's base run: the shards' answers paired with it, as one run's
         # People's audit of the answers every shard judged; the first shard's directory holds the run's answers.
         audit=AuditInputs(audit, audit_queue, shards[0].directory),
+        named="the records of shards " + ", ".join(str(s.directory / RECORDS_FILE) for s in shards),
     )
     records = tuple(r for s in shards for r in s.records)
     return Merged(evidence, assemble(evidence), records, tuple(s.directory for s in shards))

@@ -221,8 +221,8 @@ def _prepare(
         prior = _resumed_records(opts)
         recorded = recorded_order_seed(prior)
         continued = OrderSeed(recorded, "records") if recorded is not None else None
-        sealed = seal.sealed_sizing(prior, opts.lane) if recorded is not None else None
         where = f"the records in {shown_path(opts.out_dir)} (--resume)"
+        sealed = seal.sealed_sizing(prior, opts.lane, where) if recorded is not None else None
     seed = order_seed_for(env, given=opts.order_seed, continued=continued)
     loaded, dataset, plan, findings, answers = load_product_inputs(
         policy_path,

@@ -67,9 +67,10 @@ class Sealed:
     unsealed: bool = False  # the answers carry an order seed and no sizing: records of an older gate
 
 
-def sealed_sizing(records: Iterable[Record], lane: str) -> Sealed:
+def sealed_sizing(records: Iterable[Record], lane: str, named: str = "the records given") -> Sealed:
     """The sizing the lane's seeded answers carry, per slice. A usage error when answers of one slice
-    carry different ones, or some carry one and some none: an edited or mixed records file."""
+    carry different ones, or some carry one and some none: an edited or mixed records file (`named`:
+    the records as the message names them)."""
     found: dict[str, dict[AuditSizing, str]] = {}  # slice -> each sizing seen -> the first case carrying it
     bare: list[str] = []
     carried = 0
@@ -83,7 +84,7 @@ def sealed_sizing(records: Iterable[Record], lane: str) -> Sealed:
         found.setdefault(r.slice, {}).setdefault(r.audit_sizing, r.case_id)
     if carried and bare:
         raise UsageError(
-            f"the records given: {plural(len(bare), 'answer')} of lane {lane} ({_ids(bare)}) carry no audit sizing and "
+            f"{named}: {plural(len(bare), 'answer')} of lane {lane} ({_ids(bare)}) carry no audit sizing and "
             f"{plural(carried, 'answer')} do: the answers of one run all carry what sized its audit plan, so this "
             "is an edited file or the records of several runs; fix: decide the records as the run wrote them "
             "(its shards merged with `gate merge`)"
@@ -92,7 +93,7 @@ def sealed_sizing(records: Iterable[Record], lane: str) -> Sealed:
         if len(seen) > 1:
             (one, first), (other, second) = list(seen.items())[:2]
             raise UsageError(
-                f"the records given: answers of slice {visible(name, 80)} carry different audit sizings ({visible(first, 60)}: "
+                f"{named}: answers of slice {visible(name, 80)} carry different audit sizings ({visible(first, 60)}: "
                 f"{_sizing_words(one)}; {visible(second, 60)}: {_sizing_words(other)}): one run sizes a slice's plan "
                 "once, when it starts, so this is an edited file or the records of several runs; fix: decide the "
                 "records as the run wrote them"
