@@ -49,9 +49,11 @@ def test_after_the_switch_the_transport_test_reads_the_new_judges_own_calibratio
     row = res["product"]["slices"]["critical"]
     assert row["judge"] is None  # the old model's figures describe another judge: not used
     assert row["decided_by"] == "audit" and row["audit"]["transport"] is None  # labels on this run's answers decide
-    # The new judge's own calibration, adopted: the transport test now holds it against that.
+    # The new judge's own calibration, adopted: the transport test now holds it against that. A run made
+    # before it sized its audit plan without figures (a decide under the new file is refused), so the
+    # lane runs again; people's labels are on the same answers and carry over.
     write_calibration(policy, {"critical": EXCELLENT})
-    decide(policy, run, tmp_path / "adopted", "--audit", str(ledger))
+    run_app(policy, tmp_path / "adopted", responses, "--audit", str(ledger))
     adopted = result(tmp_path / "adopted")
     assert "judge_uncalibrated" not in {b["kind"] for b in adopted["blockers"]}
     transport = adopted["product"]["slices"]["critical"]["audit"]["transport"]
