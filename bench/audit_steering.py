@@ -29,10 +29,12 @@ reads exactly them, a planned item without a label counting against the verdict.
    answers at 2% (the quick run), 1,000 at 5%, 400 and 60 at 20%.
 3. Labels carry over: last release labelled a plan of the same answers; 70% are unchanged, and the changed ones
    fail three times as often (1,000 answers, the product at its 5% limit, a judge with Se 0.3 on the run where
-   calibration says 0.85, so that the plans label). Three ways to draw this release's plan: fresh; last
-   release's labelled answers first; coupled (the unchanged answers keep last release's order among
-   themselves, the changed ones a fresh order, the two interleaved at random: a uniformly random order of the
-   stratum, so its prefix is a simple random sample). False approval and labels carried over.
+   calibration says 0.85, so that the plans label). Three ways to draw this release's plan: fresh (the gate's);
+   last release's labelled answers first; coupled (an unchanged answer keeps its key of last release's seed, a
+   changed one gets a key of this run's: a uniformly random order of the stratum while which answers change is
+   unrelated to last release's draw). Three things the team did between the releases: changes unrelated to the
+   labels; fixed the answers last release's labels found failing; reworded them, still failing (an adversary
+   who wants them out of the prefix). False approval, the failures the plan reads, and labels carried over.
 
     nice .venv/bin/python bench/audit_steering.py            # the whole run (about 25 minutes on 2 shared cores)
     nice .venv/bin/python bench/audit_steering.py --quick    # the issue's run and fewer draws (about 12 minutes)
@@ -293,6 +295,10 @@ def _anytime_row(
 
 # --- section 3: labels carried over ---
 
+METHODS = ("fresh", "labelled first", "coupled")
+# What the team does between the releases with the answers last release's labels found failing.
+BEHAVIOURS = ("changes unrelated", "fixes what was found", "rewords what was found")
+
 
 def carry_over(rng: np.random.Generator, draws: int) -> None:
     n, limit, unchanged = 1000, 0.05, 0.7
@@ -300,62 +306,91 @@ def carry_over(rng: np.random.Generator, draws: int) -> None:
     print(
         f"\n3. Labels carried over: {n:,} answers, {limit:.0%} limit, the product at it, judge Se {se} on the run"
         f" (calibration says 0.85);\n   {unchanged:.0%} of the answers unchanged since last release, the changed"
-        f" ones failing 3x as often; {draws:,} runs"
+        f" ones failing 3x as often; {draws:,} runs a row"
     )
+    print(
+        f"   {'what the team did':>24} {'the run fails':>13} | {'draw':>14} {'P(passed)':>9}"
+        f" {'failures read':>13} {'labels carried over':>19}"
+    )
+    calibration = calibration_of(0.85, 0.99)
+    for behaviour in BEHAVIOURS:
+        tally = {m: np.zeros(6) for m in METHODS}  # passed, carried, labels, estimate, rate (runs with a plan), rate
+        for _ in range(draws):
+            _carry_run(rng, behaviour, n, limit, unchanged, se, sp, calibration, tally)
+        share = tally["fresh"][5] / draws
+        for i, (method, (passed, carried, labels, estimate, planned_rate, _)) in enumerate(tally.items()):
+            what = f"{behaviour:>24} {share:>13.2%}" if i == 0 else " " * 38
+            print(
+                f"   {what} | {method:>14} {passed / draws:>9.4f} {estimate / max(planned_rate, 1e-12):>13.2f}"
+                f" {carried / max(labels, 1):>7.0%} of {labels / draws:>3.0f} a run",
+                flush=True,
+            )
+    print(
+        "   'failures read': the plan's estimate of the run's failure rate over the rate itself, averaged over the\n"
+        "   runs with a plan (1.00: unbiased). 'coupled' (an unchanged answer keeps its key of last release's seed,\n"
+        "   a changed one gets one of this run's) is a uniformly random order only while which answers change does\n"
+        "   not depend on last release's draw. But the team knows that draw (it labelled it) and what it found:\n"
+        "   fixing the answers found failing, or rewording them, takes them out of the prefix the plan reads first,\n"
+        "   and the plan reads fewer failures than there are. 'fixes what was found': the fixes lower the run's rate\n"
+        "   below the limit, so a pass there is no false approval, but the estimate still reads low. The gate draws\n"
+        "   fresh: last release's labels count where the fresh plan draws their items."
+    )
+
+
+def _carry_run(
+    rng: np.random.Generator,
+    behaviour: str,
+    n: int,
+    limit: float,
+    unchanged: float,
+    se: float,
+    sp: float,
+    calibration: sz.Calibration,
+    tally: dict[str, np.ndarray],
+) -> None:
+    """One run: last release's plan labelled, the team's move, this release's plan drawn each way and decided."""
     # The product at its limit: unchanged fail at r, changed at 3r, 0.7 r + 0.3 * 3r = limit.
     r_unchanged = limit / (unchanged + 3 * (1 - unchanged))
-    calibration = calibration_of(0.85, 0.99)
-    results: dict[str, list[float]] = {"fresh": [0, 0, 0], "labelled first": [0, 0, 0], "coupled": [0, 0, 0]}
-    for _ in range(draws):
-        same = rng.random(n) < unchanged
-        fails = np.where(same, rng.random(n) < r_unchanged, rng.random(n) < 3 * r_unchanged)
-        judged_fail = np.where(fails, rng.random(n) < se, rng.random(n) > sp)
-        k = int(judged_fail.sum())
-        plan = plan_at(n, k, calibration, limit)
-        w = edge("passed", plan.design, limit)
-        if w is None or not plan.labels:
-            continue  # no plan: nothing labelled, nothing passed
-        strata_ids = {True: np.flatnonzero(judged_fail), False: np.flatnonzero(~judged_fail)}
-        # Last release's plan: a random prefix of each stratum, of the same size (its order is uniform).
-        previous = {s: rng.permutation(ids) for s, ids in strata_ids.items()}
-        labelled_before = set()
-        for s, size in ((True, plan.fail_labels), (False, plan.pass_labels)):
-            labelled_before |= {int(i) for i in previous[s][:size] if same[i]}
-        for method in results:
-            picks = {
-                s: _order(rng, method, previous[s], same, labelled_before)[:size]
-                for s, size in ((True, plan.fail_labels), (False, plan.pass_labels))
-            }
-            x_f, x_p = int(fails[picks[True]].sum()), int(fails[picks[False]].sum())
-            stat = statistics("passed", plan.design, k, np.array([x_f]), np.array([x_p]))[0, 0]
-            results[method][0] += stat <= w + 1e-15
-            results[method][1] += sum(int(i) in labelled_before for s in picks for i in picks[s])
-            results[method][2] += plan.labels
-    for method, (passes, reused, labels) in results.items():
-        print(
-            f"   {method:>14}: false approval {passes / draws:.4f}, labels carried over {reused / max(labels, 1):.0%}"
-            f" of {labels / draws:.0f} a run"
-        )
-    print("   'coupled' is a uniformly random order of each stratum (valid), and puts the labelled answers first.")
-
-
-def _order(
-    rng: np.random.Generator, method: str, previous: np.ndarray, same: np.ndarray, before: set[int]
-) -> np.ndarray:
-    """This release's draw order of one stratum."""
-    if method == "fresh":
-        return rng.permutation(previous)
-    if method == "labelled first":
-        first = np.array([i for i in previous if int(i) in before], dtype=int)
-        rest = rng.permutation(np.array([i for i in previous if int(i) not in before], dtype=int))
-        return np.concatenate([rng.permutation(first), rest])
-    # coupled: unchanged answers in last release's relative order, changed ones fresh, interleaved at random
-    kept = np.array([i for i in previous if same[i]], dtype=int)
-    changed = rng.permutation(np.array([i for i in previous if not same[i]], dtype=int))
-    slots = rng.permutation(len(previous)) < len(kept)
-    out = np.empty(len(previous), dtype=int)
-    out[slots], out[~slots] = kept, changed
-    return out
+    same = rng.random(n) < unchanged
+    fails = np.where(same, rng.random(n) < r_unchanged, rng.random(n) < 3 * r_unchanged)
+    judged_fail = np.where(fails, rng.random(n) < se, rng.random(n) > sp)
+    # Last release's plan: the prefix of each stratum in the order of its seed's keys.
+    previous_key = rng.random(n)
+    before = plan_at(n, int(judged_fail.sum()), calibration, limit)
+    planned = np.zeros(n, dtype=bool)
+    for stratum, size in ((True, before.fail_labels), (False, before.pass_labels)):
+        ids = np.flatnonzero(judged_fail == stratum)
+        planned[ids[np.argsort(previous_key[ids])][:size]] = True
+    found = planned & same & fails  # what last release's labels found failing, unchanged so far
+    if behaviour != "changes unrelated":
+        same = same & ~found  # the team changes each of them: a new answer, a new key
+    if behaviour == "fixes what was found":  # they pass now, and the judge reads them afresh
+        fails = fails & ~found
+        judged_fail = np.where(found, rng.random(n) > sp, judged_fail)
+    k = int(judged_fail.sum())
+    plan = plan_at(n, k, calibration, limit)
+    w = edge("passed", plan.design, limit)
+    tally["fresh"][5] += fails.mean()
+    if w is None or not plan.labels:
+        return  # no plan: nothing labelled, nothing passed
+    labelled = planned & same  # the labels that carry over: same item, same rubric
+    fresh_key = rng.random(n)
+    strata_ids = (np.flatnonzero(judged_fail), np.flatnonzero(~judged_fail))
+    for method in METHODS:
+        key = {
+            "fresh": fresh_key,
+            "labelled first": np.where(labelled, fresh_key - 1.0, fresh_key),
+            "coupled": np.where(same, previous_key, fresh_key),
+        }[method]
+        picks = [
+            ids[np.argsort(key[ids])][:size]
+            for ids, size in zip(strata_ids, (plan.fail_labels, plan.pass_labels), strict=True)
+        ]
+        x_f, x_p = int(fails[picks[0]].sum()), int(fails[picks[1]].sum())
+        stat = statistics("passed", plan.design, k, np.array([x_f]), np.array([x_p]))[0, 0]
+        estimate = sum(ids.size / n * fails[p].mean() for ids, p in zip(strata_ids, picks, strict=True) if p.size)
+        carried = sum(int(labelled[p].sum()) for p in picks)
+        tally[method][:5] += (stat <= w + 1e-15, carried, plan.labels, estimate, fails.mean())
 
 
 def main() -> int:
