@@ -11,6 +11,7 @@ leaves behind), with tracemalloc's peak.
 
     .venv/bin/python bench/memory_trace.py                          # 20,000 cases, snapshots at 1k/10k/20k
     .venv/bin/python bench/memory_trace.py --tree /tmp/gate-before  # the same, importing gate from another checkout
+    .venv/bin/python bench/memory_trace.py --cached                 # the cached path (no provider, no ragas)
 
 `--tree DIR` imports `gate` from DIR (a `git archive` of an earlier commit) instead of this checkout:
 the suite, the fake provider and this script stay the same, so before and after are comparable.
@@ -89,19 +90,28 @@ def watch(
         time.sleep(0.1)
 
 
-def top_growth(a: tracemalloc.Snapshot, b: tracemalloc.Snapshot, cases: int, top: int) -> list[str]:
+def shown(frame: tracemalloc.Frame) -> str:
+    return f"{frame.filename.replace(str(ROOT) + '/', '').split('site-packages/')[-1]}:{frame.lineno}"
+
+
+def top_growth(a: tracemalloc.Snapshot, b: tracemalloc.Snapshot, cases: int, top: int, frames: int = 1) -> list[str]:
+    """The lines that grew most from `a` to `b`, per case added; with more than one frame traced
+    (`--frames`), each with the innermost line of gate that led to it."""
     ignore = [
         tracemalloc.Filter(False, tracemalloc.__file__),
         tracemalloc.Filter(False, "<frozen importlib._bootstrap*>"),
     ]
-    stats = b.filter_traces(ignore).compare_to(a.filter_traces(ignore), "lineno")
+    stats = b.filter_traces(ignore).compare_to(a.filter_traces(ignore), "traceback" if frames > 1 else "lineno")
     total = sum(s.size_diff for s in stats)
-    lines = [f"  all lines: {total / cases:,.0f} B per added case ({total / 2**20:+.1f} MB over {cases:,} cases)"]
+    lines = [
+        f"  all lines: {total / max(cases, 1):,.0f} B per added case ({total / 2**20:+.1f} MB over {cases:,} cases)"
+    ]
     for s in stats[:top]:
-        frame = s.traceback[0]
-        where = frame.filename.replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+        where = shown(s.traceback[-1])  # the most recent frame: the line that allocated
+        ours = next((shown(f) for f in reversed(s.traceback) if "/gate/" in f.filename), None)
+        via = f"  (from {ours})" if ours is not None and ours != where else ""
         lines.append(
-            f"  {s.size_diff / cases:8,.0f} B/case {s.count_diff / cases:6.2f} objects/case  {where}:{frame.lineno}"
+            f"  {s.size_diff / max(cases, 1):8,.0f} B/case {s.count_diff / max(cases, 1):6.2f} objects/case  {where}{via}"
         )
     return lines
 
@@ -112,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--at", default="1000,10000,20000", help="records counts to snapshot at")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--tree", type=Path, default=None, help="import gate from this checkout")
+    ap.add_argument("--frames", type=int, default=1, help="frames traced per allocation (more: slower)")
+    ap.add_argument("--cached", action="store_true", help="the cached path: every judgment in the cache, no provider")
     args = ap.parse_args(argv)
     if args.tree is not None:
         sys.path.insert(0, str(args.tree.resolve()))
@@ -123,23 +135,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = Path(tmp)
         os.environ["XDG_DATA_HOME"] = str(work / "xdg")
         os.environ[bench_run.KEY_ENV] = bench_run.KEY
-        policy = bench_scale.release_suite(work / "suite", args.cases, fake.base_url)
+        if args.cached:
+            policy, cache = bench_scale.cached_suite(work / "suite", args.cases)
+            lane = bench_run.LANE
+        else:
+            policy, cache, lane = (
+                bench_scale.release_suite(work / "suite", args.cases, fake.base_url),
+                work / "cache",
+                "release",
+            )
         out = work / "out"
-        argv_run = [
-            "run",
-            "--policy",
-            str(policy),
-            "--lane",
-            "release",
-            "--cache-dir",
-            str(work / "cache"),
-            "--out",
-            str(out),
-        ]
+        argv_run = ["run", "--policy", str(policy), "--lane", lane, "--cache-dir", str(cache), "--out", str(out)]
         shots: list[tuple[str, int, tracemalloc.Snapshot]] = []
         highest: list[tracemalloc.Snapshot] = []
         done = threading.Event()
-        tracemalloc.start(1)
+        tracemalloc.start(args.frames)
         base = tracemalloc.take_snapshot()
         shots.append(("start", 0, base))
         watcher = threading.Thread(
@@ -164,11 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if n_b <= n_a:
             continue
         print(f"growth from {name_a} to {name_b}:")
-        print("\n".join(top_growth(a, b, n_b - n_a, args.top)))
-    if highest and len(shots) > 1:
-        name_a, n_a, a = shots[1]
-        print(f"growth from {name_a} to the highest snapshot after judging (the decision and the outputs):")
-        print("\n".join(top_growth(a, highest[0], args.cases - n_a, args.top)))
+        print("\n".join(top_growth(a, b, n_b - n_a, args.top, args.frames)))
+    if highest:
+        for name_a, n_a, a in shots[:2]:
+            print(f"growth from {name_a} to the highest snapshot after judging (the decision and the outputs):")
+            print("\n".join(top_growth(a, highest[0], args.cases - n_a, args.top, args.frames)))
     return 0
 
 

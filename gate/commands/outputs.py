@@ -23,7 +23,7 @@ from gate.model.paths import shown_path
 from gate.model.result import Result
 from gate.model.states import OUTPUT_WRITE_FAILED, Finding, State, overall_state
 from gate.plan.responses import MAX_RESPONSES_BYTES
-from gate.report.junit import render_junit
+from gate.report.junit import junit_pieces
 from gate.report.markdown import render_report, render_summary
 from gate.report.product import product_svg
 from gate.run.outdir import OutputWriteError, describe
@@ -116,11 +116,11 @@ def kept_responses(out_dir: Path, ev: RunEvidence) -> list[Kept]:
 
 def _write_reports(out_dir: Path, result: Result, kept: Sequence[Kept] = ()) -> list[str]:
     """Every output but result.json; each that fails, named with why."""
-    files: list[tuple[str, Callable[[], str | bytes]]] = [
+    files: list[tuple[str, Callable[[], str | bytes | Iterable[str]]]] = [
         *kept,
         ("report.md", lambda: render_report(result)),
         ("summary.md", lambda: render_summary(result)),
-        ("junit.xml", lambda: render_junit(result)),
+        ("junit.xml", lambda: junit_pieces(result)),  # a testcase at a time: never a tree of every case
     ]
     shown = result.product
     if shown is not None:  # each slice's interval against its limit, a picture beside report.md

@@ -213,6 +213,7 @@ def load_cases_file(
     # again (frozen, so shared), so a case a script copied 200,000 times, in a row or in turn with a
     # few others, is parsed once. A handful of lines, never the file twice.
     recent: dict[bytes, Case] = {}
+    field_sets: dict[tuple[type, frozenset[str]], set[str]] = {}
     with handle:
         for lineno, line in enumerate(handle, start=1):
             digest.update(line)
@@ -238,7 +239,7 @@ def load_cases_file(
                     if len(recent) >= RECENT_LINES:
                         del recent[next(iter(recent))]
                     recent[line] = fast
-                    cases.append(fast)
+                    cases.append(_sharing_field_sets(fast, field_sets))
                     where_each.append(f"{display}:{lineno}")
                     continue
             if capped:
@@ -250,12 +251,27 @@ def load_cases_file(
             where = f"{display}:{lineno}"
             case, problems = _parse_case_line(line, where, product_partitions)
             if case is not None:
-                cases.append(case)
+                cases.append(_sharing_field_sets(case, field_sets))
                 where_each.append(where)
             findings += problems
     if not has_content:
         findings.append(_contract(f"{path}: the case file is empty; fix: write one JSON case per line", display))
     return cases, findings, where_each, digest.hexdigest()
+
+
+def _sharing_field_sets(case: Case, known: dict[tuple[type, frozenset[str]], set[str]]) -> Case:
+    """`case`, its record of which fields were set (and its parts') shared with every case that
+    set the same ones: pydantic keeps a set of names per model (about 1 KB a case, the same for
+    nearly every case of a file). Safe to share: a case and its parts are frozen, and a copy
+    (`model_copy`) copies the set before it changes it."""
+    for model in (case, case.human_adjudication, case.pair):
+        if model is None:
+            continue
+        names = model.__pydantic_fields_set__
+        shared = known.setdefault((type(model), frozenset(names)), names)
+        if shared is not names:
+            object.__setattr__(model, "__pydantic_fields_set__", shared)
+    return case
 
 
 class _DuplicateKey(Exception):

@@ -260,7 +260,13 @@ def produce(root: Path) -> dict[str, Any]:
         "cached_records_sha256": hashlib.sha256(records_text.encode("utf-8")).hexdigest(),
         "cached_records_lines": records_text.count("\n"),
         "cached_first_record": json.loads(records_text.splitlines()[0]),
+        "decide_junit_sha256": junit_sha256(root / "decided"),
+        "cached_junit_sha256": junit_sha256(root / "run"),
     }
+
+
+def junit_sha256(out: Path) -> str:
+    return hashlib.sha256((out / "junit.xml").read_bytes()).hexdigest()
 
 
 STOP_CASES = 2000
@@ -326,6 +332,7 @@ def produce_stopped(root: Path) -> dict[str, Any]:
         "records_sha256": hashlib.sha256(records_text.encode("utf-8")).hexdigest(),
         "records_lines": records_text.count("\n"),
         "first_record": json.loads(records_text.splitlines()[0]),
+        "junit_sha256": junit_sha256(out),
     }
 
 
@@ -368,6 +375,8 @@ def test_a_few_thousand_judgments_give_the_result_and_records_they_gave_before_s
     assert got["cached_first_record"] == want["cached_first_record"]
     assert got["cached_records_lines"] == want["cached_records_lines"]
     assert got["cached_records_sha256"] == want["cached_records_sha256"]
+    assert got["decide_junit_sha256"] == want["decide_junit_sha256"]
+    assert got["cached_junit_sha256"] == want["cached_junit_sha256"]
 
 
 def test_a_lane_that_stops_when_decided_stops_where_it_stopped_before_streaming(tmp_path: Path) -> None:
@@ -381,6 +390,7 @@ def test_a_lane_that_stops_when_decided_stops_where_it_stopped_before_streaming(
     assert got["first_record"] == want["first_record"]
     assert got["records_lines"] == want["records_lines"]
     assert got["records_sha256"] == want["records_sha256"]
+    assert got["junit_sha256"] == want["junit_sha256"]
 
 
 if __name__ == "__main__" and "--write" in sys.argv:
