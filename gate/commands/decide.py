@@ -28,7 +28,7 @@ from gate.model.policy import LoadedPolicy, today
 from gate.model.records import Record
 from gate.model.states import Finding
 from gate.plan.inputs import load_product_inputs
-from gate.plan.selection import recorded_order_seeds
+from gate.plan.selection import Plan, recorded_order_seeds
 from gate.plan.shard import Shard, lane_cases, select
 from gate.review.audit_labels import AuditEvidence
 from gate.run.lineage import make_lineage, recorded_judge
@@ -129,6 +129,7 @@ def evidence_of_records(
     loaded, dataset, plan, input_findings, answers = load_product_inputs(
         policy_path, lane, responses, order_seed=seed, order_seed_from="records" if seed is not None else None
     )
+    lane_plan = plan  # the whole lane's, whose slices' cases the run sealed
     if shard is not None:
         shard = dataclasses.replace(shard, lane_cases=lane_cases(plan))  # as the run says its share
         plan = select(plan, shard)
@@ -144,7 +145,7 @@ def evidence_of_records(
     base = read_base_verdicts(base_result, lane, loaded.policy.policy_id) if base_result is not None else None
     run_dir = audit.run_dir if audit is not None else None
     product = product_evidence(loaded, lane, calibration, base, _audit(loaded, lane, audit), run_dir)
-    sealed = _sealed(loaded, lane, records, product, named) if seed is not None else ()
+    sealed = _sealed(loaded, lane, records, product, named, lane_plan) if seed is not None else ()
     return RunEvidence(
         loaded=loaded,
         dataset=dataset,
@@ -166,17 +167,23 @@ def evidence_of_records(
 
 
 def _sealed(
-    loaded: LoadedPolicy, lane: str, records: Sequence[Record], pe: ProductEvidence | None, named: str
+    loaded: LoadedPolicy,
+    lane: str,
+    records: Sequence[Record],
+    pe: ProductEvidence | None,
+    named: str,
+    lane_plan: Plan,
 ) -> tuple[str, ...]:
-    """The audit plan is the one the run sized (gate/decide/product/seal.py): refused when the policy and
-    calibration given would size it otherwise; a note when the records are older than the sizing they carry."""
+    """The audit plan is the one the run sized (gate/decide/product/seal.py): refused when the policy,
+    calibration and dataset given would size it otherwise; a note when the records are older than the
+    sizing they carry, or than its case set."""
     if pe is None:
         return ()
     sealed = seal.sealed_sizing(records, lane, named)
     if sealed.unsealed:
         return (seal.unsealed_note(lane),)
-    seal.refuse_resized(sealed, loaded, lane, pe, named)
-    return ()
+    seal.refuse_resized(sealed, loaded, lane, pe, named, lane_plan)
+    return (seal.without_cases_note(lane),) if sealed.without_cases else ()
 
 
 def _one_order_seed(records: Sequence[Record], lane: str) -> str | None:

@@ -247,11 +247,8 @@ def _prepare(
     calibration = requirement.check_calibration(loaded, opts.lane, judge, installed_version("ragas") or "", clock())
     if calibration is not None:
         findings = [*findings, *calibration.findings]
-    if opts.shard is not None:
-        shard = dataclasses.replace(opts.shard, lane_cases=lane_cases(plan))
-        plan = select(plan, opts.shard)
-        # N shards each spend at most 1/N of the boundary, so together they never exceed it.
-        opts = dataclasses.replace(opts, max_cost=boundary(loaded, opts.max_cost) / opts.shard.count, shard=shard)
+    lane_plan = plan  # the whole lane's, whose slices' cases every shard seals alike
+    plan, opts = _share(loaded, plan, opts)
     api_key = env.get(loaded.policy.evaluator.api_key_env, "").strip()
     base = (
         read_base_verdicts(opts.base_result, opts.lane, loaded.policy.policy_id)
@@ -263,7 +260,7 @@ def _prepare(
         # Refused before anything is paid: a queue of another seed is another draw than this run's plan.
         refuse_other_queue(audit.queue, plan.order_seed)
     product = product_evidence(loaded, opts.lane, calibration, base, audit, opts.out_dir)
-    plan, notes = _seal_sizing(loaded, opts.lane, plan, product, sealed, where, notes)
+    plan, notes = _seal_sizing(loaded, opts.lane, (plan, lane_plan), product, sealed, where, notes)
     # When the judge's model shuts down: asked once, before anything is paid (a dry run asks nobody).
     retirement = judge_retirement(loaded, base_url, api_key, ask=not opts.dry_run)
     return _Lane(
@@ -285,6 +282,16 @@ def _prepare(
     )
 
 
+def _share(loaded: LoadedPolicy, plan: Plan, opts: RunOptions) -> tuple[Plan, RunOptions]:
+    """A `--shard` run's share of the lane's plan, and its options (the plan and options as given otherwise)."""
+    if opts.shard is None:
+        return plan, opts
+    shard = dataclasses.replace(opts.shard, lane_cases=lane_cases(plan))
+    # N shards each spend at most 1/N of the boundary, so together they never exceed it.
+    max_cost = boundary(loaded, opts.max_cost) / opts.shard.count
+    return select(plan, opts.shard), dataclasses.replace(opts, max_cost=max_cost, shard=shard)
+
+
 def _resumed_records(opts: RunOptions) -> list[Record]:
     """On --resume: the lane's records the interrupted run left, its workers' files too; the order it
     judged in and what sized its audit plans are theirs (none: a fresh seed, and _take_stock says what
@@ -296,22 +303,27 @@ def _resumed_records(opts: RunOptions) -> list[Record]:
 def _seal_sizing(
     loaded: LoadedPolicy,
     lane: str,
-    plan: Plan,
+    plans: tuple[Plan, Plan],
     product: ProductEvidence | None,
     sealed: Sealed | None,
     where: str,
     notes: tuple[str, ...],
 ) -> tuple[Plan, tuple[str, ...]]:
     """What sizes each slice's audit plan, fixed now and written on every answer (gate/decide/product/seal.py).
-    A run it continues (--resume, a batch's collect) keeps that run's: refused when the policy and
-    calibration given now would size it otherwise; an older run's records that carry none keep carrying none."""
+    `plans`: this process's plan and the whole lane's (a shard's share is sealed with the lane's cases).
+    A run it continues (--resume, a batch's collect) keeps that run's: refused when the policy, calibration
+    and dataset given now would size it otherwise; an older run's records keep carrying what they carry."""
+    plan, lane_plan = plans
     if product is None or plan.order_seed is None:
         return plan, notes
     if sealed is not None and sealed.unsealed:
         return plan, (*notes, seal.unsealed_note(lane))
-    if sealed is not None:
-        seal.refuse_resized(sealed, loaded, lane, product, where)
-    return dataclasses.replace(plan, audit_sizing=seal.sizing_of(loaded, lane, product)), notes
+    now = seal.sizing_of(loaded, lane, product, lane_plan)
+    if sealed is None:
+        return dataclasses.replace(plan, audit_sizing=now), notes
+    seal.refuse_resized(sealed, loaded, lane, product, where, lane_plan)
+    older = (seal.without_cases_note(lane),) if sealed.without_cases else ()
+    return dataclasses.replace(plan, audit_sizing=sealed.keeping(now)), (*notes, *older)
 
 
 def _dry_run(lane: _Lane) -> Decision:

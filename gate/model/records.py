@@ -127,7 +127,7 @@ class JudgeFigures(BaseModel):
 class AuditSizing(BaseModel):
     """What sized a product slice's audit plan besides its answers, fixed when the run started
     (gate/decide/product/seal.py): `gate decide`, `gate merge`, `--resume` and a batch's collect size
-    the plan from exactly these, and refuse a policy or calibration that would size it otherwise."""
+    the plan from exactly these, and refuse a policy, calibration or dataset that would size it otherwise."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -137,6 +137,11 @@ class AuditSizing(BaseModel):
     judge: JudgeFigures | None  # calibration's counts for the slice on the judge that decided; None: none
     # The calibration file's sha256, naming the file the figures came from (the figures are what is compared).
     calibration_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # The slice's answers: the lane's cases of the slice when the run started (the whole lane's, whichever
+    # share a shard judged) and the sha256 of their sorted ids, so a dataset that moved, withdrew or added
+    # one after the run is refused. None on the records of a gate before it kept them.
+    cases: int | None = Field(default=None, ge=0)
+    case_ids_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 # One AuditSizing object for the many records that carry equal ones (a run's answers of a slice all do),

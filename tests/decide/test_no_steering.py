@@ -550,3 +550,65 @@ def test_merge_and_resume_keep_the_audit_sizing_the_run_started_with(
     write_calibration(policy, {"critical": WEAK_JUDGE})
     assert run_app(policy, out, responses, "--resume") != 3
     assert len({json.dumps(r["audit_sizing"]) for r in product_records(out)}) == 1
+
+
+def test_decide_refuses_a_dataset_that_moved_withdrew_or_added_a_product_slices_cases_after_the_run(
+    tmp_path: Path, judged: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A slice's plan is sized from its answers too: moving a case to another slice or withdrawing one between
+    the run and the decide changed the slice's n (and K), hence its plan, after the run, and decide went on.
+    The run writes the slice's case count and a sha256 of its case ids beside the rest of its sizing, and
+    decide refuses a dataset that holds another set, naming the slice, both counts and the cases that moved;
+    an edit that leaves every product slice's cases as they were still decides (a changed question is a stale
+    record, as before)."""
+    given, responses, run, _lines = judged
+    suite = shutil.copytree(given.parent, tmp_path / "suite")
+    policy, cases = suite / given.name, suite / "cases.jsonl"
+    queue, ledger = tmp_path / "queue.jsonl", tmp_path / "labels.jsonl"
+    assert write_queue_of(run, policy, queue) == 0
+    label_queue(ledger, queue, lambda case_id: "fail" if case_id == "p-000" else "pass")
+    [sizing] = {json.dumps(r["audit_sizing"], sort_keys=True) for r in product_records(run)}
+    assert json.loads(sizing)["cases"] == 60
+
+    # A case outside the product lane, added: every product slice holds the cases it held.
+    original = cases.read_text(encoding="utf-8")
+    line = {x["case_id"]: x for x in map(json.loads, original.splitlines())}
+    cases.write_text(
+        original + json.dumps({**line["ctl-positive"], "case_id": "s-900", "expected_control_role": None}) + "\n"
+    )
+    assert decide(policy, run, tmp_path / "unrelated", "--audit", str(ledger)) == 0
+
+    # p-005 moved to slice general (given a limit), p-010 withdrawn, p-061 added: each refused, naming the
+    # slice, the counts and the case.
+    edit(policy, "max_false_passes: 1", "max_false_passes: 1\n    max_failure_rate: 0.2")
+    p005, p010 = (json.dumps(line[i]) + "\n" for i in ("p-005", "p-010"))
+    for old, new, says in (
+        (p005, json.dumps({**line["p-005"], "slice": "general"}) + "\n", "(p-005 moved to slice general)"),
+        (p010, "", "(p-010 is no longer in lane app)"),
+        (p010, p010 + json.dumps({**line["p-010"], "case_id": "p-061"}) + "\n", "(p-061 was not in it)"),
+    ):
+        count = "59" if "p-061" not in says else "61"
+        cases.write_text(original.replace(old, new, 1), encoding="utf-8")
+        capsys.readouterr()
+        assert decide(policy, run, tmp_path / "edited", "--audit", str(ledger)) == 2
+        err = said(capsys)
+        assert f"slice critical has {count} cases in {cases}, the run's had 60 {says}" in err, err
+        assert "fix: decide under the policy, calibration and dataset the run was made with" in err, err
+        assert not (tmp_path / "edited" / "result.json").exists()
+
+    # A product case's question reworded: the same cases, and its record is stale, as before.
+    cases.write_text(original.replace("Question for p-007:", "Question for p-007 (reworded):", 1), encoding="utf-8")
+    assert decide(policy, run, tmp_path / "reworded", "--audit", str(ledger), "--responses", str(responses)) == 3
+    assert "stale_records" in [b["kind"] for b in result(tmp_path / "reworded")["blockers"]]
+    cases.write_text(original, encoding="utf-8")
+
+    # Records of a gate that sealed no case set (a sizing without one) decide, and say so.
+    lines = [json.loads(x) for x in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    for r in lines:
+        for key in ("cases", "case_ids_sha256"):
+            (r.get("audit_sizing") or {}).pop(key, None)
+    (tmp_path / "older").mkdir()
+    (tmp_path / "older" / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert decide(policy, tmp_path / "older", tmp_path / "out-older", "--audit", str(ledger)) == 0
+    notes = " ".join(" ".join(result(tmp_path / "out-older")["notes"]).split())
+    assert "carry what sized its audit plan but not its slices' cases" in notes, notes
