@@ -35,9 +35,23 @@ reads exactly them, a planned item without a label counting against the verdict.
    unrelated to last release's draw). Three things the team did between the releases: changes unrelated to the
    labels; fixed the answers last release's labels found failing; reworded them, still failing (an adversary
    who wants them out of the prefix). False approval, the failures the plan reads, and labels carried over.
+4. The plan chosen after K (a defect this section shows; not fixed in the gate yet). The gate's tests are exact
+   for a design fixed before K, summed over every K the run could have had; the planner chooses the design from
+   K, and at some K the chosen design's test passes more often than 1 - confidence given that K. Exact false
+   approval of the planner in the loop (each K its own plan, the product at its limit) where the judge fails few
+   on the run and calibration says it fails many (Se 0.02-0.3 on the run, Sp 1.0 and 0.99; 60, 120 and 400
+   answers; 5%, 10% and 20% limits; calibration as the example's, Se 0.83 Sp 1.0, or a good judge's): above 5%
+   in 14 of the 88 cells, worst 5.77% (400 answers, 5%, Se 0.3). Beside it two remedies valid by construction:
+   the Berger-Boos test given K (bench/audit_given_k.py; worst 3.1%), and two designs fixed before K, K only
+   choosing which is labelled (worst 4.5%); and what each costs at the headline (3,000 answers, a 2% limit: the
+   gate 220 labels for 81% power to pass, given K 354, fixed 220; to show twice the limit exceeded 18, 46, 18)
+   and in three of section 1's cells.
 
-    nice .venv/bin/python bench/audit_steering.py            # the whole run (about 25 minutes on 2 shared cores)
-    nice .venv/bin/python bench/audit_steering.py --quick    # the issue's run and fewer draws (about 12 minutes)
+    nice .venv/bin/python bench/audit_steering.py            # sections 1-4 (about 35 minutes on 2 shared cores)
+    nice .venv/bin/python bench/audit_steering.py --quick    # the issue's run and fewer draws (about 13 minutes)
+    nice .venv/bin/python bench/audit_steering.py --after-k --quick  # section 4's found cells and the headline (1 minute)
+    nice .venv/bin/python bench/audit_steering.py --after-k  # section 4's 88 cells and the costs (8 minutes)
+    nice .venv/bin/python bench/audit_steering.py --after-k --slow  # ... and the two slow cells (20-40 minutes more)
 """
 
 from __future__ import annotations
@@ -56,9 +70,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.audit_sizing import drawn, edge, plan_at, statistics, strata  # noqa: E402
+from bench import audit_given_k as given_k  # noqa: E402
+from bench.audit_sizing import drawn, edge, k_window, plan_at, statistics, strata, verdict_chance  # noqa: E402
 from gate.estimate import audit_rate as ar  # noqa: E402
 from gate.estimate import audit_sizing as sz  # noqa: E402
+from gate.estimate import audit_tests as at  # noqa: E402
 from gate.estimate import failure_rate as fr  # noqa: E402
 
 CONF = 0.95
@@ -393,16 +409,204 @@ def _carry_run(
         tally[method][:5] += (stat <= w + 1e-15, carried, plan.labels, estimate, fails.mean())
 
 
+# --- section 4: the plan chosen after K ---
+
+# Calibration as the example product has it (Se 0.83, Sp 1.0) and a good judge's (Se 0.85, Sp 0.99).
+AFTER_K_CALIBRATIONS = {"example": sz.Calibration(50, 10, 120, 0), "good": sz.Calibration(85, 15, 990, 10)}
+# The cells an hour's search found above 5%, first (the quick run), then the grid around them.
+AFTER_K_FOUND = [
+    (400, 0.05, 0.1, 1.0, "example"),
+    (400, 0.10, 0.3, 1.0, "example"),
+    (120, 0.10, 0.1, 1.0, "example"),
+    (60, 0.20, 0.3, 1.0, "good"),
+]
+# The first found above 5% too (5.41%), both slow: K reaches 34-48, where no small plan reaches the power and the
+# planner's search asks the exact test about pass caps near the whole stratum (every K whose judged-pass stratum
+# is smaller than the cap is summed alone, audit_tests._Test._edges: 0.6 s a question, some 50 questions a
+# plan): 50-235 s a plan on a loaded machine, 500-1,500 s the cell.
+AFTER_K_SLOW = [(400, 0.20, 0.3, 1.0, "good"), (400, 0.20, 0.3, 0.99, "good")]
+
+
+def after_k_cells(quick: bool, slow: bool) -> list[tuple[int, float, float, float, str]]:
+    if quick:
+        return AFTER_K_FOUND + (AFTER_K_SLOW if slow else [])
+    cells = list(AFTER_K_FOUND) + (AFTER_K_SLOW if slow else [])
+    judges = [(0.02, 1.0), (0.1, 1.0), (0.3, 1.0), (0.1, 0.99), (0.3, 0.99)]
+    for n, limit, (se, sp), told in itertools.product((60, 120, 400), (0.05, 0.10, 0.20), judges, AFTER_K_CALIBRATIONS):
+        if (n, limit, se, sp, told) not in cells + AFTER_K_SLOW:
+            cells.append((n, limit, se, sp, told))
+    return cells
+
+
+RULES = ("the gate", "given K", "fixed")
+
+
+def after_k(quick: bool, slow: bool) -> None:
+    """Exact false approval of the planner in the loop (each K its own plan), three ways: the gate's (its plans,
+    its tests); the prototype test given K (bench/audit_given_k.py), each K with the plan the same planner makes
+    asking it; and designs fixed before K, K only choosing which to label."""
+    print(
+        "\n4. The plan chosen after K: P(passed) of a product at its limit, exact, every K the run could have"
+        f" (allowed {ALPHA:.0%});\n   a judge failing few on the run where calibration says it fails many."
+        f"\n   the gate:  each K the plan the planner makes at it, decided by the gate's tests (exact for a design"
+        f"\n              fixed before K)"
+        f"\n   given K:   the Berger-Boos test given K (gamma {given_k.GAMMA}), each K the plan the planner makes"
+        " asking it"
+        "\n   fixed:     two designs sized before K (the planner's plans at the K calibration expects for a product"
+        "\n              at a quarter of the limit and at twice it); K only chooses which is labelled: the first"
+        "\n              (with the second's judged-fail answers) where calibration predicts under the limit, and"
+        "\n              then both verdicts are read; else the second, and only `exceeded`. Each test reads one"
+        "\n              fixed design, so each verdict's chance is at most the gate's exact one for it."
+    )
+    print(
+        f"   {'N':>5} {'limit':>5} {'Se':>5} {'Sp':>5} {'calibration':>11} |"
+        + "".join(f" {rule:>8} {'labels':>6} |" for rule in RULES)
+        + f" {'s':>4}"
+    )
+    worst = dict.fromkeys(RULES, (0.0, ""))
+    cells = after_k_cells(quick, slow)
+    over = 0
+    for n, limit, se, sp, told in cells:
+        started = time.monotonic()
+        calibration = AFTER_K_CALIBRATIONS[told]
+        row = ""
+        for rule in RULES:
+            chance, labels = after_k_cell(rule, n, limit, se, sp, calibration)
+            if chance > worst[rule][0]:
+                worst[rule] = (chance, f"{n} answers, {limit:.0%}, Se {se} Sp {sp}, calibration {told}")
+            over += rule == "the gate" and chance > ALPHA
+            row += f" {chance:>8.4f} {labels:>6.1f} |"
+        print(
+            f"   {n:>5,} {limit:>5.0%} {se:>5g} {sp:>5g} {told:>11} |{row} {time.monotonic() - started:>4.0f}",
+            flush=True,
+        )
+    for rule, (value, where) in worst.items():
+        print(f"   Worst, {rule}: {value:.4f} ({where}).")
+    print(f"   The gate above {ALPHA:.0%} in {over} of the {len(cells)} cells.")
+    after_k_cost(quick)
+
+
+def after_k_cost(quick: bool) -> None:
+    """What each way costs: the headline's plan (labels, power at its K; the fixed designs over every run too),
+    and (full run) a few of section 1's cells drawn at the truth."""
+    from bench.audit_sizing import CALIBRATION, SE, SP, N
+
+    print(
+        f"   What it costs. The headline: {N:,} answers, Se {SE}, Sp {SP}, a 2% limit; labels and power at the expected K"
+    )
+    print(
+        f"   {'product':>8} {'aim':>9} {'K':>4} |"
+        + "".join(f" {rule + ': labels':>16} {'power':>6} |" for rule in RULES)
+    )
+    for p, side in ((0.005, "passed"), (0.04, "exceeded")):
+        pi, q_f, q_p = strata(p, SE, SP)
+        k = round(pi * N)
+        row = ""
+        for rule in RULES:
+            if rule == "fixed":
+                first, second = fixed_before_k(N, CALIBRATION, 0.02)
+                plan = first if side == "passed" else second
+            else:
+                plan = (
+                    given_k.plan_at(N, k, CALIBRATION, 0.02, CONF)
+                    if rule == "given K"
+                    else plan_at(N, k, CALIBRATION, 0.02)
+                )
+            chance = (
+                given_k.verdict_chance(side, plan.design, 0.02, k, q_f, q_p, ALPHA)
+                if rule == "given K"
+                else verdict_chance(side, plan.design, 0.02, k, q_f, q_p)
+            )
+            f_labels, p_labels = plan.design.sizes(k)
+            row += f" {f'{f_labels} + {p_labels}':>16} {chance:>6.3f} |"
+        fixed_chance, fixed_labels = after_k_cell("fixed", N, 0.02, SE, SP, CALIBRATION, p=p, side=side)
+        print(
+            f"   {p:>8.1%} {side:>9} {k:>4} |{row} fixed over every run: {fixed_chance:.3f}, {fixed_labels:.0f} labels",
+            flush=True,
+        )
+    print("   (bench/audit_sizing.py's grid draws the gate's over every run: 73.5% with 698 labels on average at 0.5%,")
+    print("   84.1% with 194 at 4%: a run whose K comes out high gets a plan of many labels.)")
+    if quick:
+        return
+    print("   Section 1's cells (Se 0.85, Sp 0.99, calibration true), drawn at the truth: P(passed) at the limit; at a")
+    print("   quarter of it the power to pass and the labels on average:")
+    print(
+        f"   {'N':>5} {'limit':>5} |" + "".join(f" {rule + ': at L':>14} {'L/4':>6} {'labels':>6} |" for rule in RULES)
+    )
+    for n, limit in ((1000, 0.05), (400, 0.05), (60, 0.20)):
+        calibration = calibration_of(0.85, 0.99)
+        row = ""
+        for rule in RULES:
+            at_limit, _ = after_k_cell(rule, n, limit, 0.85, 0.99, calibration)
+            power, labels = after_k_cell(rule, n, limit, 0.85, 0.99, calibration, p=limit / 4)
+            row += f" {at_limit:>14.4f} {power:>6.3f} {labels:>6.1f} |"
+        print(f"   {n:>5,} {limit:>5.0%} |{row}", flush=True)
+
+
+def fixed_before_k(n: int, calibration: sz.Calibration, limit: float) -> tuple[sz.Sizing, sz.Sizing]:
+    """The two designs sized before K: the planner's plans at the K calibration expects for a product at a
+    quarter of the limit (to pass) and at twice it (to show exceeded)."""
+    se, sp = calibration.se or 0.0, calibration.sp or 0.0
+    first, second = (
+        plan_at(n, round(n * (se * r + (1 - sp) * (1 - r))), calibration, limit) for r in (limit / 4, 2 * limit)
+    )
+    return first, second
+
+
+def after_k_cell(
+    rule: str,
+    n: int,
+    limit: float,
+    se: float,
+    sp: float,
+    calibration: sz.Calibration,
+    p: float | None = None,
+    side: at.Side = "passed",
+) -> tuple[float, float]:
+    """P(the verdict `side`) at the rate p (the limit unless given) and the labels on average, every K the run
+    could have (the chance of K outside the window counted as passed at or above the limit, as not reached
+    otherwise: the figure can only err against the rule)."""
+    p = limit if p is None else p
+    pi, q_f, q_p = strata(p, se, sp)
+    ks, pk, rest = k_window(n, pi)
+    chance, labels = (rest if side == "passed" and p >= limit else 0.0), 0.0
+    first, second = fixed_before_k(n, calibration, limit) if rule == "fixed" else (None, None)
+    for k, w in ((int(k), float(w)) for k, w in zip(ks, pk, strict=True)):
+        if first is not None and second is not None:
+            under = sz.predicted(k, n, calibration)[0] < limit
+            design = (first if side == "passed" else second).design
+            reads = (under or side == "exceeded") and bool((first if side == "passed" else second).labels)
+            f_labels = max(first.design.sizes(k)[0], second.design.sizes(k)[0]) if under else second.design.sizes(k)[0]
+            labels += w * (f_labels + (first.design.sizes(k)[1] if under else 0))
+        else:
+            plan = (
+                given_k.plan_at(n, k, calibration, limit, CONF)
+                if rule == "given K"
+                else plan_at(n, k, calibration, limit)
+            )
+            design, reads = plan.design, bool(plan.labels)
+            labels += w * plan.labels
+        if reads and rule == "given K":
+            chance += w * given_k.verdict_chance(side, design, limit, k, q_f, q_p, ALPHA)
+        elif reads:
+            chance += w * verdict_chance(side, design, limit, k, q_f, q_p)
+    return chance, labels / pk.sum()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the issue's run only, fewer draws")
+    parser.add_argument("--after-k", action="store_true", help="only section 4, the plan chosen after K")
+    parser.add_argument("--slow", action="store_true", help="section 4 with its slow cell (about 20 minutes more)")
     parser.add_argument("--seed", type=int, default=45)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
-    grid(rng, args.quick, 300 if args.quick else 500)
-    anytime(rng, 300 if args.quick else 600, args.quick)
-    carry_over(rng, 300 if args.quick else 1000)
+    if not args.after_k:
+        grid(rng, args.quick, 300 if args.quick else 500)
+        anytime(rng, 300 if args.quick else 600, args.quick)
+        carry_over(rng, 300 if args.quick else 1000)
+    after_k(args.quick, args.slow)
     print(f"\n{time.monotonic() - started:.0f} s")
     return 0
 
