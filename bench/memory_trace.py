@@ -12,10 +12,14 @@ leaves behind), with tracemalloc's peak.
     .venv/bin/python bench/memory_trace.py                          # 20,000 cases, snapshots at 1k/10k/20k
     .venv/bin/python bench/memory_trace.py --tree /tmp/gate-before  # the same, importing gate from another checkout
     .venv/bin/python bench/memory_trace.py --cached                 # the cached path (no provider, no ragas)
+    .venv/bin/python bench/memory_trace.py --frames 12             # each line with the line of gate that led to it
+    .venv/bin/python bench/memory_trace.py --workers 2              # the parent of 2 workers: the fold and the decision
 
 `--tree DIR` imports `gate` from DIR (a `git archive` of an earlier commit) instead of this checkout:
 the suite, the fake provider and this script stay the same, so before and after are comparable.
-tracemalloc slows the run several times; read bytes per case, not seconds.
+tracemalloc slows the run several times (more with `--frames`); read bytes per case, not seconds.
+A block freed to one of Python's free lists and taken again by a later object keeps its first
+line: a line that only made something short-lived (a parse's dict) can show as held per case.
 """
 
 from __future__ import annotations
@@ -123,8 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--tree", type=Path, default=None, help="import gate from this checkout")
     ap.add_argument("--frames", type=int, default=1, help="frames traced per allocation (more: slower)")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="worker processes (more than 1: the snapshots see this process only)"
+    )
     ap.add_argument("--cached", action="store_true", help="the cached path: every judgment in the cache, no provider")
     args = ap.parse_args(argv)
+    os.environ["GATE_WORKERS"] = str(args.workers)
     if args.tree is not None:
         sys.path.insert(0, str(args.tree.resolve()))
     from gate.cli import main as gate_main
