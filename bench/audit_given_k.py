@@ -33,6 +33,7 @@ from collections.abc import Iterator
 import numpy as np
 from scipy.special import betaincinv
 
+from bench.audit_sizing import ALPHA, statistics
 from gate.estimate import audit_sizing as sz
 from gate.estimate import audit_tests as at
 from gate.estimate.audit_tests import _pmf  # the same binomial table the gate's tests use
@@ -58,13 +59,15 @@ class GivenK:
     ):
         self.side, self.design, self.k, self.limit, self.alpha = side, design, k, limit, alpha
         self.passing = side == "passed"
+        if alpha != ALPHA:
+            raise ValueError(f"the statistic here is the bench's, at alpha {ALPHA}, not {alpha}")
         gamma = GAMMA if gamma is None else gamma
         self.level = alpha - gamma
         n = design.n
         self.a_f, self.a_p = design.sizes(k) if not design.whole else (k, n - k)
         self.pi_lo, self.pi_hi = pi_interval(k, n, gamma)
         xs_f, xs_p = np.arange(self.a_f + 1), np.arange(self.a_p + 1)
-        self.stats = grid_statistic(side, design, k, xs_f, xs_p, alpha)  # F x X, monotone in x_P per row
+        self.stats = statistics(side, design, k, xs_f, xs_p)  # F x X, monotone in x_P per row
 
     def envelope(self, q_f: np.ndarray) -> np.ndarray:
         """The null's q_P at each q_F most favourable to the verdict (smallest for passed, largest for
@@ -129,25 +132,6 @@ class GivenK:
         return bool(self.at_most_each(np.array([w]))[0])
 
 
-def grid_statistic(
-    side: at.Side, design: at.Design, k: int, xs_f: np.ndarray, xs_p: np.ndarray, alpha: float
-) -> np.ndarray:
-    """audit_tests.statistic over a grid of labels at K = k."""
-    from gate.estimate.failure_rate import cp_low
-
-    n = design.n
-    if design.whole:
-        return (xs_f[:, None] + xs_p[None, :]) / n
-    a_f, a_p = design.sizes(k)
-    if side == "passed":
-        term_f = (xs_f + at.fail_shift(alpha)) / a_f if a_f else 0.0 * xs_f
-        term_p = at.PASS_SCALE * xs_p / a_p if a_p else 0.0 * xs_p
-    else:
-        term_f = cp_low(xs_f, max(a_f, 1), alpha) if a_f else 0.0 * xs_f
-        term_p = cp_low(xs_p, max(a_p, 1), alpha) if a_p else 0.0 * xs_p
-    return k / n * np.asarray(term_f, float)[:, None] + (1 - k / n) * np.asarray(term_p, float)[None, :]
-
-
 def rejects(
     side: at.Side, design: at.Design, k: int, x_f: int, x_p: int, limit: float, alpha: float,
     budget: int | None = None, gamma: float | None = None,
@@ -188,7 +172,7 @@ def verdict_chance(
     w = _CRITICAL[key]
     if w is None:
         return 0.0
-    test_stats = grid_statistic(side, design, k, *(np.arange(a + 1) for a in _sizes(design, k)), alpha)
+    test_stats = statistics(side, design, k, *(np.arange(a + 1) for a in _sizes(design, k)))
     a_f, a_p = _sizes(design, k)
     good = test_stats <= w + 1e-15 if side == "passed" else test_stats >= w - 1e-15
     prob = _pmf(np.arange(a_f + 1), a_f, q_f)[:, None] * _pmf(np.arange(a_p + 1), a_p, q_p)[None, :]
