@@ -17,6 +17,7 @@ from gate.judge.render import RenderError, render_case
 from gate.judge.vetting import Vetting
 from gate.model.cases import Case
 from gate.model.fingerprint import UNKNOWN, policy_components, record_components, shown_value, stale_component
+from gate.model.loading import sha256_hex
 from gate.model.policy import LoadedPolicy, Policy
 from gate.model.records import Record, majority
 from gate.model.states import Finding, blocking_findings
@@ -272,7 +273,7 @@ class Staleness:
         if r.case_id in self.unanswered:
             self._first.setdefault(r.case_id, "response: the answers given hold no line for the case")
             return False
-        why = _staleness(r, self.policy, lambda: self._prompt(case), recorded)
+        why = _staleness(r, self.policy, lambda: self._prompt(case), recorded) or self._field_changed(r, case)
         if why is None and r.config_fingerprint and self.fingerprint and r.config_fingerprint != self.fingerprint:
             self._first.setdefault(r.case_id, (recorded, r.config_fingerprint))  # said once the reference is known
             return False
@@ -287,6 +288,21 @@ class Staleness:
             case_id: why if isinstance(why, str) else _other_fingerprint(*why, self.fingerprint, shared)
             for case_id, why in self._first.items()
         }
+
+    def _field_changed(self, r: Record, case: Case) -> str | None:
+        """Where the case renders no prompt to compare (a product case decided without its answers), the
+        first field the record judged that reads otherwise now: a reworded question or evidence makes the
+        record no evidence for the case, as it does where the prompt renders."""
+        if not r.field_sha256 or not r.prompt_sha256 or self._prompt(case) is not None:
+            return None
+        for name, judged in sorted(r.field_sha256.items()):
+            text = case.field_text(name)
+            if text is not None and sha256_hex(text) != judged:
+                return (
+                    f"inputs: field {name} {shown_value(judged)} vs {shown_value(sha256_hex(text))} (the case's "
+                    f"{name} changed since it was judged)"
+                )
+        return None
 
     def _prompt(self, case: Case) -> str | None:
         """sha256 of the prompt the case renders to now (None: it cannot render), for the last few

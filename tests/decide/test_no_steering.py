@@ -600,6 +600,11 @@ def test_decide_refuses_a_dataset_that_moved_withdrew_or_added_a_product_slices_
     cases.write_text(original.replace("Question for p-007:", "Question for p-007 (reworded):", 1), encoding="utf-8")
     assert decide(policy, run, tmp_path / "reworded", "--audit", str(ledger), "--responses", str(responses)) == 3
     assert "stale_records" in [b["kind"] for b in result(tmp_path / "reworded")["blockers"]]
+    # Without --responses too (the records say what they judged): the question its record judged is not the
+    # case's now, so that record is no evidence for it (it decided exit 0 on the reworded case).
+    assert decide(policy, run, tmp_path / "reworded-bare", "--audit", str(ledger)) == 3
+    [stale] = [b for b in result(tmp_path / "reworded-bare")["blockers"] if b["kind"] == "stale_records"]
+    assert stale["case_ids"] == ["p-007"] and "the case's user_input changed since it was judged" in stale["message"]
     cases.write_text(original, encoding="utf-8")
 
     # Records of a gate that sealed no case set (a sizing without one) decide, and say so.
