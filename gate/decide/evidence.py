@@ -295,8 +295,10 @@ class Staleness:
         record no evidence for the case, as it does where the prompt renders."""
         if not r.field_sha256 or not r.prompt_sha256 or self._prompt(case) is not None:
             return None
-        for name, judged in sorted(r.field_sha256.items()):
-            text = case.field_text(name)
+        # Only the prompt's own fields: the record's keys are read, not trusted.
+        for name in self.loaded.placeholders:
+            judged = r.field_sha256.get(name)
+            text = case.field_text(name) if judged is not None else None
             if text is not None and sha256_hex(text) != judged:
                 return (
                     f"inputs: field {name} {shown_value(judged)} vs {shown_value(sha256_hex(text))} (the case's "
