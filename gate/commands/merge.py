@@ -208,6 +208,7 @@ def merge(
     base_result: Path | None = None,
     audit: Path | None = None,
     audit_queue: Path | None = None,
+    out_dir: Path | None = None,
 ) -> Merged:
     if not directories:
         raise MergeError("gate merge: no shard directory given; fix: pass the --out directory of every shard")
@@ -252,8 +253,9 @@ def merge(
         sections={"merged_shards": merged_shards},
         responses=responses,
         base_result=base_result,  # a product lane's base run: the shards' answers paired with it, as one run's
-        # People's audit of the answers every shard judged; the first shard's directory holds the run's answers.
-        audit=AuditInputs(audit, audit_queue, shards[0].directory),
+        # People's audit of the answers every shard judged; its queue is made from the merged output, which holds
+        # every shard's records (the first shard's directory where none is given).
+        audit=AuditInputs(audit, audit_queue, out_dir or shards[0].directory),
         named="the records of shards " + ", ".join(str(s.directory / RECORDS_FILE) for s in shards),
     )
     records = tuple(r for s in shards for r in s.records)

@@ -95,7 +95,13 @@ def merge_into(
     try:
         with sigterm_interrupts():
             merged = merge(
-                policy, shards, responses=responses, base_result=base_result, audit=audit, audit_queue=audit_queue
+                policy,
+                shards,
+                responses=responses,
+                base_result=base_result,
+                audit=audit,
+                audit_queue=audit_queue,
+                out_dir=out_dir,
             )
             clear_outputs(out_dir)
             return dataclasses.replace(merged, decision=write_merged(out_dir, merged))

@@ -1,21 +1,31 @@
 """The audit's size in a slice: how many answers people label in each stratum, fixed before anyone labels.
 
 A product run knows, per slice, how many answers the judge failed (`K`) and passed (`n - K`), and from
-calibration how often the judge catches a failing answer (Se) and passes a good one (Sp). From these the
-planner predicts the failure rate (Rogan-Gladen) and the share people will fail in each stratum, and picks
-the fewest labels that reach the verdict the prediction points to (`passed` below the limit, `exceeded` above
-it) with 80% power: the chance, if the prediction is right, that the planned labels decide the slice. Power,
-never "decides in expectation": a plan sized so that the expected counts decide passes about half the time.
+calibration how often the judge catches a failing answer (Se) and passes a good one (Sp). The plan is two
+designs sized from n and calibration alone, before K is known: one to pass a product at a quarter of its
+limit, one to show a product at twice its limit exceeded, each the fewest labels with which its own exact
+test reaches that verdict with 80% power (the chance the planned labels decide it, if the rate is that;
+never "decides in expectation": a plan sized so that the expected counts decide passes about half the time).
+The run's K only chooses which design people label: where calibration predicts the run under its limit
+(Rogan-Gladen at K/n), the one to pass (with the judged-fail answers the other reads); else the one to
+show it exceeded.
 
-The plan is fixed before any label: the verdict (`plan_verdict`) reads exactly the planned items, the first
-`fail_labels` of the judged-fail draw and the first `pass_labels` of the judged-pass draw. A planned item
-without a final pass or fail counts against the verdict on each side; a label past the plan is not read.
-So labelling one at a time and stopping at the first pass buys nothing: the verdict is the same test on the
-same planned sample whenever it is asked, and an unlabelled planned item only holds it back.
+Why not size the plan from K: each exact test holds its level for a design fixed before K, summed over
+every K the run could have had. A design chosen from K is not fixed, and a planner that did so passed a
+product at its limit up to 5.8% of the time at a 5% allowance (bench/audit_steering.py, section 4). Here
+`passed` is read only from the design fixed for it, so its chance where it is wrong is at most its test's
+level whatever K comes out; `exceeded` may come from either design, so each reads it at a share of the
+level (nine tenths in the design sized for it, a tenth in the other), which together stay within it.
 
-Where no plan of this run can reach the power (even people labelling every answer: a whole audit is the most
-any plan can learn, and its exact test is the most powerful there is), the plan has no labels and says what
-would: how many answers the slice needs, or the nearest limit this run could decide.
+The verdict (`plan_verdict`) reads exactly the planned items: each design's first so many of the
+judged-fail and judged-pass draws. A planned item without a final pass or fail counts against the
+verdict on each side; a label past the plan is not read. So labelling one at a time and stopping at the
+first pass buys nothing: the verdict is the same test on the same planned sample whenever it is asked, and
+an unlabelled planned item only holds it back.
+
+Where no audit of the slice's answers can reach the power (even people labelling every answer: a whole
+audit is the most any plan can learn, and its exact test is the most powerful there is), that design has
+no labels and says what would: how many answers the slice needs, or the nearest limit it could decide.
 
 Pure and deterministic: the same counts give the same plan (gate decide recomputes it and compares). The
 tests are gate/estimate/audit_tests.py's; bench/audit_sizing.py shows the power and the size on a grid.
@@ -23,9 +33,10 @@ tests are gate/estimate/audit_tests.py's; bench/audit_sizing.py shows the power 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from gate.estimate import audit_tests as at
@@ -62,34 +73,60 @@ class Calibration:
         return self.true_pass / total if total else None
 
 
+# The two designs are sized before the run's K is known, for a product at these multiples of its limit: one
+# comfortably under it (to pass) and one well over it (to show exceeded: the first of these multiples at
+# which an audit of the slice's answers can, so that a small slice failing far too often is still shown
+# exceeded). K only chooses which is labelled.
+PASS_SIZED_AT = 0.25
+EXCEED_SIZED_AT = (2.0, 3.0, 5.0)
+# `exceeded` can be read from either design (whichever K chooses): the exceeded design's test at this share
+# of 1 - confidence, the pass design's at the rest, so that the two routes together stay within it.
+EXCEED_ALPHA_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class Part:
+    """One of a plan's two designs, fixed before the run's K is known: the one whose test alone can read
+    `passed` or the one whose test alone can read `exceeded`. `design` None: no audit of a slice this size
+    reaches the power at `sized_at` (then `answers_needed`/`limit_it_decides` say what would). `power` is the
+    chance of `side` at `sized_at`, the K calibration expects there (`expected_k`) and its shares q."""
+
+    side: Aim
+    design: at.Design | None
+    sized_at: float
+    expected_k: int
+    q_fail: float
+    q_pass: float
+    power: float
+    decides: bool
+    answers_needed: int | None = None
+    limit_it_decides: float | None = None
+
+
 @dataclass(frozen=True)
 class Sizing:
-    """How many answers people label in each stratum of one slice, and what that buys.
+    """A slice's audit plan: two designs sized before the run's K (`to_pass`, `to_exceed`), and the one
+    people label at this run's K.
 
-    `fail_labels`/`pass_labels` are the first so many of each stratum's draw; `fail_cap`/`pass_cap` the
-    design's caps (the tests read them at every K the run could have had; the labels at this run's K are
-    min(cap, stratum)). `sized_at` is the failure rate the plan was sized at (calibration's prediction for
-    this run; without calibration, the share the judge failed), `aim` the verdict that rate points to, and
-    `power` the chance of that verdict if the rate is `sized_at`. `decides`: the plan
-    reaches POWER on its aim. When it does not, the plan has no labels and `answers_needed` (the answers the
-    slice would need, at the same rates) or `limit_it_decides` (the nearest limit this run could decide:
-    the smallest it could pass, or the largest it could show exceeded) say what would."""
+    The design must not depend on K: each exact test is valid for a design fixed before K, summed over every
+    K the run could have had, and a design picked from K inflates false approval (a planner that sized each
+    run's plan from its own K passed a product at its limit up to 5.8% of the time at a 5% allowance). So K
+    only chooses between two designs fixed before it: `to_pass` where calibration predicts the run under its
+    limit (`aim` passed), else `to_exceed`. `passed` is read only from `to_pass`, at 1 - confidence: its
+    chance where the slice is at or above its limit is at most that, whatever K does. `exceeded` is read
+    from whichever is labelled, each at its share of 1 - confidence (`to_exceed` at EXCEED_ALPHA_SHARE of it,
+    `to_pass` at the rest), so that the two routes to it together stay within 1 - confidence: people who
+    find many failures among the answers the judge passed can still show the slice exceeded.
+    `sized_at`, `power` and the words of the plan are the labelled design's."""
 
     n: int
     judged_fail: int
-    fail_cap: int
-    pass_cap: int
     limit: float
     confidence: float
-    sized_at: float
-    q_fail: float  # the share of judged-fail answers people are expected to fail
-    q_pass: float  # ... of judged-pass answers
-    aim: Aim
-    power: float  # P(the aim's verdict) if the rate is sized_at; with no labels, what a whole audit would reach
-    decides: bool
+    predicted: float  # the failure rate calibration predicts for this run (without calibration, K / n)
     calibrated: bool
-    answers_needed: int | None = None
-    limit_it_decides: float | None = None
+    to_pass: Part
+    to_exceed: Part
     power_target: float = POWER
     method: str = at.METHOD
 
@@ -98,16 +135,66 @@ class Sizing:
         return self.n - self.judged_fail
 
     @property
-    def design(self) -> at.Design:
-        return at.Design(self.n, self.fail_cap, self.pass_cap)
+    def aim(self) -> Aim:
+        return "passed" if self.predicted < self.limit else "exceeded"
+
+    @property
+    def part(self) -> Part:
+        """The design the run's prediction points to: people label it, if it decides."""
+        return self.to_pass if self.aim == "passed" else self.to_exceed
+
+    @property
+    def design(self) -> at.Design | None:
+        """The design people label at this K (None: no plan of this slice decides its aim)."""
+        return self.part.design if self.part.decides else None
+
+    @property
+    def pass_design(self) -> at.Design | None:
+        """The design `passed` is read from, where it is labelled."""
+        return self.design if self.aim == "passed" else None
+
+    def alpha(self, side: at.Side) -> float:
+        """The level each verdict's test is read at in the labelled design (see the class)."""
+        alpha = 1.0 - self.confidence
+        if side == "passed":
+            return alpha
+        return alpha * (EXCEED_ALPHA_SHARE if self.aim == "exceeded" else 1.0 - EXCEED_ALPHA_SHARE)
+
+    @property
+    def decides(self) -> bool:
+        return self.part.decides
+
+    @property
+    def sized_at(self) -> float:
+        return self.part.sized_at
+
+    @property
+    def power(self) -> float:
+        return self.part.power
+
+    @property
+    def q_fail(self) -> float:
+        return self.part.q_fail
+
+    @property
+    def q_pass(self) -> float:
+        return self.part.q_pass
+
+    @property
+    def answers_needed(self) -> int | None:
+        return self.part.answers_needed
+
+    @property
+    def limit_it_decides(self) -> float | None:
+        return self.part.limit_it_decides
 
     @property
     def fail_labels(self) -> int:
-        return self.design.sizes(self.judged_fail)[0]
+        return self.design.sizes(self.judged_fail)[0] if self.design is not None else 0
 
     @property
     def pass_labels(self) -> int:
-        return self.design.sizes(self.judged_fail)[1]
+        return self.design.sizes(self.judged_fail)[1] if self.design is not None else 0
 
     @property
     def labels(self) -> int:
@@ -116,21 +203,40 @@ class Sizing:
     def as_dict(self) -> dict[str, Any]:
         """The plan as result.json's `audit_plan` carries it (the draw's seed is the run's, added there)."""
         return {
-            "judged_fail": {"population": self.judged_fail, "labels": self.fail_labels, "cap": self.fail_cap},
-            "judged_pass": {"population": self.judged_pass, "labels": self.pass_labels, "cap": self.pass_cap},
+            "judged_fail": {"population": self.judged_fail, "labels": self.fail_labels},
+            "judged_pass": {"population": self.judged_pass, "labels": self.pass_labels},
             "labels": self.labels,
             "limit": self.limit,
             "confidence": self.confidence,
-            "sized_at": self.sized_at,
+            "predicted": self.predicted,
             "aim": self.aim,
+            "sized_at": self.sized_at,
             "power": self.power,
             "power_target": self.power_target,
             "decides": self.decides,
             "calibrated": self.calibrated,
             "answers_needed": self.answers_needed,
             "limit_it_decides": self.limit_it_decides,
+            "designs": self.designs_dict(),
             "method": self.method,
         }
+
+    def designs_dict(self) -> list[dict[str, Any]]:
+        """Both designs as fixed before K, and whether people label it at this run's K."""
+        return [
+            {
+                "verdict": part.side,
+                "sized_at": part.sized_at,
+                "expected_judged_fail": part.expected_k,
+                "power": part.power,
+                "decides": part.decides,
+                "caps": None
+                if part.design is None
+                else {"judged_fail": part.design.fail_cap, "judged_pass": part.design.pass_cap},
+                "labelled": part is self.part and self.design is not None,
+            }
+            for part in (self.to_pass, self.to_exceed)
+        ]
 
 
 def predicted(judged_fail: int, n: int, calibration: Calibration | None) -> tuple[float, float, float, bool]:
@@ -138,12 +244,35 @@ def predicted(judged_fail: int, n: int, calibration: Calibration | None) -> tupl
     expected to fail among the answers the judge failed (PPV) and passed (false-omission rate). Without
     usable calibration the judge is taken at its word: the rate is K/n, every answer it failed fails."""
     share = judged_fail / n if n else 0.0
-    se = calibration.se if calibration is not None else None
-    sp = calibration.sp if calibration is not None else None
-    if se is None or sp is None or se + sp <= 1.0:
+    se, sp = _usable(calibration)
+    if se is None or sp is None:
         return share, 1.0, 0.0, False
     rate = float(rogan_gladen(share, se, sp, empty=share)[()])
     return rate, _ppv(rate, se, sp), _for(rate, se, sp), True
+
+
+def _usable(calibration: Calibration | None) -> tuple[float | None, float | None]:
+    se = calibration.se if calibration is not None else None
+    sp = calibration.sp if calibration is not None else None
+    return (se, sp) if se is not None and sp is not None and se + sp > 1.0 else (None, None)
+
+
+def expected(rate: float, n: int, calibration: Calibration | None) -> tuple[int, float, float]:
+    """The K calibration expects of a run of n answers failing at `rate`, and the shares people would fail
+    in each stratum (without usable calibration the judge is taken at its word: K = n * rate)."""
+    se, sp = _usable(calibration)
+    if se is None or sp is None:
+        return min(n, round(n * rate)), 1.0, 0.0
+    k = min(n, round(n * (se * rate + (1 - sp) * (1 - rate))))
+    return k, _ppv(rate, se, sp), _for(rate, se, sp)
+
+
+def sizing_rates(side: Aim, limit: float) -> tuple[float, ...]:
+    """The rates a design for `side` may be sized at, in the order tried: a quarter of the limit to pass;
+    twice, three and five times it to show exceeded (a rate past halfway from the limit to 1 is that)."""
+    if side == "passed":
+        return (limit * PASS_SIZED_AT,)
+    return tuple(dict.fromkeys(min(limit * m, (1.0 + limit) / 2) for m in EXCEED_SIZED_AT))
 
 
 def plan_audit(
@@ -155,30 +284,41 @@ def plan_audit(
     confidence: float,
     power: float = POWER,
 ) -> Sizing:
-    """The fewest labels that reach `power` on the verdict calibration's prediction points to; or, where no
-    plan of this run can, an empty plan that says what would."""
+    """The slice's two designs, each the fewest labels that reach `power` on its verdict at its rate, sized
+    from n and calibration only (`size_part`, the same whatever K the run had), and this run's prediction,
+    which chooses between them."""
     box_share(confidence)  # the same check of confidence as every estimate
     if judged_fail < 0 or judged_pass < 0:
         raise ValueError(f"stratum sizes must be >= 0, not {judged_fail} and {judged_pass}")
     n = judged_fail + judged_pass
-    rate, q_f, q_p, calibrated = predicted(judged_fail, n, calibration)
-    aim: Aim = "passed" if rate < limit else "exceeded"
-    alpha = 1.0 - confidence
+    rate, _, _, calibrated = predicted(judged_fail, n, calibration)
+    to_pass, to_exceed = (size_part(side, n, calibration, limit, confidence, power) for side in ("passed", "exceeded"))
+    return Sizing(
+        n=n, judged_fail=judged_fail, limit=limit, confidence=confidence, predicted=rate, calibrated=calibrated,
+        to_pass=to_pass, to_exceed=to_exceed, power_target=power,
+    )  # fmt: skip
 
-    def plan(fail_cap: int, pass_cap: int, power_reached: float, decides: bool, **what: Any) -> Sizing:
-        return Sizing(
-            n=n, judged_fail=judged_fail, fail_cap=fail_cap, pass_cap=pass_cap, limit=limit, confidence=confidence,
-            sized_at=rate, q_fail=q_f, q_pass=q_p, aim=aim, power=power_reached, decides=decides,
-            calibrated=calibrated, power_target=power, **what,
-        )  # fmt: skip
 
-    whole = _whole_power(aim, n, rate, limit, alpha)
-    if n == 0 or whole < power:
-        needed, nearest = _what_would(aim, n, rate, limit, alpha, power)
-        return plan(0, 0, whole, False, answers_needed=needed, limit_it_decides=nearest)
-    design = _smallest(aim, judged_fail, n, q_f, q_p, limit, alpha, power) or at.Design(n, n, n)
-    reached = plan_power(aim, design, judged_fail, q_f, q_p, rate, limit, alpha)
-    return plan(design.fail_cap, design.pass_cap, reached, reached >= power)
+@functools.lru_cache(maxsize=256)
+def size_part(
+    side: Aim, n: int, calibration: Calibration | None, limit: float, confidence: float, power: float = POWER
+) -> Part:
+    """One design fixed before K: the fewest labels with which its verdict's test reaches `power` at its
+    rate (the first of `sizing_rates` at which any audit of n answers can) and the K calibration expects
+    there; or, where even a whole audit of n answers cannot, no design and what would at the first rate."""
+    alpha = (1.0 - confidence) * (EXCEED_ALPHA_SHARE if side == "exceeded" else 1.0)
+    rates = sizing_rates(side, limit)
+    rate = next((r for r in rates if n and _whole_power(side, n, r, limit, alpha) >= power), None)
+    if rate is None:
+        rate = rates[0]
+        k, q_f, q_p = expected(rate, n, calibration)
+        whole = _whole_power(side, n, rate, limit, alpha)
+        needed, nearest = _what_would(side, n, rate, limit, alpha, power)
+        return Part(side, None, rate, k, q_f, q_p, whole, False, answers_needed=needed, limit_it_decides=nearest)
+    k, q_f, q_p = expected(rate, n, calibration)
+    design = _smallest(side, k, n, q_f, q_p, limit, alpha, power) or at.Design(n, n, n)
+    reached = plan_power(side, design, k, q_f, q_p, rate, limit, alpha)
+    return Part(side, design, rate, k, q_f, q_p, reached, reached >= power)
 
 
 def plan_power(
@@ -244,12 +384,16 @@ def _smallest(
     # the ladder's first is as good as any (at K = 0 only the judged-pass labels decide).
     caps = sorted({min(c, k) for c in (*FAIL_CAPS, k) if 0 < min(c, k) <= MAX_PASS_LABELS}) or [FAIL_CAPS[0]]
     if aim == "exceeded":
-        return _smallest_to_exceed(caps, k, n, q_f, q_p, limit, alpha, power)
+        fail_only = _smallest_to_exceed(caps, k, n, q_f, q_p, limit, alpha, power)
+        if fail_only is not None:
+            return fail_only
+        # A judge that fails many good answers: its failures alone cannot show the slice exceeded; the judged-pass
+        # answers people fail can, as they can pass it.
     found: dict[int, int | None] = {}
 
     def total(i: int, guess: int) -> float:
         if i not in found:
-            found[i] = _fewest_pass_labels(k, n, caps[i], guess, q_f, q_p, limit, alpha, power)
+            found[i] = _fewest_pass_labels(aim, k, n, caps[i], guess, q_f, q_p, limit, alpha, power)
         m = found[i]
         return math.inf if m is None else min(caps[i], k) + m
 
@@ -293,9 +437,18 @@ def _smallest_to_exceed(
 
 
 def _fewest_pass_labels(
-    k: int, n: int, fail_cap: int, guess: int, q_f: float, q_p: float, limit: float, alpha: float, power: float
+    aim: Aim,
+    k: int,
+    n: int,
+    fail_cap: int,
+    guess: int,
+    q_f: float,
+    q_p: float,
+    limit: float,
+    alpha: float,
+    power: float,
 ) -> int | None:
-    """The fewest judged-pass labels with which the design reaches `power` to pass, searched from `guess`:
+    """The fewest judged-pass labels with which the design reaches `power` on `aim`, searched from `guess`:
     out by a fifth at a time to a bracket, then halving (power rises with the labels up to the steps of a
     discrete test, which "fewest" allows)."""
     top = min(n - k, MAX_PASS_LABELS)
@@ -303,7 +456,7 @@ def _fewest_pass_labels(
         return None
 
     def reaches(m: int) -> bool:
-        return _reaches("passed", at.Design(n, fail_cap, m), k, q_f, q_p, limit, alpha, power)
+        return _reaches(aim, at.Design(n, fail_cap, m), k, q_f, q_p, limit, alpha, power)
 
     hi = max(1, min(top, guess))
     if reaches(hi):
@@ -367,43 +520,41 @@ def planned_sample(count: int, population: int, labels: Sequence[str | None]) ->
     return StratumSample(population=population, size=count, fails=fails, passes=passes, case_ids=())
 
 
-def _check(plan: Sizing, fs: StratumSample, ps: StratumSample) -> None:
-    if (fs.population, ps.population) != (plan.judged_fail, plan.judged_pass):
-        raise ValueError(
-            f"the strata ({fs.population}, {ps.population}) are not the plan's ({plan.judged_fail}, {plan.judged_pass})"
-        )
-    if (fs.size, ps.size) != (plan.fail_labels, plan.pass_labels):
-        raise ValueError(
-            f"the samples ({fs.size}, {ps.size}) are not the plan's ({plan.fail_labels}, {plan.pass_labels})"
-        )
+Labels = Sequence[str | None]  # a stratum's final labels ('fail', 'pass', else open) in its draw order
 
 
-def plan_verdict(plan: Sizing, fail_sample: StratumSample, pass_sample: StratumSample) -> AuditVerdict:
-    """The verdict from exactly the planned sample: `passed` counts each planned item without a final label
-    as failing, `exceeded` as passing, so neither is helped by leaving an item open."""
-    _check(plan, fail_sample, pass_sample)
-    if not plan.labels:
+def plan_verdict(plan: Sizing, fail: Labels, passed: Labels) -> AuditVerdict:
+    """The verdict from exactly the planned labels (each stratum's final labels in draw order; what lies past
+    the plan is not read), each verdict's test at its level in the labelled design. `passed` counts each
+    planned item without a final label as failing, `exceeded` as passing, so neither is helped by leaving an
+    item open."""
+    design, k = plan.design, plan.judged_fail
+    if design is None:
         return "inconclusive"
-    alpha, k = 1.0 - plan.confidence, plan.judged_fail
-    fs, ps = fail_sample, pass_sample
-    if at.rejects("passed", plan.design, k, fs.fails + fs.open, ps.fails + ps.open, plan.limit, alpha):
-        return "passed"
-    if at.rejects("exceeded", plan.design, k, fs.fails, ps.fails, plan.limit, alpha):
+    fs, ps = planned_sample(plan.fail_labels, k, fail), planned_sample(plan.pass_labels, plan.judged_pass, passed)
+    if at.rejects("exceeded", design, k, fs.fails, ps.fails, plan.limit, plan.alpha("exceeded")):
         return "exceeded"
+    high_fails = (fs.fails + fs.open, ps.fails + ps.open)
+    if plan.pass_design is not None and at.rejects("passed", design, k, *high_fails, plan.limit, plan.alpha("passed")):
+        return "passed"
     return "inconclusive"
 
 
-def plan_rate(plan: Sizing, fail_sample: StratumSample, pass_sample: StratumSample) -> AuditRate:
-    """The audit's estimate and its interval from the planned sample: each bound the edge of its test (the
-    verdict at the limit agrees with them), open items against each."""
-    _check(plan, fail_sample, pass_sample)
-    alpha, k, n = 1.0 - plan.confidence, plan.judged_fail, plan.n
-    fs, ps = fail_sample, pass_sample
-    if plan.labels:
-        high = at.bound("passed", plan.design, k, fs.fails + fs.open, ps.fails + ps.open, alpha)
-        low = at.bound("exceeded", plan.design, k, fs.fails, ps.fails, alpha)
-    else:
-        low, high = 0.0, 1.0
+def plan_rate(
+    plan: Sizing, fail: Labels, passed: Labels, fail_ids: Sequence[str] = (), pass_ids: Sequence[str] = ()
+) -> AuditRate:
+    """The audit's estimate and its interval from the planned labels: each bound the edge of its verdict's
+    test (the verdict at the limit agrees with them), open items against each; the upper bound is 1 where
+    the design is not one `passed` is read from. `fail_ids`/`pass_ids`: the planned answers, carried into
+    the samples."""
+    k, n, design = plan.judged_fail, plan.n, plan.design
+    fs = replace(planned_sample(plan.fail_labels, k, fail), case_ids=tuple(fail_ids[: plan.fail_labels]))
+    ps = replace(planned_sample(plan.pass_labels, n - k, passed), case_ids=tuple(pass_ids[: plan.pass_labels]))
+    high, low = 1.0, 0.0
+    if design is not None:
+        low = at.bound("exceeded", design, k, fs.fails, ps.fails, plan.alpha("exceeded"))
+        if plan.pass_design is not None:
+            high = at.bound("passed", design, k, fs.fails + fs.open, ps.fails + ps.open, plan.alpha("passed"))
     pi = Rate(value=k / n if n else 0.0, low=0.0, high=1.0, x=k, n=n)
     q_f, q_p = _share(fs), _share(ps)
     settled = all(s.population == 0 or s.fails + s.passes > 0 for s in (fs, ps))

@@ -211,29 +211,32 @@ def product_lane_check(
 
 
 def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: float, reviewers: int) -> tuple[float, str]:
-    """What an audit of a run of `n` answers can do, known before the run (the run fixes its plan from
-    its seed and what the judge says): the smallest limit any audit of them could pass (every answer
-    labelled, none failing; by the audit's own test), and the plan of a run whose answers fail at half
-    the limit, the judge failing them as calibration's Se and Sp predict."""
+    """What an audit of a run of `n` answers can do, known before the run: the smallest limit any audit of
+    them could pass (every answer labelled, none failing; by the audit's own test), and the plan itself,
+    whose two designs are fixed before the judge's verdicts (the run's count only chooses which people
+    label): each at the judged-fail count calibration's Se and Sp expect at its rate."""
     from gate.decide.product.audit_plan import plan_words, power_words, size_plan, whole_audit_words
     from gate.estimate import failure_rate as fr
 
     # A whole audit is Clopper-Pearson on every failure found: with none, its upper bound is the floor.
     floor = fr._cp_edges(0, n, 1.0 - confidence)[1]
-    se = counts.true_fail / max(1, counts.true_fail + counts.false_pass)
-    sp = counts.true_pass / max(1, counts.true_pass + counts.false_fail)
-    rate = limit / 2
-    k = min(n, round(n * (se * rate + (1 - sp) * (1 - rate))))
-    z = size_plan(k, n - k, counts, limit, confidence)
-    plan = (
-        f"its audit plan would be {plan_words(k, z.fail_labels, n - k, z.pass_labels, reviewers)}, {power_words(z)}"
-        if z.decides
-        else f"no audit plan of such a run decides it: {whole_audit_words(z)}"
-    )
+    fixed = size_plan(0, n, counts, limit, confidence)  # its two designs: the same at every K
+    parts = []
+    for part in (fixed.to_pass, fixed.to_exceed):
+        k = part.expected_k
+        z = size_plan(k, n - k, counts, limit, confidence)
+        parts.append(
+            f"a run failing at {fr.percent(part.sized_at)} (about {k} of {n} judged fail) would have "
+            + (
+                f"{plan_words(k, z.fail_labels, n - k, z.pass_labels, reviewers)}, {power_words(z)}"
+                if z.decides and z.aim == part.side
+                else f"no audit plan that decides it: {whole_audit_words(z)}"
+            )
+        )
     return floor, (
         f"no audit of {n} answers can pass a limit below {fr.percent(floor, 'up')} (every answer labelled, none "
-        f"failing). If its answers fail at half the limit ({fr.percent(rate)}, about {k} of {n} judged fail as "
-        f"calibration's Se and Sp predict), {plan}. Each run sizes its own plan from the answers it judged"
+        f"failing). The audit plan is fixed before the run, from calibration and the slice's size; the judge's "
+        f"count only chooses its design: {'; '.join(parts)}"
     )
 
 

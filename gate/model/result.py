@@ -568,6 +568,18 @@ class PlanCaps(Part):
     judged_pass: int
 
 
+class PlanDesign(Part):
+    """One of the plan's two designs, sized before the run's judged-fail count was known."""
+
+    verdict: Literal["passed", "exceeded"]  # the verdict this design was sized to reach
+    sized_at: float  # the failure rate it was sized at: a quarter of the limit, or twice it
+    expected_judged_fail: int  # the judged-fail count calibration expects at that rate
+    power: float  # P(verdict) at sized_at
+    decides: bool  # power reaches power_target (else no audit of the slice's answers would at sized_at)
+    caps: PlanCaps | None  # the first so many of each stratum's draw (None: no design decides)
+    labelled: bool  # the design people label at this run's K (its prediction's side, where it decides)
+
+
 class AuditPlan(Part):
     """Which of the slice's answers people label, fixed from the run's order seed before anyone labels
     (gate/decide/product/audit_plan.py, sized by gate/estimate/audit_sizing.py): the audit's verdict reads
@@ -579,11 +591,12 @@ class AuditPlan(Part):
     items: int
     labels: int  # items x reviewers_per_item
     reviewers_per_item: int
-    aim: Literal["passed", "exceeded"]  # the verdict the rate it was sized at points to
-    sized_at: float  # that rate: calibration's prediction for the run (without calibration, the judge's share)
+    aim: Literal["passed", "exceeded"]  # the verdict this run's prediction points to: which design is labelled
+    sized_at: float  # the rate the aim's design was sized at (a quarter of the limit, or twice it)
     power: float  # P(aim) at sized_at
     power_target: float
-    caps: PlanCaps  # the design the tests read at every K
+    predicted: float  # calibration's prediction for the run (without calibration, the judge's share)
+    designs: list[PlanDesign]  # both designs, fixed before K; the tests read them at every K
     calibrated: bool
     answers_needed: int | None = None  # no plan decides: the answers a run would need at the same rate
     limit_it_decides: float | None = None  # ... or the nearest limit this run could decide

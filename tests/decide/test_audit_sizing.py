@@ -106,19 +106,13 @@ def test_within_a_plan_each_label_can_only_move_the_verdict_towards_what_it_says
     clean = ["pass"] * plan.pass_labels
     # Labelled one at a time, all passing: open planned items count as failing for `passed`, so the slice
     # passes only once every planned item has its label; stopping early cannot pass it.
-    verdicts = []
-    for done in (0, plan.pass_labels // 2, plan.pass_labels - 1, plan.pass_labels):
-        verdicts.append(
-            sz.plan_verdict(
-                plan,
-                sz.planned_sample(plan.fail_labels, 12, fails),
-                sz.planned_sample(plan.pass_labels, 988, clean[:done]),
-            )
-        )
+    verdicts = [
+        sz.plan_verdict(plan, fails, clean[:done])
+        for done in (0, plan.pass_labels // 2, plan.pass_labels - 1, plan.pass_labels)
+    ]
     assert verdicts == ["inconclusive", "inconclusive", "inconclusive", "passed"]
     # A label past the plan is not read: a failure found there changes nothing.
-    beyond = [*clean, "fail"]
-    assert sz.planned_sample(plan.pass_labels, 988, beyond) == sz.planned_sample(plan.pass_labels, 988, clean)
+    assert sz.plan_verdict(plan, fails, [*clean, "fail"]) == "passed"
 
 
 def test_the_planner_says_before_any_label_that_no_audit_of_a_70_answer_slice_decides_a_5_percent_limit() -> None:
@@ -132,8 +126,7 @@ def test_the_planner_says_before_any_label_that_no_audit_of_a_70_answer_slice_de
     assert plan.answers_needed is not None and plan.answers_needed > 70
     assert plan.limit_it_decides is not None and plan.limit_it_decides > 0.05
     # The verdict of an empty plan is never `passed`.
-    empty = sz.planned_sample(0, 2, [])
-    assert sz.plan_verdict(plan, empty, sz.planned_sample(0, 68, [])) == "inconclusive"
+    assert sz.plan_verdict(plan, ["pass"] * 2, ["pass"] * 68) == "inconclusive"
 
 
 def test_an_outcome_that_passes_with_fewer_judged_pass_labels_passes_with_more() -> None:
@@ -161,35 +154,32 @@ def test_once_a_plan_reads_exceeded_no_further_label_takes_it_away() -> None:
     )
     assert plan.decides and plan.aim == "exceeded" and plan.pass_labels == 0
     labels = ["fail", "fail", "pass", *["fail"] * (plan.fail_labels - 3)]
-    verdicts = [
-        sz.plan_verdict(plan, sz.planned_sample(plan.fail_labels, 131, labels[:done]), sz.planned_sample(0, 2869, []))
-        for done in range(plan.fail_labels + 1)
-    ]
+    verdicts = [sz.plan_verdict(plan, labels[:done], []) for done in range(plan.fail_labels + 1)]
     first = verdicts.index("exceeded")
     assert first > 0 and set(verdicts[first:]) == {"exceeded"}
 
 
-def test_a_slice_whose_judge_failed_nothing_gets_a_plan_of_29_labels_not_a_whole_audit_of_120() -> None:
+def test_a_slice_whose_judge_failed_nothing_gets_a_plan_of_34_labels_not_a_whole_audit_of_120() -> None:
     # The example product's account-security: 120 answers, the judge failed none (K = 0), calibration Se 50/60
-    # and Sp 120/120, a 10% limit. The plan labels 29 judged-pass answers (0.9^29 = 4.7%: finding no failure
-    # in 29 is rare at the limit), not all 120.
+    # and Sp 120/120, a 10% limit. The plan to pass was sized before K, for a product at 2.5% (a quarter of the
+    # limit, about 3 of 120 judged fail): 34 judged-pass answers (and up to 3 judged-fail ones), not all 120.
     plan = sz.plan_audit(
         judged_fail=0, judged_pass=120, calibration=sz.Calibration(50, 10, 120, 0), limit=0.10, confidence=0.95
     )
-    assert (plan.decides, plan.aim, plan.fail_labels, plan.pass_labels) == (True, "passed", 0, 29)
+    assert (plan.decides, plan.aim, plan.fail_labels, plan.pass_labels) == (True, "passed", 0, 34)
+    assert plan.pass_design is not None and plan.sized_at == 0.025
     # Its test is exact: at the limit no point of the null passes it more than one time in twenty.
-    edge = region_edge("passed", plan.design, 0.10)
-    assert edge is not None and worst_size("passed", plan.design, edge, 0.10) <= ALPHA + 1e-9
+    edge = region_edge("passed", plan.pass_design, 0.10)
+    assert edge is not None and worst_size("passed", plan.pass_design, edge, 0.10) <= ALPHA + 1e-9
     # A truthful audit, simulated: people fail each planned answer at the rate they would. Where the application
     # fails none the verdict passes as planned; at 1% it passes as often as the plan's power there says.
     rng = np.random.default_rng(45)
-    empty = sz.planned_sample(0, 0, [])
     for rate in (0.0, 0.01):
         passed = 0
         for _ in range(400):
             labels = ["fail" if u < rate else "pass" for u in rng.random(plan.pass_labels)]
-            passed += sz.plan_verdict(plan, empty, sz.planned_sample(plan.pass_labels, 120, labels)) == "passed"
-        planned = sz.plan_power("passed", plan.design, 0, plan.q_fail, rate, rate, 0.10, ALPHA)
+            passed += sz.plan_verdict(plan, [], labels) == "passed"
+        planned = sz.plan_power("passed", plan.pass_design, 0, plan.q_fail, rate, rate, 0.10, ALPHA)
         assert planned >= (0.8 if rate == 0.0 else 0.7)
         assert abs(passed / 400 - planned) < 4 * (planned * (1 - planned) / 400) ** 0.5 + 1e-9
 
@@ -216,3 +206,47 @@ def test_a_slice_whose_judge_failed_few_or_none_is_planned_short_of_a_whole_audi
             assert plan.labels <= 40
     else:
         assert plan.labels == 0 and plan.answers_needed is not None
+
+
+@pytest.mark.parametrize(("n", "limit"), [(120, 0.10), (400, 0.05), (3000, 0.02)])
+def test_the_designs_each_verdict_reads_are_the_same_whatever_k_the_run_had(n: int, limit: float) -> None:
+    # The tests are exact for a design fixed before K. A planner that sized each run's design from its own K
+    # passed a product at its limit up to 5.8% of the time; here K only chooses which fixed design is read.
+    calibration = sz.Calibration(50, 10, 120, 0)
+    seen: dict[str, set[at.Design]] = {"passed": set(), "exceeded": set()}
+    for k in sorted({*range(0, n + 1, max(1, n // 40)), 1, 2, 3}):
+        plan = sz.plan_audit(judged_fail=k, judged_pass=n - k, calibration=calibration, limit=limit, confidence=0.95)
+        if plan.design is not None:
+            seen[plan.aim].add(plan.design)
+            assert plan.labels == sum(plan.design.sizes(k))
+            assert plan.alpha("passed") == pytest.approx(ALPHA) and plan.alpha("exceeded") < ALPHA
+    assert len(seen["passed"]) == 1 and len(seen["exceeded"]) == 1
+    # The two routes to `exceeded` share 1 - confidence between them.
+    low = sz.plan_audit(judged_fail=0, judged_pass=n, calibration=calibration, limit=limit, confidence=0.95)
+    high = sz.plan_audit(judged_fail=n, judged_pass=0, calibration=calibration, limit=limit, confidence=0.95)
+    assert low.alpha("exceeded") + high.alpha("exceeded") == pytest.approx(ALPHA)
+
+
+def test_a_judge_failing_few_on_the_run_no_longer_passes_a_product_at_its_limit_more_than_one_time_in_twenty() -> None:
+    # Found by bench/audit_steering.py (section 4): 120 answers, a 10% limit, calibration Se 50/60 and Sp 120/120,
+    # and a judge that on this run catches 10% of the failures (Sp 1.0). With each run's plan sized from its own
+    # K, a product at its limit passed 5.2% of the time. Exact here: every K, every outcome of its plan's labels.
+    n, limit, se, sp = 120, 0.10, 0.1, 1.0
+    pi = se * limit + (1 - sp) * (1 - limit)
+    q_f, q_p = se * limit / pi, (1 - se) * limit / (1 - pi)
+    calibration = sz.Calibration(50, 10, 120, 0)
+    chance = 0.0
+    for k in range(n + 1):
+        weight = binom.pmf(k, n, pi)
+        if weight < 1e-12:
+            continue
+        plan = sz.plan_audit(judged_fail=k, judged_pass=n - k, calibration=calibration, limit=limit, confidence=0.95)
+        design = plan.pass_design
+        if design is None:
+            continue
+        a_f, a_p = design.sizes(k)
+        for x_f in range(a_f + 1):
+            for x_p in range(a_p + 1):
+                if at.rejects("passed", design, k, x_f, x_p, limit, ALPHA):
+                    chance += weight * binom.pmf(x_f, a_f, q_f) * binom.pmf(x_p, a_p, q_p)
+    assert 0.01 < chance <= ALPHA

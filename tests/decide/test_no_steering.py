@@ -272,18 +272,21 @@ def test_a_slice_no_audit_of_the_run_can_decide_says_so_before_anyone_labels_and
     main(["validate", "--policy", str(policy), "--lane", "app"])
     before = " ".join(capsys.readouterr().out.split())
     assert "slice critical: no audit of 70 answers can pass a limit below 4.2%" in before, before
-    assert "If its answers fail at half the limit (2.5%, about " in before
-    assert "no audit plan of such a run decides it: even people labelling all 70 would " in before
+    assert "The audit plan is fixed before the run, from calibration and the slice's size" in before
+    assert (
+        "a run failing at 1.2% (about 1 of 70 judged fail) would have no audit plan that decides it: even people "
+        "labelling all 70 would pass it only" in before
+    ), before
     assert "what would: a run of about " in before
 
-    lines = [answer(f"p-{i:03d}", "fail" if i < 4 else "pass") for i in range(70)]  # the judge fails 4 of 70
+    lines = [answer(f"p-{i:03d}", "fail" if i < 2 else "pass") for i in range(70)]  # the judge fails 2 of 70
     lines += [answer(f"a-{i}", "fail" if i == 0 else "pass") for i in range(10)]
     run = tmp_path / "run"
     capsys.readouterr()
     run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines))
     screen = " ".join(capsys.readouterr().out.split())
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    said = "no audit of this run's 70 answers can decide its 5% limit: if the failure rate is the 5.5% calibration"
+    said = "no audit of this run's 70 answers can decide its 5% limit: if the failure rate is 1.2% (a quarter of the limit)"
     assert plan["items"] == plan["labels"] == 0 and said in plan["undecidable"], plan["undecidable"]
     assert plan["answers_needed"] > 70 and f"a run of about {plan['answers_needed']:,} answers" in plan["undecidable"]
     assert f"audit plan: nothing to label: {said}" in screen
@@ -425,21 +428,24 @@ def test_more_labels_never_turn_exceeded_back_into_a_verdict_an_override_may_wai
     run = tmp_path / "run"
     assert run_app(policy, run, write_responses(tmp_path / "r.jsonl", lines)) == 4
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 8, 0)
+    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 18, 36)
     failing = [line["case_id"] for line in lines[:20]]
-    order = draw_order(plan["seed"], "critical", "judged_fail", failing)  # the plan is its first 8
+    order = draw_order(plan["seed"], "critical", "judged_fail", failing)  # the plan is its first 18
     people = [1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0]  # 15 of the 20 truly fail
     by_case = {line["case_id"]: line for line in lines}
     ledger = tmp_path / "ledger.jsonl"
+    for case_id in plan["judged_pass"]["case_ids"]:  # the planned answers the judge passed: people pass them
+        label(ledger, by_case[case_id], "pass")
     verdicts = []
     for m in range(1, 21):
         label(ledger, by_case[order[m - 1]], "fail" if people[m - 1] else "pass")
-        if m in (5, 6, 13, 20):
+        if m in (5, 13, 16, 17, 20):
             out = tmp_path / f"after-{m}"
             decide(policy, run, out, "--audit", str(ledger))
             verdicts.append(result(out)["product"]["slices"]["critical"]["audit"]["verdict"])
-    # It read exceeded at 5 and 12 labels, inconclusive at 13, exceeded again at 20.
-    assert verdicts == ["inconclusive", "exceeded", "exceeded", "exceeded"], verdicts
+    # It read exceeded at 5 and 12 labels, inconclusive at 13, exceeded again at 20. Now the judged-fail labels
+    # decide it once 16 are in, and a label past the 18 planned ones changes nothing.
+    assert verdicts == ["inconclusive", "inconclusive", "exceeded", "exceeded", "exceeded"], verdicts
 
 
 def edit(path: Path, old: str, new: str) -> str:

@@ -51,10 +51,11 @@ def audit_suite(
     limit: float,
     overrides: list[dict[str, Any]] | None = None,
     review: dict[str, Any] | None = None,
+    answers: int = 60,
     **slice_keys: Any,
 ) -> Path:
     slices = {"critical": {"max_false_passes": 0, "priority": 0, "max_failure_rate": limit, **slice_keys}}
-    cases = [product_case(f"p-{i:03d}") for i in range(60)]
+    cases = [product_case(f"p-{i:03d}") for i in range(answers)]
     extra: dict[str, Any] = {"overrides": overrides} if overrides else {}
     if review:
         extra["review"] = review
@@ -63,8 +64,8 @@ def audit_suite(
     return policy
 
 
-def answers_of(failing: int) -> list[dict[str, Any]]:
-    return [answer(f"p-{i:03d}", "fail" if i < failing else "pass") for i in range(60)]
+def answers_of(failing: int, answers: int = 60) -> list[dict[str, Any]]:
+    return [answer(f"p-{i:03d}", "fail" if i < failing else "pass") for i in range(answers)]
 
 
 def label(
@@ -368,21 +369,23 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     # makes its queue and the power it is sized to; labelling part of it decides nothing yet.
     [open_] = result(run)["blockers"]
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 8, 0)
+    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 18, 36)
     route = (
-        "Cheapest: people labelling this run's audit plan, 8 items (8 of the 20 answers the judge failed and none "
-        "of the 40 it passed), 16 labels at two reviewers an item (`gate review queue --policy"
+        "Or people labelling this run's audit plan, 54 items (18 of the 20 answers the judge failed and 36 "
+        "of the 40 it passed), 108 labels at two reviewers an item (`gate review queue --policy"
     )
     message = " ".join(open_["message"].split())
     assert route in message, message
-    assert f"--from {run} --out audit-queue.jsonl`), sized to show it exceeded " in message
+    assert f"--from {run} --out audit-queue.jsonl`), sized before the run to show it exceeded " in message
     partial_ledger = tmp_path / "partial.jsonl"
     for case_id in plan["judged_fail"]["case_ids"][:3]:
         label(partial_ledger, lines[int(case_id[2:])], "fail")
+    for case_id in plan["judged_pass"]["case_ids"]:
+        label(partial_ledger, lines[int(case_id[2:])], "pass")
     assert decide(policy, run, tmp_path / "partial", "--audit", str(partial_ledger)) == 4
     partial = result(tmp_path / "partial")["product"]["slices"]["critical"]["audit"]
-    assert partial["judged_fail"]["audited"] == 8 and partial["judged_fail"]["open"] == 5
-    assert "5 planned answers of the 8 items of this run's audit plan have no final label" in partial["decide_hint"]
+    assert partial["judged_fail"]["audited"] == 18 and partial["judged_fail"]["open"] == 15
+    assert "15 planned answers of the 54 items of this run's audit plan have no final label" in partial["decide_hint"]
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
@@ -397,7 +400,7 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     assert "human **fail (people's audit)**, judge **fail**" in report and "unlabelled" not in report
     res = result(out)
     [b] = [b for b in res["blockers"] if b["kind"] == "failure_rate_exceeded"]
-    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 8
+    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 18
     row = res["product"]["slices"]["critical"]
     assert row["decided_by"] == "audit" and row["verdict"] == "exceeded" and row["audit"]["low"] > 0.1
 
@@ -635,14 +638,17 @@ def test_the_plans_power_is_the_chance_the_decisions_own_verdict_reaches_its_aim
     from gate.decide.product.audit_plan import size_plan
     from gate.estimate import audit_sizing as ep
 
-    z = size_plan(judged_fail, n - judged_fail, counts, limit, 0.95)
+    # The power is stated at the judged-fail count calibration expects at the rate the plan was sized at.
+    k = size_plan(judged_fail, n - judged_fail, counts, limit, 0.95).part.expected_k
+    z = size_plan(k, n - k, counts, limit, 0.95)
+    judged_fail = k
     assert z.decides and z.aim == aim and z.power >= 0.8 and 0 < z.fail_labels + z.pass_labels < n
     reached = 0.0
     for x_f in range(z.fail_labels + 1):
         for x_p in range(z.pass_labels + 1):
             chance = binom.pmf(x_f, z.fail_labels, z.q_fail) * binom.pmf(x_p, z.pass_labels, z.q_pass)
-            fs = ar.StratumSample(judged_fail, z.fail_labels, x_f, z.fail_labels - x_f, ())
-            ps = ar.StratumSample(n - judged_fail, z.pass_labels, x_p, z.pass_labels - x_p, ())
+            fs = ["fail"] * x_f + ["pass"] * (z.fail_labels - x_f)
+            ps = ["fail"] * x_p + ["pass"] * (z.pass_labels - x_p)
             reached += chance if ep.plan_verdict(z, fs, ps) == aim else 0.0
     assert reached == pytest.approx(z.power, abs=1e-9)
 
@@ -735,13 +741,15 @@ def test_on_a_lane_that_stops_once_decided_the_audit_holds_a_slice_back_but_neve
 ) -> None:
     """`stop_when_decided: true`: how many answers the lane judged hung on the judge's verdicts, and the
     audit's tests count on a number fixed in advance, so the audit there may only raise a verdict. At an
-    8% limit the sequential interval can never pass this slice (0 of 60 judged fail bounds it at 9.2%
-    with this judge), whatever order the answers come in: it judges all 60 and leaves the slice open.
-    People's labels (the one answer the judge failed cleared, none failing) would pass it, and did
-    (exit 0); they stay beside the open verdict. Labels that fail every answer hold it back: exceeded."""
-    policy = audit_suite(tmp_path / "suite", fake, 0.08)
+    8% limit the sequential interval can never pass this slice (this judge's calibration, 3 labelled
+    failing answers, leaves it above the limit even with no answer judged fail), whatever order the
+    answers come in: it judges all 200 and leaves the slice open. People's labels (the one answer the
+    judge failed cleared, none failing) would pass it, and did (exit 0); they stay beside the open
+    verdict. Labels that fail every answer hold it back: exceeded."""
+    policy = audit_suite(tmp_path / "suite", fake, 0.08, answers=200)
+    write_calibration(policy, {"critical": {"true_fail": 3, "false_pass": 0, "true_pass": 60, "false_fail": 0}})
     policy.write_text(policy.read_text().replace("product: true", "product: true\n    stop_when_decided: true"))
-    lines = answers_of(1)
+    lines = answers_of(1, answers=200)
     responses = write_responses(tmp_path / "responses.jsonl", lines)
     ledger = tmp_path / "ledger.jsonl"
     for line in lines:
@@ -750,7 +758,7 @@ def test_on_a_lane_that_stops_once_decided_the_audit_holds_a_slice_back_but_neve
     assert run_app(policy, run, responses, "--audit", str(ledger)) == 4
     row = result(run)["product"]["slices"]["critical"]
     assert (row["n"], row["verdict"], row["decided_by"], row["audit"]["verdict"]) == (
-        60,
+        200,
         "inconclusive",
         "calibration",
         "passed",

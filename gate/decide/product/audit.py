@@ -172,8 +172,10 @@ def audit_slice(
     if plan is None or not usable(rated_fail, rated_pass, in_draw) or not answers.judged:
         return AuditedSlice(None, False, tuple(findings), zero[0] if zero else None, used)
     disagree = agreement is not None and agreement.finding is not None
-    rate = ep.plan_rate(plan.sizing, fs, ps)
-    verdict = ep.plan_verdict(plan.sizing, fs, ps)
+    fail_labels = [in_draw.get(c) for c in rated_fail]
+    pass_labels = [in_draw.get(c) for c in rated_pass]
+    rate = ep.plan_rate(plan.sizing, fail_labels, pass_labels, rated_fail, rated_pass)
+    verdict = ep.plan_verdict(plan.sizing, fail_labels, pass_labels)
     row: dict[str, Any] = {
         "estimate": rate.estimate,
         "low": rate.low,

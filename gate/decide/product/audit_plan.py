@@ -3,7 +3,8 @@
 The run's order seed (gate/run/order_seed.py, fixed when the run started) puts each stratum of the
 slice (the answers the judge failed, those it passed) in its seeded draw order (gate/review/draw.py);
 the plan is the first so many of each, the counts the planner gives (gate/estimate/audit_sizing.py,
-`plan_audit`: the fewest labels that reach 80% power on the verdict calibration predicts). It is
+`plan_audit`: two designs sized before the judge's verdicts, one to pass and one to show the slice exceeded,
+each with 80% power; the judge's count only chooses which people label). It is
 computed by this one function from the seed and the judged answers on every path (run, resume,
 decide, merge, the queue), so they all reach the same plan, and the audit's verdict reads exactly
 its sample: a planned answer without a final label counts against the verdict, a label beyond it
@@ -90,7 +91,8 @@ class AuditPlan:
             "sized_at": z.sized_at,
             "power": z.power,
             "power_target": z.power_target,
-            "caps": {"judged_fail": z.fail_cap, "judged_pass": z.pass_cap},
+            "predicted": z.predicted,
+            "designs": z.designs_dict(),
             "calibrated": z.calibrated,
             "answers_needed": z.answers_needed,
             "limit_it_decides": z.limit_it_decides,
@@ -117,13 +119,21 @@ def _chance(power: float) -> str:
 
 
 def _sized_at(z: ep.Sizing) -> str:
-    source = "calibration predicts" if z.calibrated else "the judge's verdicts give"
-    return f"if the failure rate is the {fr.percent(z.sized_at)} {source}"
+    times = z.sized_at / z.limit if z.limit else 0.0
+    share = {0.25: "a quarter of", 2.0: "twice", 3.0: "three times", 5.0: "five times"}.get(round(times, 6))
+    of_it = f"{share} the limit" if share else "halfway from the limit to 100%"
+    return f"if the failure rate is {fr.percent(z.sized_at)} ({of_it})"
 
 
 def power_words(z: ep.Sizing) -> str:
-    """What the plan is sized to: the verdict it aims at, and how often it reaches it at the predicted rate."""
-    return f"sized to {_aim(z)} {_chance(z.power)} {_sized_at(z)}"
+    """What the plan is sized to, fixed before the judge's verdicts were known, and why this design:
+    'sized to pass it 81.4% of the time if the failure rate is 0.5% (a quarter of the limit); chosen because
+    calibration predicts 0.5% for this run'."""
+    source = "calibration predicts" if z.calibrated else "the judge's verdicts give"
+    return (
+        f"sized before the run to {_aim(z)} {_chance(z.power)} {_sized_at(z)}; this design because {source} "
+        f"{fr.percent(z.predicted)} for this run"
+    )
 
 
 def plan_words(fail_population: int, fail_sample: int, pass_population: int, pass_sample: int, reviewers: int) -> str:
