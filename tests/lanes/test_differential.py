@@ -906,9 +906,9 @@ def test_every_path_of_a_product_lane_with_peoples_audit_reaches_the_plain_runs_
     slice's verdict and `decided_by`. The judge disagrees with people on one answer of each slice, so
     the audit (people's labels) and the calibration estimate (the judge's verdicts) part; every answer
     is labelled, so the audit decides both slices (each plan a part of them), and one is exceeded. In s0
-    the judge passes an answer people fail: its plan is all 15 answers (with one the judge failed, no
-    plan of 15 answers decides a 30% limit with 80% power)."""
-    ok = [CaseSpec(f"a-{i:02d}", "s0", "pass") for i in range(14)]
+    the judge passes an answer people fail; it has 24 answers, as a plan fixed before the run that passes
+    a 30% limit with 80% power (at 7.5%, a quarter of it) needs: no audit of 15 answers could."""
+    ok = [CaseSpec(f"a-{i:02d}", "s0", "pass") for i in range(23)]
     bad = [CaseSpec(f"b-{i:02d}", "s1", "fail" if i < 9 else "pass") for i in range(14)]
     cases = (*controls_with(), *ok, *bad, CaseSpec("a-99", "s0", "fail", Script("disagree")))
     suite = Suite(
@@ -953,13 +953,16 @@ def test_the_dry_run_leaves_open_a_slice_without_calibration_figures_that_people
     """A slice calibration.json has no figures for, and a ledger with people's label on one of its
     answers: the run's audit decides the slice; the dry run, before any call, said judge_unfit
     (review_required: "whatever the judge says the run can end no better"). Found beside the withheld
-    answer above. Nine answers: the fewest whose plan (all of them) can pass the 30% limit."""
+    answer above (with nine answers, then the fewest whose plan could pass the 30% limit). A plan fixed
+    before the run needs 24 to pass it with 80% power at 7.5%: people label every answer, so the plan's
+    draw holds labels whatever the run's seed."""
+    answers = tuple(CaseSpec(f"c-{i}", "s0", "pass") for i in range(24))
     suite = Suite(
         slices=(("s0", 0, None),),
-        cases=(*controls_with(), *(CaseSpec(f"c-{i}", "s0", "pass") for i in range(9))),
+        cases=(*controls_with(), *answers),
         product=True,
         uncalibrated=("s0",),
-        audited=("c-1",),
+        audited=tuple(c.case_id for c in answers),
     )
     run_example(suite, tmp_path, {"dry_run", "decide"}.__contains__)
     assert (

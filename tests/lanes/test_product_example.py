@@ -165,10 +165,10 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     comment = (work / "gate-out-product" / "v2.4" / "report.md").read_text(encoding="utf-8")
     [blocker] = [line for line in comment.splitlines() if line.startswith("- **`failure_rate_inconclusive`**")]
     assert (
-        "people labelling this run's audit plan, 5 items (5 of the 26 answers the judge failed and none of the 94 "
-        "it passed), 10 labels at two reviewers an item (\\`gate review queue" in blocker
+        "people labelling this run's audit plan, 6 items (6 of the 26 answers the judge failed and none of the 94 "
+        "it passed), 12 labels at two reviewers an item (\\`gate review queue" in blocker
     )
-    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`), sized to show it exceeded" in blocker
+    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`), sized before the run to show it exceeded" in blocker
     assert failed["state"] == "quality_failed"
     assert [(b["kind"], b["slice"]) for b in failed["blockers"]] == [
         ("failure_rate_exceeded", "billing-policy-critical")
@@ -176,31 +176,32 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
     audited = failed["product"]["slices"]["billing-policy-critical"]
     assert audited["decided_by"] == "audit" and audited["audit"]["low"] > audited["max_failure_rate"] == 0.125
     assert audited["low"] <= 0.125  # the calibration estimate alone could not say
-    # The plan, sized to show the slice exceeded, labels 5 of the answers the judge failed: people fail all 5.
-    assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["audited"]) == (5, 0)
-    # The zero-tolerance slice: the judge failed none of its answers, so its plan is 29 of the 120 it passed (not a
-    # whole audit); people fail none of them, which passes its 10% limit. Its one wrong answer (lockout-app-012,
-    # the figure in words the judge misses) is not among the 29: zero tolerance confirms only what people read.
+    # The plan, sized to show the slice exceeded, labels 6 of the answers the judge failed: people fail all 6.
+    assert (audited["audit"]["judged_fail"]["people_fail"], audited["audit"]["judged_pass"]["audited"]) == (6, 0)
+    # The zero-tolerance slice: the judge failed none of its answers, so its plan (sized before the run to pass a
+    # product at 2.5%) is 34 of the 120 it passed, not a whole audit; people fail none of them, which passes its 10%
+    # limit. Its one wrong answer (lockout-app-012, the figure in words the judge misses) is not among the 34: zero
+    # tolerance confirms only what people read.
     security = failed["product"]["slices"]["account-security"]
     assert security["decided_by"] == "audit" and security["verdict"] == "passed"
-    assert (security["audit"]["judged_pass"]["audited"], security["audit"]["judged_pass"]["people_fail"]) == (29, 0)
+    assert (security["audit"]["judged_pass"]["audited"], security["audit"]["judged_pass"]["people_fail"]) == (34, 0)
     assert (security["zero_tolerance"]["verdict"], security["zero_tolerance"]["missed"]) == ("passed", [])
     picture = (work / "gate-out-product" / "v2.4-audited" / "product.svg").read_text(encoding="utf-8")
     assert (
-        ">audit (bar) 12.7%-100% (decides)</text>" in picture and ">calibration (dotted) 12.1%-43.8%</text>" in picture
+        ">audit (bar) 13.3%-100% (decides)</text>" in picture and ">calibration (dotted) 12.1%-43.8%</text>" in picture
     )
-    assert ">audit (bar) 0%-9.9% (decides)</text>" in picture
+    assert ">audit (bar) 0%-8.5% (decides)</text>" in picture
     report = (work / "gate-out-product" / "v2.4-audited" / "report.md").read_text(encoding="utf-8")
-    assert "| `account-security` | ✅ passed | 0% | 0%-9.9% | 10% |" in report
+    assert "| `account-security` | ✅ passed | 0% | 0%-8.5% | 10% |" in report
     screen = " ".join(done.stdout.split())
-    assert "account-security: passed; failure rate 0% (interval 0%-9.9%) against a limit of 10%" in screen
-    assert "[0%, 9.9%]: passed (the judge failed none; people failed 0/29 it passed); decided by audit" in summary
+    assert "account-security: passed; failure rate 0% (interval 0%-8.5%) against a limit of 10%" in screen
+    assert "[0%, 8.5%]: passed (the judge failed none; people failed 0/34 it passed); decided by audit" in summary
     # The audit decided billing-policy-critical: its line gives the audit's interval, which lies above
     # the limit as "exceeded" says, and the calibration estimate beside it says it alone was open
     # (it read "exceeded; failure rate 26% (interval 12.1%-43.8%) against a limit of 12.5%").
-    assert "billing-policy-critical: exceeded; failure rate at least 12.7% (interval 12.7%-100%)" in screen, screen
+    assert "billing-policy-critical: exceeded; failure rate at least 13.3% (interval 13.3%-100%)" in screen, screen
     assert "the calibration estimate beside it: 26% (12.1%-43.8%), inconclusive" in screen
-    assert "| `billing-policy-critical` | ❌ exceeded | at least 12.7% | 12.7%-100% |" in report
+    assert "| `billing-policy-critical` | ❌ exceeded | at least 13.3% | 13.3%-100% |" in report
     assert "-> corrected 26% [12.1%, 43.8%] vs limit 12.5%: inconclusive" in summary.split("with people's audit")[1]
     failed = open_
     critical = failed["product"]["slices"]["billing-policy-critical"]
@@ -265,13 +266,13 @@ def test_the_audit_of_v24_is_a_ledger_of_the_review_api_on_its_queue() -> None:
     lines = read_ledger(PRODUCT / "audit" / "ledger", queue)
     assert {line.reviewer for line in lines} == {"ana", "ben"} and all(line.blind for line in lines)
     finals = final_labels(lines, queue, 2)
-    assert len(finals) == len(queue.items) == 56 and {f.status for f in finals.values()} == {"unanimous"}
+    assert len(finals) == len(queue.items) == 64 and {f.status for f in finals.values()} == {"unanimous"}
     strata = queue.header.design["strata"]
-    assert strata["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 5}
-    # The judge failed none of account-security's answers: a plan of 29 of them, not a whole audit of 120.
+    assert strata["billing-policy-critical"]["judged_fail"] == {"population": 26, "sample": 6}
+    # The judge failed none of account-security's answers: a plan of 34 of them, not a whole audit of 120.
     assert strata["account-security"] == {
         "judged_fail": {"population": 0, "sample": 0},
-        "judged_pass": {"population": 120, "sample": 29},
+        "judged_pass": {"population": 120, "sample": 34},
     }
     # Its one wrong answer (the example's README says so) is not among them.
     assert "lockout-app-012" not in {item.case_id for item in queue.items}

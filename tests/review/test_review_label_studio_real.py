@@ -346,9 +346,9 @@ def test_export_writes_the_tasks_in_a_seeded_shuffle_with_no_stratum(
     shipped = Path(__file__).resolve().parents[2] / "policies" / "example-product" / "audit" / "queue.jsonl"
     assert main(["review", "export", str(shipped), "--format", "label-studio", "--out", str(tmp_path / "big")]) == 0
     big = read_queue(shipped)
-    fails = {i.item_id for i in big.items if i.stratum == "judged_fail"}  # 7 of 56, first in their slices' blocks
+    fails = {i.item_id for i in big.items if i.stratum == "judged_fail"}  # 8 of 64, first in their slices' blocks
     first = [t["data"]["item_id"] for t in json.loads((tmp_path / "big" / "tasks.json").read_text())][: len(fails)]
-    assert len(fails) == 7 and len(fails & set(first)) < 3  # spread through the tasks, not one block
+    assert len(fails) == 8 and len(fails & set(first)) < 3  # spread through the tasks, not one block
     text = written[0].decode()
     assert all(word not in text for word in ("judged_fail", "judged_pass", "stratum", '"draw"'))
     assert all(set(t) == {"data"} for t in tasks)
