@@ -168,7 +168,9 @@ def test_make_demo_product_runs_both_app_versions_offline_and_ends_with_their_ve
         "people labelling this run's audit plan, 6 items (6 of the 26 answers the judge failed and none of the 94 "
         "it passed), 12 labels at two reviewers an item (\\`gate review queue" in blocker
     )
-    assert "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`), sized before the run to show it exceeded" in blocker
+    assert (
+        "--from gate-out-product/v2.4 --out audit-queue.jsonl\\`), sized before the run to show it exceeded" in blocker
+    )
     assert failed["state"] == "quality_failed"
     assert [(b["kind"], b["slice"]) for b in failed["blockers"]] == [
         ("failure_rate_exceeded", "billing-policy-critical")
