@@ -361,13 +361,13 @@ def xss_shown_as_text(work: Path) -> None:
             driver.quit()
 
 
-PER_SLICE = 6  # the example's questions kept per slice: an audit plan two people label in a few minutes
+PER_SLICE = 12  # the example's questions kept per slice: an audit plan two people label in a few minutes
 
 
 def small_product(work: Path) -> None:
     """The example, PER_SLICE questions of each slice kept (half of them answered wrong in v2.4 where the
-    slice has that many), each slice's limit one its audit can decide: a run whose audit plan (the run fixes it: `gate review
-    queue` takes no --sample for a product run) is 7 items, all six of account-security's and one of billing's."""
+    slice has that many), each slice's limit one its audit can decide: a run whose audit plan (the run fixes
+    it: `gate review queue` takes no --sample for a product run) holds answers of each slice."""
     import make_product_example
     import yaml
 
@@ -391,10 +391,12 @@ def small_product(work: Path) -> None:
     policy_path = work / PRODUCT / "policy.yaml"
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
     for name, limits in policy["slices"].items():
-        # Limits an audit of six answers can decide: far below a slice half wrong; for one nearly right, 40%, which
-        # only six answers all passing can show (0.6^6 = 4.7%, 0.6^5 = 7.8%), so its plan is all six: the plans
-        # then hold 7 items, as many as the Label Studio round trip gives roles to (at 90% two answers would do).
-        limits["max_failure_rate"] = 0.01 if len(kept.get((name, True), [])) > 1 else 0.4
+        # Limits an audit of twelve answers can decide (the plan is sized before the run, for a product at a
+        # quarter of the limit to pass, at twice to five times it to be shown exceeded): 10% for a slice half wrong
+        # (a couple of the answers the judge failed show it exceeded); 50% for one nearly right, which five answers
+        # all passing show under it. The plans then hold at least 7 items, as many as the Label Studio round trip
+        # gives roles to.
+        limits["max_failure_rate"] = 0.1 if len(kept.get((name, True), [])) > 1 else 0.5
     policy_path.write_text(yaml.safe_dump(policy, sort_keys=False), encoding="utf-8")
 
 

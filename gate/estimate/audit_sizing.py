@@ -145,8 +145,21 @@ class Sizing:
 
     @property
     def design(self) -> at.Design | None:
-        """The design people label at this K (None: no plan of this slice decides its aim)."""
-        return self.part.design if self.part.decides else None
+        """The design people label at this K (None: no plan of this slice decides its aim, or none of this
+        design's outcomes at this K could: nobody is asked for labels that cannot decide)."""
+        return self.part.design if self.part.decides and self.reachable else None
+
+    @functools.cached_property
+    def reachable(self) -> bool:
+        """Whether the aim's design can reach its verdict at this run's K at all (every planned answer failing
+        people, or passing them): a design sized at the K a product at its rate is expected to give may read
+        too few answers at a K far below it."""
+        design = self.part.design
+        if design is None or not self.part.decides:
+            return True  # nothing to label anyway: `answers_needed` says what would
+        a_f, a_p = design.sizes(self.judged_fail)
+        best = (a_f, a_p) if self.aim == "exceeded" else (0, 0)
+        return at.rejects(self.aim, design, self.judged_fail, *best, self.limit, self.alpha(self.aim))
 
     @property
     def pass_design(self) -> at.Design | None:
@@ -162,7 +175,7 @@ class Sizing:
 
     @property
     def decides(self) -> bool:
-        return self.part.decides
+        return self.part.decides and self.reachable
 
     @property
     def sized_at(self) -> float:
@@ -304,19 +317,32 @@ def size_part(
     side: Aim, n: int, calibration: Calibration | None, limit: float, confidence: float, power: float = POWER
 ) -> Part:
     """One design fixed before K: the fewest labels with which its verdict's test reaches `power` at its
-    rate (the first of `sizing_rates` at which any audit of n answers can) and the K calibration expects
-    there; or, where even a whole audit of n answers cannot, no design and what would at the first rate."""
+    rate and the K calibration expects there. The rate is the first of `sizing_rates` at which a plan short
+    of the whole slice reaches it, else the first at which a whole audit of n answers does (a judge that
+    fails many good answers may need a product further over the limit before its failures alone show
+    it); where none does, no design and what would at the first rate."""
     alpha = (1.0 - confidence) * (EXCEED_ALPHA_SHARE if side == "exceeded" else 1.0)
     rates = sizing_rates(side, limit)
-    rate = next((r for r in rates if n and _whole_power(side, n, r, limit, alpha) >= power), None)
-    if rate is None:
+    decidable = [r for r in rates if n and _whole_power(side, n, r, limit, alpha) >= power]
+    if not decidable:
         rate = rates[0]
         k, q_f, q_p = expected(rate, n, calibration)
         whole = _whole_power(side, n, rate, limit, alpha)
         needed, nearest = _what_would(side, n, rate, limit, alpha, power)
         return Part(side, None, rate, k, q_f, q_p, whole, False, answers_needed=needed, limit_it_decides=nearest)
+    found: tuple[float, at.Design] | None = None
+    # To show a slice exceeded, the judged-fail answers alone first, at each rate (a search of seconds at most);
+    # then with judged-pass answers too, at the first rate only (a search that can take minutes).
+    for rate, mixed in [(r, side == "passed") for r in decidable] + (
+        [(decidable[0], True)] if side == "exceeded" else []
+    ):
+        k, q_f, q_p = expected(rate, n, calibration)
+        design = _smallest(side, k, n, q_f, q_p, limit, alpha, power, mixed=mixed)
+        if design is not None:
+            found = (rate, design)
+            break
+    rate, design = found or (decidable[0], at.Design(n, n, n))
     k, q_f, q_p = expected(rate, n, calibration)
-    design = _smallest(side, k, n, q_f, q_p, limit, alpha, power) or at.Design(n, n, n)
     reached = plan_power(side, design, k, q_f, q_p, rate, limit, alpha)
     return Part(side, design, rate, k, q_f, q_p, reached, reached >= power)
 
@@ -375,7 +401,7 @@ def _reaches(
 
 
 def _smallest(
-    aim: Aim, k: int, n: int, q_f: float, q_p: float, limit: float, alpha: float, power: float
+    aim: Aim, k: int, n: int, q_f: float, q_p: float, limit: float, alpha: float, power: float, mixed: bool = True
 ) -> at.Design | None:
     """The capped design with the fewest labels at this K that reaches `power` (None: none of them does)."""
     # A cap at or above K labels this run's whole judged-fail stratum (and the first K of a larger one); K
@@ -385,7 +411,7 @@ def _smallest(
     caps = sorted({min(c, k) for c in (*FAIL_CAPS, k) if 0 < min(c, k) <= MAX_PASS_LABELS}) or [FAIL_CAPS[0]]
     if aim == "exceeded":
         fail_only = _smallest_to_exceed(caps, k, n, q_f, q_p, limit, alpha, power)
-        if fail_only is not None:
+        if fail_only is not None or not mixed:
             return fail_only
         # A judge that fails many good answers: its failures alone cannot show the slice exceeded; the judged-pass
         # answers people fail can, as they can pass it.
@@ -421,8 +447,9 @@ def _smallest_to_exceed(
 ) -> at.Design | None:
     """The fewest judged-fail labels that reach `power` to show the slice exceeded (no judged-pass label: at
     a rate above the limit they add little): the first cap of the ladder that reaches it, then the fewest
-    between it and the one below, tried one by one (the power is a saw in the cap: each step of the
-    Clopper-Pearson bound's threshold drops it, so halving could step over the smallest that reaches)."""
+    between it and the one below, tried one by one where the gap is small (the power is a saw in the cap:
+    each step of the Clopper-Pearson bound's threshold drops it, so halving could step over the smallest
+    that reaches); in a wide gap (past the ladder, at a large K) halved to within 12 first."""
 
     def reaches(cap: int) -> bool:
         return _reaches("exceeded", at.Design(n, cap, 0), k, q_f, q_p, limit, alpha, power)
@@ -430,7 +457,11 @@ def _smallest_to_exceed(
     below = 0
     for cap in caps:
         if reaches(cap):
-            fewest = next((c for c in range(below + 1, cap) if reaches(c)), cap)
+            lo, hi = below, cap
+            while hi - lo > 12:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+            fewest = next((c for c in range(lo + 1, hi) if reaches(c)), hi)
             return at.Design(n, fewest, 0)
         below = cap
     return None

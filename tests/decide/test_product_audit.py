@@ -361,7 +361,7 @@ def test_labels_on_answers_this_run_did_not_judge_are_noted_and_never_used(
 def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_could_not(
     tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy = audit_suite(tmp_path / "suite", fake, 0.1)
+    policy = audit_suite(tmp_path / "suite", fake, 0.05)
     lines = answers_of(20)
     run = tmp_path / "run"
     assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 4
@@ -369,10 +369,10 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     # makes its queue and the power it is sized to; labelling part of it decides nothing yet.
     [open_] = result(run)["blockers"]
     plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
-    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 18, 36)
+    assert (plan["aim"], plan["judged_fail"]["sample"], plan["judged_pass"]["sample"]) == ("exceeded", 6, 0)
     route = (
-        "Or people labelling this run's audit plan, 54 items (18 of the 20 answers the judge failed and 36 "
-        "of the 40 it passed), 108 labels at two reviewers an item (`gate review queue --policy"
+        "people labelling this run's audit plan, 6 items (6 of the 20 answers the judge failed and none "
+        "of the 40 it passed), 12 labels at two reviewers an item (`gate review queue --policy"
     )
     message = " ".join(open_["message"].split())
     assert route in message, message
@@ -380,12 +380,10 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     partial_ledger = tmp_path / "partial.jsonl"
     for case_id in plan["judged_fail"]["case_ids"][:3]:
         label(partial_ledger, lines[int(case_id[2:])], "fail")
-    for case_id in plan["judged_pass"]["case_ids"]:
-        label(partial_ledger, lines[int(case_id[2:])], "pass")
     assert decide(policy, run, tmp_path / "partial", "--audit", str(partial_ledger)) == 4
     partial = result(tmp_path / "partial")["product"]["slices"]["critical"]["audit"]
-    assert partial["judged_fail"]["audited"] == 18 and partial["judged_fail"]["open"] == 15
-    assert "15 planned answers of the 54 items of this run's audit plan have no final label" in partial["decide_hint"]
+    assert partial["judged_fail"]["audited"] == 6 and partial["judged_fail"]["open"] == 3
+    assert "3 planned answers of the 6 items of this run's audit plan have no final label" in partial["decide_hint"]
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
         label(ledger, line, "fail" if i < 20 else "pass")
@@ -400,7 +398,7 @@ def test_an_audit_that_confirms_the_failures_exceeds_the_limit_the_calibration_c
     assert "human **fail (people's audit)**, judge **fail**" in report and "unlabelled" not in report
     res = result(out)
     [b] = [b for b in res["blockers"] if b["kind"] == "failure_rate_exceeded"]
-    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 18
+    assert b["state"] == "quality_failed" and "people's audit" in b["message"] and len(b["case_ids"]) == 6
     row = res["product"]["slices"]["critical"]
     assert row["decided_by"] == "audit" and row["verdict"] == "exceeded" and row["audit"]["low"] > 0.1
 
@@ -416,8 +414,9 @@ def test_a_judge_whose_calibration_does_not_describe_it_on_this_run_is_flagged(
     assert run_app(policy, run, write_responses(tmp_path / "responses.jsonl", lines)) == 0
     ledger = tmp_path / "ledger.jsonl"
     for i, line in enumerate(lines):
-        # people fail every second answer the judge passed: it misses far more than calibration measured
-        label(ledger, line, "fail" if i < 3 or i % 2 == 0 else "pass")
+        # people fail four in five of the answers the judge passed: it misses far more than calibration measured
+        # (at least 19 of any 30 the plan draws of the 57, whatever the run's seed)
+        label(ledger, line, "fail" if i < 3 or i % 5 != 0 else "pass")
     out = tmp_path / "decided"
     assert decide(policy, run, out, "--audit", str(ledger)) == 1
     res = result(out)
@@ -623,7 +622,7 @@ def test_a_strata_sample_is_the_draw_prefix_to_its_last_final_label_and_open_ans
     ("judged_fail", "n", "counts", "limit", "aim"),
     [
         (2, 120, JudgeCounts(true_pass=120, true_fail=50, false_pass=10, false_fail=0), 0.15, "passed"),
-        (20, 60, JudgeCounts(true_fail=20, false_pass=5, true_pass=60, false_fail=6), 0.1, "exceeded"),
+        (20, 60, JudgeCounts(true_fail=20, false_pass=5, true_pass=60, false_fail=1), 0.1, "exceeded"),
     ],
 )
 def test_the_plans_power_is_the_chance_the_decisions_own_verdict_reaches_its_aim(
@@ -682,6 +681,10 @@ def test_merged_shards_are_decided_with_the_audit_as_the_whole_run_is(
     merged = tmp_path / "merged"
     args = ["merge", "--policy", str(policy), *map(str, shards), "--out", str(merged), "--responses", str(responses)]
     assert main(args) == 4  # without the labels: the calibration estimate alone, inconclusive
+    # The command that makes the audit queue names the merged output, which holds every shard's records (a queue
+    # made from shard 1's would hold its answers only).
+    hint = result(merged)["product"]["slices"]["critical"]["decide_hint"]
+    assert f"--from {merged} --out audit-queue.jsonl" in hint and str(shards[0]) not in hint, hint
     assert main([*args, "--audit", str(ledger)]) == 0
     row = result(merged)["product"]["slices"]["critical"]
     assert row["decided_by"] == "audit" and row["audit"] == result(whole)["product"]["slices"]["critical"]["audit"]

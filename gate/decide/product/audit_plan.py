@@ -118,11 +118,16 @@ def _chance(power: float) -> str:
     return "almost surely" if power >= 0.995 else f"{fr.percent(power)} of the time"
 
 
-def _sized_at(z: ep.Sizing) -> str:
+def _rate(z: ep.Sizing) -> str:
+    """'0.5% (a quarter of the limit)': the rate the labelled design was sized at."""
     times = z.sized_at / z.limit if z.limit else 0.0
     share = {0.25: "a quarter of", 2.0: "twice", 3.0: "three times", 5.0: "five times"}.get(round(times, 6))
     of_it = f"{share} the limit" if share else "halfway from the limit to 100%"
-    return f"if the failure rate is {fr.percent(z.sized_at)} ({of_it})"
+    return f"{fr.percent(z.sized_at)} ({of_it})"
+
+
+def _sized_at(z: ep.Sizing) -> str:
+    return f"if the failure rate is {_rate(z)}"
 
 
 def power_words(z: ep.Sizing) -> str:
@@ -217,6 +222,13 @@ def undecidable_words(z: ep.Sizing) -> str:
     """Why no plan of this run can decide the limit, and what would, from the planner's figures: 'no audit of
     this run's 120 answers can decide its 10% limit: if the failure rate is the 5% calibration predicts, even
     people labelling all 120 would pass it only 60.6% of the time, ...; what would: a run of about 239 ...'."""
+    if not z.reachable:
+        return (
+            f"no outcome of this run's audit plan could {_aim(z)}: it was sized before the run for a failure rate of {_rate(z)}, "
+            f"where about {z.part.expected_k:,} of the {z.n:,} answers would be judged fail, and with this run's "
+            f"{z.judged_fail:,} its {plural(z.part.design.sizes(z.judged_fail)[0] if z.part.design else 0, 'label')} "
+            "cannot decide; what would: a run of more answers, or a judge that fails fewer good answers"
+        )
     return (
         f"no audit of this run's {z.n:,} answers can decide its {fr.percent(z.limit)} limit: {_sized_at(z)}, "
         f"{whole_audit_words(z)}"
