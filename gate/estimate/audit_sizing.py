@@ -125,10 +125,18 @@ class Sizing:
     confidence: float
     predicted: float  # the failure rate calibration predicts for this run (without calibration, K / n)
     calibrated: bool
-    to_pass: Part
-    to_exceed: Part
+    calibration: Calibration | None
     power_target: float = POWER
     method: str = at.METHOD
+
+    # Each design is sized on first use (a search of up to seconds; `size_part` remembers it): a run labels one.
+    @functools.cached_property
+    def to_pass(self) -> Part:
+        return size_part("passed", self.n, self.calibration, self.limit, self.confidence, self.power_target)
+
+    @functools.cached_property
+    def to_exceed(self) -> Part:
+        return size_part("exceeded", self.n, self.calibration, self.limit, self.confidence, self.power_target)
 
     @property
     def judged_pass(self) -> int:
@@ -235,7 +243,11 @@ class Sizing:
         }
 
     def designs_dict(self) -> list[dict[str, Any]]:
-        """Both designs as fixed before K, and whether people label it at this run's K."""
+        """The design this run's prediction chose, as fixed before K, and whether people label it (the other
+        is not sized: `gate validate --lane` shows both)."""
+        part = self.part
+        design = part.design
+        caps = None if design is None else {"judged_fail": design.fail_cap, "judged_pass": design.pass_cap}
         return [
             {
                 "verdict": part.side,
@@ -243,12 +255,9 @@ class Sizing:
                 "expected_judged_fail": part.expected_k,
                 "power": part.power,
                 "decides": part.decides,
-                "caps": None
-                if part.design is None
-                else {"judged_fail": part.design.fail_cap, "judged_pass": part.design.pass_cap},
-                "labelled": part is self.part and self.design is not None,
+                "caps": caps,
+                "labelled": self.design is not None,
             }
-            for part in (self.to_pass, self.to_exceed)
         ]
 
 
@@ -305,10 +314,9 @@ def plan_audit(
         raise ValueError(f"stratum sizes must be >= 0, not {judged_fail} and {judged_pass}")
     n = judged_fail + judged_pass
     rate, _, _, calibrated = predicted(judged_fail, n, calibration)
-    to_pass, to_exceed = (size_part(side, n, calibration, limit, confidence, power) for side in ("passed", "exceeded"))
     return Sizing(
         n=n, judged_fail=judged_fail, limit=limit, confidence=confidence, predicted=rate, calibrated=calibrated,
-        to_pass=to_pass, to_exceed=to_exceed, power_target=power,
+        calibration=calibration, power_target=power,
     )  # fmt: skip
 
 

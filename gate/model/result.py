@@ -569,7 +569,7 @@ class PlanCaps(Part):
 
 
 class PlanDesign(Part):
-    """One of the plan's two designs, sized before the run's judged-fail count was known."""
+    """The design of the plan's two that the run's judged-fail count chose, sized before that count was known."""
 
     verdict: Literal["passed", "exceeded"]  # the verdict this design was sized to reach
     sized_at: float  # the failure rate it was sized at: a quarter of the limit, or twice it
@@ -596,7 +596,7 @@ class AuditPlan(Part):
     power: float  # P(aim) at sized_at
     power_target: float
     predicted: float  # calibration's prediction for the run (without calibration, the judge's share)
-    designs: list[PlanDesign]  # both designs, fixed before K; the tests read them at every K
+    designs: list[PlanDesign]  # the chosen design, fixed before K; its tests read it at every K
     calibrated: bool
     answers_needed: int | None = None  # no plan decides: the answers a run would need at the same rate
     limit_it_decides: float | None = None  # ... or the nearest limit this run could decide

@@ -230,23 +230,24 @@ def test_the_designs_each_verdict_reads_are_the_same_whatever_k_the_run_had(n: i
 def test_a_judge_failing_few_on_the_run_no_longer_passes_a_product_at_its_limit_more_than_one_time_in_twenty() -> None:
     # Found by bench/audit_steering.py (section 4): 120 answers, a 10% limit, calibration Se 50/60 and Sp 120/120,
     # and a judge that on this run catches 10% of the failures (Sp 1.0). With each run's plan sized from its own
-    # K, a product at its limit passed 5.2% of the time. Exact here: every K, every outcome of its plan's labels.
+    # K, a product at its limit passed 5.34% of the time (4 designs). Exact here: every K, every outcome of its plan's labels.
     n, limit, se, sp = 120, 0.10, 0.1, 1.0
     pi = se * limit + (1 - sp) * (1 - limit)
     q_f, q_p = se * limit / pi, (1 - se) * limit / (1 - pi)
     calibration = sz.Calibration(50, 10, 120, 0)
-    chance = 0.0
+    chance, edges = 0.0, {}
     for k in range(n + 1):
         weight = binom.pmf(k, n, pi)
-        if weight < 1e-12:
-            continue
         plan = sz.plan_audit(judged_fail=k, judged_pass=n - k, calibration=calibration, limit=limit, confidence=0.95)
         design = plan.pass_design
-        if design is None:
+        if weight < 1e-12 or design is None:
             continue
+        if design not in edges:  # the verdict is the test at the outcome's statistic, monotone in it
+            edges[design] = region_edge("passed", design, limit)
+        edge = edges[design]
         a_f, a_p = design.sizes(k)
         for x_f in range(a_f + 1):
             for x_p in range(a_p + 1):
-                if at.rejects("passed", design, k, x_f, x_p, limit, ALPHA):
+                if edge is not None and at.statistic("passed", design, k, x_f, x_p, ALPHA) <= edge:
                     chance += weight * binom.pmf(x_f, a_f, q_f) * binom.pmf(x_p, a_p, q_p)
-    assert 0.01 < chance <= ALPHA
+    assert len(edges) == 1 and 0.01 < chance <= ALPHA
