@@ -228,7 +228,7 @@ def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: floa
         parts.append(
             f"a run failing at {fr.percent(part.sized_at)} (about {k} of {n} judged fail) would have "
             + (
-                f"{plan_words(k, z.fail_labels, n - k, z.pass_labels, reviewers)}, {power_words(z)}"
+                f"{plan_words(k, z.fail_labels, n - k, z.pass_labels, reviewers)}, {power_words(z, why=False)}"
                 if z.decides and z.aim == part.side
                 else f"no audit plan that decides it: {whole_audit_words(z)}"
             )

@@ -130,15 +130,15 @@ def _sized_at(z: ep.Sizing) -> str:
     return f"if the failure rate is {_rate(z)}"
 
 
-def power_words(z: ep.Sizing) -> str:
+def power_words(z: ep.Sizing, why: bool = True) -> str:
     """What the plan is sized to, fixed before the judge's verdicts were known, and why this design:
     'sized to pass it 81.4% of the time if the failure rate is 0.5% (a quarter of the limit); chosen because
     calibration predicts 0.5% for this run'."""
+    sized = f"sized before the run to {_aim(z)} {_chance(z.power)} {_sized_at(z)}"
+    if not why:  # a run imagined before it is made (`gate validate --lane`): no prediction chose it
+        return sized
     source = "calibration predicts" if z.calibrated else "the judge's verdicts give"
-    return (
-        f"sized before the run to {_aim(z)} {_chance(z.power)} {_sized_at(z)}; this design because {source} "
-        f"{fr.percent(z.predicted)} for this run"
-    )
+    return f"{sized}; this design because {source} {fr.percent(z.predicted)} for this run"
 
 
 def plan_words(fail_population: int, fail_sample: int, pass_population: int, pass_sample: int, reviewers: int) -> str:
