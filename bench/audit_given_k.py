@@ -1,10 +1,12 @@
 """A prototype of the audit's tests made valid for a plan chosen after K: Berger-Boos, conditional on K.
 
-The planner sizes a slice's design (fail_cap, pass_cap) from K, the answers the judge failed. The gate's tests
-(gate/estimate/audit_tests.py) are exact for one design fixed before K: their p-value sums over every K the run
-could have had. A design chosen from K picks, at each K, a test that may be anti-conservative at that K, and
-the procedure as a whole can pass a product at its limit more often than 1 - confidence (bench/audit_steering.py,
-"the plan chosen after K").
+The gate's tests (gate/estimate/audit_tests.py) are exact for one design fixed before K, the answers the judge
+failed: their p-value sums over every K the run could have had. The gate used to size a slice's design
+(fail_cap, pass_cap) from K; a design chosen from K picks, at each K, a test that may be anti-conservative at
+that K, and that rule passed a product at its limit more often than 1 - confidence (bench/audit_steering.py,
+section 4). The gate now fixes two designs before K and K only chooses which is labelled; this test given K is
+the other remedy, measured beside it and not chosen: here each K gets the design sized from it
+(bench/audit_sizing.sized_from_k, the rule the gate had), with the planner's question asked of this test.
 
 Given K, the planned labels are Binomial(a_F, q_F) x Binomial(a_P, q_P) whatever design the planner chose at
 that K. The test here is valid conditionally on K for every (q_F, q_P) on the null with pi within Clopper-Pearson's
@@ -18,10 +20,10 @@ refined until each is below the level or a null point is above it.
 
 The statistic is the gate's (audit_tests.statistic; a whole audit's is the total share). What it costs is
 measured in bench/audit_steering.py section 4: valid in every cell, but at the headline (3,000 answers, a 2%
-limit) the planner asking it needs 16 + 338 labels for 80% power to pass where the gate's needs 23 + 197, and 46
-judged-fail labels to show twice the limit exceeded where the gate's needs 18: given K, pi's uncertainty enters
-as its worst case at a bound, not averaged over the runs. A larger gamma does not buy it back (0.0025 to 0.02:
-323-342 labels at the headline, measured once).
+limit) the plan sized from K asking it needs 16 + 338 labels for 80% power to pass where the gate's design to
+pass is 23 + 197, and 46 judged-fail labels to show twice the limit exceeded where the gate's design needs 24:
+given K, pi's uncertainty enters as its worst case at a bound, not averaged over the runs. A larger gamma does
+not buy it back (0.0025 to 0.02: 323-342 labels at the headline, measured once).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Iterator
 import numpy as np
 from scipy.special import betaincinv
 
-from bench.audit_sizing import ALPHA, statistics
+from bench.audit_sizing import ALPHA, SizedFromK, sized_from_k_uncached, statistics
 from gate.estimate import audit_sizing as sz
 from gate.estimate import audit_tests as at
 from gate.estimate.audit_tests import _pmf  # the same binomial table the gate's tests use
@@ -77,7 +79,8 @@ class GivenK:
         # q_P = (lim - pi q_F)/(1 - pi) rises with pi where q_F < lim and falls where q_F > lim.
         low_first = below if self.passing else ~below
         pi = np.minimum(np.where(low_first, self.pi_lo, self.pi_hi), 1 - 1e-12)
-        return np.clip((lim - pi * q_f) / (1 - pi), 0.0, 1.0)
+        q_p: np.ndarray = np.clip((lim - pi * q_f) / (1 - pi), 0.0, 1.0)
+        return q_p
 
     def top(self) -> float:
         """The largest q_F worth asking: past it the null's q_P is 0 and the chance only moves against the
@@ -172,8 +175,8 @@ def verdict_chance(
     w = _CRITICAL[key]
     if w is None:
         return 0.0
-    test_stats = statistics(side, design, k, *(np.arange(a + 1) for a in _sizes(design, k)))
     a_f, a_p = _sizes(design, k)
+    test_stats = statistics(side, design, k, np.arange(a_f + 1), np.arange(a_p + 1))
     good = test_stats <= w + 1e-15 if side == "passed" else test_stats >= w - 1e-15
     prob = _pmf(np.arange(a_f + 1), a_f, q_f)[:, None] * _pmf(np.arange(a_p + 1), a_p, q_p)[None, :]
     return float((prob * good).sum())
@@ -187,23 +190,24 @@ def _sizes(design: at.Design, k: int) -> tuple[int, int]:
 def _planner_asks_given_k() -> Iterator[None]:
     """The gate's planner with its question "does this design reach the power?" asked of the test given K (a
     bench-only switch: the search, the ladder of caps and the power target are the gate's)."""
-    original = sz.at.rejects
+    original = at.rejects  # the module the planner's search asks (gate.estimate.audit_sizing imports it whole)
 
     def asked(side: at.Side, design: at.Design, k: int, x_f: int, x_p: int, limit: float, alpha: float,
               budget: int | None = None) -> bool:  # fmt: skip
         return rejects(side, design, k, x_f, x_p, limit, alpha)
 
-    sz.at.rejects = asked  # type: ignore[assignment]
+    at.rejects = asked
     try:
         yield
     finally:
-        sz.at.rejects = original  # type: ignore[assignment]
+        at.rejects = original
 
 
 @functools.cache
-def plan_at(n: int, k: int, calibration: sz.Calibration | None, limit: float, confidence: float) -> sz.Sizing:
-    """The plan the gate's planner makes at K = k when its test is the one given K."""
+def plan_at(n: int, k: int, calibration: sz.Calibration | None, limit: float, confidence: float) -> SizedFromK:
+    """The plan sized from K (the rule the gate had, bench/audit_sizing.sized_from_k) when its test is the
+    one given K: a design chosen from K, which the test given K allows."""
+    if confidence != 1 - ALPHA:
+        raise ValueError(f"the statistic here is the bench's, at confidence {1 - ALPHA}, not {confidence}")
     with _planner_asks_given_k():
-        return sz.plan_audit(
-            judged_fail=k, judged_pass=n - k, calibration=calibration, limit=limit, confidence=confidence
-        )
+        return sized_from_k_uncached(n, k, calibration, limit)

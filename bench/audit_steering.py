@@ -3,13 +3,16 @@
 A product at or above its limit must pass at most 1 - confidence of the time, whatever the team does that the
 gate allows. Today's audit (every judged-fail answer and 100 judged-pass ones by default, labels read up to
 the last one given) let a team choose its queue, label until it passes, or lean on calibration where the judge
-is worse on the run. The plan (gate/estimate/audit_sizing.py) fixes the labels before anyone sees a verdict and
-reads exactly them, a planned item without a label counting against the verdict. Side by side in one run
-(confidence 95%, 5% allowed):
+is worse on the run. The plan (gate/estimate/audit_sizing.py) is two designs fixed before the run's K (the
+answers the judge failed): one to pass a product at a quarter of the limit, one to show a product at 2x/3x/5x
+it exceeded; K only chooses which people label (calibration's prediction at K under the limit: the first).
+`passed` is read only from the design to pass, `exceeded` from either (at 9/10 and 1/10 of 1 - confidence);
+the verdict reads exactly the planned items, a planned item without a label counting against it. Side by side
+in one run (confidence 95%, 5% allowed):
 
 1. The steering grid. Per cell, P(passed) of a product at its limit (or above it) by today's rule under each
    way of steering it, simulated, and by the plan, exact (a sum over every K the run could have, each with the
-   plan the planner makes at that K, and every outcome of its sample):
+   plan the gate makes at that K, and every outcome of its sample):
      default      today's default queue labelled truthfully, decided once
      best of 20   the team draws 20 queues and hands in one that passes, if any does
      every label  labels one judged-pass answer at a time and stops at the first pass
@@ -26,32 +29,46 @@ reads exactly them, a planned item without a label counting against the verdict.
    that may stop the moment it is decided: a betting e-process on the judged-pass labels (Waudby-Smith and
    Ramdas; the judged-fail part fixed as planned, each part at half of 1 - confidence). False approval with a
    team that stops at the first pass (product at the limit), and power and labels at a quarter of it: 3,000
-   answers at 2% (the quick run), 1,000 at 5%, 400 and 60 at 20%.
+   answers at 2% (the quick run), 1,000 at 5%, 400 and 60 at 20%. A run whose K chooses the design to show
+   exceeded passes neither way (its labels are counted for both).
 3. Labels carry over: last release labelled a plan of the same answers; 70% are unchanged, and the changed ones
    fail three times as often (1,000 answers, the product at its 5% limit, a judge with Se 0.3 on the run where
-   calibration says 0.85, so that the plans label). Three ways to draw this release's plan: fresh (the gate's);
-   last release's labelled answers first; coupled (an unchanged answer keeps its key of last release's seed, a
-   changed one gets a key of this run's: a uniformly random order of the stratum while which answers change is
-   unrelated to last release's draw). Three things the team did between the releases: changes unrelated to the
-   labels; fixed the answers last release's labels found failing; reworded them, still failing (an adversary
-   who wants them out of the prefix). False approval, the failures the plan reads, and labels carried over.
-4. The plan chosen after K (a defect this section shows; not fixed in the gate yet). The gate's tests are exact
-   for a design fixed before K, summed over every K the run could have had; the planner chooses the design from
-   K, and at some K the chosen design's test passes more often than 1 - confidence given that K. Exact false
-   approval of the planner in the loop (each K its own plan, the product at its limit) where the judge fails few
-   on the run and calibration says it fails many (Se 0.02-0.3 on the run, Sp 1.0 and 0.99; 60, 120 and 400
-   answers; 5%, 10% and 20% limits; calibration as the example's, Se 0.83 Sp 1.0, or a good judge's): above 5%
-   in 14 of the 88 cells, worst 5.77% (400 answers, 5%, Se 0.3). Beside it two remedies valid by construction:
-   the Berger-Boos test given K (bench/audit_given_k.py; worst 3.1%), and two designs fixed before K, K only
-   choosing which is labelled (worst 4.5%); and what each costs at the headline (3,000 answers, a 2% limit: the
-   gate 220 labels for 81% power to pass, given K 354, fixed 220; to show twice the limit exceeded 18, 46, 18)
-   and in three of section 1's cells.
+   calibration says 0.85, so that K chooses the design to pass). Three ways to draw this release's plan: fresh
+   (the gate's); last release's labelled answers first; coupled (an unchanged answer keeps its key of last
+   release's seed, a changed one gets a key of this run's: a uniformly random order of the stratum while which
+   answers change is unrelated to last release's draw). Three things the team did between the releases:
+   changes unrelated to the labels; fixed the answers last release's labels found failing; reworded them, still
+   failing (an adversary who wants them out of the prefix). False approval, the failures the plan reads, and
+   labels carried over.
+4. The plan chosen after K. The gate's tests are exact for a design fixed before K, summed over every K the run
+   could have had. Exact P(passed) of a product at its limit, each rule in the loop (each K the plan the rule
+   makes at it), where the judge fails few on the run and calibration says it fails many (Se 0.02-0.3 on the
+   run, Sp 1.0 and 0.99; 60, 120 and 400 answers; 5%, 10% and 20% limits; calibration as the example's, Se
+   0.83 Sp 1.0, or a good judge's; 88 cells), three rules side by side:
+     sized from K  the rule the gate had (`bench/audit_sizing.sized_from_k`, rebuilt from the gate's search):
+                   one design sized at calibration's prediction from this K, both verdicts read from it at
+                   1 - confidence: worst 5.77% (400 answers, 5%, Se 0.3), above 5% in 14 of the 88 cells
+     the gate      two designs fixed before K: worst 4.49% (400 answers, 5%, Se 0.1), none above 5%; its
+                   P(exceeded) at the limit beside it (worst 0.25%), and on 48 cells where K often chooses the
+                   design to show exceeded (a judge as calibrated, or failing more good answers on the run than
+                   calibration says: worst 3.24%; the design to show exceeded reads it at 4.5%, the design
+                   to pass at 0.5%)
+     given K       the Berger-Boos test given K (bench/audit_given_k.py), each K the design sized from K asking
+                   it: worst 3.13%
+   and what each costs at the headline (3,000 answers, Se 0.85, Sp 0.99, a 2% limit): labels and power at the
+   expected K and over every run, with the LP's bound on any valid test of as many labels (bench/audit_sizing.py):
+   to pass a product at 0.5% the gate's 220 labels (79.1% over every run), sized from K 220 at the expected K
+   but 698 on average (73.5%), given K 354 (635 on average, 73.3%); to show one at 4% exceeded the gate's 24
+   (80.5%), sized from K 18 (194 on average, 84.1%), given K 46 (723 on average, 84.7%); a product at 0.75%
+   passes 42.9% of the time with the gate's 220, 78.8% with 1,587 labels on average sized from K, 76.6% with
+   1,439 given K; and (full run) three of section 1's cells.
 
-    nice .venv/bin/python bench/audit_steering.py            # sections 1-4 (about 35 minutes on 2 shared cores)
-    nice .venv/bin/python bench/audit_steering.py --quick    # the issue's run and fewer draws (about 13 minutes)
-    nice .venv/bin/python bench/audit_steering.py --after-k --quick  # section 4's found cells and the headline (1 minute)
-    nice .venv/bin/python bench/audit_steering.py --after-k  # section 4's 88 cells and the costs (8 minutes)
-    nice .venv/bin/python bench/audit_steering.py --after-k --slow  # ... and the two slow cells (20-40 minutes more)
+    nice .venv/bin/python bench/audit_steering.py                 # sections 1-4 (11 minutes on 2 shared cores)
+    nice .venv/bin/python bench/audit_steering.py --quick         # the issue's runs, fewer draws, section 4 quick (4.5 minutes)
+    nice .venv/bin/python bench/audit_steering.py --sections 123  # sections 1-3 only (1.5 minutes)
+    nice .venv/bin/python bench/audit_steering.py --after-k       # section 4: 88 cells, 48 more, the costs (10-12 minutes)
+    nice .venv/bin/python bench/audit_steering.py --after-k --quick  # four found cells, 12 more, the costs (4-6 minutes)
+    nice .venv/bin/python bench/audit_steering.py --after-k --slow   # ... and two slow cells (20-40 minutes more)
 """
 
 from __future__ import annotations
@@ -71,7 +88,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import audit_given_k as given_k  # noqa: E402
-from bench.audit_sizing import drawn, edge, k_window, plan_at, statistics, strata, verdict_chance  # noqa: E402
+from bench.audit_sizing import (  # noqa: E402
+    drawn,
+    edge,
+    gate_chance,
+    k_window,
+    plan_at,
+    sized_from_k,
+    statistics,
+    strata,
+    verdict_chance,
+)
 from gate.estimate import audit_rate as ar  # noqa: E402
 from gate.estimate import audit_sizing as sz  # noqa: E402
 from gate.estimate import audit_tests as at  # noqa: E402
@@ -108,7 +135,8 @@ def old_ok(n: int, x_f: int, found: np.ndarray, limit: float) -> np.ndarray:
     """Per m (1..len(found)): does today's rule pass with x_f judged-fail failures and found[m-1] among m?"""
     t = old_pass_limits(n, limit, len(found))
     m = np.arange(1, len(found) + 1)
-    return (t >= 0) & (x_f * m + found * n <= t)
+    ok: np.ndarray = (t >= 0) & (x_f * m + found * n <= t)
+    return ok
 
 
 def steer_old(
@@ -272,9 +300,11 @@ def _anytime_row(
     for _ in range(draws):
         k = int(rng.binomial(n, pi))
         plan = plan_at(n, k, calibration, limit)
-        if not plan.labels:
+        if plan.pass_design is None:  # K chose the design to show exceeded (or none): it cannot pass
+            plan_labels += plan.labels
+            bet_labels += plan.labels
             continue
-        w = edge("passed", plan.design, limit)
+        w = edge("passed", plan.pass_design, limit)
         f_labels = rng.random(plan.fail_labels) < q_f
         p_labels = rng.random(plan.pass_labels) < q_p
         x_f = int(f_labels.sum())
@@ -282,9 +312,9 @@ def _anytime_row(
         found = np.cumsum(p_labels)
         opens = plan.pass_labels - np.arange(1, plan.pass_labels + 1)
         if plan.pass_labels:
-            looks = statistics("passed", plan.design, k, np.array([x_f]), found + opens)[0]
+            looks = statistics("passed", plan.pass_design, k, np.array([x_f]), found + opens)[0]
         else:
-            looks = statistics("passed", plan.design, k, np.array([x_f]), np.array([0]))[0]
+            looks = statistics("passed", plan.pass_design, k, np.array([x_f]), np.array([0]))[0]
         passed_any = w is not None and bool((looks <= w + 1e-15).any())
         passed_end = w is not None and bool(looks[-1] <= w + 1e-15)
         stop_pass += passed_any
@@ -385,10 +415,13 @@ def _carry_run(
         judged_fail = np.where(found, rng.random(n) > sp, judged_fail)
     k = int(judged_fail.sum())
     plan = plan_at(n, k, calibration, limit)
-    w = edge("passed", plan.design, limit)
     tally["fresh"][5] += fails.mean()
-    if w is None or not plan.labels:
-        return  # no plan: nothing labelled, nothing passed
+    if plan.pass_design is None or not plan.labels:
+        return  # K chose the design to show exceeded, or no plan: nothing passed (tallied as runs without a pass)
+    design = plan.pass_design
+    w = edge("passed", design, limit)
+    if w is None:
+        return
     labelled = planned & same  # the labels that carry over: same item, same rubric
     fresh_key = rng.random(n)
     strata_ids = (np.flatnonzero(judged_fail), np.flatnonzero(~judged_fail))
@@ -403,7 +436,7 @@ def _carry_run(
             for ids, size in zip(strata_ids, (plan.fail_labels, plan.pass_labels), strict=True)
         ]
         x_f, x_p = int(fails[picks[0]].sum()), int(fails[picks[1]].sum())
-        stat = statistics("passed", plan.design, k, np.array([x_f]), np.array([x_p]))[0, 0]
+        stat = statistics("passed", design, k, np.array([x_f]), np.array([x_p]))[0, 0]
         estimate = sum(ids.size / n * fails[p].mean() for ids, p in zip(strata_ids, picks, strict=True) if p.size)
         carried = sum(int(labelled[p].sum()) for p in picks)
         tally[method][:5] += (stat <= w + 1e-15, carried, plan.labels, estimate, fails.mean())
@@ -438,100 +471,149 @@ def after_k_cells(quick: bool, slow: bool) -> list[tuple[int, float, float, floa
     return cells
 
 
-RULES = ("the gate", "given K", "fixed")
+RULES = ("sized from K", "the gate", "given K")
+RULE_NAMES = {
+    "sized from K": "sized from K (before)",
+    "the gate": "the gate (designs fixed before K)",
+    "given K": "given K (Berger-Boos)",
+}
+# Cells where K often chooses the design to show exceeded (the judge on the run as calibrated, or failing more
+# good answers than calibration says): P(exceeded) of a product at its limit, read from either design.
+EXCEEDED_CELLS = [
+    (n, limit, se, sp, told)
+    for n, limit in itertools.product((60, 120, 400, 1000), (0.05, 0.10, 0.20))
+    for se, sp, told in ((0.85, 0.99, "good"), (0.83, 1.0, "example"), (0.85, 0.95, "good"), (1.0, 0.9, "example"))
+]
 
 
 def after_k(quick: bool, slow: bool) -> None:
-    """Exact false approval of the planner in the loop (each K its own plan), three ways: the gate's (its plans,
-    its tests); the prototype test given K (bench/audit_given_k.py), each K with the plan the same planner makes
-    asking it; and designs fixed before K, K only choosing which to label."""
+    """Exact false approval of each rule in the loop (each K the plan the rule makes at it): the rule the gate
+    had (one design sized from K, both tests on it at 1 - confidence), the gate's (two designs fixed before K),
+    and the test given K (bench/audit_given_k.py) with plans sized from K asking it."""
     print(
         "\n4. The plan chosen after K: P(passed) of a product at its limit, exact, every K the run could have"
         f" (allowed {ALPHA:.0%});\n   a judge failing few on the run where calibration says it fails many."
-        f"\n   the gate:  each K the plan the planner makes at it, decided by the gate's tests (exact for a design"
-        f"\n              fixed before K)"
-        f"\n   given K:   the Berger-Boos test given K (gamma {given_k.GAMMA}), each K the plan the planner makes"
+        "\n   sized from K: the rule the gate had: each K one design sized at calibration's prediction from K,"
+        "\n                 both verdicts read from it by the gate's tests (exact for a design fixed before K)"
+        "\n   the gate:     two designs sized before K (to pass a product at a quarter of the limit, to show one at"
+        "\n                 2x/3x/5x exceeded); K only chooses which is labelled; `passed` read only from the first"
+        "\n                 at 1 - confidence, `exceeded` from either (9/10 and 1/10 of it); 'exc.' is P(exceeded)"
+        f"\n   given K:      the Berger-Boos test given K (gamma {given_k.GAMMA}), each K the design sized from K"
         " asking it"
-        "\n   fixed:     two designs sized before K (the planner's plans at the K calibration expects for a product"
-        "\n              at a quarter of the limit and at twice it); K only chooses which is labelled: the first"
-        "\n              (with the second's judged-fail answers) where calibration predicts under the limit, and"
-        "\n              then both verdicts are read; else the second, and only `exceeded`. Each test reads one"
-        "\n              fixed design, so each verdict's chance is at most the gate's exact one for it."
     )
     print(
         f"   {'N':>5} {'limit':>5} {'Se':>5} {'Sp':>5} {'calibration':>11} |"
-        + "".join(f" {rule:>8} {'labels':>6} |" for rule in RULES)
-        + f" {'s':>4}"
+        + "".join(f" {rule:>12} {'labels':>6} |" for rule in RULES)
+        + f" {'exc.':>6} | {'s':>4}"
     )
-    worst = dict.fromkeys(RULES, (0.0, ""))
+    worst = {rule: (0.0, "") for rule in (*RULES, "the gate: exceeded")}
+    over = dict.fromkeys(RULES, 0)
     cells = after_k_cells(quick, slow)
-    over = 0
     for n, limit, se, sp, told in cells:
         started = time.monotonic()
         calibration = AFTER_K_CALIBRATIONS[told]
         row = ""
+        where = f"{n} answers, {limit:.0%}, Se {se} Sp {sp}, calibration {told}"
         for rule in RULES:
             chance, labels = after_k_cell(rule, n, limit, se, sp, calibration)
             if chance > worst[rule][0]:
-                worst[rule] = (chance, f"{n} answers, {limit:.0%}, Se {se} Sp {sp}, calibration {told}")
-            over += rule == "the gate" and chance > ALPHA
-            row += f" {chance:>8.4f} {labels:>6.1f} |"
+                worst[rule] = (chance, where)
+            over[rule] += chance > ALPHA
+            row += f" {chance:>12.4f} {labels:>6.1f} |"
+        exceeded, _ = after_k_cell("the gate", n, limit, se, sp, calibration, side="exceeded")
+        if exceeded > worst["the gate: exceeded"][0]:
+            worst["the gate: exceeded"] = (exceeded, where)
         print(
-            f"   {n:>5,} {limit:>5.0%} {se:>5g} {sp:>5g} {told:>11} |{row} {time.monotonic() - started:>4.0f}",
+            f"   {n:>5,} {limit:>5.0%} {se:>5g} {sp:>5g} {told:>11} |{row} {exceeded:>6.4f} |"
+            f" {time.monotonic() - started:>4.0f}",
             flush=True,
         )
-    for rule, (value, where) in worst.items():
-        print(f"   Worst, {rule}: {value:.4f} ({where}).")
-    print(f"   The gate above {ALPHA:.0%} in {over} of the {len(cells)} cells.")
+    for rule in RULES:
+        value, where = worst[rule]
+        print(
+            f"   P(passed), {RULE_NAMES[rule]}: worst {value:.4f} ({where}); above {ALPHA:.0%} in {over[rule]}"
+            f" of the {len(cells)} cells."
+        )
+    value, where = worst["the gate: exceeded"]
+    print(f"   P(exceeded), the gate: worst {value:.4f} ({where}).")
+    after_k_exceeded(quick)
     after_k_cost(quick)
 
 
-def after_k_cost(quick: bool) -> None:
-    """What each way costs: the headline's plan (labels, power at its K; the fixed designs over every run too),
-    and (full run) a few of section 1's cells drawn at the truth."""
-    from bench.audit_sizing import CALIBRATION, SE, SP, N
-
+def after_k_exceeded(quick: bool) -> None:
+    """The gate's P(exceeded) at the limit where K often chooses the design to show exceeded: the two routes to
+    `exceeded` (9/10 of 1 - confidence in that design, 1/10 in the design to pass) must stay within it."""
+    cells = [cell for cell in EXCEEDED_CELLS if cell[0] == 400] if quick else EXCEEDED_CELLS
     print(
-        f"   What it costs. The headline: {N:,} answers, Se {SE}, Sp {SP}, a 2% limit; labels and power at the expected K"
+        f"   P(exceeded) of a product at its limit, the gate, where K often chooses the design to show exceeded"
+        f" (allowed {ALPHA:.0%}):"
     )
     print(
-        f"   {'product':>8} {'aim':>9} {'K':>4} |"
-        + "".join(f" {rule + ': labels':>16} {'power':>6} |" for rule in RULES)
+        f"   {'N':>5} {'limit':>5} {'Se':>5} {'Sp':>5} {'calibration':>11} | {'P(aim exc.)':>11}"
+        f" {'P(exceeded)':>11} {'labels':>6} | {'P(passed)':>9}"
     )
-    for p, side in ((0.005, "passed"), (0.04, "exceeded")):
-        pi, q_f, q_p = strata(p, SE, SP)
-        k = round(pi * N)
-        row = ""
-        for rule in RULES:
-            if rule == "fixed":
-                first, second = fixed_before_k(N, CALIBRATION, 0.02)
-                plan = first if side == "passed" else second
-            else:
-                plan = (
-                    given_k.plan_at(N, k, CALIBRATION, 0.02, CONF)
-                    if rule == "given K"
-                    else plan_at(N, k, CALIBRATION, 0.02)
-                )
-            chance = (
-                given_k.verdict_chance(side, plan.design, 0.02, k, q_f, q_p, ALPHA)
-                if rule == "given K"
-                else verdict_chance(side, plan.design, 0.02, k, q_f, q_p)
-            )
-            f_labels, p_labels = plan.design.sizes(k)
-            row += f" {f'{f_labels} + {p_labels}':>16} {chance:>6.3f} |"
-        fixed_chance, fixed_labels = after_k_cell("fixed", N, 0.02, SE, SP, CALIBRATION, p=p, side=side)
+    worst, where = 0.0, ""
+    for n, limit, se, sp, told in cells:
+        calibration = AFTER_K_CALIBRATIONS[told]
+        pi = strata(limit, se, sp)[0]
+        ks, pk, _ = k_window(n, pi)
+        aimed = sum(
+            float(w) for k, w in zip(ks, pk, strict=True) if plan_at(n, int(k), calibration, limit).aim == "exceeded"
+        )
+        exceeded, labels = after_k_cell("the gate", n, limit, se, sp, calibration, side="exceeded")
+        passed, _ = after_k_cell("the gate", n, limit, se, sp, calibration)
+        if exceeded > worst:
+            worst, where = exceeded, f"{n} answers, {limit:.0%}, Se {se} Sp {sp}, calibration {told}"
         print(
-            f"   {p:>8.1%} {side:>9} {k:>4} |{row} fixed over every run: {fixed_chance:.3f}, {fixed_labels:.0f} labels",
+            f"   {n:>5,} {limit:>5.0%} {se:>5g} {sp:>5g} {told:>11} | {aimed:>11.3f} {exceeded:>11.4f} {labels:>6.1f}"
+            f" | {passed:>9.4f}",
             flush=True,
         )
-    print("   (bench/audit_sizing.py's grid draws the gate's over every run: 73.5% with 698 labels on average at 0.5%,")
-    print("   84.1% with 194 at 4%: a run whose K comes out high gets a plan of many labels.)")
+    print(f"   Worst P(exceeded) of the gate over these {len(cells)} cells: {worst:.4f} ({where}).")
+
+
+def after_k_cost(quick: bool) -> None:
+    """What each rule costs at the headline: the plan at the expected K (labels, power at that K), over every
+    run (P(the verdict), labels on average), the LP's bound on any valid test of that many labels; a product
+    at 0.75%, between a quarter of the limit and the limit; and (full run) three of section 1's cells."""
+    from bench.audit_sizing import CALIBRATION, SE, SP, N, lp_best
+
+    limit = 0.02
+    print(
+        f"   What it costs. The headline: {N:,} answers, Se {SE}, Sp {SP}, a {limit:.0%} limit; per rule the plan at"
+        " the expected K\n   (labels, power exact at that K), over every run (P(the verdict), labels on average),"
+        " and the LP's bound on\n   any valid test with the labels at the expected K (bench/audit_sizing.py; at the"
+        " whole 1 - confidence)"
+    )
+    print(
+        f"   {'product':>8} {'verdict':>9} {'K':>4} | {'rule':>33} {'labels at K':>11} {'power':>6} |"
+        f" {'every run':>9} {'labels':>7} | {'LP bound':>8}"
+    )
+    rows: tuple[tuple[float, at.Side], ...] = ((0.005, "passed"), (0.04, "exceeded"), (0.0075, "passed"))
+    for p, side in rows:
+        pi, q_f, q_p = strata(p, SE, SP)
+        k = round(pi * N)
+        for i, rule in enumerate(RULES):
+            started = time.monotonic()
+            design, chance_at_k = headline_plan(rule, N, k, limit, q_f, q_p, side)
+            f_labels, p_labels = design.sizes(k) if design is not None else (0, 0)
+            chance, labels = after_k_cell(rule, N, limit, SE, SP, CALIBRATION, p=p, side=side)
+            bound = ""
+            if p != 0.0075 and design is not None:
+                caps = (f_labels,) if side == "exceeded" else tuple(sorted({f_labels, 16, 23}))
+                bound = f"{lp_best(f_labels + p_labels, p, limit, side, caps)[0]:>8.3f}"
+            what = f"{p:>8.2%} {side:>9} {k:>4}" if i == 0 else " " * 24
+            print(
+                f"   {what} | {RULE_NAMES[rule]:>33} {f'{f_labels} + {p_labels}':>11} {chance_at_k:>6.3f} |"
+                f" {chance:>9.3f} {labels:>7.1f} | {bound:>8}   ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
     if quick:
         return
     print("   Section 1's cells (Se 0.85, Sp 0.99, calibration true), drawn at the truth: P(passed) at the limit; at a")
     print("   quarter of it the power to pass and the labels on average:")
     print(
-        f"   {'N':>5} {'limit':>5} |" + "".join(f" {rule + ': at L':>14} {'L/4':>6} {'labels':>6} |" for rule in RULES)
+        f"   {'N':>5} {'limit':>5} |" + "".join(f" {rule + ': at L':>18} {'L/4':>6} {'labels':>6} |" for rule in RULES)
     )
     for n, limit in ((1000, 0.05), (400, 0.05), (60, 0.20)):
         calibration = calibration_of(0.85, 0.99)
@@ -539,18 +621,24 @@ def after_k_cost(quick: bool) -> None:
         for rule in RULES:
             at_limit, _ = after_k_cell(rule, n, limit, 0.85, 0.99, calibration)
             power, labels = after_k_cell(rule, n, limit, 0.85, 0.99, calibration, p=limit / 4)
-            row += f" {at_limit:>14.4f} {power:>6.3f} {labels:>6.1f} |"
+            row += f" {at_limit:>18.4f} {power:>6.3f} {labels:>6.1f} |"
         print(f"   {n:>5,} {limit:>5.0%} |{row}", flush=True)
 
 
-def fixed_before_k(n: int, calibration: sz.Calibration, limit: float) -> tuple[sz.Sizing, sz.Sizing]:
-    """The two designs sized before K: the planner's plans at the K calibration expects for a product at a
-    quarter of the limit (to pass) and at twice it (to show exceeded)."""
-    se, sp = calibration.se or 0.0, calibration.sp or 0.0
-    first, second = (
-        plan_at(n, round(n * (se * r + (1 - sp) * (1 - r))), calibration, limit) for r in (limit / 4, 2 * limit)
-    )
-    return first, second
+def headline_plan(
+    rule: str, n: int, k: int, limit: float, q_f: float, q_p: float, side: at.Side
+) -> tuple[at.Design | None, float]:
+    """The design a rule labels at the headline's expected K, and its chance of `side` exact at that K."""
+    from bench.audit_sizing import CALIBRATION
+
+    if rule == "the gate":
+        plan = plan_at(n, k, CALIBRATION, limit)
+        return plan.design, gate_chance(side, plan, limit, k, q_f, q_p)
+    if rule == "given K":
+        design = given_k.plan_at(n, k, CALIBRATION, limit, CONF).design
+        return design, given_k.verdict_chance(side, design, limit, k, q_f, q_p, ALPHA) if design else 0.0
+    design = sized_from_k(n, k, CALIBRATION, limit).design
+    return design, verdict_chance(side, design, limit, k, q_f, q_p)
 
 
 def after_k_cell(
@@ -564,32 +652,27 @@ def after_k_cell(
     side: at.Side = "passed",
 ) -> tuple[float, float]:
     """P(the verdict `side`) at the rate p (the limit unless given) and the labels on average, every K the run
-    could have (the chance of K outside the window counted as passed at or above the limit, as not reached
-    otherwise: the figure can only err against the rule)."""
+    could have, each with the plan the rule makes at it (the chance of K outside the window counted as the
+    verdict where the verdict is wrong, as not reached otherwise: the figure can only err against the rule)."""
     p = limit if p is None else p
     pi, q_f, q_p = strata(p, se, sp)
     ks, pk, rest = k_window(n, pi)
-    chance, labels = (rest if side == "passed" and p >= limit else 0.0), 0.0
-    first, second = fixed_before_k(n, calibration, limit) if rule == "fixed" else (None, None)
+    wrong = p >= limit if side == "passed" else p <= limit
+    chance, labels = (rest if wrong else 0.0), 0.0
     for k, w in ((int(k), float(w)) for k, w in zip(ks, pk, strict=True)):
-        if first is not None and second is not None:
-            under = sz.predicted(k, n, calibration)[0] < limit
-            design = (first if side == "passed" else second).design
-            reads = (under or side == "exceeded") and bool((first if side == "passed" else second).labels)
-            f_labels = max(first.design.sizes(k)[0], second.design.sizes(k)[0]) if under else second.design.sizes(k)[0]
-            labels += w * (f_labels + (first.design.sizes(k)[1] if under else 0))
-        else:
-            plan = (
-                given_k.plan_at(n, k, calibration, limit, CONF)
-                if rule == "given K"
-                else plan_at(n, k, calibration, limit)
-            )
-            design, reads = plan.design, bool(plan.labels)
+        if rule == "the gate":
+            plan = plan_at(n, k, calibration, limit)
             labels += w * plan.labels
-        if reads and rule == "given K":
-            chance += w * given_k.verdict_chance(side, design, limit, k, q_f, q_p, ALPHA)
-        elif reads:
-            chance += w * verdict_chance(side, design, limit, k, q_f, q_p)
+            chance += w * gate_chance(side, plan, limit, k, q_f, q_p)
+        elif rule == "given K":
+            given = given_k.plan_at(n, k, calibration, limit, CONF)
+            labels += w * given.labels
+            if given.design is not None:
+                chance += w * given_k.verdict_chance(side, given.design, limit, k, q_f, q_p, ALPHA)
+        else:
+            old = sized_from_k(n, k, calibration, limit)
+            labels += w * old.labels
+            chance += w * verdict_chance(side, old.design, limit, k, q_f, q_p)
     return chance, labels / pk.sum()
 
 
@@ -597,16 +680,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the issue's run only, fewer draws")
     parser.add_argument("--after-k", action="store_true", help="only section 4, the plan chosen after K")
+    parser.add_argument("--sections", default="1234", help="the sections to run, e.g. 123 (default: all four)")
     parser.add_argument("--slow", action="store_true", help="section 4 with its slow cell (about 20 minutes more)")
     parser.add_argument("--seed", type=int, default=45)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
-    if not args.after_k:
+    sections = "4" if args.after_k else args.sections
+    if "1" in sections:
         grid(rng, args.quick, 300 if args.quick else 500)
+    if "2" in sections:
         anytime(rng, 300 if args.quick else 600, args.quick)
+    if "3" in sections:
         carry_over(rng, 300 if args.quick else 1000)
-    after_k(args.quick, args.slow)
+    if "4" in sections:
+        after_k(args.quick, args.slow)
     print(f"\n{time.monotonic() - started:.0f} s")
     return 0
 
