@@ -86,10 +86,11 @@ EXCEED_ALPHA_SHARE = 0.9
 
 @dataclass(frozen=True)
 class Part:
-    """One of a plan's two designs, fixed before the run's K is known: the one whose test alone can read
-    `passed` or the one whose test alone can read `exceeded`. `design` None: no audit of a slice this size
-    reaches the power at `sized_at` (then `answers_needed`/`limit_it_decides` say what would). `power` is the
-    chance of `side` at `sized_at`, the K calibration expects there (`expected_k`) and its shares q."""
+    """One of a plan's two designs, fixed before the run's K is known: the one sized to pass the slice (the
+    only design `passed` is read from) or the one sized to show it exceeded. `design` None: no audit of a
+    slice this size reaches the power at `sized_at` (then `answers_needed`/`limit_it_decides` say what
+    would). `power` is the chance of `side` at `sized_at`, the K calibration expects there (`expected_k`)
+    and its shares q."""
 
     side: Aim
     design: at.Design | None
