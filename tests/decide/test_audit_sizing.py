@@ -251,3 +251,17 @@ def test_a_judge_failing_few_on_the_run_no_longer_passes_a_product_at_its_limit_
                 if edge is not None and at.statistic("passed", design, k, x_f, x_p, ALPHA) <= edge:
                     chance += weight * binom.pmf(x_f, a_f, q_f) * binom.pmf(x_p, a_p, q_p)
     assert len(edges) == 1 and 0.01 < chance <= ALPHA
+
+
+def test_a_slice_none_of_whose_answers_was_judged_says_so_not_what_a_run_of_zero_answers_would_need() -> None:
+    # A provider fault on every answer: the plan has nothing to be sized on. It said "no audit of this run's 0
+    # answers can decide its 10% limit ... what would: a run of about 90 answers" of a slice of 120.
+    from gate.decide.product.audit_plan import undecidable_words
+
+    plan = sz.plan_audit(
+        judged_fail=0, judged_pass=0, calibration=sz.Calibration(50, 10, 120, 0), limit=0.1, confidence=0.95
+    )
+    assert not plan.decides and plan.labels == 0
+    assert undecidable_words(plan) == (
+        "no answer of this slice has the judge's verdict yet: its plan is drawn from the answers judged"
+    )

@@ -220,8 +220,10 @@ def size_plan(
 
 def undecidable_words(z: ep.Sizing) -> str:
     """Why no plan of this run can decide the limit, and what would, from the planner's figures: 'no audit of
-    this run's 120 answers can decide its 10% limit: if the failure rate is the 5% calibration predicts, even
-    people labelling all 120 would pass it only 60.6% of the time, ...; what would: a run of about 239 ...'."""
+    this run's 70 answers can decide its 5% limit: if the failure rate is 1.2% (a quarter of the limit), even
+    people labelling all 70 would pass it only 41.5% of the time, ...; what would: a run of about 180 ...'."""
+    if z.n == 0:  # an evaluator error on every answer, or none run yet: nothing to size a plan on
+        return "no answer of this slice has the judge's verdict yet: its plan is drawn from the answers judged"
     if not z.reachable:
         return (
             f"no outcome of this run's audit plan could {_aim(z)}: it was sized before the run for a failure rate of {_rate(z)}, "
