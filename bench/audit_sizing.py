@@ -16,7 +16,10 @@ product at its limit more than 5% of the time) and against a linear programme's 
    pass a product at 0.5%, and to show one at 4% exceeded. Per row the labels and the power: the gate's design
    (exact at the expected K, and over every run, K choosing the design), the rule sized from K at the expected
    K, today's audit (its own route at the expected counts, then with more judged-pass labels), and the LP
-   bound (for exceeded at the whole 1 - confidence and at the 9/10 of it the gate's design is read at).
+   bound (for exceeded at the whole 1 - confidence and at the 9/10 of it the gate's design is read at). Then a
+   product at 0.75%, between a quarter of the limit and the limit: the plan sized at a quarter of the limit
+   (220 labels, passes 42.9% over every run) beside the plan sized at its own rate (`audit_sized_at: 0.0075`:
+   1,336 labels on average, 77.7%), each with what it passes of a product at the limit (3.7% and 0.01%).
 1. More evidence never weakens the verdict: the issue's cells (3,000 answers, the judge failed 200, people
    confirm 70% of those they label, a 3.4% limit: 60 / 150 / 180 / 200 judged-fail labels), and P(passed) of
    the headline product as the judged-pass labels of its design to pass grow.
@@ -144,9 +147,14 @@ def verdict_chance(
 
 
 @functools.cache
-def plan_at(n: int, k: int, calibration: sz.Calibration | None, limit: float) -> sz.Sizing:
-    """The gate's plan at K = k: two designs fixed before K, K choosing which is labelled."""
-    return sz.plan_audit(judged_fail=k, judged_pass=n - k, calibration=calibration, limit=limit, confidence=CONF)
+def plan_at(
+    n: int, k: int, calibration: sz.Calibration | None, limit: float, sized_at: float | None = None
+) -> sz.Sizing:
+    """The gate's plan at K = k: two designs fixed before K, K choosing which is labelled (`sized_at`: the
+    slice's `audit_sized_at`, the rate the design to pass is sized at; None: a quarter of the limit)."""
+    return sz.plan_audit(
+        judged_fail=k, judged_pass=n - k, calibration=calibration, limit=limit, confidence=CONF, pass_sized_at=sized_at
+    )
 
 
 def gate_chance(side: at.Side, plan: sz.Sizing, limit: float, k: int, q_f: float, q_p: float) -> float:
@@ -159,7 +167,14 @@ def gate_chance(side: at.Side, plan: sz.Sizing, limit: float, k: int, q_f: float
 
 
 def drawn(
-    n: int, p: float, se: float, sp: float, calibration: sz.Calibration | None, limit: float, side: at.Side
+    n: int,
+    p: float,
+    se: float,
+    sp: float,
+    calibration: sz.Calibration | None,
+    limit: float,
+    side: at.Side,
+    sized_at: float | None = None,
 ) -> tuple[float, float]:
     """The gate at the truth: P(the verdict `side`) and the labels on average, each K with the plan the gate
     makes at it (the chance of K outside the window counted as the verdict where it is an error, for a figure
@@ -168,7 +183,7 @@ def drawn(
     ks, pk, rest = k_window(n, pi)
     chance, labels = rest if (p >= limit if side == "passed" else p <= limit) else 0.0, 0.0
     for k, w in zip(ks, pk, strict=True):
-        plan = plan_at(n, int(k), calibration, limit)
+        plan = plan_at(n, int(k), calibration, limit, sized_at)
         labels += w * plan.labels
         chance += w * gate_chance(side, plan, limit, int(k), q_f, q_p)
     return chance, labels / pk.sum()
@@ -413,6 +428,7 @@ def moonshot(quick: bool) -> None:
             f"   {'LP: no valid test of these designs passes more often':<70} {total:>7} {bound:>7.3f}   (best split {where})",
             flush=True,
         )
+    sized_at_rows(limit)
     # Exceeded: twice the limit.
     p = 2 * limit
     pi, q_f, q_p = strata(p, SE, SP)
@@ -462,6 +478,25 @@ def moonshot(quick: bool) -> None:
         "   The LP bounds every valid test of the design, randomised or not, but it is coarsened (see the docstring)."
     )
     print(f"   Mismatches between the regions read here and gate's own verdict at their edges: {checks}\n")
+
+
+def sized_at_rows(limit: float) -> None:
+    """A product between a quarter of its limit and the limit: the plan sized at a quarter of it beside the
+    plan sized at the product's own rate (the slice's `audit_sized_at`), over every run; and what each passes
+    of a product at the limit (within 1 - confidence: the design is still fixed before K)."""
+    rate = 0.0075
+    print(f"   a product at {rate:.2%}: the design to pass sized at a quarter of the limit, or at its own rate")
+    for sized_at in (None, rate):
+        every, labels = drawn(N, rate, SE, SP, CALIBRATION, limit, "passed", sized_at)
+        # At the limit with the judge as calibrated K mostly chooses the design to show exceeded; a judge that
+        # catches 0.3 of the failures on the run (calibration says 0.85) makes it choose the design to pass.
+        false = max(drawn(N, limit, se, SP, CALIBRATION, limit, "passed", sized_at)[0] for se in (SE, 0.3))
+        what = "a quarter of the limit" if sized_at is None else f"audit_sized_at: {sized_at}"
+        print(
+            f"   {'  sized at ' + what + ' (over every run; labels on average)':<70} {labels:>7.1f} {every:>7.3f}"
+            f"   (a product at the limit, judge Se {SE} or 0.3 on the run: passes {false:.4f})",
+            flush=True,
+        )
 
 
 def _split(design: at.Design, k: int) -> str:

@@ -330,6 +330,7 @@ def policy_text(
         out += k("slices.<slice>.max_failure_rate", "max_failure_rate: 0.02", 4, True)
         out += k("slices.<slice>.max_failures", "max_failures: 0", 4, True)
         out += k("slices.<slice>.require_audit", "require_audit: true", 4, True)
+        out += k("slices.<slice>.audit_sized_at", "audit_sized_at: 0.005", 4, True)
     out += ["", *k("limits", "limits:", 0), *k("limits.max_evaluator_errors", "max_evaluator_errors: 0", 2)]
     out += [*k("limits.max_total_cost", "max_total_cost: 1.00", 2), ""]
     out += [*k("missing_evidence", "missing_evidence: block", 0), "", *_lanes_text(), ""]

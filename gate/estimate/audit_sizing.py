@@ -129,11 +129,14 @@ class Sizing:
     calibration: Calibration | None
     power_target: float = POWER
     method: str = at.METHOD
+    pass_sized_at: float | None = None  # the rate the design to pass is sized at; None: PASS_SIZED_AT of the limit
 
     # Each design is sized on first use (a search of up to seconds; `size_part` remembers it): a run labels one.
     @functools.cached_property
     def to_pass(self) -> Part:
-        return size_part("passed", self.n, self.calibration, self.limit, self.confidence, self.power_target)
+        return size_part(
+            "passed", self.n, self.calibration, self.limit, self.confidence, self.power_target, self.pass_sized_at
+        )
 
     @functools.cached_property
     def to_exceed(self) -> Part:
@@ -290,11 +293,12 @@ def expected(rate: float, n: int, calibration: Calibration | None) -> tuple[int,
     return k, _ppv(rate, se, sp), _for(rate, se, sp)
 
 
-def sizing_rates(side: Aim, limit: float) -> tuple[float, ...]:
-    """The rates a design for `side` may be sized at, in the order tried: a quarter of the limit to pass;
-    twice, three and five times it to show exceeded (a rate past halfway from the limit to 1 is that)."""
+def sizing_rates(side: Aim, limit: float, pass_sized_at: float | None = None) -> tuple[float, ...]:
+    """The rates a design for `side` may be sized at, in the order tried: to pass, the slice's
+    `audit_sized_at`, else a quarter of the limit; twice, three and five times it to show exceeded (a rate
+    past halfway from the limit to 1 is that)."""
     if side == "passed":
-        return (limit * PASS_SIZED_AT,)
+        return (pass_sized_at if pass_sized_at is not None else limit * PASS_SIZED_AT,)
     return tuple(dict.fromkeys(min(limit * m, (1.0 + limit) / 2) for m in EXCEED_SIZED_AT))
 
 
@@ -306,6 +310,7 @@ def plan_audit(
     limit: float,
     confidence: float,
     power: float = POWER,
+    pass_sized_at: float | None = None,
 ) -> Sizing:
     """The slice's two designs, each the fewest labels that reach `power` on its verdict at its rate, sized
     from n and calibration only (`size_part`, the same whatever K the run had), and this run's prediction,
@@ -313,17 +318,25 @@ def plan_audit(
     box_share(confidence)  # the same check of confidence as every estimate
     if judged_fail < 0 or judged_pass < 0:
         raise ValueError(f"stratum sizes must be >= 0, not {judged_fail} and {judged_pass}")
+    if pass_sized_at is not None and not 0.0 < pass_sized_at < limit:
+        raise ValueError(f"the rate to size the design to pass at must be in (0, {limit}), not {pass_sized_at}")
     n = judged_fail + judged_pass
     rate, _, _, calibrated = predicted(judged_fail, n, calibration)
     return Sizing(
         n=n, judged_fail=judged_fail, limit=limit, confidence=confidence, predicted=rate, calibrated=calibrated,
-        calibration=calibration, power_target=power,
+        calibration=calibration, power_target=power, pass_sized_at=pass_sized_at,
     )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
 def size_part(
-    side: Aim, n: int, calibration: Calibration | None, limit: float, confidence: float, power: float = POWER
+    side: Aim,
+    n: int,
+    calibration: Calibration | None,
+    limit: float,
+    confidence: float,
+    power: float = POWER,
+    pass_sized_at: float | None = None,
 ) -> Part:
     """One design fixed before K: the fewest labels with which its verdict's test reaches `power` at its
     rate and the K calibration expects there. The rate is the first of `sizing_rates` at which a plan short
@@ -331,7 +344,7 @@ def size_part(
     fails many good answers may need a product further over the limit before its failures alone show
     it); where none does, no design and what would at the first rate."""
     alpha = (1.0 - confidence) * (EXCEED_ALPHA_SHARE if side == "exceeded" else 1.0)
-    rates = sizing_rates(side, limit)
+    rates = sizing_rates(side, limit, pass_sized_at)
     decidable = [r for r in rates if n and _whole_power(side, n, r, limit, alpha) >= power]
     if not decidable:
         rate = rates[0]

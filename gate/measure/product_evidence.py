@@ -191,7 +191,12 @@ def product_lane_check(
             f"judged fail); its limit is {fr.percent(limit)}"
         )
         audit_floor, audit_note = audit_before_run(
-            n, counts, limit, spec.confidence, loaded.policy.review.reviewers_per_item
+            n,
+            counts,
+            limit,
+            spec.confidence,
+            loaded.policy.review.reviewers_per_item,
+            loaded.policy.slices[name].audit_sized_at,
         )
         notes.append(f"slice {name}: {audit_note}")
         if best.high > limit:
@@ -210,7 +215,9 @@ def product_lane_check(
     return ProductCheck(tuple(findings), tuple(notes))
 
 
-def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: float, reviewers: int) -> tuple[float, str]:
+def audit_before_run(
+    n: int, counts: JudgeCounts, limit: float, confidence: float, reviewers: int, sized_at: float | None = None
+) -> tuple[float, str]:
     """What an audit of a run of `n` answers can do, known before the run: the smallest limit any audit of
     them could pass (every answer labelled, none failing; by the audit's own test), and the plan itself,
     whose two designs are fixed before the judge's verdicts (the run's count only chooses which people
@@ -220,11 +227,11 @@ def audit_before_run(n: int, counts: JudgeCounts, limit: float, confidence: floa
 
     # A whole audit is Clopper-Pearson on every failure found: with none, its upper bound is the floor.
     floor = fr._cp_edges(0, n, 1.0 - confidence)[1]
-    fixed = size_plan(0, n, counts, limit, confidence)  # its two designs: the same at every K
+    fixed = size_plan(0, n, counts, limit, confidence, sized_at)  # its two designs: the same at every K
     parts = []
     for part in (fixed.to_pass, fixed.to_exceed):
         k = part.expected_k
-        z = size_plan(k, n - k, counts, limit, confidence)
+        z = size_plan(k, n - k, counts, limit, confidence, sized_at)
         parts.append(
             f"a run failing at {fr.percent(part.sized_at)} (about {k} of {n} judged fail) would have "
             + (

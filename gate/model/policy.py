@@ -178,6 +178,27 @@ class SliceLimit(Strict):
     max_failures: int | None = Field(default=None, ge=0)
     # A product lane: the slice cannot pass without people's labels on this run's audit plan.
     require_audit: bool = False
+    # A product lane: the failure rate the audit plan's design to pass is sized for (80% power there);
+    # absent, a quarter of `max_failure_rate`. Sealed with the run, like the limit.
+    audit_sized_at: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _sized_under_the_limit(self) -> SliceLimit:
+        if self.audit_sized_at is None:
+            return self
+        if self.max_failure_rate is None:
+            raise ValueError(
+                "`audit_sized_at` sizes the audit plan against `max_failure_rate`, which is not set; fix: add "
+                "`max_failure_rate`, or drop `audit_sized_at`"
+            )
+        if self.audit_sized_at >= self.max_failure_rate:
+            raise ValueError(
+                f"`audit_sized_at` ({self.audit_sized_at:g}) must be below `max_failure_rate` "
+                f"({self.max_failure_rate:g}): a product at its limit passes at most 1 - confidence of the time, so "
+                "no plan can be sized to pass it; fix: give the failure rate you expect the product to have, under "
+                "the limit"
+            )
+        return self
 
 
 class Limits(Strict):

@@ -201,6 +201,12 @@ RULES: dict[str, tuple[str, str]] = {
         "`require_audit` does it for every slice; see docs/PRODUCT_GATE.md.",
         "require_audit: true",
     ),
+    "slices.<slice>.audit_sized_at": (
+        "A product lane only: the failure rate the audit plan is sized to pass with 80% power (0.01 is 1%), under "
+        "`max_failure_rate`; absent, a quarter of it. Nearer the limit the plan grows fast: `gate validate --lane` "
+        "prints its size before the run. Fixed when the run starts, like the limit; see docs/PRODUCT_GATE.md.",
+        "audit_sized_at: 0.01",
+    ),
     "slices.<slice>.priority": ("Lower runs first when the budget is tight.", "priority: 0"),
     "limits": ("Run-wide limits.", "limits: {...}"),
     "limits.max_evaluator_errors": (

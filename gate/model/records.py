@@ -142,6 +142,8 @@ class AuditSizing(BaseModel):
     # one after the run is refused. None on the records of a gate before it kept them.
     cases: int | None = Field(default=None, ge=0)
     case_ids_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # The slice's `audit_sized_at`: the rate its design to pass is sized at (None: a quarter of the limit).
+    audit_sized_at: float | None = Field(default=None, gt=0, lt=1, allow_inf_nan=False)
 
 
 # One AuditSizing object for the many records that carry equal ones (a run's answers of a slice all do),

@@ -8,6 +8,7 @@ real CLI (`gate run`, `gate merge`, `gate decide`, `gate review queue`) against 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -621,3 +622,81 @@ def test_decide_refuses_a_dataset_that_moved_withdrew_or_added_a_product_slices_
     assert decide(policy, tmp_path / "older", tmp_path / "out-older", "--audit", str(ledger)) == 0
     notes = " ".join(" ".join(result(tmp_path / "out-older")["notes"]).split())
     assert "carry what sized its audit plan but not its slices' cases" in notes, notes
+
+
+def test_a_slice_planned_for_its_own_rate_is_sized_there_before_the_run_and_held_to_it_after(
+    tmp_path: Path, fake: Any, judged: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A product that runs near its limit passes less often than 8 times in 10 with a plan sized at a quarter of
+    it. `audit_sized_at` sizes the design to pass at the team's own rate instead: `gate validate --lane` shows
+    the plan before the run, the run labels that plan, and the rate is fixed with the rest of the plan, so a
+    rate chosen after the run (added, changed or dropped) is refused, naming it. A rate at or over the limit,
+    or one with no limit, is a policy error naming the field and the fix."""
+    given, _responses, default_run, _lines = judged
+    suite = shutil.copytree(given.parent, tmp_path / "suite")
+    policy = suite / given.name
+    served = re.search(r"base_url: (\S+)", policy.read_text(encoding="utf-8"))
+    assert served is not None
+    original = policy.read_text(encoding="utf-8").replace(served[1], fake.base_url)  # the judged run's server is gone
+
+    for old, new, says in (
+        (
+            "max_failure_rate: 0.2",
+            "max_failure_rate: 0.2\n    audit_sized_at: 0.2",
+            "`audit_sized_at` (0.2) must be below",
+        ),
+        (
+            "max_false_passes: 1",
+            "max_false_passes: 1\n    audit_sized_at: 0.01",
+            "which is not set; fix: add `max_failure_rate`",
+        ),
+    ):
+        policy.write_text(original.replace(old, new, 1), encoding="utf-8")
+        capsys.readouterr()
+        assert main(["validate", "--policy", str(policy)]) == 2
+        err = said(capsys)
+        assert str(policy) in err and says in err and "fix:" in err and "Traceback" not in err, err
+
+    # The judged run was sized at a quarter of the limit: a rate added after it is refused.
+    policy.write_text(original.replace("max_failure_rate: 0.2", "max_failure_rate: 0.2\n    audit_sized_at: 0.1"))
+    capsys.readouterr()
+    assert decide(policy, default_run, tmp_path / "added-after") == 2
+    err = said(capsys)
+    assert "`slices.critical.audit_sized_at` is 0.1 in " in err, err
+    assert "the run's was not set (a quarter of the limit)" in err and "run the lane again" in err, err
+    assert not (tmp_path / "added-after" / "result.json").exists()
+
+    # Before the run: at 10%, half the limit, no audit of 60 answers passes it 8 times in 10, and it says so.
+    main(["validate", "--policy", str(policy), "--lane", "app"])
+    before = " ".join(capsys.readouterr().out.split())
+    assert "a run failing at 10% (about 10 of 60 judged fail) would have no audit plan that decides it" in before
+    assert "what would: a run of about " in before, before
+    policy.write_text(original.replace("max_failure_rate: 0.2", "max_failure_rate: 0.2\n    audit_sized_at: 0.07"))
+    main(["validate", "--policy", str(policy), "--lane", "app"])
+    before = " ".join(capsys.readouterr().out.split())
+    assert "if the failure rate is 7% (the slice's `audit_sized_at`)" in before, before
+
+    run = tmp_path / "run"
+    assert run_app(policy, run, write_responses(tmp_path / "r.jsonl", answers_of(3))) == 4
+    screen = " ".join(capsys.readouterr().out.split())
+    assert (
+        "sized before the run to pass it " in screen
+        and "if the failure rate is 7% (the slice's `audit_sized_at`)" in screen
+    )
+    plan = result(run)["product"]["slices"]["critical"]["audit_plan"]
+    default = result(default_run)["product"]["slices"]["critical"]["audit_plan"]
+    assert plan["aim"] == default["aim"] == "passed" and plan["sized_at"] == 0.07 and default["sized_at"] == 0.05
+    assert plan["labels"] > default["labels"] and plan["power"] >= 0.8, (plan, default)
+    assert {json.dumps(r["audit_sizing"]["audit_sized_at"]) for r in product_records(run)} == {"0.07"}
+    # Decided under the policy it was run with, it decides; with the rate dropped or changed, refused.
+    assert decide(policy, run, tmp_path / "same") == 4
+    assert result(tmp_path / "same")["product"]["slices"]["critical"]["audit_plan"] == plan
+    for text, says in (
+        (original, "`slices.critical.audit_sized_at` is not set (a quarter of the limit) in "),
+        (original.replace("max_failure_rate: 0.2", "max_failure_rate: 0.2\n    audit_sized_at: 0.15"), "is 0.15 in "),
+    ):
+        policy.write_text(text, encoding="utf-8")
+        capsys.readouterr()
+        assert decide(policy, run, tmp_path / "edited") == 2
+        err = said(capsys)
+        assert says in err and "the run's was 0.07" in err, err

@@ -120,6 +120,8 @@ def _chance(power: float) -> str:
 
 def _rate(z: ep.Sizing) -> str:
     """'0.5% (a quarter of the limit)': the rate the labelled design was sized at."""
+    if z.aim == "passed" and z.pass_sized_at is not None:
+        return f"{fr.percent(z.sized_at)} (the slice's `audit_sized_at`)"
     times = z.sized_at / z.limit if z.limit else 0.0
     share = {0.25: "a quarter of", 2.0: "twice", 3.0: "three times", 5.0: "five times"}.get(round(times, 6))
     of_it = f"{share} the limit" if share else "halfway from the limit to 100%"
@@ -184,11 +186,12 @@ def plan_slice(
     confidence: float,
     max_failures: int | None,
     reviewers: int,
+    sized_at: float | None = None,
 ) -> AuditPlan:
     """The slice's audit plan: the planner's counts, drawn as the prefix of each stratum's seeded order."""
     failing = list(answers.failing)
     passing = [o.case.case_id for o in answers.judged if o.verdict == "pass"]
-    sizing = size_plan(len(failing), len(passing), counts, limit, confidence)
+    sizing = size_plan(len(failing), len(passing), counts, limit, confidence, sized_at)
     a_f = len(failing) if max_failures is not None else sizing.fail_labels
     fail_order = draw_order(seed, name, JUDGED_FAIL, failing)[:a_f]
     pass_order = draw_order(seed, name, JUDGED_PASS, passing)[: sizing.pass_labels]
@@ -204,7 +207,12 @@ def plan_slice(
 
 @functools.lru_cache(maxsize=256)
 def size_plan(
-    judged_fail: int, judged_pass: int, counts: JudgeCounts | None, limit: float, confidence: float
+    judged_fail: int,
+    judged_pass: int,
+    counts: JudgeCounts | None,
+    limit: float,
+    confidence: float,
+    sized_at: float | None = None,
 ) -> ep.Sizing:
     """The planner's sizes for a slice of these strata (gate/estimate/audit_sizing.py, `plan_audit`). Pure, and
     a search of up to seconds: one command asks it once a slice (decide, the report, validate share it)."""
@@ -214,7 +222,12 @@ def size_plan(
         else None
     )
     return ep.plan_audit(
-        judged_fail=judged_fail, judged_pass=judged_pass, calibration=calibration, limit=limit, confidence=confidence
+        judged_fail=judged_fail,
+        judged_pass=judged_pass,
+        calibration=calibration,
+        limit=limit,
+        confidence=confidence,
+        pass_sized_at=sized_at,
     )
 
 

@@ -1,8 +1,8 @@
 """A product run's audit plan is sized once, when the run starts: what sizes it besides the answers travels with them.
 
 A slice's plan (gate/decide/product/audit_plan.py) is sized from its answers and from four more things:
-the slice's `max_failure_rate`, the lane's `confidence`, whether the slice is zero tolerance
-(`max_failures`), and calibration's figures for the slice (Se and Sp). The answers come with the
+the slice's `max_failure_rate` and `audit_sized_at`, the lane's `confidence`, whether the slice is zero
+tolerance (`max_failures`), and calibration's figures for the slice (Se and Sp). The answers come with the
 records, but which of them are the slice's is the dataset's say; the rest was read from the policy and
 calibration.json. All three can be edited between the run and the decide: another Se or another limit
 sizes another prefix of the same seeded draw, chosen after the run, and so does a case moved to another
@@ -85,6 +85,7 @@ def sizing_of(loaded: LoadedPolicy, lane: str, pe: ProductEvidence, lane_plan: P
             calibration_sha256=pe.calibration_sha256,
             cases=len(cases.get(name, ())),
             case_ids_sha256=_ids_sha256(cases.get(name, ())),
+            audit_sized_at=spec.audit_sized_at,
         )
     return out
 
@@ -258,6 +259,11 @@ def _differences(
             f"`slices.{shown}.max_failure_rate` is {given.max_failure_rate:g} in {policy}, the run's was "
             f"{run.max_failure_rate:g}"
         )
+    if given.audit_sized_at != run.audit_sized_at:
+        out.append(
+            f"`slices.{shown}.audit_sized_at` is {_sized_at_words(given)} in {policy}, the run's was "
+            f"{_sized_at_words(run)}"
+        )
     if given.confidence != run.confidence:
         out.append(f"`lanes.{lane}.confidence` is {given.confidence:g} in {policy}, the run's was {run.confidence:g}")
     if given.zero_tolerance != run.zero_tolerance:
@@ -268,6 +274,10 @@ def _differences(
     if given.judge != run.judge:
         out.append(f"{calibration} gives slice {shown} {_figures(given)}, the run's calibration gave {_figures(run)}")
     return out
+
+
+def _sized_at_words(s: AuditSizing) -> str:
+    return f"{s.audit_sized_at:g}" if s.audit_sized_at is not None else "not set (a quarter of the limit)"
 
 
 def _figures(s: AuditSizing) -> str:
@@ -281,6 +291,8 @@ def _figures(s: AuditSizing) -> str:
 
 def _sizing_words(s: AuditSizing) -> str:
     zero = ", zero tolerance" if s.zero_tolerance else ""
+    if s.audit_sized_at is not None:
+        zero += f", sized at {s.audit_sized_at:g}"
     return f"limit {s.max_failure_rate:g}, confidence {s.confidence:g}{zero}, {_figures(s)}"
 
 

@@ -448,6 +448,7 @@ def _plans(ev: Evidence, pe: ProductEvidence, by_slice: Mapping[str, SliceAnswer
             confidence=pe.confidence,
             max_failures=ev.policy.slices[name].max_failures,
             reviewers=ev.policy.review.reviewers_per_item,
+            sized_at=ev.policy.slices[name].audit_sized_at,
         )
     if pe.audit is not None and pe.audit.queue is not None:
         # A slice with answers still unjudged has no final plan: a queue made then leaves it out.
