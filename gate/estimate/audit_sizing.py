@@ -102,6 +102,7 @@ class Part:
     decides: bool
     answers_needed: int | None = None
     limit_it_decides: float | None = None
+    rate_it_decides: float | None = None  # to pass: the highest rate a whole audit passes with `power`
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,10 @@ class Sizing:
     @property
     def limit_it_decides(self) -> float | None:
         return self.part.limit_it_decides
+
+    @property
+    def rate_it_decides(self) -> float | None:
+        return self.part.rate_it_decides
 
     @property
     def fail_labels(self) -> int:
@@ -351,7 +356,11 @@ def size_part(
         k, q_f, q_p = expected(rate, n, calibration)
         whole = _whole_power(side, n, rate, limit, alpha)
         needed, nearest = _what_would(side, n, rate, limit, alpha, power)
-        return Part(side, None, rate, k, q_f, q_p, whole, False, answers_needed=needed, limit_it_decides=nearest)
+        highest = _highest_rate_passed(n, limit, alpha, power) if side == "passed" else None
+        return Part(
+            side, None, rate, k, q_f, q_p, whole, False, answers_needed=needed, limit_it_decides=nearest,
+            rate_it_decides=highest,
+        )  # fmt: skip
     found: tuple[float, at.Design] | None = None
     # To show a slice exceeded, the judged-fail answers alone first, at each rate (a search of seconds at most);
     # then with judged-pass answers too, at the first rate only (a search that can take minutes).
@@ -559,6 +568,25 @@ def _what_would(
         low, high = _cp_edges(quantile, n, alpha)
         nearest = high if aim == "passed" else low
     return needed, nearest
+
+
+def _highest_rate_passed(n: int, limit: float, alpha: float, power: float) -> float | None:
+    """The highest failure rate at which a whole audit of n answers passes `limit` with `power` (None: it
+    never passes): the whole audit passes at x <= x*, and P(X <= x* | n, rate) falls with the rate."""
+    if n == 0 or not 0.0 < limit < 1.0:
+        return None
+    from scipy.special import betaincinv
+    from scipy.stats import binom
+
+    x = int(binom.ppf(alpha, n, limit))
+    while x >= 0 and binom.cdf(x, n, limit) > alpha:
+        x -= 1
+    if x < 0:
+        return None
+    if x >= n:
+        return 1.0
+    # P(X <= x | rate) = I_{1 - rate}(n - x, x + 1)
+    return float(1.0 - betaincinv(n - x, x + 1, power))
 
 
 # --- the verdict and the interval, read from exactly the planned sample ---

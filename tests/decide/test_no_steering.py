@@ -671,6 +671,14 @@ def test_a_slice_planned_for_its_own_rate_is_sized_there_before_the_run_and_held
     before = " ".join(capsys.readouterr().out.split())
     assert "a run failing at 10% (about 10 of 60 judged fail) would have no audit plan that decides it" in before
     assert "what would: a run of about " in before, before
+    # ... and the rate that would: sized there, the plan decides.
+    highest = re.search(r"or an `audit_sized_at` of ([0-9.]+)% or less", before)
+    assert highest is not None and 5 < float(highest[1]) < 10, before
+    rate = f"{float(highest[1]) / 100:.4f}"
+    policy.write_text(original.replace("max_failure_rate: 0.2", f"max_failure_rate: 0.2\n    audit_sized_at: {rate}"))
+    main(["validate", "--policy", str(policy), "--lane", "app"])
+    there = " ".join(capsys.readouterr().out.split())
+    assert "sized before the run to pass it " in there and f"if the failure rate is {highest[1]}% (the slice's" in there
     policy.write_text(original.replace("max_failure_rate: 0.2", "max_failure_rate: 0.2\n    audit_sized_at: 0.07"))
     main(["validate", "--policy", str(policy), "--lane", "app"])
     before = " ".join(capsys.readouterr().out.split())

@@ -259,6 +259,8 @@ def whole_audit_words(z: ep.Sizing) -> str:
     if z.limit_it_decides is not None:
         side = "or more" if z.aim == "passed" else "or less"
         would.append(f"a limit of {fr.percent(z.limit_it_decides)} {side}")
+    if z.aim == "passed" and z.pass_sized_at is not None and z.rate_it_decides is not None:
+        would.append(f"an `audit_sized_at` of {fr.percent(z.rate_it_decides, 'down')} or less")
     what = ", or ".join(would) if would else "nothing: the rate is the limit itself"
     return (
         f"even people labelling all {z.n:,} would {_aim(z)} only {fr.percent(z.power)} of the time, and a plan "
