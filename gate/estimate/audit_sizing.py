@@ -395,9 +395,7 @@ def _whole_power(side: at.Side, n: int, rate: float, limit: float, alpha: float)
     from scipy.stats import binom
 
     if side == "passed":
-        x = int(binom.ppf(alpha, n, limit))  # the largest x with P(X <= x | limit) <= alpha, found near here
-        while x >= 0 and binom.cdf(x, n, limit) > alpha:
-            x -= 1
+        x = _whole_pass_threshold(n, limit, alpha)
         return float(binom.cdf(x, n, rate)) if x >= 0 else 0.0
     x = int(binom.isf(alpha, n, limit))  # the smallest x with P(X >= x | limit) <= alpha
     while x > 0 and binom.sf(x - 2, n, limit) <= alpha:
@@ -570,17 +568,25 @@ def _what_would(
     return needed, nearest
 
 
+def _whole_pass_threshold(n: int, limit: float, alpha: float) -> int:
+    """The most failures a whole audit of n answers may find and pass `limit`: the largest x with
+    P(X <= x | limit) <= alpha (-1: none)."""
+    from scipy.stats import binom
+
+    x = int(binom.ppf(alpha, n, limit))  # found near here
+    while x >= 0 and binom.cdf(x, n, limit) > alpha:
+        x -= 1
+    return x
+
+
 def _highest_rate_passed(n: int, limit: float, alpha: float, power: float) -> float | None:
     """The highest failure rate at which a whole audit of n answers passes `limit` with `power` (None: it
     never passes): the whole audit passes at x <= x*, and P(X <= x* | n, rate) falls with the rate."""
     if n == 0 or not 0.0 < limit < 1.0:
         return None
     from scipy.special import betaincinv
-    from scipy.stats import binom
 
-    x = int(binom.ppf(alpha, n, limit))
-    while x >= 0 and binom.cdf(x, n, limit) > alpha:
-        x -= 1
+    x = _whole_pass_threshold(n, limit, alpha)
     if x < 0:
         return None
     if x >= n:
