@@ -542,6 +542,13 @@ def test_merge_and_resume_keep_the_audit_sizing_the_run_started_with(
     err = said(capsys)
     assert "calibration.json gives slice critical Se 95/96, Sp 60/66" in err and "Se 20/25" in err, err
     assert not (tmp_path / "resized" / "result.json").exists()
+    write_calibration(policy, {"critical": WEAK_JUDGE})
+    before = edit(policy, "max_failure_rate: 0.2", "max_failure_rate: 0.2\n    audit_sized_at: 0.1")
+    assert main([*merge, str(tmp_path / "rate-added")]) == 2
+    # A policy edited after the shards ran (a rate added) is refused before its plan is even sized.
+    assert "the shards ran a policy" in said(capsys)
+    assert not (tmp_path / "rate-added" / "result.json").exists()
+    policy.write_text(before, encoding="utf-8")
 
     # A run stopped part-way and resumed under another calibration: refused before anything is paid.
     write_calibration(policy, {"critical": WEAK_JUDGE})
@@ -553,6 +560,10 @@ def test_merge_and_resume_keep_the_audit_sizing_the_run_started_with(
     err = said(capsys)
     assert f"the records in {out} (--resume): the run sized its audit plan when it started" in err, err
     write_calibration(policy, {"critical": WEAK_JUDGE})
+    before = edit(policy, "max_failure_rate: 0.2", "max_failure_rate: 0.2\n    audit_sized_at: 0.1")
+    assert run_app(policy, out, responses, "--resume") == 2
+    assert "the run's was not set (a quarter of the limit)" in said(capsys)
+    policy.write_text(before, encoding="utf-8")
     assert run_app(policy, out, responses, "--resume") != 3
     assert len({json.dumps(r["audit_sizing"]) for r in product_records(out)}) == 1
 
