@@ -252,11 +252,14 @@ def test_a_429_pauses_every_judgment_until_the_provider_says(tmp_path: Path) -> 
 
 def test_a_burst_of_429s_is_retried_within_max_attempts(tmp_path: Path) -> None:
     clock = Clock()
-    served = [0]
+    seen: set[str] = set()
 
     def provider(req: RecordedRequest) -> Any:
-        served[0] += 1
-        return status(429, retry_after=None) if served[0] <= 6 else reply("pass")
+        # Each case's first request is answered 429, whichever order they arrive in: counting the first six
+        # requests served instead failed under load, where one case's retry came before another's first try.
+        first = req.prompt not in seen
+        seen.add(req.prompt)
+        return status(429, retry_after=None) if first else reply("pass")
 
     pacer = paced(clock)
     with FakeOpenAI(default=provider) as fake:
